@@ -1,0 +1,30 @@
+# kiln: the two set-up commands the README promises.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+JOBS ?= 2
+
+.PHONY: demo test venv test-deps bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+venv: $(PY)
+	$(PY) -m pip install -q -e .
+
+demo: venv
+	$(PY) -m kiln.demo
+
+test-deps: venv
+	$(PY) -m pip install -q -e '.[test]'
+
+test: test-deps
+	$(PY) -m pytest -n $(JOBS) $(PYTEST_ARGS)
+
+bench: test-deps
+	$(PY) -m benchmarks.run
+
+clean:
+	rm -rf $(VENV) build *.egg-info

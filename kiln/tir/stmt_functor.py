@@ -1,0 +1,217 @@
+"""Visitors and mutators over TIR, dispatching on node type in one place.
+
+Subclass :class:`StmtExprVisitor` / :class:`StmtExprMutator` and define ``visit_<ClassName>``
+methods (e.g. ``visit_For``, ``visit_Add``); everything else is walked generically through the
+node's ``_fields``. Buffers, Vars, IterVars' domains and TE tensors are leaves unless a
+``visit_`` method says otherwise. The mutator rebuilds a node only when a child changed, so
+unchanged subtrees stay shared.
+"""
+from __future__ import annotations
+
+from ..ir.node import Node, deep_recursion
+from .buffer import Buffer
+from .expr import Var, CommReducer, PrimExpr
+
+_LEAF_TYPES = (Var, Buffer, CommReducer)
+
+
+def _dispatch_table(cls):
+    table = cls.__dict__.get("_kiln_dispatch")
+    if table is None:
+        table = {}
+        setattr(cls, "_kiln_dispatch", table)
+    return table
+
+
+class StmtExprVisitor:
+    """Walks statements and expressions; override ``visit_<Node>`` and call ``self.generic_visit``."""
+
+    def visit(self, node):
+        table = _dispatch_table(type(self))
+        meth = table.get(type(node))
+        if meth is None:
+            meth = self._find(type(node))
+            table[type(node)] = meth
+        return meth(self, node)
+
+    @classmethod
+    def _find(cls, node_type):
+        for klass in node_type.__mro__:
+            m = getattr(cls, "visit_" + klass.__name__, None)
+            if m is not None:
+                return m
+        return cls.generic_visit
+
+    def generic_visit(self, node):
+        if isinstance(node, _LEAF_TYPES) or not isinstance(node, Node):
+            return
+        for f in node._fields:
+            self._visit_value(getattr(node, f))
+
+    def _visit_value(self, v):
+        if isinstance(v, Node):
+            self.visit(v)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                self._visit_value(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                self._visit_value(x)
+
+    def __call__(self, node):
+        with deep_recursion():
+            return self.visit(node)
+
+
+class StmtExprMutator(StmtExprVisitor):
+    """Rewrites statements and expressions; ``visit_<Node>`` returns the replacement node."""
+
+    def generic_visit(self, node):
+        if isinstance(node, _LEAF_TYPES) or not isinstance(node, Node):
+            return node
+        changes = None
+        for f in node._fields:
+            old = getattr(node, f)
+            new = self._mutate_value(old)
+            if new is not old:
+                if changes is None:
+                    changes = {}
+                changes[f] = new
+        if changes is None:
+            return node
+        return _rebuild(node, changes)
+
+    def _mutate_value(self, v):
+        if isinstance(v, Node):
+            return self.visit(v)
+        if isinstance(v, list):
+            out = [self._mutate_value(x) for x in v]
+            return v if all(a is b for a, b in zip(out, v)) else out
+        if isinstance(v, tuple):
+            out = tuple(self._mutate_value(x) for x in v)
+            return v if all(a is b for a, b in zip(out, v)) else out
+        if isinstance(v, dict):
+            out = {k: self._mutate_value(x) for k, x in v.items()}
+            return v if all(out[k] is v[k] for k in v) else out
+        return v
+
+
+def _rebuild(node, changes):
+    """Copy ``node`` with ``changes``, re-deriving dtypes where they depend on children."""
+    new = node.with_fields(**changes)
+    if isinstance(new, PrimExpr):
+        _refresh_dtype(new)
+    return new
+
+
+def _refresh_dtype(e):
+    from . import expr as E
+    from ..runtime.dtype import parse_dtype
+    if isinstance(e, E.CmpExpr):
+        lanes = parse_dtype(e.a.dtype).lanes
+        e.dtype = "bool" if lanes == 1 else f"boolx{lanes}"
+    elif isinstance(e, E.BinaryOpExpr):
+        e.dtype = e.a.dtype
+    elif isinstance(e, (E.Select,)):
+        e.dtype = e.true_value.dtype
+    elif isinstance(e, E.Let):
+        e.dtype = e.body.dtype
+    elif isinstance(e, E.Not):
+        e.dtype = e.a.dtype
+    elif isinstance(e, E.Ramp):
+        e.dtype = str(parse_dtype(e.base.dtype).with_lanes(e.lanes))
+    elif isinstance(e, E.Broadcast):
+        e.dtype = str(parse_dtype(e.value.dtype).with_lanes(e.lanes))
+    elif isinstance(e, E.BufferLoad):
+        lanes = 1
+        for idx in e.indices:
+            lanes = max(lanes, parse_dtype(idx.dtype).lanes)
+        e.dtype = e.buffer.dtype if lanes == 1 else str(parse_dtype(e.buffer.dtype).with_lanes(lanes))
+    elif isinstance(e, E.Reduce):
+        e.dtype = e.source[e.value_index].dtype
+
+
+class _Substitute(StmtExprMutator):
+    def __init__(self, vmap):
+        self.vmap = vmap
+
+    def visit_Var(self, v):
+        return self.vmap.get(v, v)
+
+
+def substitute(node, vmap):
+    """Replace variables by expressions: ``vmap`` maps Var → PrimExpr (or a callable Var → expr|None)."""
+    if callable(vmap) and not isinstance(vmap, dict):
+        fn = vmap
+
+        class _F(StmtExprMutator):
+            def visit_Var(self, v):
+                r = fn(v)
+                return v if r is None else r
+        return _F()(node)
+    if not vmap:
+        return node
+    from .op import convert
+    vmap = {k: convert(v) for k, v in vmap.items()}
+    return _Substitute(vmap)(node)
+
+
+def post_order_visit(node, fvisit):
+    """Call ``fvisit`` on every node, children first (TVM's ``tir.stmt_functor.post_order_visit``)."""
+
+    class _V(StmtExprVisitor):
+        def generic_visit(self, n):
+            StmtExprVisitor.generic_visit(self, n)
+            fvisit(n)
+
+    _V()(node)
+
+
+def pre_order_visit(node, fvisit):
+    """Call ``fvisit`` on every node, parents first; stop descending where it returns False."""
+
+    class _V(StmtExprVisitor):
+        def generic_visit(self, n):
+            if fvisit(n) is False:
+                return
+            StmtExprVisitor.generic_visit(self, n)
+
+    _V()(node)
+
+
+def ir_transform(stmt, preorder, postorder, only_enable=None):
+    """TVM's ``ir_transform``: ``preorder`` may replace a node before its children are visited;
+    ``postorder`` after. ``only_enable`` restricts callbacks to those node type names."""
+    names = set(only_enable) if only_enable else None
+
+    class _T(StmtExprMutator):
+        def generic_visit(self, n):
+            enabled = names is None or type(n).__name__ in names or ("tir." + type(n).__name__) in names
+            if enabled and preorder is not None:
+                r = preorder(n)
+                if r is not None:
+                    return r
+            n2 = StmtExprMutator.generic_visit(self, n)
+            if enabled and postorder is not None:
+                r = postorder(n2)
+                if r is not None:
+                    return r
+            return n2
+
+    return _T()(stmt)
+
+
+def uses_var(node, pred) -> bool:
+    """Whether any Var in ``node`` satisfies ``pred`` (or is the given Var)."""
+    if isinstance(pred, Var):
+        target = pred
+        pred = lambda v: v is target  # noqa: E731
+    found = []
+
+    class _V(StmtExprVisitor):
+        def visit_Var(self, v):
+            if pred(v):
+                found.append(v)
+
+    _V()(node)
+    return bool(found)
