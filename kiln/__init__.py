@@ -61,11 +61,14 @@ _SUBMODULES = {
     "runtime", "ir", "tir", "te", "arith", "target", "driver", "contrib", "transform", "relay", "topi",
     "autotvm", "rpc", "testing", "parser", "cli", "exec", "meta_schedule",
 }
+_SUBMODULE_ALIASES = {"instrument": "kiln.ir.instrument"}
 
 
 def __getattr__(name):
     if name in _SUBMODULES:
         return importlib.import_module(f"kiln.{name}")
+    if name in _SUBMODULE_ALIASES:
+        return importlib.import_module(_SUBMODULE_ALIASES[name])
     spec = _LAZY.get(name)
     if spec is None:
         raise AttributeError(f"module 'kiln' has no attribute {name!r}")
@@ -77,4 +80,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)
+    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES | set(_SUBMODULE_ALIASES))

@@ -63,6 +63,13 @@ class TypeInferenceError(RelayError, TypeError):
 class ParseError(KilnError, SyntaxError):
     """Text that does not parse; the message points at the line and column."""
 
+    def __init__(self, message: str = "", *args):
+        super().__init__(message, *args)
+        self.msg = message
+
+    def __str__(self) -> str:
+        return str(self.msg)
+
 
 class OpNotImplemented(KilnError, NotImplementedError):
     """An operator (or a feature of one) that kiln does not implement yet."""

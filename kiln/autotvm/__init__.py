@@ -1,1 +1,27 @@
-"""kiln.autotvm"""
+"""kiln.autotvm: template-based schedule tuning with TVM's AutoTVM API.
+
+    from kiln import autotvm
+    task = autotvm.task.create("tutorial/matmul", args=(N, L, M, "float32"), target="llvm")
+    tuner = autotvm.tuner.XGBTuner(task)
+    tuner.tune(n_trial=40, measure_option=autotvm.measure_option(builder="local", runner=autotvm.LocalRunner()),
+               callbacks=[autotvm.callback.progress_bar(40), autotvm.callback.log_to_file("matmul.log")])
+    with autotvm.apply_history_best("matmul.log"): ...
+"""
+import importlib as _importlib
+
+from . import env, utils, task, measure, record, tuner, database, tophub
+from .measure import (measure_option, MeasureInput, MeasureResult, MeasureErrorNo, LocalBuilder, LocalRunner,
+                      RPCRunner)
+from .tuner import callback
+from .task import (get_config, create, ConfigSpace, ConfigEntity, FallbackConfigEntity, register_topi_compute,
+                   register_topi_schedule, template, DispatchContext, FallbackContext, ApplyConfig,
+                   ApplyHistoryBest as apply_history_best, ApplyFixedConfig, apply_fixed_config,
+                   InstantiationError)
+from .env import GLOBAL_SCOPE
+
+
+def __getattr__(name):
+    # `feature` walks lowered TIR and is loaded on first use.
+    if name == "feature":
+        return _importlib.import_module(".feature", __name__)
+    raise AttributeError(f"module 'kiln.autotvm' has no attribute {name!r}")

@@ -88,6 +88,9 @@ def _eq_value(a, b, st: _EqState, defining: bool) -> bool:
             if id(b) in st.rmap:
                 return False
             if a is b and not defining:
+                if st.map_free:  # the free var now stands for itself; it may not map elsewhere later
+                    st.lmap[id(a)] = b
+                    st.rmap[id(b)] = a
                 return True
             if not (defining or st.map_free):
                 return False

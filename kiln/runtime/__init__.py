@@ -1,1 +1,19 @@
-"""kiln.runtime"""
+"""kiln.runtime: NDArray, Device, Module, the global function registry, loading compiled libraries.
+
+Imports nothing of the compiler at import time: an exported model loads where no compiler exists.
+"""
+from . import ndarray  # noqa: F401
+from .benchmark import BenchmarkResult  # noqa: F401
+from .device import Device, cpu, cuda, device  # noqa: F401
+from .dtype import DataType  # noqa: F401
+from .module import Module, create_c_module, enabled, load_module  # noqa: F401
+from .ndarray import NDArray  # noqa: F401
+from .registry import PackedFunc, get_global_func, list_global_func_names, register_func, remove_global_func  # noqa: F401
+
+nd = ndarray
+
+__all__ = [
+    "Module", "load_module", "NDArray", "ndarray", "nd", "Device", "device", "cpu", "cuda", "DataType",
+    "register_func", "get_global_func", "list_global_func_names", "remove_global_func", "PackedFunc",
+    "BenchmarkResult", "enabled", "create_c_module",
+]

@@ -25,7 +25,10 @@ class DataType:
     INT, UINT, FLOAT, HANDLE, BFLOAT = 0, 1, 2, 3, 4
     _DL_CODE = {"int": 0, "uint": 1, "float": 2, "handle": 3, "bfloat": 4, "bool": 1}
 
-    def __init__(self, type_code: str, bits: int, lanes: int = 1):
+    def __init__(self, type_code, bits: int | None = None, lanes: int = 1):
+        if bits is None:  # TVM spelling: DataType("float32")
+            parsed = parse_dtype(type_code)
+            type_code, bits, lanes = parsed.type_code, parsed.bits, parsed.lanes
         self.type_code = type_code
         self.bits = bits
         self.lanes = lanes

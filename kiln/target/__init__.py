@@ -1,1 +1,9 @@
-"""kiln.target"""
+"""kiln.target: Target parsing, host CPU facts, C code generation and the CPU build backends."""
+from .target import Target, TargetKind, TargetError, create, current_target, arm_cpu, cuda, x86 as x86_target
+from . import x86
+from .flags import target_cflags
+from . import build_c as _build_c  # registers target.build.c / target.build.llvm  # noqa: F401
+from .codegen_c import CodeGenC, codegen_c
+
+__all__ = ["Target", "TargetKind", "TargetError", "create", "current_target", "arm_cpu", "cuda", "x86",
+           "target_cflags", "CodeGenC", "codegen_c"]

@@ -18,3 +18,14 @@ from .op import (const, convert, cast, add, sub, mul, neg, truncdiv, truncmod, f
                  call_extern, call_packed, ret, min_value, max_value, infinity, comm_reducer, sum)
 from .op import Select
 from . import stmt_functor
+
+
+_LAZY_SUBMODULES = ("transform", "analysis", "interpreter", "printer")
+
+
+def __getattr__(name):
+    """``tir.transform`` / ``tir.analysis`` / ``tir.interpreter`` load on first use (they import kiln.arith)."""
+    if name in _LAZY_SUBMODULES:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -385,8 +385,9 @@ class BufferLoad(PrimExpr):
     _fields = ("buffer", "indices")
 
     def __init__(self, buffer, indices):
+        from .op import convert
         self.buffer = buffer
-        self.indices = list(indices)
+        self.indices = [convert(i) for i in indices]
         lanes = 1
         for idx in self.indices:
             lanes = max(lanes, parse_dtype(idx.dtype).lanes)
@@ -410,6 +411,10 @@ class Ramp(PrimExpr):
     _fields = ("base", "stride", "lanes")
 
     def __init__(self, base: PrimExpr, stride: PrimExpr, lanes: int):
+        from .op import convert, const
+        base = convert(base)
+        if not isinstance(stride, PrimExpr):
+            stride = const(stride, base.dtype)
         self.base, self.stride, self.lanes = base, stride, int(lanes)
         self.dtype = str(parse_dtype(base.dtype).with_lanes(self.lanes))
 
@@ -420,7 +425,8 @@ class Broadcast(PrimExpr):
     _fields = ("value", "lanes")
 
     def __init__(self, value: PrimExpr, lanes: int):
-        self.value, self.lanes = value, int(lanes)
+        from .op import convert
+        self.value, self.lanes = convert(value), int(lanes)
         self.dtype = str(parse_dtype(value.dtype).with_lanes(self.lanes))
 
 

@@ -57,7 +57,9 @@ class BufferStore(Stmt):
     _fields = ("buffer", "value", "indices")
 
     def __init__(self, buffer, value, indices):
-        self.buffer, self.value, self.indices = buffer, value, list(indices)
+        from .op import convert
+        self.buffer, self.value = buffer, convert(value)
+        self.indices = [convert(i) for i in indices]
 
 
 class BufferRealize(Stmt):
@@ -138,7 +140,8 @@ class IfThenElse(Stmt):
     _fields = ("condition", "then_case", "else_case")
 
     def __init__(self, condition, then_case, else_case=None):
-        self.condition, self.then_case, self.else_case = condition, then_case, else_case
+        from .op import convert
+        self.condition, self.then_case, self.else_case = convert(condition), then_case, else_case
 
 
 class SeqStmt(Stmt):

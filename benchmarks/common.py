@@ -1,0 +1,56 @@
+"""Shared benchmark helpers: interleaved timing of several contenders, machine facts, result files."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from typing import Callable
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def machine_info() -> dict:
+    from kiln.target.x86 import host_cpu_info
+    info = host_cpu_info()
+    feats = [f for f in ("avx512f", "avx2", "fma", "avx") if f in info.flags]
+    return {"cpu": info.model_name, "cores": info.num_cores, "features": feats,
+            "python": platform.python_version(), "load_average": list(os.getloadavg())}
+
+
+def time_call(fn: Callable[[], object], number: int) -> float:
+    """Mean seconds of ``number`` back-to-back calls."""
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - t0) / number
+
+
+def interleaved(contenders: dict, rounds: int = 7, number: int = 3, warmup: int = 2) -> dict:
+    """Time each contender ``rounds`` times, alternating between them so that machine noise hits all
+    alike. ``contenders`` maps a name to a zero-argument callable, or to a callable ``(number) ->
+    mean seconds`` when it is a tuple ("timer", fn). Returns name -> {median_s, best_s, runs_s}."""
+    def run(entry, n):
+        if isinstance(entry, tuple):
+            return entry[1](n)
+        return time_call(entry, n)
+
+    for entry in contenders.values():
+        run(entry, warmup)
+    runs: dict = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, entry in contenders.items():
+            runs[name].append(run(entry, number))
+    return {name: {"median_s": statistics.median(r), "best_s": min(r), "runs_s": r} for name, r in runs.items()}
+
+
+def write_results(name: str, data: dict, markdown: str) -> tuple[str, str]:
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    jpath = os.path.join(RESULTS_DIR, name + ".json")
+    mpath = os.path.join(RESULTS_DIR, name + ".md")
+    with open(jpath, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
+    with open(mpath, "w", encoding="utf-8") as f:
+        f.write(markdown)
+    return jpath, mpath

@@ -1,0 +1,1 @@
+"""Command-line entry points, run as ``python -m kiln.exec.<name>`` (TVM's ``tvm.exec``)."""

@@ -1,0 +1,365 @@
+"""The TE compiler (TVM's compile engine): lower each fused primitive function to a TIR PrimFunc.
+
+For one ``fn (...) , Primitive=1 { ... }``: its parameters become ``te.placeholder``s, every op call in
+the body is computed by the implementation its strategy selects (``FTVMStrategy`` for the target, or the
+AutoTVM dispatch context's best config), and the schedule of the *anchor* op (the call with the highest
+fusion pattern, the last one on ties) schedules the whole group; its injective producers and
+elementwise epilogue are inlined by that schedule. The result is a PrimFunc whose arguments are the
+flattened inputs, then the flattened outputs (the graph executor's calling convention).
+
+Structurally equal primitive functions are lowered once and share one kernel.
+"""
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+import numpy as np
+
+from ...error import KilnError, LoweringError, OpNotImplemented
+from ...ir.node import structural_equal, structural_hash
+from ...ir.op import Op, OpPattern
+from ...ir.type import TensorType, TupleType
+from ..expr import Call, Constant, Function, Tuple, TupleGetItem, Var
+
+MAX_FUNC_NAME_LENGTH = 80
+
+
+class CachedFunc:
+    """One lowered primitive function: its symbol, PrimFunc, and the TE tensors of its signature."""
+
+    def __init__(self, func_name: str, prim_func, inputs: list, outputs: list, const_inputs: list,
+                 anchor_op: str, implementation: str):
+        self.func_name = func_name
+        self.prim_func = prim_func
+        self.inputs = inputs
+        self.outputs = outputs
+        # non-scalar constants of the body, passed as extra trailing inputs: [(placeholder, numpy value)]
+        self.const_inputs = const_inputs
+        self.anchor_op = anchor_op
+        self.implementation = implementation
+
+    def __repr__(self) -> str:
+        return f"CachedFunc({self.func_name}, anchor={self.anchor_op}, impl={self.implementation})"
+
+
+def _static_shape(ty, where: str) -> tuple:
+    shape = []
+    for d in ty.shape:
+        v = getattr(d, "value", d)
+        if not isinstance(v, (int, np.integer)):
+            raise LoweringError(f"{where}: shape {ty.astext() if hasattr(ty, 'astext') else ty} is not static; "
+                                "the graph executor needs every tensor shape known at compile time (use the 'vm' "
+                                "executor, or give the inputs concrete shapes)")
+        shape.append(int(v))
+    return tuple(shape)
+
+
+def flatten_type(ty) -> list:
+    """The tensor types of ``ty`` (a tuple type flattened, in order)."""
+    if isinstance(ty, TupleType):
+        out = []
+        for f in ty.fields:
+            out.extend(flatten_type(f))
+        return out
+    if isinstance(ty, TensorType):
+        return [ty]
+    raise LoweringError(f"cannot lower a value of type {ty}: only tensors and tuples of tensors are supported")
+
+
+def _type_of(expr):
+    ty = getattr(expr, "_checked_type_", None)
+    if ty is None and isinstance(expr, Var):
+        ty = expr.type_annotation
+    if ty is None:
+        raise LoweringError(f"expression has no inferred type; run InferType first: {expr}")
+    return ty
+
+
+# -- implementation selection ---------------------------------------------------------------------
+def _autotvm_env():
+    try:
+        from ...autotvm.task.dispatcher import DispatchContext, FallbackContext
+        from ...autotvm.task.topi_integration import TaskExtractEnv, get_workload
+    except ImportError:
+        return None
+    return DispatchContext, FallbackContext, TaskExtractEnv, get_workload
+
+
+def get_valid_implementations(op: Op, attrs, inputs: list, out_type, target) -> list:
+    """Every implementation of ``op`` whose condition holds for this call (TVM's helper of that name)."""
+    fstrategy = op.get_attr("FTVMStrategy")
+    if fstrategy is None:
+        raise OpNotImplemented(f"operator {op.name} has no strategy (FTVMStrategy) registered; it cannot be compiled")
+    strategy = fstrategy(attrs, inputs, out_type, target)
+    return strategy.implementations() if hasattr(strategy, "implementations") else list(strategy)
+
+
+def select_implementation(op: Op, attrs, inputs: list, out_type, target, use_autotvm: bool = True):
+    """(implementation, output tensors) for one op call: TVM's rule: if AutoTVM has a tuned config for
+    one of the implementations, take the best tuned one; otherwise the highest ``plevel``."""
+    fstrategy = op.get_attr("FTVMStrategy")
+    if fstrategy is None:
+        fcompute = op.get_attr("FTVMCompute")
+        if fcompute is None:
+            raise OpNotImplemented(f"operator {op.name} has no compute/strategy registered (FTVMStrategy); it "
+                                   "cannot be compiled yet")
+        raise OpNotImplemented(f"operator {op.name} has a compute but no strategy (FTVMStrategy) giving it a "
+                               "schedule; register one with relay.op.register_strategy")
+    strategy = fstrategy(attrs, inputs, out_type, target)
+    impls = strategy.implementations() if hasattr(strategy, "implementations") else list(strategy)
+    if not impls:
+        raise OpNotImplemented(f"operator {op.name}: its strategy has no implementation for target {target}")
+    best = max(impls, key=lambda i: i.plevel)
+    env = _autotvm_env() if use_autotvm else None
+    if env is None:
+        return best, best.compute(attrs, inputs, out_type)
+    dispatch_ctx, fallback_ctx, extract_env, get_workload = env
+    tracer = extract_env.current
+    tracing = tracer is not None and tracer.tracing
+    wanted = tracing and (tracer.wanted_relay_ops is None or op in tracer.wanted_relay_ops
+                          or op.name in [getattr(o, "name", o) for o in tracer.wanted_relay_ops])
+    ctx = dispatch_ctx.current
+    tuned = ctx is not None and not isinstance(ctx, fallback_ctx)
+    if tracing and not wanted:
+        tracer.tracing = False
+        try:
+            return best, best.compute(attrs, inputs, out_type)
+        finally:
+            tracer.tracing = True
+    if not tuned and not wanted:
+        return best, best.compute(attrs, inputs, out_type)
+    best_outs, best_cfg_impl = None, None
+    chosen_outs = None
+    best_cost = None
+    for impl in impls:
+        outs = impl.compute(attrs, inputs, out_type)
+        if impl is best:
+            chosen_outs = outs
+        if not tuned:
+            continue
+        workload = get_workload(outs)
+        if workload is None:
+            continue
+        cfg = ctx.query(target, workload)
+        if getattr(cfg, "is_fallback", True):
+            continue
+        cost = getattr(cfg, "cost", None)
+        if best_cfg_impl is None or (cost is not None and best_cost is not None and cost < best_cost):
+            best_cfg_impl, best_outs, best_cost = impl, outs, cost
+    if best_cfg_impl is not None:
+        return best_cfg_impl, best_outs
+    return best, chosen_outs
+
+
+# -- lowering one function ---------------------------------------------------------------------------
+class _ScheduleBuilder:
+    """Walks a primitive function's body, building TE tensors; remembers the anchor op."""
+
+    def __init__(self, target):
+        self.target = target
+        self.memo: dict = {}
+        self.anchor = None  # (pattern, op, attrs, implementation, outputs)
+        self.const_inputs: list = []
+        self.op_names: list = []
+
+    def build(self, func: Function):
+        from ... import te
+        inputs = []
+        for p in func.params:
+            ty = _type_of(p)
+            tensors = []
+            for k, t in enumerate(flatten_type(ty)):
+                shape = _static_shape(t, f"parameter {p.name_hint}")
+                name = p.name_hint if not isinstance(ty, TupleType) else f"{p.name_hint}_{k}"
+                tensors.append(te.placeholder(shape, t.dtype, name=name))
+            self.memo[p] = tensors
+            inputs.extend(tensors)
+        outputs = self.visit(func.body)
+        return inputs, outputs
+
+    def visit(self, expr) -> list:
+        hit = self.memo.get(expr)
+        if hit is not None:
+            return hit
+        if isinstance(expr, Var):
+            raise LoweringError(f"free variable {expr.name_hint} in a primitive function")
+        if isinstance(expr, Constant):
+            out = self.visit_constant(expr)
+        elif isinstance(expr, Call):
+            out = self.visit_call(expr)
+        elif isinstance(expr, Tuple):
+            out = []
+            for f in expr.fields:
+                out.extend(self.visit(f))
+        elif isinstance(expr, TupleGetItem):
+            src = self.visit(expr.tuple_value)
+            types = flatten_type(_type_of(expr.tuple_value)) if isinstance(_type_of(expr.tuple_value), TupleType) \
+                else None
+            if types is None or len(types) != len(src):
+                raise LoweringError("TupleGetItem on a value that is not a flat tuple of tensors")
+            # field i of a (flat) tuple: nested tuples are flattened, so count the leaves before it
+            fields = _type_of(expr.tuple_value).fields
+            start = sum(len(flatten_type(f)) for f in fields[:expr.index])
+            out = src[start:start + len(flatten_type(fields[expr.index]))]
+        else:
+            raise LoweringError(f"cannot lower {type(expr).__name__} inside a primitive function")
+        self.memo[expr] = out
+        return out
+
+    def visit_constant(self, const: Constant) -> list:
+        from ... import te
+        from ...tir import op as tir_op
+        value = const.numpy()
+        dtype = "bool" if value.dtype == np.bool_ else str(value.dtype)
+        if value.ndim == 0:
+            scalar = value.item()
+            return [te.compute((), lambda: tir_op.const(scalar, dtype), name="compile_engine_const",
+                               tag="broadcast")]
+        ph = te.placeholder(value.shape, dtype, name=f"const_{len(self.const_inputs)}")
+        self.const_inputs.append((ph, value))
+        return [ph]
+
+    def visit_call(self, call: Call) -> list:
+        op = call.op
+        if not isinstance(op, Op):
+            raise LoweringError(f"primitive functions may only call operators, found a call of "
+                                f"{type(op).__name__}")
+        inputs = []
+        for a in call.args:
+            inputs.extend(self.visit(a))
+        out_type = _type_of(call)
+        for t in flatten_type(out_type):
+            _static_shape(t, f"the result of {op.name}")
+        impl, outs = select_implementation(op, call.attrs, inputs, out_type, self.target)
+        outs = list(outs)
+        pattern = op.get_attr("TOpPattern")
+        pattern = int(OpPattern.OPAQUE if pattern is None else pattern)
+        if self.anchor is None or pattern >= self.anchor[0]:
+            self.anchor = (pattern, op, call.attrs, impl, outs)
+        self.op_names.append(op.name)
+        want = len(flatten_type(out_type))
+        if len(outs) != want:
+            raise LoweringError(f"operator {op.name}: its compute returned {len(outs)} tensors, its type has {want}")
+        return outs
+
+
+def _fused_name(op_names: Sequence[str]) -> str:
+    base = "fused_" + "_".join(n.replace(".", "_") for n in op_names)
+    return re.sub(r"[^A-Za-z0-9_]", "_", base)
+
+
+class TECompiler:
+    """Lowers primitive functions for one target, caching by structural equality."""
+
+    def __init__(self, target, mod_name: str = "default"):
+        self.target = target
+        self.mod_name = mod_name
+        self._cache: dict = {}  # structural hash -> [(Function, CachedFunc)]
+        self._names: dict = {}
+        self.lowered: list = []  # CachedFuncs in first-lowered order
+
+    def _unique_name(self, base: str) -> str:
+        prefix = f"tvmgen_{self.mod_name}_" if self.mod_name else ""
+        name = prefix + base
+        if len(name) > MAX_FUNC_NAME_LENGTH:
+            digest = f"{abs(hash(name)) & 0xFFFFFFFF:08x}"
+            name = name[:MAX_FUNC_NAME_LENGTH - 9] + "_" + digest
+        count = self._names.get(name, 0)
+        self._names[name] = count + 1
+        return name if count == 0 else f"{name}_{count}"
+
+    def lower(self, func: Function) -> CachedFunc:
+        """The CachedFunc of ``func`` (lowered now, or taken from the cache)."""
+        key = structural_hash(func)
+        bucket = self._cache.setdefault(key, [])
+        for other, cached in bucket:
+            if structural_equal(other, func):
+                return cached
+        cached = self._lower_new(func)
+        bucket.append((func, cached))
+        self.lowered.append(cached)
+        return cached
+
+    def _lower_new(self, func: Function) -> CachedFunc:
+        from ... import te
+        builder = _ScheduleBuilder(self.target)
+        with self.target:
+            inputs, outputs = builder.build(func)
+            if builder.anchor is None:
+                raise LoweringError("a primitive function without any operator call cannot be lowered")
+            outputs = self._distinct_outputs(inputs, outputs)
+            _, anchor_op, anchor_attrs, impl, _ = builder.anchor
+            try:
+                sch = impl.schedule(anchor_attrs, outputs, self.target)
+            except TypeError:
+                sch = impl.schedule(outputs)
+            if isinstance(sch, (list, tuple)):
+                sch = sch[0]
+            name = self._unique_name(_fused_name(builder.op_names))
+            all_inputs = inputs + [ph for ph, _ in builder.const_inputs]
+            prim = te.schedule_to_primfunc(sch, all_inputs + outputs, name=name)
+        prim = prim.with_attr({"global_symbol": name, "tir.noalias": True})
+        return CachedFunc(name, prim, all_inputs, outputs, builder.const_inputs, anchor_op.name, impl.name)
+
+    @staticmethod
+    def _distinct_outputs(inputs: list, outputs: list) -> list:
+        """Outputs that are inputs, or repeated, get an identity copy (a kernel writes each output once)."""
+        from ... import te
+        seen = set(inputs)
+        out = []
+        for t in outputs:
+            if t in seen:
+                src = t
+                t = te.compute(src.shape, lambda *i, s=src: s(*i), name=f"{src.name}_copy", tag="injective")
+            seen.add(t)
+            out.append(t)
+        return out
+
+    def build_module(self):
+        """One runtime module with every lowered kernel (None when nothing was lowered)."""
+        from ...driver.build_module import build as kiln_build
+        from ...ir.module import IRModule
+        if not self.lowered:
+            return None
+        mod = IRModule({c.func_name: c.prim_func for c in self.lowered})
+        return kiln_build(mod, target=self.target)
+
+    def clear(self) -> None:
+        self._cache.clear()
+        self._names.clear()
+        self.lowered.clear()
+
+
+def lower_primitive(func: Function, target, name_prefix: str = "default") -> CachedFunc:
+    """Lower one primitive function on its own (for tests and inspection)."""
+    from ...target import Target
+    target = target if isinstance(target, Target) else Target(target)
+    return TECompiler(target, name_prefix).lower(func)
+
+
+_GLOBAL: dict = {}
+
+
+def get(target="llvm", mod_name: str = "default") -> TECompiler:
+    """The process-wide TECompiler for ``target`` (TVM's ``te_compiler.get()``)."""
+    from ...target import Target
+    target = target if isinstance(target, Target) else Target(target)
+    key = (str(target), mod_name)
+    comp = _GLOBAL.get(key)
+    if comp is None:
+        comp = _GLOBAL[key] = TECompiler(target, mod_name)
+    return comp
+
+
+def jit(func: Function, target="llvm"):
+    """Compile one primitive function on its own and return its kernel (inputs, then outputs)."""
+    from ...ir.module import IRModule
+    from ..transform import InferType
+    mod = InferType()(IRModule.from_expr(func))
+    func = mod["main"]
+    if not func.get_attr("Primitive"):
+        func = func.with_attr("Primitive", 1)
+    comp = TECompiler(get(target).target, "jit")
+    cached = comp.lower(func)
+    return comp.build_module()[cached.func_name]

@@ -1,0 +1,210 @@
+"""Visitors over Relay expressions: ExprFunctor (dispatch), ExprVisitor (walk once), ExprMutator
+(rebuild; memoized so a subgraph used twice is rebuilt once and stays shared).
+
+Dispatch is by node class, in one table (``_METHOD``), to TVM's method names (``visit_call``, ...).
+"""
+from __future__ import annotations
+
+from ..error import RelayError
+from ..ir.expr import GlobalVar
+from ..ir.node import deep_recursion
+from ..ir.op import Op
+from .expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
+
+
+_METHOD = {
+    Var: "visit_var",
+    GlobalVar: "visit_global_var",
+    Constant: "visit_constant",
+    Tuple: "visit_tuple",
+    TupleGetItem: "visit_tuple_getitem",
+    Call: "visit_call",
+    Let: "visit_let",
+    If: "visit_if",
+    Function: "visit_function",
+    Op: "visit_op",
+}
+
+
+def register_expr_class(cls, method_name: str) -> None:
+    """Let visitors dispatch a new expression class (e.g. ADT nodes) to ``method_name``."""
+    _METHOD[cls] = method_name
+
+
+def _method_name(expr) -> str:
+    cls = type(expr)
+    name = _METHOD.get(cls)
+    if name is None:
+        for base, n in _METHOD.items():
+            if isinstance(expr, base):
+                return n
+        raise RelayError(f"no visitor method for Relay node type {cls.__name__}")
+    return name
+
+
+class ExprFunctor:
+    """Dispatches ``visit(expr)`` to ``visit_<kind>(expr)``, caching one result per node."""
+
+    def __init__(self):
+        self.memo_map: dict = {}
+
+    def visit(self, expr):
+        memo = self.memo_map
+        if expr in memo:
+            return memo[expr]
+        if getattr(self, "_walking", False):
+            res = getattr(self, _method_name(expr))(expr)
+        else:
+            self._walking = True
+            try:
+                with deep_recursion():
+                    res = getattr(self, _method_name(expr))(expr)
+            finally:
+                self._walking = False
+        memo[expr] = res
+        return res
+
+    def _unimplemented(self, expr):
+        raise NotImplementedError(f"{type(self).__name__} does not handle {type(expr).__name__}")
+
+    visit_var = visit_global_var = visit_constant = visit_tuple = visit_tuple_getitem = _unimplemented
+    visit_call = visit_let = visit_if = visit_function = visit_op = _unimplemented
+
+    def visit_type(self, t):
+        return t
+
+
+class ExprVisitor(ExprFunctor):
+    """Visits every node reachable from the root once (children before nothing: override to act)."""
+
+    def visit_var(self, var):
+        pass
+
+    def visit_global_var(self, gv):
+        pass
+
+    def visit_constant(self, c):
+        pass
+
+    def visit_op(self, op):
+        pass
+
+    def visit_tuple(self, t):
+        for f in t.fields:
+            self.visit(f)
+
+    def visit_tuple_getitem(self, t):
+        self.visit(t.tuple_value)
+
+    def visit_call(self, call):
+        self.visit(call.op)
+        for a in call.args:
+            self.visit(a)
+
+    def visit_let(self, let):
+        self.visit(let.var)
+        self.visit(let.value)
+        self.visit(let.body)
+
+    def visit_if(self, i):
+        self.visit(i.cond)
+        self.visit(i.true_branch)
+        self.visit(i.false_branch)
+
+    def visit_function(self, fn):
+        for p in fn.params:
+            self.visit(p)
+        self.visit(fn.body)
+
+
+class ExprMutator(ExprFunctor):
+    """Rebuilds an expression bottom-up; unchanged subtrees are returned as they are (same object)."""
+
+    def visit_var(self, var):
+        return var
+
+    def visit_global_var(self, gv):
+        return gv
+
+    def visit_constant(self, c):
+        return c
+
+    def visit_op(self, op):
+        return op
+
+    def visit_tuple(self, t):
+        fields = [self.visit(f) for f in t.fields]
+        if all(a is b for a, b in zip(fields, t.fields)):
+            return t
+        return Tuple(fields, t.span)
+
+    def visit_tuple_getitem(self, t):
+        tup = self.visit(t.tuple_value)
+        if tup is t.tuple_value:
+            return t
+        return TupleGetItem(tup, t.index, t.span)
+
+    def visit_call(self, call):
+        op = self.visit(call.op)
+        args = [self.visit(a) for a in call.args]
+        if op is call.op and all(a is b for a, b in zip(args, call.args)):
+            return call
+        return Call(op, args, call.attrs, call.type_args, call.span)
+
+    def visit_let(self, let):
+        v = self.visit(let.var)
+        value = self.visit(let.value)
+        body = self.visit(let.body)
+        if v is let.var and value is let.value and body is let.body:
+            return let
+        return Let(v, value, body, let.span)
+
+    def visit_if(self, i):
+        c, t, f = self.visit(i.cond), self.visit(i.true_branch), self.visit(i.false_branch)
+        if c is i.cond and t is i.true_branch and f is i.false_branch:
+            return i
+        return If(c, t, f, i.span)
+
+    def visit_function(self, fn):
+        params = [self.visit(p) for p in fn.params]
+        body = self.visit(fn.body)
+        if body is fn.body and all(a is b for a, b in zip(params, fn.params)):
+            return fn
+        return Function(params, body, fn.ret_type, fn.type_params, fn.attrs, fn.span)
+
+
+def post_order_visit(expr, fvisit) -> None:
+    """Call ``fvisit(node)`` on every node reachable from ``expr``, children first, each node once."""
+
+    class _PostOrder(ExprVisitor):
+        def visit(self, e):
+            if e in self.memo_map:
+                return
+            super().visit(e)
+            fvisit(e)
+
+    _PostOrder().visit(expr)
+
+
+class _Binder(ExprMutator):
+    def __init__(self, binds: dict):
+        super().__init__()
+        self.binds = binds
+
+    def visit_var(self, var):
+        return self.binds.get(var, var)
+
+    def visit_function(self, fn):
+        params = [p for p in fn.params if p not in self.binds]
+        body = self.visit(fn.body)
+        if len(params) == len(fn.params) and body is fn.body:
+            return fn
+        return Function(params, body, fn.ret_type, fn.type_params, fn.attrs, fn.span)
+
+
+def bind_vars(expr, binds: dict):
+    """Replace variables by expressions; bound parameters of a top-level Function are removed."""
+    for k in binds:
+        if not isinstance(k, Var):
+            raise RelayError(f"bind: keys must be relay.Var, got {type(k).__name__}")
+    return _Binder(dict(binds)).visit(expr)

@@ -1,0 +1,19 @@
+"""The Relay operator library (TVM's ``relay.op``): constructors, attrs schemas and per-op registrations.
+
+Importing this package registers every op: type relation, ``TOpPattern``, numpy reference (``FReference``),
+TOPI compute (``FTVMCompute``) and strategy (``FTVMStrategy``).
+"""
+from . import type_relations, op_attrs  # noqa: F401
+from .op import *  # noqa: F401,F403
+from .op import __all__ as _op_all
+from . import tensor, reduce, transform  # noqa: F401
+from .tensor import *  # noqa: F401,F403
+from .reduce import *  # noqa: F401,F403
+from .transform import *  # noqa: F401,F403
+from . import nn, image, strategy  # noqa: F401
+from . import _schedules
+
+_schedules.register_all()
+
+__all__ = (list(_op_all) + list(tensor.__all__) + list(reduce.__all__) + list(transform.__all__)
+           + ["nn", "image", "strategy", "op_attrs"])

@@ -1,0 +1,126 @@
+"""Compute and strategy registrations for every op (TVM's ``_tensor.py`` / ``_transform.py`` / ``nn/_nn.py``).
+
+Injective, broadcast and elementwise ops pair their FTVMCompute with the generic injective schedule,
+reductions with the reduce schedule; the other nn ops get the strategies of ``strategy.generic``.
+"""
+from __future__ import annotations
+
+from ...ir.op import Op, OpPattern
+from ._define import topi_compute, topi_fn
+from .op import register_broadcast_schedule, register_compute, register_injective_schedule, \
+    register_reduce_schedule, register_strategy
+from .strategy import generic as G
+
+
+def _pair(v):
+    from .nn._conv_pool import pair
+    return pair(v, "value")
+
+
+def _pad_args(attrs, inputs, out_type):
+    before = [w[0] for w in attrs.pad_width]
+    after = [w[1] for w in attrs.pad_width]
+    if attrs.pad_mode != "constant":
+        fn = "edge_pad" if attrs.pad_mode == "edge" else "mirror_pad"
+        return None, fn, before, after
+    return inputs[1], "pad", before, after
+
+
+def _pad_compute(attrs, inputs, out_type):
+    value, fn_name, before, after = _pad_args(attrs, inputs, out_type)
+    fn = topi_fn(f"nn.{fn_name}", "nn.pad")
+    if fn_name == "pad":
+        return [fn(inputs[0], before, after, value())]
+    if fn_name == "mirror_pad":
+        return [fn(inputs[0], before, after, "REFLECT")]
+    return [fn(inputs[0], before, after)]
+
+
+def _bias_add_compute(attrs, inputs, out_type):
+    data, bias = inputs
+    axis = attrs.axis % len(data.shape)
+    expand = len(data.shape) - axis - 1
+    if expand:
+        bias = topi_fn("expand_dims", "nn.bias_add")(bias, 1, expand)
+    return [topi_fn("add", "nn.bias_add")(data, bias)]
+
+
+def _batch_flatten_compute(attrs, inputs, out_type):
+    return [topi_fn("reshape", "nn.batch_flatten")(inputs[0], list(out_type.shape))]
+
+
+def _upsampling_compute(attrs, inputs, out_type):
+    fn = topi_fn("nn.upsampling", "nn.upsampling")
+    return [fn(inputs[0], attrs.scale_h, attrs.scale_w, attrs.layout, attrs.method, attrs.align_corners)]
+
+
+def _resize2d_compute(attrs, inputs, out_type):
+    fn = topi_fn("image.resize2d", "image.resize2d")
+    return [fn(inputs[0], list(attrs.roi), list(attrs.size), attrs.layout, attrs.method,
+               attrs.coordinate_transformation_mode, attrs.rounding_method, attrs.cubic_alpha, attrs.cubic_exclude,
+               attrs.extrapolation_value, attrs.out_dtype or out_type.dtype)]
+
+
+def _dropout_compute(attrs, inputs, out_type):
+    from ...error import OpNotImplemented
+    raise OpNotImplemented("nn.dropout has no compute: run relay.transform.SimplifyInference() first (it removes "
+                           "dropout at inference)")
+
+
+_NN_COMPUTES = {
+    "nn.relu": topi_compute("nn.relu", "nn.relu"),
+    "nn.leaky_relu": topi_compute("nn.leaky_relu", "nn.leaky_relu", lambda a, i, t: [i[0], a.alpha]),
+    "nn.prelu": topi_compute("nn.prelu", "nn.prelu", lambda a, i, t: [i[0], i[1], a.axis]),
+    "nn.pad": _pad_compute,
+    "nn.bias_add": _bias_add_compute,
+    "nn.batch_flatten": _batch_flatten_compute,
+    "nn.upsampling": _upsampling_compute,
+    "image.resize2d": _resize2d_compute,
+    "nn.dropout": _dropout_compute,
+}
+
+_NN_STRATEGIES = {
+    "nn.conv2d": G.conv2d_strategy,
+    "nn.contrib_conv2d_NCHWc": G.conv2d_NCHWc_strategy,
+    "nn.conv2d_transpose": G.conv2d_transpose_strategy,
+    "nn.dense": G.dense_strategy,
+    "nn.matmul": G.matmul_strategy,
+    "nn.batch_matmul": G.batch_matmul_strategy,
+    "nn.softmax": G.softmax_strategy,
+    "nn.fast_softmax": G.softmax_strategy,
+    "nn.log_softmax": G.log_softmax_strategy,
+    "nn.layer_norm": G.layer_norm_strategy,
+    "nn.group_norm": G.group_norm_strategy,
+    "nn.batch_norm": G.batch_norm_strategy,
+    "nn.max_pool2d": G.GenericStrategy("max_pool_strategy", lambda a, i, t, tg: G._one(
+        "pool2d", "nn.max_pool2d", G._pool_compute("max"), "schedule_pool")),
+    "nn.avg_pool2d": G.GenericStrategy("avg_pool_strategy", lambda a, i, t, tg: G._one(
+        "pool2d", "nn.avg_pool2d", G._pool_compute("avg"), "schedule_pool")),
+    "nn.global_avg_pool2d": G.global_pool_strategy_for("avg"),
+    "nn.global_max_pool2d": G.global_pool_strategy_for("max"),
+    "nn.adaptive_avg_pool2d": G.adaptive_pool_strategy_for("avg"),
+    "nn.adaptive_max_pool2d": G.adaptive_pool_strategy_for("max"),
+}
+
+
+def register_all() -> None:
+    """Attach computes and strategies (idempotent)."""
+    for name, compute in _NN_COMPUTES.items():
+        if not Op.get(name).has_attr("FTVMCompute"):
+            register_compute(name, compute)
+    for name in Op.list_op_names():
+        op = Op.get(name)
+        if op.has_attr("FTVMStrategy") or name.startswith("test."):
+            continue
+        if name in _NN_STRATEGIES:
+            register_strategy(name, _NN_STRATEGIES[name])
+            continue
+        if not op.has_attr("FTVMCompute") or not op.has_attr("FReference"):
+            continue
+        pattern = op.get_attr("TOpPattern")
+        if pattern == OpPattern.COMM_REDUCE:
+            register_reduce_schedule(name)
+        elif pattern == OpPattern.BROADCAST:
+            register_broadcast_schedule(name)
+        elif pattern in (OpPattern.ELEMWISE, OpPattern.INJECTIVE, OpPattern.OPAQUE):
+            register_injective_schedule(name)

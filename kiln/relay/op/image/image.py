@@ -1,0 +1,21 @@
+"""Constructors of the image ops (TVM's ``relay.image``)."""
+from __future__ import annotations
+
+from ....ir.op import Op
+from ....runtime.dtype import dtype_str
+from ...expr import Call, Constant
+
+
+def resize2d(data, size, roi=None, layout="NCHW", method="linear", coordinate_transformation_mode="half_pixel",
+             rounding_method="", cubic_alpha=-0.5, cubic_exclude=0, extrapolation_value=0.0, out_dtype=None):
+    """Resize the H and W axes of ``data`` to ``size`` (static sizes only)."""
+    if isinstance(size, Constant):
+        size = size.numpy().tolist()
+    size = [size, size] if isinstance(size, int) else [int(s) for s in size]
+    op = Op.get("image.resize2d")
+    attrs = op.make_attrs(size=size, roi=list(roi) if roi is not None else [0.0, 0.0, 0.0, 0.0], layout=layout,
+                          method=method, coordinate_transformation_mode=coordinate_transformation_mode,
+                          rounding_method=rounding_method, cubic_alpha=cubic_alpha, cubic_exclude=cubic_exclude,
+                          extrapolation_value=extrapolation_value,
+                          out_dtype=dtype_str(out_dtype) if out_dtype else "")
+    return Call(op, [data], attrs)

@@ -1,0 +1,3 @@
+"""Op strategies per target (TVM's ``relay.op.strategy``): generic CPU implementations in ``generic``."""
+from .generic import *  # noqa: F401,F403
+from . import generic  # noqa: F401

@@ -1,0 +1,281 @@
+"""Generic (target-independent) strategies: TOPI computes paired with ``topi.generic`` schedules.
+
+Each ``*_strategy`` is a ``GenericStrategy``: ``fn(attrs, inputs, out_type, target) -> OpStrategy`` that
+dispatches on the target's keys (``@conv2d_strategy.register("cpu")`` in a target file overrides the
+default). TOPI functions are looked up when a strategy runs, so a missing one raises ``OpNotImplemented``
+naming the op at compile time.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ....error import OpNotImplemented
+from .._define import topi_fn
+from ..op import OpStrategy
+
+__all__ = ["GenericStrategy", "generic_strategy", "wrap_topi_schedule", "schedule_by_name", "wrap_compute_conv2d",
+           "conv2d_strategy", "conv2d_NCHWc_strategy", "conv2d_transpose_strategy", "dense_strategy",
+           "matmul_strategy", "batch_matmul_strategy", "softmax_strategy", "log_softmax_strategy",
+           "pool_strategy", "global_pool_strategy", "adaptive_pool_strategy", "layer_norm_strategy",
+           "group_norm_strategy", "batch_norm_strategy", "injective_strategy", "reduce_strategy"]
+
+
+def _target_keys(target) -> list:
+    if target is None:
+        from ....target import Target
+        target = Target.current(allow_none=True)
+        if target is None:
+            return []
+    if isinstance(target, str):
+        from ....target import Target
+        target = Target(target)
+    return list(getattr(target, "keys", []) or [])
+
+
+class GenericStrategy:
+    """A strategy function with per-target-key overrides (TVM's ``override_native_generic_func``)."""
+
+    def __init__(self, name: str, default: Callable):
+        self.name = name
+        self.default = default
+        self.dispatch: dict = {}
+
+    def register(self, key_list, override: bool = False):
+        keys = [key_list] if isinstance(key_list, str) else list(key_list)
+
+        def _register(fn):
+            for k in keys:
+                if k in self.dispatch and not override:
+                    raise OpNotImplemented(f"{self.name}: key {k!r} is already registered (use override=True)")
+                self.dispatch[k] = fn
+            return fn
+        return _register
+
+    def __call__(self, attrs, inputs, out_type, target=None):
+        for key in _target_keys(target):
+            fn = self.dispatch.get(key)
+            if fn is not None:
+                return fn(attrs, inputs, out_type, target)
+        return self.default(attrs, inputs, out_type, target)
+
+    def __repr__(self) -> str:
+        return f"GenericStrategy({self.name}, keys={sorted(self.dispatch)})"
+
+
+def generic_strategy(fn: Callable) -> GenericStrategy:
+    return GenericStrategy(fn.__name__, fn)
+
+
+def wrap_topi_schedule(topi_schedule: Callable) -> Callable:
+    """Adapt ``topi.generic.schedule_*(outs)`` to the strategy's ``schedule(attrs, outs, target)``."""
+    def schedule(attrs, outs, target):
+        return topi_schedule(outs)
+    schedule.__name__ = getattr(topi_schedule, "__name__", "schedule")
+    return schedule
+
+
+def schedule_by_name(name: str) -> Callable:
+    """A schedule ``(attrs, outs, target)`` running ``kiln.topi.generic.<name>`` (looked up when used)."""
+    def schedule(attrs, outs, target):
+        return topi_fn(f"generic.{name}", name)(outs)
+    schedule.__name__ = name
+    return schedule
+
+
+def _one(strategy_name: str, op_name: str, compute: Callable, schedule: str) -> OpStrategy:
+    strategy = OpStrategy()
+    strategy.add_implementation(compute, schedule_by_name(schedule), name=f"{strategy_name}.generic")
+    return strategy
+
+
+def _compute_from_registry(op_name: str) -> Callable:
+    from ....ir.op import Op
+
+    def compute(attrs, inputs, out_type):
+        fn = Op.get(op_name).get_attr("FTVMCompute")
+        if fn is None:
+            raise OpNotImplemented(f"operator {op_name} has no compute (FTVMCompute) registered")
+        return fn(attrs, inputs, out_type)
+    return compute
+
+
+@generic_strategy
+def injective_strategy(attrs, inputs, out_type, target):
+    raise OpNotImplemented("injective_strategy must be bound to an op (use register_injective_schedule)")
+
+
+@generic_strategy
+def reduce_strategy(attrs, inputs, out_type, target):
+    raise OpNotImplemented("reduce_strategy must be bound to an op (use register_reduce_schedule)")
+
+
+# -- conv2d -----------------------------------------------------------------------------------------------------
+def _conv_args(attrs, out_type):
+    from ..nn._conv_pool import pad4, pair
+    return pair(attrs.strides, "strides"), pad4(attrs.padding), pair(attrs.dilation, "dilation"), \
+        (attrs.out_dtype or out_type.dtype)
+
+
+def wrap_compute_conv2d(attrs, inputs, out_type):
+    """conv2d through topi: NCHW/OIHW or NHWC/HWIO; grouped convolutions use the group_conv2d computes."""
+    strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
+    data, kernel = inputs
+    layout, klayout, groups = attrs.data_layout, attrs.kernel_layout, attrs.groups
+    if layout == "NCHW" and klayout == "OIHW":
+        if groups == 1:
+            return [topi_fn("nn.conv2d_nchw", "nn.conv2d")(data, kernel, strides, padding, dilation, out_dtype)]
+        return [topi_fn("nn.group_conv2d_nchw", "nn.conv2d")(data, kernel, strides, padding, dilation, groups,
+                                                             out_dtype)]
+    if layout == "NHWC" and klayout == "HWIO":
+        if groups == 1:
+            return [topi_fn("nn.conv2d_nhwc", "nn.conv2d")(data, kernel, strides, padding, dilation, out_dtype)]
+        return [topi_fn("nn.group_conv2d_nhwc", "nn.conv2d")(data, kernel, strides, padding, dilation, groups,
+                                                             out_dtype)]
+    raise OpNotImplemented(f"nn.conv2d with data_layout={layout}, kernel_layout={klayout} has no TOPI compute "
+                           "in kiln yet (supported: NCHW/OIHW, NHWC/HWIO)")
+
+
+@generic_strategy
+def conv2d_strategy(attrs, inputs, out_type, target):
+    schedule = {"NCHW": "schedule_conv2d_nchw", "NHWC": "schedule_conv2d_nhwc"}.get(attrs.data_layout,
+                                                                                      "schedule_conv2d_nchw")
+    if attrs.groups != 1:
+        schedule = "schedule_group_conv2d_nchw" if attrs.data_layout == "NCHW" else "schedule_group_conv2d_nhwc"
+    return _one("conv2d", "nn.conv2d", wrap_compute_conv2d, schedule)
+
+
+@generic_strategy
+def conv2d_NCHWc_strategy(attrs, inputs, out_type, target):  # noqa: N802 (TVM's name)
+    def compute(attrs, inputs, out_type):
+        strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
+        fn = topi_fn("nn.conv2d_NCHWc", "nn.contrib_conv2d_NCHWc")
+        return [fn(inputs[0], inputs[1], strides, padding, dilation, attrs.data_layout,
+                   attrs.out_layout or attrs.data_layout, out_dtype)]
+    return _one("conv2d_NCHWc", "nn.contrib_conv2d_NCHWc", compute, "schedule_conv2d_nchwc")
+
+
+@generic_strategy
+def conv2d_transpose_strategy(attrs, inputs, out_type, target):
+    def compute(attrs, inputs, out_type):
+        if attrs.data_layout != "NCHW" or attrs.kernel_layout != "IOHW":
+            raise OpNotImplemented("nn.conv2d_transpose: only NCHW data with an IOHW kernel has a TOPI compute")
+        strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
+        from ..nn._conv_pool import pair
+        out_pad = pair(attrs.output_padding, "output_padding")
+        if attrs.groups == 1:
+            fn = topi_fn("nn.conv2d_transpose_nchw", "nn.conv2d_transpose")
+            return [fn(inputs[0], inputs[1], strides, padding, out_dtype, out_pad, dilation)]
+        fn = topi_fn("nn.group_conv2d_transpose_nchw", "nn.conv2d_transpose")
+        return [fn(inputs[0], inputs[1], strides, padding, out_dtype, out_pad, attrs.groups, dilation)]
+    return _one("conv2d_transpose", "nn.conv2d_transpose", compute, "schedule_conv2d_transpose_nchw")
+
+
+# -- dense / matmul -----------------------------------------------------------------------------------------------
+@generic_strategy
+def dense_strategy(attrs, inputs, out_type, target):
+    def compute(attrs, inputs, out_type):
+        return [topi_fn("nn.dense", "nn.dense")(inputs[0], inputs[1], None, attrs.out_dtype or out_type.dtype)]
+    return _one("dense", "nn.dense", compute, "schedule_dense")
+
+
+@generic_strategy
+def matmul_strategy(attrs, inputs, out_type, target):
+    def compute(attrs, inputs, out_type):
+        fn = topi_fn("nn.matmul", "nn.matmul")
+        return [fn(inputs[0], inputs[1], None, attrs.out_dtype or out_type.dtype, attrs.transpose_a,
+                   attrs.transpose_b)]
+    return _one("matmul", "nn.matmul", compute, "schedule_matmul")
+
+
+@generic_strategy
+def batch_matmul_strategy(attrs, inputs, out_type, target):
+    def compute(attrs, inputs, out_type):
+        fn = topi_fn("nn.batch_matmul", "nn.batch_matmul")
+        return [fn(inputs[0], inputs[1], None, attrs.out_dtype or out_type.dtype, attrs.transpose_a,
+                   attrs.transpose_b)]
+    return _one("batch_matmul", "nn.batch_matmul", compute, "schedule_batch_matmul")
+
+
+# -- softmax / norms / pooling ----------------------------------------------------------------------------------------
+@generic_strategy
+def softmax_strategy(attrs, inputs, out_type, target):
+    def compute(attrs, inputs, out_type):
+        return [topi_fn("nn.softmax", "nn.softmax")(inputs[0], attrs.axis)]
+    return _one("softmax", "nn.softmax", compute, "schedule_softmax")
+
+
+@generic_strategy
+def log_softmax_strategy(attrs, inputs, out_type, target):
+    def compute(attrs, inputs, out_type):
+        return [topi_fn("nn.log_softmax", "nn.log_softmax")(inputs[0], attrs.axis)]
+    return _one("log_softmax", "nn.log_softmax", compute, "schedule_log_softmax")
+
+
+@generic_strategy
+def layer_norm_strategy(attrs, inputs, out_type, target):
+    def compute(attrs, inputs, out_type):
+        fn = topi_fn("nn.layer_norm", "nn.layer_norm")
+        return [fn(inputs[0], inputs[1], inputs[2], [attrs.axis], attrs.epsilon)]
+    return _one("layer_norm", "nn.layer_norm", compute, "schedule_layer_norm")
+
+
+@generic_strategy
+def group_norm_strategy(attrs, inputs, out_type, target):
+    def compute(attrs, inputs, out_type):
+        fn = topi_fn("nn.group_norm", "nn.group_norm")
+        ndim = len(inputs[0].shape)
+        axes = [d for d in range(ndim) if d not in (0, attrs.axis % ndim)]
+        return [fn(inputs[0], inputs[1], inputs[2], attrs.num_groups, attrs.axis, axes, attrs.epsilon)]
+    return _one("group_norm", "nn.group_norm", compute, "schedule_group_norm")
+
+
+@generic_strategy
+def batch_norm_strategy(attrs, inputs, out_type, target):
+    def compute(attrs, inputs, out_type):
+        fn = topi_fn("nn.batch_norm", "nn.batch_norm")
+        outs = fn(*inputs, attrs.axis, attrs.epsilon, attrs.center, attrs.scale)
+        return list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    return _one("batch_norm", "nn.batch_norm", compute, "schedule_batch_norm")
+
+
+def _pool_compute(pool_type):
+    def compute(attrs, inputs, out_type):
+        from ..nn._conv_pool import pad4, pair
+        fn = topi_fn("nn.pool2d", f"nn.{pool_type}_pool2d")
+        return [fn(inputs[0], pair(attrs.pool_size, "pool_size"), pair(attrs.strides, "strides"),
+                   pair(attrs.dilation, "dilation"), pad4(attrs.padding), pool_type, attrs.ceil_mode, attrs.layout,
+                   getattr(attrs, "count_include_pad", False))]
+    return compute
+
+
+@generic_strategy
+def pool_strategy(attrs, inputs, out_type, target):
+    pool_type = "avg" if hasattr(attrs, "count_include_pad") and "count_include_pad" in attrs else "max"
+    return _one("pool2d", f"nn.{pool_type}_pool2d", _pool_compute(pool_type), "schedule_pool")
+
+
+def global_pool_strategy_for(pool_type):
+    def strategy(attrs, inputs, out_type, target):
+        def compute(attrs, inputs, out_type):
+            return [topi_fn("nn.global_pool", f"nn.global_{pool_type}_pool2d")(inputs[0], pool_type, attrs.layout)]
+        return _one("global_pool", f"nn.global_{pool_type}_pool2d", compute, "schedule_global_pool")
+    return GenericStrategy(f"global_{pool_type}_pool_strategy", strategy)
+
+
+def adaptive_pool_strategy_for(pool_type):
+    def strategy(attrs, inputs, out_type, target):
+        def compute(attrs, inputs, out_type):
+            fn = topi_fn("nn.adaptive_pool", f"nn.adaptive_{pool_type}_pool2d")
+            size = attrs.output_size or ()
+            size = tuple(size) * (2 if len(size) == 1 else 1)
+            if not size:
+                from ..nn._conv_pool import to_primal
+                p = to_primal([int(s) for s in inputs[0].shape], attrs.layout)
+                size = (p["H"], p["W"])
+            return [fn(inputs[0], size, pool_type, attrs.layout)]
+        return _one("adaptive_pool", f"nn.adaptive_{pool_type}_pool2d", compute, "schedule_adaptive_pool")
+    return GenericStrategy(f"adaptive_{pool_type}_pool_strategy", strategy)
+
+
+global_pool_strategy = global_pool_strategy_for("avg")
+adaptive_pool_strategy = adaptive_pool_strategy_for("avg")

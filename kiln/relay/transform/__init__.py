@@ -1,0 +1,19 @@
+"""Relay passes (TVM's ``relay.transform``)."""
+from ...transform import (Pass, PassInfo, PassContext, ModulePass, Sequential, module_pass, PrintIR,
+                          PassInstrument, pass_instrument)
+from .function_pass import FunctionPass, function_pass
+from .infer_type import InferType, InferTypeLocal
+from .normal_form import ToANormalForm, ToANormalFormExpr, ToGraphNormalForm
+from .dead_code import DeadCodeElimination
+from .global_functions import RemoveUnusedFunctions, Inline
+from .fuse_ops import FuseOps
+from .fold_constant import FoldConstant, FoldConstantExpr
+from .eliminate_common_subexpr import EliminateCommonSubexpr
+from .simplify_inference import SimplifyInference
+from .simplify_expr import SimplifyExpr
+from .canonicalize_ops import CanonicalizeOps
+from .fold_scale_axis import FoldScaleAxis, ForwardFoldScaleAxis, BackwardFoldScaleAxis
+from .combine_parallel import CombineParallelConv2D, CombineParallelDense
+from .alter_op_layout import AlterOpLayout, ConvertLayout
+from .fast_math import FastMath
+from .defuse_ops import DefuseOps

@@ -1,0 +1,303 @@
+"""FuseOps: group operators into fused primitive functions (TVM's fusion algorithm).
+
+The dataflow graph of each function is partitioned with its post-dominator tree, in three phases:
+
+0. an OUT_ELEMWISE_FUSABLE op (conv2d, dense) absorbs the elementwise/broadcast ops it post-dominates
+   through elementwise edges; elementwise/broadcast ops fuse into an injective or reduction consumer
+   when every path to it is injective (the sink may be an already-fused out-elemwise group);
+1. injective ops (and tuples) fuse into their post-dominator when every path to it is injective;
+2. injective ops fuse into an intermediate tuple that itself fused into an injective consumer
+   (the inputs of ``concatenate``).
+
+Opaque ops stay alone, a reduction ends its group (it may absorb injective producers). Each group
+becomes ``fn (...) , Primitive=1 { ... }`` called from the original function. With opt level 0 no
+two ops fuse: every op call is wrapped alone.
+"""
+from __future__ import annotations
+
+from ...ir.op import Op, OpPattern
+from ...transform.pass_base import ModulePass, register_pass
+from ..expr import Call, Function, Let, Tuple, TupleGetItem, Var
+from ..expr_functor import ExprMutator, post_order_visit
+from ._util import infer_module, type_of
+from .fusion_graph import (BROADCAST, ELEMWISE, INJECTIVE, OPAQUE, TUPLE, DominatorTree, IndexedForwardGraph,
+                           combine_pattern)
+
+COMM_REDUCE = int(OpPattern.COMM_REDUCE)
+OUT_EWISE = int(OpPattern.OUT_ELEMWISE_FUSABLE)
+
+
+class Group:
+    """A union-find set of graph nodes fused together."""
+
+    __slots__ = ("parent", "pattern", "root_ref", "anchor_ref", "num_nodes")
+
+    def __init__(self, pattern: int, root_ref):
+        self.parent = None
+        self.pattern = pattern
+        self.root_ref = root_ref
+        self.anchor_ref = root_ref if pattern == OUT_EWISE else None
+        self.num_nodes = 1
+
+    def find_root(self) -> "Group":
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        node = self
+        while node is not root:  # path compression
+            nxt = node.parent
+            node.parent = root
+            node = nxt
+        return root
+
+
+class GraphPartitioner:
+    def __init__(self, opt_level: int, max_fuse_depth: int):
+        self.opt_level = opt_level
+        self.max_fuse_depth = max_fuse_depth
+        self.groups: list = []
+        self.visited: set = set()
+
+    def partition(self, graph: IndexedForwardGraph) -> list:
+        self.groups = [Group(n.pattern, n.ref) for n in graph.post_dfs_order]
+        if self.opt_level == 0:
+            return self.groups
+        dom = DominatorTree(graph)
+        for phase in range(3):
+            self.run_fuse(graph, dom, phase)
+        return self.groups
+
+    # -- path checks -------------------------------------------------------------------------------
+    def _check_path(self, src, sink, fcond) -> bool:
+        if src in self.visited:
+            return True
+        self.visited.add(src)
+        g = self.groups[src.index].find_root()
+        if not fcond(g.pattern, src is sink):
+            return False
+        if src is sink:
+            return True
+        return all(self._check_path(out, sink, fcond) for out, _ in src.outputs)
+
+    def check_path(self, src, sink, fcond) -> bool:
+        """Every path from ``src`` to ``sink`` passes only through groups satisfying ``fcond``."""
+        self.visited = set()
+        return all(self._check_path(out, sink, fcond) for out, _ in src.outputs)
+
+    # -- merging -----------------------------------------------------------------------------------
+    @staticmethod
+    def merge_from_to(child: Group, parent: Group) -> None:
+        child, parent = child.find_root(), parent.find_root()
+        if child is parent:
+            return
+        parent.num_nodes += child.num_nodes
+        child.parent = parent
+        if child.anchor_ref is not None:
+            assert parent.anchor_ref is None, "two out-elemwise-fusable ops in one group"
+            parent.anchor_ref = child.anchor_ref
+            parent.pattern = combine_pattern(child.pattern, parent.pattern)
+
+    def _commit(self, src, sink, target: Group) -> None:
+        if src is sink or src in self.visited:
+            return
+        self.visited.add(src)
+        self.merge_from_to(self.groups[src.index], target)
+        for out, _ in src.outputs:
+            self._commit(out, sink, target)
+
+    def commit_fuse(self, src, sink) -> None:
+        """Merge every node on the paths from ``src`` to ``sink`` into the sink's group."""
+        self.visited = set()
+        self._commit(src, sink, self.groups[sink.index])
+
+    def _count_upto_sink(self, src, sink) -> int:
+        if src is sink or src in self.visited:
+            return 0
+        self.visited.add(src)
+        total = self.groups[src.index].num_nodes
+        for out, _ in src.outputs:
+            total += self._count_upto_sink(out, sink)
+        return total
+
+    def count_fused_with_new_child(self, child, dom_parent) -> int:
+        self.visited = set()
+        target = self.groups[dom_parent.index].find_root()
+        return target.num_nodes + self._count_upto_sink(child, dom_parent)
+
+    # -- the phases --------------------------------------------------------------------------------
+    def run_fuse(self, graph, dom: DominatorTree, phase: int) -> None:
+        for nid, gnode in enumerate(graph.post_dfs_order):
+            dnode = dom.nodes[nid]
+            group = self.groups[nid]
+            if group.pattern == OPAQUE or dnode.parent is None:
+                continue
+            sink = dnode.parent.gnode
+            parent_group = self.groups[sink.index]
+            if self.count_fused_with_new_child(gnode, sink) > self.max_fuse_depth:
+                continue
+            if phase == 2:
+                if group.pattern > INJECTIVE:
+                    continue
+                root_group = parent_group.find_root()
+                if root_group.pattern == TUPLE:
+                    continue
+                if parent_group.pattern == TUPLE and root_group.pattern <= INJECTIVE:
+                    if self.check_path(gnode, sink, lambda k, is_sink: k <= INJECTIVE):
+                        self.commit_fuse(gnode, sink)
+                continue
+            if group.find_root() is parent_group.find_root():
+                continue
+            if parent_group.pattern == TUPLE:
+                continue
+            if group.pattern == OUT_EWISE:
+                if phase != 0:
+                    continue
+                if dnode.pattern == ELEMWISE:
+                    if self.check_path(gnode, sink, lambda k, is_sink: k <= BROADCAST):
+                        self.commit_fuse(gnode, sink)
+            elif group.pattern <= BROADCAST:
+                if dnode.pattern <= INJECTIVE or dnode.pattern == COMM_REDUCE:
+                    def fcond(k, is_sink):
+                        if not is_sink:
+                            return k <= INJECTIVE
+                        return k <= BROADCAST or k in (COMM_REDUCE, INJECTIVE, OUT_EWISE)
+                    if self.check_path(gnode, sink, fcond):
+                        self.commit_fuse(gnode, sink)
+            elif group.pattern in (INJECTIVE, TUPLE):
+                if phase != 1:
+                    continue
+                if self.check_path(gnode, sink, lambda k, is_sink: k <= INJECTIVE):
+                    self.commit_fuse(gnode, sink)
+            # COMM_REDUCE: a reduction is never fused into what follows it
+
+
+class _GroupInfo:
+    def __init__(self):
+        self.params: list = []
+        self.arguments: list = []
+
+    def add(self, arg, ty) -> Var:
+        v = Var(f"p{len(self.params)}", ty)
+        self.params.append(v)
+        self.arguments.append(arg)
+        return v
+
+
+class FuseMutator(ExprMutator):
+    """Rewrites a function so each group becomes a call of a new primitive function."""
+
+    def __init__(self, fuse_opt_level: int, max_fuse_depth: int):
+        super().__init__()
+        self.fuse_opt_level = fuse_opt_level
+        self.max_fuse_depth = max_fuse_depth
+        self.gmap: dict = {}
+        self.ginfo: dict = {}
+
+    def transform(self, body):
+        graph = IndexedForwardGraph.create(body)
+        groups = GraphPartitioner(self.fuse_opt_level, self.max_fuse_depth).partition(graph)
+        for node, group in zip(graph.post_dfs_order, groups):
+            self.gmap[node.ref] = group
+        return self.visit(body)
+
+    def info(self, group) -> _GroupInfo:
+        gi = self.ginfo.get(group)
+        if gi is None:
+            gi = self.ginfo[group] = _GroupInfo()
+        return gi
+
+    def new_arguments(self, args, group) -> list:
+        out = []
+        for arg in args:
+            arg_group = self.gmap[arg].find_root() if arg in self.gmap else None
+            new_arg = self.visit(arg)
+            if arg_group is not group:
+                out.append(self.info(group).add(new_arg, type_of(arg)))
+            else:
+                out.append(new_arg)
+        return out
+
+    def make_function(self, group, ret_type, body):
+        gi = self.info(group)
+        has_call = [False]
+
+        def visit(n):
+            if isinstance(n, Call):
+                has_call[0] = True
+        post_order_visit(body, visit)
+        func = Function(gi.params, body, ret_type, attrs={"Primitive": int(has_call[0])})
+        if has_call[0] and _reshape_only(body):
+            func = func.with_attr("relay.reshape_only", 1)
+        return Call(func, gi.arguments)
+
+    def visit_function(self, fn):
+        if fn.get_attr("Primitive"):
+            return fn
+        return super().visit_function(fn)
+
+    def visit_call(self, call):
+        if not isinstance(call.op, Op) or call.op.get_attr("TNonComputational"):
+            return super().visit_call(call)
+        group = self.gmap[call].find_root()
+        new_call = Call(call.op, self.new_arguments(call.args, group), call.attrs, call.type_args, call.span)
+        if group.root_ref is call:
+            return self.make_function(group, type_of(call), new_call)
+        return new_call
+
+    def visit_tuple(self, tup):
+        group = self.gmap[tup].find_root()
+        if group.root_ref is tup:
+            return super().visit_tuple(tup)
+        return Tuple(self.new_arguments(tup.fields, group), tup.span)
+
+    def visit_tuple_getitem(self, item):
+        if item not in self.gmap:
+            return super().visit_tuple_getitem(item)
+        group = self.gmap[item].find_root()
+        new_tuple = self.new_arguments([item.tuple_value], group)[0]
+        new_item = TupleGetItem(new_tuple, item.index, item.span)
+        if group.root_ref is item:
+            src = self.gmap.get(item.tuple_value)
+            if src is None or src.find_root() is not group:
+                # the tuple comes from an opaque op: the field access stays outside any function
+                return super().visit_tuple_getitem(item)
+            return self.make_function(group, type_of(item), new_item)
+        return new_item
+
+
+_RESHAPE_OPS = ("reshape", "contrib_reverse_reshape", "dyn.reshape", "squeeze", "expand_dims")
+
+
+def _reshape_only(body) -> bool:
+    ok = [True]
+
+    def visit(n):
+        if isinstance(n, Call) and not (isinstance(n.op, Op) and n.op.name in _RESHAPE_OPS):
+            ok[0] = False
+    post_order_visit(body, visit)
+    return ok[0]
+
+
+def fuse_ops(func: Function, fuse_opt_level: int, max_fuse_depth: int = 256) -> Function:
+    """Fuse one type-checked function."""
+    return FuseMutator(fuse_opt_level, max_fuse_depth).transform(func)
+
+
+def FuseOps(fuse_opt_level: int = -1):  # noqa: N802 (TVM's name)
+    """Fuse operators into primitive functions. ``fuse_opt_level=-1`` uses the PassContext's opt level;
+    ``relay.FuseOps.max_depth`` (config, default 256) bounds the number of ops in one group."""
+
+    def run(mod, ctx):
+        level = ctx.opt_level if fuse_opt_level == -1 else fuse_opt_level
+        max_depth = int(ctx.get_config("relay.FuseOps.max_depth", 256) or 256)
+        mod = infer_module(mod)
+        out = mod.copy()
+        for gv, func in mod.functions.items():
+            if isinstance(func, Function) and not func.get_attr("Primitive") and not func.get_attr("Compiler"):
+                out[gv] = fuse_ops(func, level, max_depth)
+        return infer_module(out)
+
+    return ModulePass(run, 0, "FuseOps")
+
+
+register_pass("FuseOps", FuseOps)

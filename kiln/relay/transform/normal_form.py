@@ -1,0 +1,147 @@
+"""ToANormalForm / ToGraphNormalForm: convert between dataflow-graph form and let-bound A-normal form."""
+from __future__ import annotations
+
+from ...ir.expr import GlobalVar
+from ...ir.op import Op
+from ...transform.pass_base import register_pass
+from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
+from ..expr_functor import ExprMutator
+from ..analysis.graph import edge_counts as _edge_counts
+from .function_pass import FunctionPass
+
+_ATOMS = (Var, GlobalVar, Op, Constant)
+
+
+class _ToANF:
+    """Binds every compound sub-expression to a let variable in the scope where it is first needed.
+
+    A node shared between an inner scope (an if branch, a nested function) and an outer one is
+    bound where it is first reached, so it may be bound again (recomputed) in the outer scope.
+    """
+
+    def __init__(self, root):
+        self.scopes: list = []  # each: (bindings list, memo dict, edge counts within the scope or None)
+        self.counter = 0
+        self.total = _edge_counts(root)
+
+    def convert_scope(self, expr, local: bool = False):
+        self.scopes.append(([], {}, _edge_counts(expr) if local else None))
+        try:
+            result = self.atomize(expr)
+            bindings = self.scopes[-1][0]
+        finally:
+            self.scopes.pop()
+        for var, value in reversed(bindings):
+            result = Let(var, value, result)
+        return result
+
+    def target_scope(self, e):
+        """The innermost open scope that contains every use of ``e`` (so it can be bound there)."""
+        total = self.total.get(e, 1)
+        for scope in reversed(self.scopes):
+            within = scope[2]
+            if within is None or within.get(e, 0) >= total:
+                return scope
+        return self.scopes[0]
+
+    def lookup(self, e):
+        for _, memo, _ in reversed(self.scopes):
+            v = memo.get(e)
+            if v is not None:
+                return v
+        return None
+
+    def atomize(self, e):
+        if isinstance(e, _ATOMS):
+            return e
+        found = self.lookup(e)
+        if found is not None:
+            return found
+        if isinstance(e, Let):
+            value = self.compound(e.value)
+            self.scopes[-1][0].append((e.var, value))
+            self.scopes[-1][1][e.value] = e.var
+            return self.atomize(e.body)
+        scope = self.target_scope(e)
+        depth = self.scopes.index(scope)
+        inner, self.scopes = self.scopes[depth + 1:], self.scopes[:depth + 1]
+        try:
+            node = self.compound(e)
+        finally:
+            self.scopes += inner
+        v = Var(f"x_{self.counter}")
+        self.counter += 1
+        scope[0].append((v, node))
+        scope[1][e] = v
+        return v
+
+    def compound(self, e):
+        """The node itself with atomic operands (operand bindings go to the current scope)."""
+        if isinstance(e, _ATOMS):
+            return e
+        if isinstance(e, Call):
+            op = e.op if isinstance(e.op, Op) else self.atomize(e.op)
+            return Call(op, [self.atomize(a) for a in e.args], e.attrs, e.type_args, e.span)
+        if isinstance(e, Tuple):
+            return Tuple([self.atomize(f) for f in e.fields], e.span)
+        if isinstance(e, TupleGetItem):
+            return TupleGetItem(self.atomize(e.tuple_value), e.index, e.span)
+        if isinstance(e, If):
+            return If(self.atomize(e.cond), self.convert_scope(e.true_branch, True),
+                      self.convert_scope(e.false_branch, True), e.span)
+        if isinstance(e, Function):
+            return Function(e.params, self.convert_scope(e.body, True), e.ret_type, e.type_params, e.attrs,
+                            e.span)
+        if isinstance(e, Let):
+            return self.convert_scope(e)
+        raise NotImplementedError(f"ToANormalForm does not handle {type(e).__name__}")
+
+
+def to_a_normal_form(expr):
+    """A-normal form of one expression."""
+    from ...ir.node import deep_recursion
+    with deep_recursion():
+        if isinstance(expr, Function):
+            return Function(expr.params, _ToANF(expr.body).convert_scope(expr.body), expr.ret_type,
+                            expr.type_params, expr.attrs, expr.span)
+        return _ToANF(expr).convert_scope(expr)
+
+
+def ToANormalForm():  # noqa: N802
+    """Turn dataflow graphs into let-bound A-normal form (every intermediate value named by a let)."""
+    return FunctionPass(lambda f, mod, ctx: to_a_normal_form(f), 1, "ToANormalForm")
+
+
+def ToANormalFormExpr(e):  # noqa: N802
+    return to_a_normal_form(e)
+
+
+class _ToGraph(ExprMutator):
+    def __init__(self):
+        super().__init__()
+        self.subst: dict = {}
+
+    def visit_var(self, var):
+        return self.subst.get(var, var)
+
+    def visit_let(self, let):
+        value = self.visit(let.value)
+        if isinstance(value, Function) and _refers_to(value, let.var):
+            # a recursive local function stays let-bound
+            return Let(let.var, value, self.visit(let.body), let.span)
+        self.subst[let.var] = value
+        return self.visit(let.body)
+
+
+def _refers_to(expr, var) -> bool:
+    from ..analysis import free_vars
+    return var in free_vars(expr)
+
+
+def ToGraphNormalForm():  # noqa: N802
+    """Replace let bindings by dataflow edges (the inverse of ToANormalForm)."""
+    return FunctionPass(lambda f, mod, ctx: _ToGraph().visit(f), 1, "ToGraphNormalForm")
+
+
+register_pass("ToANormalForm", ToANormalForm)
+register_pass("ToGraphNormalForm", ToGraphNormalForm)

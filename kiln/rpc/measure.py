@@ -1,0 +1,195 @@
+"""Remote measurement helpers: the RPC half of AutoTVM's RPCRunner and LocalRunner.
+
+AutoTVM's runner calls these, so local and remote measurement share one path:
+
+    remote = request_remote(key, host, port, priority=1, timeout=60)
+    costs = run_remote_evaluation(remote, build_result.filename, build_result.arg_info,
+                                  number=4, repeat=3, min_repeat_ms=0)
+
+``LocalCluster`` starts a tracker and servers on loopback (what ``LocalRunner.set_task`` needs).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+
+from ..error import RPCError
+from .client import RemoteDevice, RPCSession, connect_tracker
+
+
+def request_remote(device_key: str, host: str | None = None, port: int | None = None, priority: int = 1,
+                   timeout: float = 60, request_timeout: float | None = None) -> RPCSession:
+    """A session with a server of ``device_key`` from the tracker at ``host:port`` (TVM's request_remote).
+
+    ``host``/``port`` default to ``$TVM_TRACKER_HOST``/``$TVM_TRACKER_PORT``; ``timeout`` is the
+    session timeout the server enforces; ``request_timeout`` bounds the wait for a free server.
+    """
+    host = host or os.environ.get("TVM_TRACKER_HOST") or os.environ.get("KILN_TRACKER_HOST")
+    port = port or os.environ.get("TVM_TRACKER_PORT") or os.environ.get("KILN_TRACKER_PORT")
+    if not host or not port:
+        raise RPCError("request_remote: give host and port, or set TVM_TRACKER_HOST and TVM_TRACKER_PORT")
+    tracker = connect_tracker(host, int(port), timeout=10)
+    try:
+        return tracker.request(device_key, priority=priority, session_timeout=timeout,
+                               request_timeout=request_timeout)
+    finally:
+        tracker.close()
+
+
+def check_remote(device_key: str, host: str | None = None, port: int | None = None, priority: int = 100,
+                 timeout: float = 10) -> bool:
+    """Whether a ``device_key`` server answers within ``timeout`` seconds (TVM's check_remote)."""
+    try:
+        remote = request_remote(device_key, host, port, priority, timeout=timeout, request_timeout=timeout)
+    except RPCError:
+        return False
+    try:
+        remote.cpu(0).sync()
+        return True
+    except RPCError:
+        return False
+    finally:
+        remote.close()
+
+
+@contextlib.contextmanager
+def upload_and_load(remote: RPCSession, filename: str):
+    """Upload a built library, load it on the server, and remove the file afterwards.
+
+    Yields the remote module.
+    """
+    name = os.path.basename(filename)
+    remote.upload(filename, name)
+    try:
+        yield remote.load_module(name)
+    finally:
+        if not remote.is_closed:
+            try:
+                remote.remove(name)
+            except RPCError:
+                pass
+
+
+def remote_empty(dev: RemoteDevice, shape, dtype: str = "float32"):
+    """An uninitialised array on a remote device."""
+    if not isinstance(dev, RemoteDevice):
+        raise RPCError(f"remote_empty: expected a device of an RPC session, got {dev!r}")
+    return dev._rpc_sess._nd_empty(shape, dtype, dev)
+
+
+def remote_array(source, dev: RemoteDevice, dtype=None):
+    """Copy a numpy array (or local NDArray) to a remote device."""
+    if not isinstance(dev, RemoteDevice):
+        raise RPCError(f"remote_array: expected a device of an RPC session, got {dev!r}")
+    return dev._rpc_sess._nd_array(source, dev, dtype)
+
+
+def random_fill_args(remote: RPCSession, arg_info, dev: RemoteDevice | None = None, fill: bool = True) -> list:
+    """Arrays for ``arg_info`` (``[(shape, dtype), ...]``) on the server, filled by the server's
+    ``tvm.contrib.random.random_fill`` (no data crosses the network)."""
+    dev = dev or remote.cpu(0)
+    args = [remote_empty(dev, shape, dtype) for shape, dtype in arg_info]
+    if fill:
+        random_fill = remote.get_function("tvm.contrib.random.random_fill")
+        for arg in args:
+            random_fill(arg)
+    dev.sync()
+    return args
+
+
+def run_remote_evaluation(remote: RPCSession, filename: str, arg_info, number: int = 1, repeat: int = 1,
+                          min_repeat_ms: int = 0, cooldown_interval: float = 0.0,
+                          enable_cpu_cache_flush: bool = False, ref_input=None, func_name: str | None = None,
+                          dev_type: str = "cpu", fill_inputs: bool = True, drop_extremes: bool = True) -> tuple:
+    """Upload ``filename``, time its entry function on the server, return the costs in seconds.
+
+    Inputs are ``ref_input`` (numpy arrays copied to the server) or arrays random-filled on the server.
+    With more than two repeats the fastest and slowest are dropped, as AutoTVM does.
+    """
+    dev = remote.device(dev_type, 0)
+    with upload_and_load(remote, filename) as mod:
+        name = func_name or mod.entry_name
+        if not name:
+            raise RPCError(f"run_remote_evaluation: {os.path.basename(filename)} has no entry function; pass func_name")
+        f_preproc = "cache_flush_cpu_non_first_arg" if enable_cpu_cache_flush else ""
+        timer = mod.time_evaluator(name, dev, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+                                   f_preproc=f_preproc)
+        if ref_input is not None:
+            args = [remote_array(x, dev) for x in ref_input]
+        else:
+            args = random_fill_args(remote, arg_info, dev, fill=fill_inputs)
+        costs = list(timer(*args).results)
+    if drop_extremes and len(costs) > 2:
+        costs = sorted(costs)[1:-1]
+    if cooldown_interval > 0:
+        time.sleep(cooldown_interval)
+    return tuple(costs)
+
+
+class LocalCluster:
+    """A tracker and ``n_servers`` servers on loopback, for local measurement over RPC and for tests.
+
+    ``key`` defaults to ``$local$device$<tracker port>`` as TVM's LocalRunner names it.
+    """
+
+    def __init__(self, n_servers: int = 1, key: str | None = None, port: int = 9000, port_end: int = 10000,
+                 silent: bool = True, server_init: str | None = None, wait: float = 10.0):
+        from .server import Server
+        from .tracker import Tracker
+
+        self.host = "127.0.0.1"
+        self.tracker = Tracker(self.host, port, port_end, silent=silent)
+        self.port = self.tracker.port
+        self.key = key or f"$local$device${self.port}"
+        self.servers: list = []
+        try:
+            for _ in range(n_servers):
+                self.servers.append(Server(self.host, port, port_end, tracker_addr=(self.host, self.port),
+                                           key=self.key, silent=silent, server_init=server_init))
+            self.wait_for_servers(n_servers, wait)
+        except BaseException:
+            self.terminate()
+            raise
+
+    def wait_for_servers(self, count: int, timeout: float = 10.0) -> None:
+        """Block until ``count`` servers of our key are free at the tracker."""
+        tracker = connect_tracker(self.host, self.port, timeout=5)
+        try:
+            deadline = time.time() + timeout
+            while True:
+                free = tracker.summary()["queue_info"].get(self.key, {}).get("free", 0)
+                if free >= count:
+                    return
+                if time.time() > deadline:
+                    raise RPCError(f"only {free} of {count} servers registered with the tracker within {timeout}s")
+                time.sleep(0.05)
+        finally:
+            tracker.close()
+
+    def request(self, priority: int = 1, session_timeout: float = 0, request_timeout: float | None = None):
+        return request_remote(self.key, self.host, self.port, priority, session_timeout, request_timeout)
+
+    def terminate(self) -> None:
+        servers, self.servers = self.servers, []
+        threads = [threading.Thread(target=s.terminate) for s in servers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.tracker is not None:
+            self.tracker.terminate()
+            self.tracker = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.terminate()
+
+    def __del__(self):
+        try:
+            self.terminate()
+        except Exception:  # noqa: BLE001
+            pass

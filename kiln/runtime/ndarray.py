@@ -1,0 +1,290 @@
+"""NDArray: a dense tensor on a device, backed (on the CPU) by a 64-byte-aligned numpy buffer.
+
+Arrays made here are compact row-major; arrays imported through DLPack may view foreign, possibly
+strided memory (``is_contiguous`` says which), which the kernel wrapper refuses.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..error import DataTypeError, DeviceError, KilnError
+from .device import Device, cpu, cuda, device, gpu  # noqa: F401  (TVM re-exports these from tvm.nd)
+from .dtype import parse_dtype
+
+_ALIGN = 64
+
+
+def _aligned_empty(shape: tuple, np_dtype: np.dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data pointer is a multiple of 64."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+    raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % _ALIGN
+    return raw[offset:offset + nbytes].view(np_dtype).reshape(shape)
+
+
+def _np_dtype_of(dtype) -> np.dtype:
+    return parse_dtype(dtype).numpy_dtype()
+
+
+def _check_device(dev) -> Device:
+    dev = cpu(0) if dev is None else device(dev)
+    if not dev.exist:
+        raise DeviceError(f"cannot allocate on {dev}: kiln's runtime supports cpu(0) only")
+    return dev
+
+
+class NDArray:
+    """A tensor: ``shape``, ``dtype``, ``device``; ``numpy()`` copies it out."""
+
+    __slots__ = ("_arr", "_shape", "_dtype", "_device", "_ptr", "_kernel_ok", "_dltensor", "__weakref__")
+
+    def __init__(self, arr: np.ndarray, dev: Device | None = None):
+        """Wrap ``arr`` without copying (internal: use nd.array / nd.empty / from_dlpack)."""
+        self._set(arr, dev or cpu(0))
+
+    def _set(self, arr: np.ndarray, dev: Device) -> None:
+        self._arr = arr
+        self._shape = tuple(int(s) for s in arr.shape)
+        self._dtype = "bool" if arr.dtype == np.bool_ else str(arr.dtype)
+        self._device = dev
+        self._ptr = arr.__array_interface__["data"][0]
+        # what a kernel may be handed: compact row-major, naturally aligned
+        self._kernel_ok = bool(arr.flags.c_contiguous) and self._ptr % max(arr.dtype.itemsize, 1) == 0
+        self._dltensor = None
+
+    # -- properties --------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    @property
+    def dtype(self) -> str:
+        return self._dtype
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    ctx = device  # pre-0.8 spelling
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return int(self._arr.size)
+
+    @property
+    def is_contiguous(self) -> bool:
+        return bool(self._arr.flags.c_contiguous)
+
+    @property
+    def data_ptr(self) -> int:
+        """Address of the first element (what a kernel receives)."""
+        return self._ptr
+
+    @property
+    def handle(self):
+        """A ctypes ``DLTensor`` describing this array (kept alive by the array)."""
+        if self._dltensor is None:
+            self._dltensor = _make_dltensor(self)
+        return self._dltensor[0]
+
+    # -- conversion --------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A numpy copy of the contents."""
+        return np.array(self._arr, copy=True, order="C")
+
+    def asnumpy(self) -> np.ndarray:
+        """Old spelling of :meth:`numpy`."""
+        return self.numpy()
+
+    def copyfrom(self, source) -> "NDArray":
+        """Copy ``source`` (NDArray, numpy array, or nested list) into this array; returns self."""
+        if isinstance(source, NDArray):
+            if source._shape != self._shape:
+                raise KilnError(f"copyfrom: shape mismatch, source has shape {source._shape}, "
+                                f"destination has shape {self._shape}")
+            if source._dtype != self._dtype:
+                raise DataTypeError(f"copyfrom: dtype mismatch, source is {source._dtype}, "
+                                    f"destination is {self._dtype}")
+            np.copyto(self._arr, source._arr)
+            return self
+        src = source
+        if not isinstance(src, np.ndarray):
+            try:
+                src = np.asarray(src, dtype=self._arr.dtype)
+            except (TypeError, ValueError) as err:
+                raise DataTypeError(f"copyfrom: cannot convert {type(source).__name__} to "
+                                    f"{self._dtype}: {err}") from None
+        if src.dtype != self._arr.dtype:
+            if not (np.can_cast(src.dtype, self._arr.dtype, "unsafe") and src.dtype.kind in "biuf"):
+                raise DataTypeError(f"copyfrom: cannot copy a {src.dtype} array into a {self._dtype} NDArray")
+        if tuple(src.shape) != self._shape:
+            raise KilnError(f"copyfrom: shape mismatch, source has shape {tuple(src.shape)}, "
+                            f"destination has shape {self._shape}")
+        np.copyto(self._arr, src, casting="unsafe")
+        return self
+
+    def copyto(self, target) -> "NDArray":
+        """Copy into another NDArray (returns it) or onto a Device (returns the new array)."""
+        if isinstance(target, NDArray):
+            return target.copyfrom(self)
+        if getattr(target, "_rpc_sess", None) is not None:
+            return target._rpc_sess._nd_array(self._arr, target)
+        if isinstance(target, Device):
+            out = empty(self._shape, self._dtype, target)
+            np.copyto(out._arr, self._arr)
+            return out
+        raise KilnError(f"copyto: expected an NDArray or a Device, got {type(target).__name__}")
+
+    def __setitem__(self, key, value) -> None:
+        if not (isinstance(key, slice) and key == slice(None)):
+            raise KilnError("NDArray supports only whole-array assignment: arr[:] = value")
+        if isinstance(value, (int, float, bool, np.generic)):
+            self._arr[...] = value
+        else:
+            self.copyfrom(value)
+
+    # -- DLPack ------------------------------------------------------------------------------
+    def __dlpack__(self, *, stream=None, **kwargs):
+        if stream is not None and stream != -1:
+            raise BufferError("kiln NDArrays live on the CPU; a stream makes no sense here")
+        return self._arr.__dlpack__(stream=None, **kwargs)
+
+    def __dlpack_device__(self):
+        return (self._device.device_type, self._device.device_id)
+
+    def to_dlpack(self):
+        """A DLPack capsule viewing this array's memory (zero copy)."""
+        return self._arr.__dlpack__()
+
+    # -- misc --------------------------------------------------------------------------------
+    def same_as(self, other) -> bool:
+        return isinstance(other, NDArray) and other._ptr == self._ptr and other._shape == self._shape
+
+    def __repr__(self) -> str:
+        return f"<kiln.nd.NDArray shape={self._shape}, {self._device}>\n{self._arr!r}"
+
+    def __str__(self) -> str:
+        return str(self._arr)
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d NDArray")
+        return self._shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype)
+
+
+def _make_dltensor(arr: NDArray):
+    import ctypes
+
+    from .abi import DLDataType, DLDevice, DLTensor
+
+    dt = parse_dtype(arr._dtype)
+    ndim = len(arr._shape)
+    shape = (ctypes.c_int64 * max(ndim, 1))(*arr._shape)
+    strides = None
+    if not arr._arr.flags.c_contiguous:
+        itemsize = arr._arr.dtype.itemsize
+        strides = (ctypes.c_int64 * max(ndim, 1))(*[s // itemsize for s in arr._arr.strides])
+    t = DLTensor()
+    t.data = arr._ptr
+    t.device = DLDevice(arr._device.device_type, arr._device.device_id)
+    t.ndim = ndim
+    t.dtype = DLDataType(dt.dl_code, dt.bits if not dt.is_bool else 8, dt.lanes)
+    t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+    t.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64)) if strides is not None else None
+    t.byte_offset = 0
+    return (t, shape, strides)
+
+
+# -- constructors ------------------------------------------------------------------------------
+def empty(shape, dtype="float32", device: Device | None = None, mem_scope=None) -> NDArray:
+    """An uninitialised array of ``shape`` and ``dtype`` on ``device``."""
+    sess = getattr(device, "_rpc_sess", None)
+    if sess is not None:  # a remote device: the array lives on the RPC server
+        return sess._nd_empty(shape, dtype, device)
+    dev = _check_device(device)
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise KilnError(f"nd.empty: shape must be a sequence of ints, got {shape!r}") from None
+    if any(s < 0 for s in shape):
+        raise KilnError(f"nd.empty: negative extent in shape {shape}")
+    return NDArray(_aligned_empty(shape, _np_dtype_of(dtype)), dev)
+
+
+def array(arr, device: Device | None = None, dtype=None, ctx: Device | None = None) -> NDArray:
+    """Copy ``arr`` (numpy array, nested list, scalar, or NDArray) into a new compact NDArray."""
+    sess = getattr(device if device is not None else ctx, "_rpc_sess", None)
+    if sess is not None:  # a remote device: the array lives on the RPC server
+        return sess._nd_array(arr._arr if isinstance(arr, NDArray) else arr, device if device is not None else ctx,
+                              dtype)
+    dev = _check_device(device if device is not None else ctx)
+    if isinstance(arr, NDArray):
+        arr = arr._arr
+    if dtype is not None:
+        np_dt = _np_dtype_of(dtype)
+        src = np.asarray(arr, dtype=np_dt)
+    else:
+        src = np.asarray(arr)
+        np_dt = src.dtype
+        try:
+            parse_dtype(np_dt)
+        except DataTypeError:
+            raise DataTypeError(f"nd.array: numpy dtype {np_dt} has no kiln equivalent") from None
+    out = _aligned_empty(tuple(src.shape), np.dtype(np_dt))
+    np.copyto(out, src)
+    return NDArray(out, dev)
+
+
+def numpyasarray(np_data: np.ndarray) -> NDArray:
+    return array(np_data)
+
+
+class _CapsuleHolder:
+    """Adapts a bare DLPack capsule to the ``__dlpack__`` protocol numpy consumes."""
+
+    def __init__(self, capsule):
+        self._capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self._capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def from_dlpack(obj) -> NDArray:
+    """Zero-copy import of a DLPack producer (torch tensor, numpy array, ...) or a DLPack capsule."""
+    if isinstance(obj, NDArray):
+        return obj
+    if hasattr(obj, "__dlpack_device__"):
+        dev_type, dev_id = obj.__dlpack_device__()
+        if int(dev_type) != Device.kDLCPU:
+            raise DeviceError(f"from_dlpack: tensor lives on {Device(int(dev_type), int(dev_id))}; "
+                              "kiln supports cpu(0) only")
+    src = obj if hasattr(obj, "__dlpack__") else _CapsuleHolder(obj)
+    try:
+        view = np.from_dlpack(src)
+    except (BufferError, TypeError, RuntimeError, ValueError) as err:
+        raise KilnError(f"from_dlpack: cannot import {type(obj).__name__}: {err}") from None
+    return NDArray(view, cpu(0))
+
+
+def _from_numpy_view(view: np.ndarray) -> NDArray:
+    """Wrap an existing numpy array (no copy)."""
+    return NDArray(view, cpu(0))
+
+
+def asarrays(values: Sequence) -> list:
+    return [v if isinstance(v, NDArray) else array(v) for v in values]

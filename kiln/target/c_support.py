@@ -1,0 +1,275 @@
+"""C types and small inline helpers the C code generator asks for on demand.
+
+Vectors use GCC vector extensions. A vector of N lanes is stored in a vector type of the next
+power of two lanes (GCC requires it); loads, stores and lane-wise helpers touch only the N real
+lanes. A boolean vector is a *mask*: an int32 vector whose lanes are 0 or -1 (what vector
+comparisons yield), converted to the element width where a select needs it.
+"""
+from __future__ import annotations
+
+from ..error import DataTypeError
+from ..runtime.dtype import parse_dtype
+
+_SCALAR = {
+    "bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+    "float16": "_Float16", "float32": "float", "float64": "double", "handle": "void*",
+}
+_SHORT = {"int": "i", "uint": "u", "float": "f"}
+
+
+def next_pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def scalar_ctype(dtype) -> str:
+    dt = parse_dtype(dtype)
+    name = str(dt.element_of())
+    ctype = _SCALAR.get(name)
+    if ctype is None:
+        raise DataTypeError(f"the C backend has no type for dtype {name!r}")
+    return ctype
+
+
+class CSupport:
+    """Collects the typedefs and static inline helpers one translation unit needs."""
+
+    def __init__(self, max_vector_bytes: int = 32):
+        self.max_vector_bytes = max_vector_bytes
+        self._typedefs: dict[str, str] = {}
+        self._helpers: dict[str, str] = {}
+        self.uses_omp = False
+
+    # -- types ------------------------------------------------------------------------------
+    def ctype(self, dtype) -> str:
+        """The C type of a dtype; vector dtypes get a typedef (bool vectors are int32 masks)."""
+        dt = parse_dtype(dtype)
+        if dt.lanes == 1:
+            return scalar_ctype(dt)
+        if dt.is_bool:
+            return self.vec_type("int32", dt.lanes)
+        return self.vec_type(str(dt.element_of()), dt.lanes)
+
+    def vec_type(self, elem: str, lanes: int) -> str:
+        edt = parse_dtype(elem)
+        if edt.is_handle or edt.is_bool:
+            raise DataTypeError(f"no vector type of {elem}")
+        name = f"kiln_{_SHORT[edt.type_code]}{edt.bits}x{lanes}"
+        if name not in self._typedefs:
+            nbytes = next_pow2(lanes) * edt.bits // 8
+            self._typedefs[name] = (
+                f"typedef {scalar_ctype(edt)} {name} __attribute__((vector_size({nbytes})));"
+            )
+        return name
+
+    def mask_type(self, lanes: int) -> str:
+        return self.vec_type("int32", lanes)
+
+    def int_type_like(self, dtype) -> str:
+        """A signed integer vector type with the element width and lanes of ``dtype``."""
+        dt = parse_dtype(dtype)
+        bits = 32 if dt.is_bool else dt.bits
+        return self.vec_type(f"int{bits}", dt.lanes)
+
+    # -- helper registry ----------------------------------------------------------------------
+    def helper(self, name: str, code: str) -> str:
+        if name not in self._helpers:
+            self._helpers[name] = code
+        return name
+
+    def has_helper(self, name: str) -> bool:
+        return name in self._helpers
+
+    def preamble(self) -> str:
+        parts = ["#include <stdbool.h>"]
+        if self.uses_omp:
+            parts.append("#include <omp.h>")
+        parts.append("")
+        if self._typedefs:
+            parts.append("/* vector types (GCC vector extensions) */")
+            parts.extend(self._typedefs.values())
+            parts.append("")
+        if self._helpers:
+            parts.append("/* helpers */")
+            for code in self._helpers.values():
+                parts.append(code.rstrip())
+            parts.append("")
+        return "\n".join(parts)
+
+    # -- scalar helpers -------------------------------------------------------------------------
+    def floordiv(self, dtype) -> str:
+        t = scalar_ctype(dtype)
+        name = f"kiln_floordiv_{_suffix(dtype)}"
+        return self.helper(name, (
+            f"static inline {t} {name}({t} a, {t} b) {{\n"
+            f"  {t} q = a / b;\n  {t} r = a % b;\n"
+            f"  return (r != 0 && ((r < 0) != (b < 0))) ? (q - 1) : q;\n}}"))
+
+    def floormod(self, dtype) -> str:
+        t = scalar_ctype(dtype)
+        name = f"kiln_floormod_{_suffix(dtype)}"
+        return self.helper(name, (
+            f"static inline {t} {name}({t} a, {t} b) {{\n"
+            f"  {t} r = a % b;\n"
+            f"  return (r != 0 && ((r < 0) != (b < 0))) ? (r + b) : r;\n}}"))
+
+    def minmax(self, which: str, dtype) -> str:
+        dt = parse_dtype(dtype)
+        if dt.lanes > 1:
+            return self._vec_minmax(which, dt)
+        t = scalar_ctype(dt)
+        name = f"kiln_{which}_{_suffix(dt)}"
+        cmp = "<" if which == "min" else ">"
+        return self.helper(name, f"static inline {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}")
+
+    def abs_int(self, dtype) -> str:
+        t = scalar_ctype(dtype)
+        name = f"kiln_abs_{_suffix(dtype)}"
+        return self.helper(name, f"static inline {t} {name}({t} a) {{ return a < 0 ? ({t})-a : a; }}")
+
+    def alloc(self) -> str:
+        return self.helper("kiln_alloc", (
+            "static inline void* kiln_alloc(size_t nbytes) {\n"
+            "  size_t n = (nbytes + 63) / 64 * 64;\n"
+            "  return aligned_alloc(64, n ? n : 64);\n}"))
+
+    def omp_threads(self) -> str:
+        self.uses_omp = True
+        return self.helper("kiln_omp_threads", (
+            "/* __kiln_num_threads == 0 means the OpenMP default. */\n"
+            "static inline int kiln_omp_threads(void) {\n"
+            "  return __kiln_num_threads > 0 ? (int)__kiln_num_threads : omp_get_max_threads();\n}"))
+
+    def reinterpret(self, to_dtype, from_dtype) -> str:
+        t, f = self.ctype(to_dtype), self.ctype(from_dtype)
+        name = f"kiln_reinterpret_{_suffix(to_dtype)}_{_suffix(from_dtype)}"
+        return self.helper(name, (
+            f"static inline {t} {name}({f} x) {{\n"
+            f"  {t} r;\n  memcpy(&r, &x, sizeof(r));\n  return r;\n}}"))
+
+    # -- vector helpers -------------------------------------------------------------------------
+    def vload(self, dtype) -> str:
+        """``T kiln_vload_T(const E* p)``: N contiguous elements from an unaligned pointer."""
+        dt = parse_dtype(dtype)
+        vt = self.ctype(dt)
+        name = f"kiln_vload_{_suffix(dt)}"
+        if dt.is_bool:
+            body = (f"  {vt} v = {{0}};\n  for (int k = 0; k < {dt.lanes}; ++k) v[k] = p[k] ? -1 : 0;\n"
+                    "  return v;")
+            return self.helper(name, f"static inline {vt} {name}(const bool* p) {{\n{body}\n}}")
+        e = scalar_ctype(dt)
+        nbytes = dt.lanes * dt.bits // 8
+        init = " = {0}" if next_pow2(dt.lanes) != dt.lanes else ""
+        return self.helper(name, (
+            f"static inline {vt} {name}(const {e}* p) {{\n"
+            f"  {vt} v{init};\n  memcpy(&v, p, {nbytes});\n  return v;\n}}"))
+
+    def vstore(self, dtype) -> str:
+        dt = parse_dtype(dtype)
+        vt = self.ctype(dt)
+        name = f"kiln_vstore_{_suffix(dt)}"
+        if dt.is_bool:
+            return self.helper(name, (
+                f"static inline void {name}(bool* p, {vt} v) {{\n"
+                f"  for (int k = 0; k < {dt.lanes}; ++k) p[k] = v[k] != 0;\n}}"))
+        e = scalar_ctype(dt)
+        nbytes = dt.lanes * dt.bits // 8
+        return self.helper(name, (
+            f"static inline void {name}({e}* p, {vt} v) {{\n  memcpy(p, &v, {nbytes});\n}}"))
+
+    def gather(self, dtype, index_dtype) -> str:
+        dt = parse_dtype(dtype)
+        vt, it = self.ctype(dt), self.ctype(index_dtype)
+        e = scalar_ctype(dt)
+        name = f"kiln_gather_{_suffix(dt)}_{_suffix(index_dtype)}"
+        lane = "p[idx[k]] ? -1 : 0" if dt.is_bool else "p[idx[k]]"
+        return self.helper(name, (
+            f"static inline {vt} {name}(const {e}* p, {it} idx) {{\n"
+            f"  {vt} v = {{0}};\n  for (int k = 0; k < {dt.lanes}; ++k) v[k] = {lane};\n  return v;\n}}"))
+
+    def scatter(self, dtype, index_dtype) -> str:
+        dt = parse_dtype(dtype)
+        vt, it = self.ctype(dt), self.ctype(index_dtype)
+        e = scalar_ctype(dt)
+        name = f"kiln_scatter_{_suffix(dt)}_{_suffix(index_dtype)}"
+        lane = "v[k] != 0" if dt.is_bool else "v[k]"
+        return self.helper(name, (
+            f"static inline void {name}({e}* p, {it} idx, {vt} v) {{\n"
+            f"  for (int k = 0; k < {dt.lanes}; ++k) p[idx[k]] = {lane};\n}}"))
+
+    def broadcast(self, dtype) -> str:
+        """``kiln_broadcast_T(x)``; for bool vectors x is 0 or -1."""
+        dt = parse_dtype(dtype)
+        vt = self.ctype(dt)
+        e = "int32_t" if dt.is_bool else scalar_ctype(dt)
+        name = f"kiln_broadcast_{_suffix(dt)}"
+        init = ", ".join(["x"] * next_pow2(dt.lanes))
+        return self.helper(name, f"static inline {vt} {name}({e} x) {{\n  {vt} v = {{{init}}};\n  return v;\n}}")
+
+    def ramp(self, dtype) -> str:
+        dt = parse_dtype(dtype)
+        vt = self.ctype(dt)
+        e = scalar_ctype(dt)
+        name = f"kiln_ramp_{_suffix(dt)}"
+        init = ", ".join(f"base + ({e}){k} * stride" for k in range(next_pow2(dt.lanes)))
+        return self.helper(name, (
+            f"static inline {vt} {name}({e} base, {e} stride) {{\n  {vt} v = {{{init}}};\n  return v;\n}}"))
+
+    def to_mask(self, expr: str, operand_dtype) -> str:
+        """Turn the result of a vector comparison of ``operand_dtype`` operands into an int32 mask."""
+        dt = parse_dtype(operand_dtype)
+        mt = self.mask_type(dt.lanes)
+        bits = 32 if dt.is_bool else dt.bits
+        if bits == 32:
+            return f"(({mt})({expr}))"
+        return f"__builtin_convertvector({expr}, {mt})"
+
+    def select(self, dtype) -> str:
+        """``kiln_select_T(mask, a, b)``: lane-wise ``mask ? a : b`` with bit operations."""
+        dt = parse_dtype(dtype)
+        vt = self.ctype(dt)
+        it = self.int_type_like(dt)
+        mt = self.mask_type(dt.lanes)
+        name = f"kiln_select_{_suffix(dt)}"
+        conv = "m" if it == mt else f"__builtin_convertvector(m, {it})"
+        return self.helper(name, (
+            f"static inline {vt} {name}({mt} m, {vt} a, {vt} b) {{\n"
+            f"  {it} mm = {conv};\n"
+            f"  return ({vt})((({it})a & mm) | (({it})b & ~mm));\n}}"))
+
+    def _vec_minmax(self, which: str, dt) -> str:
+        vt = self.ctype(dt)
+        name = f"kiln_{which}_{_suffix(dt)}"
+        sel = self.select(dt)
+        cmp = "<" if which == "min" else ">"
+        mask = self.to_mask(f"a {cmp} b", dt)
+        return self.helper(name, f"static inline {vt} {name}({vt} a, {vt} b) {{ return {sel}({mask}, a, b); }}")
+
+    def lanewise(self, name: str, out_dtype, in_dtypes, lane_expr: str) -> str:
+        """A helper applying a scalar C expression lane by lane; ``lane_expr`` names lanes
+        ``a[k]``, ``b[k]``, ``c[k]`` (mask outputs get 0/-1 from a C truth value)."""
+        out = parse_dtype(out_dtype)
+        ot = self.ctype(out)
+        params = ", ".join(f"{self.ctype(d)} {'abc'[i]}" for i, d in enumerate(in_dtypes))
+        value = f"({lane_expr}) ? -1 : 0" if out.is_bool else lane_expr
+        return self.helper(name, (
+            f"static inline {ot} {name}({params}) {{\n"
+            f"  {ot} r = {{0}};\n  for (int k = 0; k < {out.lanes}; ++k) r[k] = {value};\n  return r;\n}}"))
+
+
+def _suffix(dtype) -> str:
+    """A short type tag for helper names: i32, f32x8, b, bx8, u8 ..."""
+    dt = parse_dtype(dtype)
+    if dt.is_bool:
+        base = "b"
+    elif dt.is_handle:
+        base = "h"
+    else:
+        base = f"{_SHORT[dt.type_code]}{dt.bits}"
+    return base if dt.lanes == 1 else f"{base}x{dt.lanes}"
+
+
+suffix = _suffix

@@ -1,0 +1,1081 @@
+"""C code generation: lowered TIR PrimFuncs -> one readable C translation unit (docs/abi.md).
+
+Input functions are lowered: buffers flat (multi-dimensional accesses are still accepted and
+flattened here through the buffer's shape/strides), vectors as Ramp/Broadcast, loops tagged
+serial/parallel/vectorized/unrolled. Output: ``kiln.runtime.abi.C_PRELUDE``, vector typedefs and
+inline helpers, then one ``int32_t name(KilnValue* args, int32_t num_args)`` per function.
+
+Decisions:
+* the outermost PARALLEL loop becomes ``#pragma omp parallel for num_threads(kiln_omp_threads())``;
+  ``kiln_omp_threads()`` returns ``__kiln_num_threads``, or ``omp_get_max_threads()`` when that is
+  0 (the clause is always present). A PARALLEL loop inside a parallel loop runs serially.
+* errors (failed asserts, failed packed calls, failed heap allocations) set the last error, free the
+  heap buffers live at that point, and return -1; inside a parallel loop they record the failure,
+  jump to the end of the iteration, and the function returns -1 after the loop.
+* allocations of constant size up to ``STACK_LIMIT_BYTES`` live on the stack (64-byte aligned);
+  larger or symbolic ones on the heap (``aligned_alloc``).
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from ..error import LoweringError, KilnError
+from ..runtime.dtype import parse_dtype
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.buffer import Buffer
+from ..tir.stmt_functor import StmtExprVisitor
+from .c_support import CSupport, scalar_ctype, suffix
+from .metadata import function_metadata, implicit_shape_vars
+from .vector_split import split_store
+
+STACK_LIMIT_BYTES = 32 * 1024
+
+_C_KEYWORDS = {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
+    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
+    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool",
+    "true", "false", "args", "num_args", "main", "abs", "exp", "log", "sqrt", "pow", "floor", "ceil", "round",
+    "NULL", "errno", "fabs", "free", "malloc", "memcpy", "isnan", "isinf", "y0", "y1", "j0", "j1",
+}
+
+# intrinsic name -> libm base name (float32 adds an 'f' suffix)
+_LIBM = {
+    "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10", "log1p": "log1p",
+    "expm1": "expm1", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "sinh": "sinh",
+    "cosh": "cosh", "tanh": "tanh", "asin": "asin", "acos": "acos", "atan": "atan", "asinh": "asinh",
+    "acosh": "acosh", "atanh": "atanh", "erf": "erf", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
+    "round": "nearbyint", "nearbyint": "nearbyint", "fabs": "fabs", "pow": "pow", "fmod": "fmod",
+    "atan2": "atan2", "cbrt": "cbrt", "erfc": "erfc", "hypot": "hypot", "copysign": "copysign",
+}
+_PREDICATES = {"isnan", "isinf", "isfinite"}
+_BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_left": "<<", "shift_right": ">>"}
+_COMMENT_ATTRS = ("relay_op", "relay.op", "op_name", "compute_name")
+
+
+class CodegenError(LoweringError):
+    """The C backend met TIR it cannot translate (names the node and the function)."""
+
+
+def _is_int_const(e, value=None) -> bool:
+    if isinstance(e, E.IntImm):
+        return value is None or e.value == value
+    return False
+
+
+def as_ramp(e):
+    """``e`` as a Ramp when it is one up to adding/multiplying broadcast scalars, else None."""
+    if isinstance(e, E.Ramp):
+        return e
+    if isinstance(e, (E.Add, E.Sub)):
+        ra, rb = as_ramp(e.a), as_ramp(e.b)
+        if ra is not None and isinstance(e.b, E.Broadcast):
+            base = ra.base + e.b.value if isinstance(e, E.Add) else ra.base - e.b.value
+            return E.Ramp(base, ra.stride, ra.lanes)
+        if rb is not None and isinstance(e.a, E.Broadcast) and isinstance(e, E.Add):
+            return E.Ramp(e.a.value + rb.base, rb.stride, rb.lanes)
+        if ra is not None and rb is not None and isinstance(e, E.Add):
+            return E.Ramp(ra.base + rb.base, ra.stride + rb.stride, ra.lanes)
+    if isinstance(e, E.Mul):
+        ra = as_ramp(e.a)
+        if ra is not None and isinstance(e.b, E.Broadcast):
+            return E.Ramp(ra.base * e.b.value, ra.stride * e.b.value, ra.lanes)
+        rb = as_ramp(e.b)
+        if rb is not None and isinstance(e.a, E.Broadcast):
+            return E.Ramp(rb.base * e.a.value, rb.stride * e.a.value, rb.lanes)
+    return None
+
+
+def bare(text: str) -> str:
+    """``text`` without one pair of parentheses that encloses all of it (for statement contexts)."""
+    if not (text.startswith("(") and text.endswith(")")) or text.startswith("({"):
+        return text
+    depth = 0
+    for pos, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0 and pos != len(text) - 1:
+                return text
+    return text[1:-1]
+
+
+def c_string(text: str) -> str:
+    out = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    out = re.sub(r"[\x00-\x1f\x7f]", lambda m: "\\%03o" % ord(m.group(0)), out)
+    return '"' + out + '"'
+
+
+def _sanitize(name: str) -> str:
+    name = re.sub(r"[^0-9A-Za-z_]", "_", name or "v")
+    if not name or name[0].isdigit():
+        name = "v_" + name
+    if name.startswith("kiln_") or name.startswith("__"):
+        name = "u_" + name
+    if name in _C_KEYWORDS:
+        name = name + "_"
+    return name
+
+
+class _Names:
+    """Unique C identifiers for variables, stable per variable object."""
+
+    def __init__(self):
+        self._by_var: dict = {}
+        self._used: set = set()
+
+    def fresh(self, hint: str) -> str:
+        base = _sanitize(hint)
+        name, k = base, 1
+        while name in self._used:
+            name = f"{base}_{k}"
+            k += 1
+        self._used.add(name)
+        return name
+
+    def define(self, var, hint=None) -> str:
+        name = self.fresh(hint or var.name)
+        self._by_var[id(var)] = name
+        return name
+
+    def get(self, var):
+        return self._by_var.get(id(var))
+
+
+class _PointerTypes(StmtExprVisitor):
+    """Element dtype of each data pointer, from the buffers that use it."""
+
+    def __init__(self):
+        self.types: dict = {}
+
+    def _note(self, buf):
+        self.types.setdefault(id(buf.data), buf.dtype)
+
+    def visit_BufferLoad(self, e):
+        self._note(e.buffer)
+        self.generic_visit(e)
+
+    def visit_BufferStore(self, s):
+        self._note(s.buffer)
+        self.generic_visit(s)
+
+    def visit_Allocate(self, s):
+        self.types.setdefault(id(s.buffer_var), str(parse_dtype(s.dtype).element_of()))
+        self.generic_visit(s)
+
+    def visit_DeclBuffer(self, s):
+        self._note(s.buffer)
+        self.generic_visit(s)
+
+
+class FunctionCodegen(StmtExprVisitor):
+    """Emits one PrimFunc as C. Expressions visit to C text; statements append lines."""
+
+    def __init__(self, support: CSupport, func, symbol: str):
+        self.c = support
+        self.func = func
+        self.symbol = symbol
+        self.names = _Names()
+        self.lines: list[str] = []
+        self.indent = 1
+        self.nonneg: set = set()       # ids of variables known to be >= 0
+        self.cleanup: list = []        # ("heap", name) | ("parallel", label, flag, used)
+        self.parallel_depth = 0
+        self.counter = 0
+        self.analyzer = _make_analyzer()
+        pt = _PointerTypes()
+        pt(func.body)
+        self.ptr_types = pt.types
+
+    # ------------------------------------------------------------------ output helpers
+    def emit(self, line: str):
+        self.lines.append("  " * self.indent + line)
+
+    def uid(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    def name_of(self, var) -> str:
+        name = self.names.get(var)
+        if name is None:
+            raise CodegenError(
+                f"function {self.symbol}: variable `{var.name}` is used but never defined "
+                "(not a parameter, a buffer shape variable, a loop variable or a let binding)"
+            )
+        return name
+
+    def fail(self, node, what: str):
+        raise CodegenError(f"C codegen of function {self.symbol}: {what} (in `{node}`)")
+
+    # ------------------------------------------------------------------ function
+    def generate(self) -> tuple[str, dict]:
+        f = self.func
+        noalias = bool(f.attrs.get("tir.noalias", False))
+        header_lines = []
+        for i, p in enumerate(f.params):
+            buf = f.buffer_map.get(p)
+            if buf is not None:
+                if buf.strides or not _is_int_const(buf.elem_offset, 0):
+                    if any(not isinstance(s, E.IntImm) for s in list(buf.strides) + [buf.elem_offset]):
+                        raise NotImplementedError(
+                            f"function {self.symbol}: argument {buf.name} has symbolic strides or offset; "
+                            "kiln kernels take compact row-major buffers"
+                        )
+                name = self.names.define(buf.data, buf.name)
+                self.names._by_var[id(p)] = name
+                et = scalar_ctype(self.ptr_types.get(id(buf.data), buf.dtype))
+                qual = " restrict" if noalias else ""
+                header_lines.append(f"{et}*{qual} {name} = ({et}*)args[{i}].v_handle;")
+                for dim in buf.shape:
+                    if isinstance(dim, E.Var):
+                        self.nonneg.add(id(dim))
+            else:
+                name = self.names.define(p)
+                header_lines.append(self._unpack_scalar(p, name, i))
+        for j, v in enumerate(implicit_shape_vars(f)):
+            if self.names.get(v) is None:
+                name = self.names.define(v)
+                header_lines.append(self._unpack_scalar(v, name, len(f.params) + j))
+            self.nonneg.add(id(v))
+        for line in header_lines:
+            self.emit(line)
+        self.emit("(void)num_args;")
+        self.visit(f.body)
+        self.emit("return 0;")
+        meta = function_metadata(f, self.symbol, self.name_of)
+        comment = self._comment()
+        c_name, proto = c_function_name(self.symbol)
+        head = [comment] + ([proto] if proto else [])
+        text = "\n".join(head + [f"int32_t {c_name}(KilnValue* args, int32_t num_args) {{"] + self.lines + ["}"])
+        return text, meta
+
+    def _comment(self) -> str:
+        parts = [f"kernel {self.symbol}"]
+        for key in _COMMENT_ATTRS:
+            if key in self.func.attrs:
+                parts.append(f"{key.replace('.', '_')}: {self.func.attrs[key]}")
+        return "/* " + "; ".join(str(p).replace("*/", "* /") for p in parts) + " */"
+
+    def _unpack_scalar(self, var, name: str, index: int) -> str:
+        dt = parse_dtype(var.dtype)
+        t = scalar_ctype(dt)
+        if dt.is_handle:
+            et = self.ptr_types.get(id(var))
+            if et is not None:
+                ct = scalar_ctype(et)
+                return f"{ct}* {name} = ({ct}*)args[{index}].v_handle;"
+            return f"void* {name} = args[{index}].v_handle;"
+        if dt.is_float:
+            return f"{t} {name} = ({t})args[{index}].v_float64;"
+        if dt.is_bool:
+            return f"bool {name} = args[{index}].v_int64 != 0;"
+        return f"{t} {name} = ({t})args[{index}].v_int64;"
+
+    # ------------------------------------------------------------------ error exits
+    def error_exit(self) -> list[str]:
+        """Lines that free live heap buffers and leave (the function, or the parallel iteration)."""
+        out = []
+        for entry in reversed(self.cleanup):
+            if entry[0] == "heap":
+                out.append(f"free({entry[1]});")
+            else:
+                entry[3][0] = True
+                out.append(f"{entry[2]} = 1;")
+                out.append(f"goto {entry[1]};")
+                return out
+        out.append("return -1;")
+        return out
+
+    def emit_error(self, message_expr: str | None):
+        lines = ([f"__kiln_set_last_error({message_expr});"] if message_expr else []) + self.error_exit()
+        for line in lines:
+            self.emit(line)
+
+    # ------------------------------------------------------------------ statements
+    def visit_SeqStmt(self, s):
+        for x in s.seq:
+            self.visit(x)
+
+    def visit_Evaluate(self, s):
+        v = s.value
+        if isinstance(v, (E.IntImm, E.FloatImm, E.StringImm)):
+            return
+        if isinstance(v, E.Call) and v.op in ("tir.tvm_call_packed", "tir.tvm_call_packed_lowered"):
+            self.emit("{")
+            self.indent += 1
+            self._packed_call_lines(v, None)
+            self.indent -= 1
+            self.emit("}")
+            return
+        self.emit(f"(void){self.visit(v)};")
+
+    def visit_BufferStore(self, s):
+        elem_bytes = max(parse_dtype(s.buffer.dtype).itemsize, 1)
+        pieces = split_store(s, self.c.max_vector_bytes // elem_bytes)
+        if pieces is not None:
+            for piece in pieces:
+                self.visit(piece)
+            return
+        buf = s.buffer
+        index = self._flat_index(buf, s.indices)
+        ptr = self._pointer(buf)
+        value = s.value
+        idx_lanes = parse_dtype(index.dtype).lanes
+        val_lanes = parse_dtype(value.dtype).lanes
+        if idx_lanes == 1:
+            if val_lanes != 1:
+                self.fail(s, "vector value stored at a scalar index")
+            self.emit(f"{ptr}[{bare(self.visit(index))}] = {bare(self._value_for(value, buf.dtype))};")
+            return
+        vdt = parse_dtype(buf.dtype).with_lanes(idx_lanes)
+        if val_lanes == 1:
+            value = E.Broadcast(value, idx_lanes)
+        ramp = as_ramp(index)
+        if ramp is not None and _is_int_const(ramp.stride, 1):
+            fn = self.c.vstore(vdt)
+            self.emit(f"{fn}({ptr} + {self.visit(ramp.base)}, {bare(self.visit(value))});")
+        else:
+            fn = self.c.scatter(vdt, index.dtype)
+            self.emit(f"{fn}({ptr}, {bare(self.visit(index))}, {bare(self.visit(value))});")
+
+    def _value_for(self, value, dtype) -> str:
+        text = self.visit(value)
+        if value.dtype != dtype and parse_dtype(value.dtype).lanes == 1:
+            return f"({scalar_ctype(dtype)})({text})"
+        return text
+
+    def visit_For(self, s):
+        var = s.loop_var
+        t = scalar_ctype(var.dtype)
+        if s.kind == S.ForKind.THREAD_BINDING:
+            tag = s.thread_binding.thread_tag if s.thread_binding is not None else "?"
+            raise CodegenError(
+                f"function {self.symbol}: loop `{var.name}` is bound to GPU thread axis '{tag}', "
+                "but the target is a CPU ('llvm'/'c'); build for target 'cuda' or remove the bind"
+            )
+        lo = bare(self.visit(s.min))
+        extent = self.visit(s.extent)
+        name = self.names.define(var)
+        if self._is_nonneg(s.min):
+            self.nonneg.add(id(var))
+        if self.analyzer is not None:
+            try:
+                self.analyzer.bind(var, E.Range.from_min_extent(s.min, s.extent), allow_override=True)
+            except Exception:  # the analyzer is an optimization aid only
+                pass
+        end = bare(extent) if _is_int_const(s.min, 0) else f"{lo} + {extent}"
+        header = f"for ({t} {name} = {lo}; {name} < {end}; ++{name}) {{"
+        if s.kind == S.ForKind.PARALLEL and self.parallel_depth == 0:
+            self._parallel_loop(s, header)
+            return
+        if s.kind == S.ForKind.PARALLEL:
+            self.emit("/* nested parallel loop: runs serially inside the outer parallel loop */")
+        elif s.kind == S.ForKind.UNROLLED:
+            n = s.extent.value if isinstance(s.extent, E.IntImm) else None
+            self.emit(f"#pragma GCC unroll {n}" if n is not None and n <= 512 else "#pragma GCC unroll 8")
+        elif s.kind == S.ForKind.VECTORIZED:
+            self.emit("#pragma GCC ivdep")
+        self.emit(header)
+        self.indent += 1
+        self.visit(s.body)
+        self.indent -= 1
+        self.emit("}")
+
+    def _parallel_loop(self, s, header: str):
+        k = self.uid()
+        label, flag, used = f"kiln_par_end_{k}", f"kiln_par_failed_{k}", [False]
+        threads = self.c.omp_threads()
+        outer_lines, self.lines = self.lines, []
+        base_indent = self.indent
+        self.indent = base_indent + 1
+        self.cleanup.append(("parallel", label, flag, used))
+        self.parallel_depth += 1
+        self.visit(s.body)
+        self.parallel_depth -= 1
+        self.cleanup.pop()
+        body_lines, self.lines = self.lines, outer_lines
+        self.indent = base_indent
+        if used[0]:
+            self.emit(f"int32_t {flag} = 0;")
+        self.emit(f"#pragma omp parallel for num_threads({threads}())")
+        self.emit(header)
+        self.lines.extend(body_lines)
+        if used[0]:
+            self.emit(f"  {label}: ;")
+        self.emit("}")
+        if used[0]:
+            self.emit(f"if ({flag}) {{")
+            self.indent += 1
+            for line in self.error_exit():
+                self.emit(line)
+            self.indent -= 1
+            self.emit("}")
+
+    def visit_While(self, s):
+        self.emit(f"while ({bare(self.visit(s.condition))}) {{")
+        self.indent += 1
+        self.visit(s.body)
+        self.indent -= 1
+        self.emit("}")
+
+    def visit_IfThenElse(self, s):
+        self.emit(f"if ({bare(self.visit(s.condition))}) {{")
+        self.indent += 1
+        self.visit(s.then_case)
+        self.indent -= 1
+        if s.else_case is not None:
+            self.emit("} else {")
+            self.indent += 1
+            self.visit(s.else_case)
+            self.indent -= 1
+        self.emit("}")
+
+    def visit_LetStmt(self, s):
+        value = self.visit(s.value)
+        var = s.var
+        name = self.names.define(var)
+        if self._is_nonneg(s.value):
+            self.nonneg.add(id(var))
+        if parse_dtype(var.dtype).is_handle and id(var) in self.ptr_types:
+            ct = scalar_ctype(self.ptr_types[id(var)])
+            self.emit(f"{ct}* {name} = ({ct}*)({value});")
+        else:
+            self.emit(f"{self.c.ctype(var.dtype)} {name} = {bare(value)};")
+        self.visit(s.body)
+
+    def visit_AttrStmt(self, s):
+        key = s.attr_key
+        if key in ("thread_extent", "virtual_thread"):
+            tag = getattr(s.node, "thread_tag", "") or str(s.node)
+            raise CodegenError(
+                f"function {self.symbol}: the schedule binds an axis to GPU thread '{tag}', but the target "
+                "is a CPU ('llvm'/'c'); build for target 'cuda' or remove the bind"
+            )
+        if key.startswith("pragma_"):
+            self.emit(f"/* {key} = {s.value} */")
+        self.visit(s.body)
+
+    def visit_AssertStmt(self, s):
+        msg = s.message.value if isinstance(s.message, E.StringImm) else str(s.message)
+        self.emit(f"if (!({self.visit(s.condition)})) {{")
+        self.indent += 1
+        self.emit_error(c_string(f"{self.symbol}: assertion failed: {msg}"))
+        self.indent -= 1
+        self.emit("}")
+        self.visit(s.body)
+
+    def visit_Allocate(self, s):
+        dt = parse_dtype(s.dtype)
+        elem = dt.element_of()
+        et = scalar_ctype(elem)
+        name = self.names.define(s.buffer_var)
+        self.ptr_types[id(s.buffer_var)] = str(elem)
+        from ..tir.op import convert
+        extents = [convert(x) for x in s.extents]
+        count = dt.lanes
+        const = True
+        for ext in extents:
+            if isinstance(ext, E.IntImm):
+                count *= ext.value
+            else:
+                const = False
+        nbytes = count * elem.itemsize
+        if const and nbytes <= STACK_LIMIT_BYTES:
+            self.emit(f"{et} {name}[{max(count, 1)}] __attribute__((aligned(64)));")
+            self.visit(s.body)
+            return
+        alloc = self.c.alloc()
+        if const:
+            size = f"(size_t){nbytes}"
+        else:
+            terms = [f"(size_t)({self.visit(ext)})" for ext in extents]
+            if dt.lanes > 1:
+                terms.append(str(dt.lanes))
+            size = " * ".join(terms + [f"sizeof({et})"])
+        self.emit(f"{et}* {name} = ({et}*){alloc}({size});")
+        self.emit(f"if ({name} == NULL) {{")
+        self.indent += 1
+        self.emit_error(c_string(f"{self.symbol}: out of memory allocating buffer '{s.buffer_var.name}'"))
+        self.indent -= 1
+        self.emit("}")
+        self.cleanup.append(("heap", name))
+        self.visit(s.body)
+        self.cleanup.pop()
+        self.emit(f"free({name});")
+
+    def visit_DeclBuffer(self, s):
+        self.visit(s.body)
+
+    def visit_Prefetch(self, s):
+        return
+
+    def visit_BufferRealize(self, s):
+        self.fail(s, "BufferRealize survived lowering; run kiln.tir.transform.StorageFlatten first")
+
+    def visit_ProducerRealize(self, s):
+        self.fail(s, "ProducerRealize survived lowering; lower the TE schedule first (kiln.lower)")
+
+    def visit_ProducerStore(self, s):
+        self.fail(s, "ProducerStore survived lowering; lower the TE schedule first (kiln.lower)")
+
+    # ------------------------------------------------------------------ memory access
+    def _flat_index(self, buf: Buffer, indices):
+        """One flat element index for an access (flattening N-d accesses through the buffer)."""
+        if len(indices) == len(buf.shape):
+            return buf.offset_of(indices)
+        if len(indices) == 1:
+            index = indices[0]
+            if not _is_int_const(buf.elem_offset, 0):
+                index = index + buf.elem_offset
+            return index
+        raise CodegenError(
+            f"function {self.symbol}: buffer {buf.name} has {len(buf.shape)} dimensions but is "
+            f"indexed with {len(indices)} indices"
+        )
+
+    def _pointer(self, buf: Buffer) -> str:
+        name = self.name_of(buf.data)
+        declared = self.ptr_types.get(id(buf.data))
+        if declared is not None and declared != buf.dtype:
+            return f"(({scalar_ctype(buf.dtype)}*){name})"
+        return name
+
+    def visit_BufferLoad(self, e):
+        buf = e.buffer
+        index = self._flat_index(buf, e.indices)
+        ptr = self._pointer(buf)
+        lanes = parse_dtype(index.dtype).lanes
+        if lanes == 1:
+            return f"{ptr}[{bare(self.visit(index))}]"
+        vdt = parse_dtype(buf.dtype).with_lanes(lanes)
+        ramp = as_ramp(index)
+        if ramp is not None and _is_int_const(ramp.stride, 1):
+            return f"{self.c.vload(vdt)}({ptr} + {self.visit(ramp.base)})"
+        if ramp is not None and _is_int_const(ramp.stride, 0):
+            return f"{self.c.broadcast(vdt)}({ptr}[{self.visit(ramp.base)}])"
+        return f"{self.c.gather(vdt, index.dtype)}({ptr}, {self.visit(index)})"
+
+    # ------------------------------------------------------------------ leaves
+    def visit_Var(self, v):
+        return self.name_of(v)
+
+    def visit_IntImm(self, e):
+        return int_literal(e.value, e.dtype)
+
+    def visit_FloatImm(self, e):
+        return float_literal(e.value, e.dtype)
+
+    def visit_StringImm(self, e):
+        return c_string(e.value)
+
+    # ------------------------------------------------------------------ arithmetic
+    def _binary(self, e, op: str):
+        return f"({self.visit(e.a)} {op} {self.visit(e.b)})"
+
+    def visit_Add(self, e):
+        return self._binary(e, "+")
+
+    def visit_Sub(self, e):
+        return self._binary(e, "-")
+
+    def visit_Mul(self, e):
+        return self._binary(e, "*")
+
+    def visit_Div(self, e):
+        dt = parse_dtype(e.dtype)
+        if dt.is_float or dt.lanes == 1:
+            return self._binary(e, "/")
+        return self._lanewise_binary(e, "div", "a[k] / b[k]")
+
+    def visit_Mod(self, e):
+        dt = parse_dtype(e.dtype)
+        if dt.is_float:
+            return self._float_call("fmod", e.dtype, [e.a, e.b])
+        if dt.lanes == 1:
+            return self._binary(e, "%")
+        return self._lanewise_binary(e, "mod", "a[k] % b[k]")
+
+    def visit_FloorDiv(self, e):
+        dt = parse_dtype(e.dtype)
+        if dt.is_float:
+            return self._float_call("floor", e.dtype, [E.Div(e.a, e.b)])
+        if dt.is_uint or (self._is_nonneg(e.a) and self._is_nonneg(e.b)):
+            return self.visit_Div(e)
+        if dt.lanes == 1:
+            return f"{self.c.floordiv(e.dtype)}({self.visit(e.a)}, {self.visit(e.b)})"
+        fn = self.c.floordiv(dt.element_of())
+        return self._lanewise_binary(e, "floordiv", f"{fn}(a[k], b[k])")
+
+    def visit_FloorMod(self, e):
+        dt = parse_dtype(e.dtype)
+        if dt.is_float:
+            return self.visit(e.a - E.Call(e.dtype, "tir.floor", [E.Div(e.a, e.b)]) * e.b)
+        if dt.is_uint or (self._is_nonneg(e.a) and self._is_nonneg(e.b)):
+            return self.visit_Mod(e)
+        if dt.lanes == 1:
+            return f"{self.c.floormod(e.dtype)}({self.visit(e.a)}, {self.visit(e.b)})"
+        fn = self.c.floormod(dt.element_of())
+        return self._lanewise_binary(e, "floormod", f"{fn}(a[k], b[k])")
+
+    def _lanewise_binary(self, e, opname: str, lane_expr: str):
+        name = f"kiln_{opname}_{suffix(e.dtype)}"
+        fn = self.c.lanewise(name, e.dtype, [e.a.dtype, e.b.dtype], lane_expr)
+        return f"{fn}({self.visit(e.a)}, {self.visit(e.b)})"
+
+    def visit_Min(self, e):
+        return f"{self.c.minmax('min', e.dtype)}({self.visit(e.a)}, {self.visit(e.b)})"
+
+    def visit_Max(self, e):
+        return f"{self.c.minmax('max', e.dtype)}({self.visit(e.a)}, {self.visit(e.b)})"
+
+    def _compare(self, e, op: str):
+        text = self._binary(e, op)
+        if parse_dtype(e.a.dtype).lanes > 1:
+            return self.c.to_mask(text, e.a.dtype)
+        return text
+
+    def visit_EQ(self, e):
+        return self._compare(e, "==")
+
+    def visit_NE(self, e):
+        return self._compare(e, "!=")
+
+    def visit_LT(self, e):
+        return self._compare(e, "<")
+
+    def visit_LE(self, e):
+        return self._compare(e, "<=")
+
+    def visit_GT(self, e):
+        return self._compare(e, ">")
+
+    def visit_GE(self, e):
+        return self._compare(e, ">=")
+
+    def visit_And(self, e):
+        return self._binary(e, "&" if parse_dtype(e.dtype).lanes > 1 else "&&")
+
+    def visit_Or(self, e):
+        return self._binary(e, "|" if parse_dtype(e.dtype).lanes > 1 else "||")
+
+    def visit_Not(self, e):
+        if parse_dtype(e.dtype).lanes > 1:
+            return f"(~{self.visit(e.a)})"
+        return f"(!{self.visit(e.a)})"
+
+    def visit_Select(self, e):
+        cond_lanes = parse_dtype(e.condition.dtype).lanes
+        if cond_lanes == 1:
+            return f"({self.visit(e.condition)} ? {self.visit(e.true_value)} : {self.visit(e.false_value)})"
+        fn = self.c.select(e.dtype)
+        return f"{fn}({self.visit(e.condition)}, {self.visit(e.true_value)}, {self.visit(e.false_value)})"
+
+    def visit_Cast(self, e):
+        src, dst = parse_dtype(e.value.dtype), parse_dtype(e.dtype)
+        value = self.visit(e.value)
+        if dst.lanes == 1:
+            if dst.is_bool:
+                return f"({value} != 0)"
+            if dst.is_handle:
+                return f"((void*)({value}))"
+            return f"(({scalar_ctype(dst)})({value}))"
+        if src.lanes != dst.lanes:
+            self.fail(e, f"cast between vectors of {src.lanes} and {dst.lanes} lanes")
+        if src.is_bool and dst.is_bool:
+            return value
+        if src.is_bool:
+            return f"(-__builtin_convertvector({value}, {self.c.ctype(dst)}))"
+        if dst.is_bool:
+            zero = f"{self.c.broadcast(src)}(0)"
+            return self.c.to_mask(f"{value} != {zero}", src)
+        return f"__builtin_convertvector({value}, {self.c.ctype(dst)})"
+
+    def visit_Ramp(self, e):
+        fn = self.c.ramp(e.dtype)
+        return f"{fn}({self.visit(e.base)}, {self.visit(e.stride)})"
+
+    def visit_Broadcast(self, e):
+        fn = self.c.broadcast(e.dtype)
+        if parse_dtype(e.dtype).is_bool:
+            return f"{fn}(-(int32_t)({self.visit(e.value)}))"
+        return f"{fn}({self.visit(e.value)})"
+
+    def visit_Shuffle(self, e):
+        k = self.uid()
+        parts, sources = [], []
+        for j, v in enumerate(e.vectors):
+            lanes = parse_dtype(v.dtype).lanes
+            tmp = f"kiln_shuf_{k}_{j}"
+            parts.append(f"{self.c.ctype(v.dtype)} {tmp} = {self.visit(v)};")
+            sources.extend((tmp, lane, lanes) for lane in range(lanes))
+        lanes = []
+        for i in e.indices:
+            tmp, lane, n = sources[i]
+            lanes.append(f"{tmp}[{lane}]" if n > 1 else tmp)
+        vt = self.c.ctype(e.dtype)
+        return "({ " + " ".join(parts) + f" ({vt}){{{', '.join(lanes)}}}; }})"
+
+    def visit_Let(self, e):
+        value = self.visit(e.value)
+        name = self.names.define(e.var)
+        if self._is_nonneg(e.value):
+            self.nonneg.add(id(e.var))
+        return f"({{ {self.c.ctype(e.var.dtype)} {name} = {value}; {self.visit(e.body)}; }})"
+
+    # ------------------------------------------------------------------ calls
+    def visit_Call(self, e):
+        op = e.op if isinstance(e.op, str) else getattr(e.op, "name", str(e.op))
+        short = op[4:] if op.startswith("tir.") else op
+        dt = parse_dtype(e.dtype)
+        if short == "if_then_else":
+            return self._if_then_else(e)
+        if short == "likely":
+            return self.visit(e.args[0])
+        if short in ("tvm_call_packed", "tvm_call_packed_lowered"):
+            return self._packed_call_expr(e)
+        if short in ("call_extern", "call_pure_extern"):
+            fname = e.args[0].value if isinstance(e.args[0], E.StringImm) else str(e.args[0])
+            return f"{fname}({', '.join(self.visit(a) for a in e.args[1:])})"
+        if short in _BITWISE:
+            return f"({self.visit(e.args[0])} {_BITWISE[short]} {self.visit(e.args[1])})"
+        if short == "bitwise_not":
+            return f"(~{self.visit(e.args[0])})"
+        if short == "reinterpret":
+            fn = self.c.reinterpret(e.dtype, e.args[0].dtype)
+            return f"{fn}({self.visit(e.args[0])})"
+        if short == "popcount":
+            return self._popcount(e)
+        if short == "abs":
+            if dt.lanes == 1:
+                return f"{self.c.abs_int(e.dtype)}({self.visit(e.args[0])})"
+            fn = self.c.abs_int(dt.element_of())
+            return self._lanewise_call(e, "abs", f"{fn}(a[k])")
+        if short == "ret":
+            self.fail(e, "tir.ret is not supported by the C backend")
+        if short in _PREDICATES:
+            return self._predicate(e, short)
+        if short in _LIBM or short in ("exp10", "rsqrt", "sigmoid"):
+            return self._float_call(short, e.dtype, e.args)
+        raise CodegenError(
+            f"C codegen of function {self.symbol}: unknown intrinsic {op!r} in `{e}`; "
+            "use kiln.tir.call_extern for C library functions"
+        )
+
+    def _if_then_else(self, e):
+        cond, t, f = e.args
+        if parse_dtype(cond.dtype).lanes == 1:
+            return f"({self.visit(cond)} ? {self.visit(t)} : {self.visit(f)})"
+        # lane by lane, so that only the taken branch of each lane is evaluated
+        lanes = parse_dtype(e.dtype).lanes
+        values = [self.visit(E.Call(str(parse_dtype(e.dtype).element_of()), "tir.if_then_else",
+                                    [lane_of(cond, k), lane_of(t, k), lane_of(f, k)]))
+                  for k in range(lanes)]
+        if parse_dtype(e.dtype).is_bool:
+            values = [f"-(int32_t){v}" for v in values]
+        return f"(({self.c.ctype(e.dtype)}){{{', '.join(values)}}})"
+
+    def _scalar_float_expr(self, name: str, dtype, args: list[str]) -> str:
+        dt = parse_dtype(dtype).element_of()
+        if dt.bits == 16:
+            inner = self._scalar_float_expr(name, "float32", [f"(float)({a})" for a in args])
+            return f"((_Float16){inner})"
+        sfx = "f" if dt.bits == 32 else ""
+        one = "1.0f" if dt.bits == 32 else "1.0"
+        if name == "exp10":
+            return f"pow{sfx}({'10.0f' if sfx else '10.0'}, {args[0]})"
+        if name == "rsqrt":
+            return f"({one} / sqrt{sfx}({args[0]}))"
+        if name == "sigmoid":
+            return f"({one} / ({one} + exp{sfx}(-({args[0]}))))"
+        return f"{_LIBM[name]}{sfx}({', '.join(args)})"
+
+    def _float_call(self, name: str, dtype, args):
+        dt = parse_dtype(dtype)
+        if not dt.is_float:
+            self.fail(E.Call(dtype, "tir." + name, args), f"{name} needs float operands, got {dtype}")
+        if dt.lanes == 1:
+            return self._scalar_float_expr(name, dt, [self.visit(a) for a in args])
+        lane_args = [f"{'abc'[i]}[k]" if parse_dtype(a.dtype).lanes > 1 else "abc"[i] for i, a in enumerate(args)]
+        lane = self._scalar_float_expr(name, dt, lane_args)
+        fn = self.c.lanewise(f"kiln_{name}_{suffix(dt)}", dt, [a.dtype for a in args], lane)
+        return f"{fn}({', '.join(self.visit(a) for a in args)})"
+
+    def _lanewise_call(self, e, opname, lane_expr):
+        fn = self.c.lanewise(f"kiln_{opname}_{suffix(e.dtype)}", e.dtype, [a.dtype for a in e.args], lane_expr)
+        return f"{fn}({', '.join(self.visit(a) for a in e.args)})"
+
+    def _predicate(self, e, name):
+        x = e.args[0]
+        xdt = parse_dtype(x.dtype)
+        if not xdt.is_float:
+            return "true" if name == "isfinite" else "false"
+        cast = "(float)" if xdt.bits == 16 else ""
+        if xdt.lanes == 1:
+            return f"({name}({cast}{self.visit(x)}) != 0)"
+        fn = self.c.lanewise(f"kiln_{name}_{suffix(x.dtype)}", e.dtype, [x.dtype], f"{name}({cast}a[k])")
+        return f"{fn}({self.visit(x)})"
+
+    def _popcount(self, e):
+        x = e.args[0]
+        dt = parse_dtype(x.dtype)
+        if dt.lanes > 1:
+            self.fail(e, "vector popcount")
+        if dt.bits == 64:
+            return f"(({scalar_ctype(e.dtype)})__builtin_popcountll((uint64_t)({self.visit(x)})))"
+        mask = (1 << dt.bits) - 1
+        return f"(({scalar_ctype(e.dtype)})__builtin_popcount((uint32_t)({self.visit(x)}) & {mask}u))"
+
+    # ------------------------------------------------------------------ packed calls
+    def _packed_call_lines(self, e, result_dtype):
+        """Emit the statements of a packed call; returns the C name holding the result (if any)."""
+        name = e.args[0].value if isinstance(e.args[0], E.StringImm) else str(e.args[0])
+        args = e.args[1:]
+        k = self.uid()
+        n = len(args)
+        av, cv = f"kiln_pk_args_{k}", f"kiln_pk_codes_{k}"
+        self.emit(f"/* call_packed {name} */")
+        self.emit(f"KilnValue {av}[{max(n, 1)}];")
+        self.emit(f"int32_t {cv}[{max(n, 1)}];")
+        for i, a in enumerate(args):
+            if isinstance(a, Buffer):
+                shape, tensor = f"kiln_pk_shape_{k}_{i}", f"kiln_pk_tensor_{k}_{i}"
+                dims = ", ".join(f"(int64_t)({self.visit(d)})" for d in a.shape) or "0"
+                adt = parse_dtype(a.dtype)
+                self.emit(f"int64_t {shape}[{max(len(a.shape), 1)}] = {{{dims}}};")
+                self.emit(f"DLTensor {tensor} = {{(void*){self.name_of(a.data)}, {{1, 0}}, {len(a.shape)}, "
+                          f"{{{adt.dl_code}, {adt.bits if not adt.is_bool else 8}, {adt.lanes}}}, {shape}, NULL, 0}};")
+                self.emit(f"{av}[{i}].v_handle = &{tensor};")
+                self.emit(f"{cv}[{i}] = KILN_ARG_DLTENSOR;")
+                continue
+            adt = parse_dtype(a.dtype)
+            text = self.visit(a)
+            if isinstance(a, E.StringImm):
+                self.emit(f"{av}[{i}].v_handle = (void*){text};")
+                self.emit(f"{cv}[{i}] = KILN_ARG_STR;")
+            elif adt.is_handle:
+                self.emit(f"{av}[{i}].v_handle = (void*)({text});")
+                self.emit(f"{cv}[{i}] = KILN_ARG_HANDLE;")
+            elif adt.lanes > 1:
+                self.fail(e, "vector arguments to call_packed")
+            elif adt.is_float:
+                self.emit(f"{av}[{i}].v_float64 = (double)({text});")
+                self.emit(f"{cv}[{i}] = KILN_ARG_FLOAT;")
+            else:
+                self.emit(f"{av}[{i}].v_int64 = (int64_t)({text});")
+                self.emit(f"{cv}[{i}] = {'KILN_ARG_UINT' if adt.is_uint else 'KILN_ARG_INT'};")
+        rv, rc = f"kiln_pk_ret_{k}", f"kiln_pk_rcode_{k}"
+        self.emit(f"KilnValue {rv};")
+        self.emit(f"{rv}.v_int64 = 0;")
+        self.emit(f"int32_t {rc} = KILN_ARG_NULL;")
+        self.emit("if (__kiln_call_packed == NULL) {")
+        self.indent += 1
+        self.emit_error(c_string(f"call_packed {name}: no function registry is attached to this library"))
+        self.indent -= 1
+        self.emit("}")
+        self.emit(f"if (__kiln_call_packed({c_string(name)}, {av}, {cv}, {n}, &{rv}, &{rc}) != 0) {{")
+        self.indent += 1
+        self.emit_error(None)
+        self.indent -= 1
+        self.emit("}")
+        if result_dtype is None:
+            return None
+        t = scalar_ctype(result_dtype)
+        res = f"kiln_pk_result_{k}"
+        self.emit(f"{t} {res} = 0;")
+        self.emit(f"if ({rc} == KILN_ARG_FLOAT) {res} = ({t}){rv}.v_float64;")
+        self.emit(f"else if ({rc} == KILN_ARG_INT || {rc} == KILN_ARG_UINT) {res} = ({t}){rv}.v_int64;")
+        return res
+
+    def _packed_call_expr(self, e):
+        """A packed call inside an expression: a GCC statement expression yielding the return value."""
+        saved_lines, saved_indent = self.lines, self.indent
+        self.lines, self.indent = [], 0
+        res = self._packed_call_lines(e, e.dtype)
+        inner = " ".join(line.strip() for line in self.lines)
+        self.lines, self.indent = saved_lines, saved_indent
+        return f"({{ {inner} {res}; }})"
+
+    # ------------------------------------------------------------------ analysis
+    def _is_nonneg(self, e) -> bool:
+        """Whether ``e`` is provably >= 0 (constants, shape vars, loop vars from 0, + * / % of such)."""
+        if isinstance(e, E.IntImm):
+            return e.value >= 0
+        if isinstance(e, E.SizeVar):
+            return True
+        if isinstance(e, E.Var):
+            return id(e) in self.nonneg
+        if isinstance(e, (E.Add, E.Mul, E.Div, E.Mod, E.FloorDiv, E.FloorMod, E.Min)):
+            return self._is_nonneg(e.a) and self._is_nonneg(e.b)
+        if isinstance(e, E.Max):
+            return self._is_nonneg(e.a) or self._is_nonneg(e.b)
+        if isinstance(e, E.Ramp):
+            return self._is_nonneg(e.base) and self._is_nonneg(e.stride)
+        if isinstance(e, E.Broadcast):
+            return self._is_nonneg(e.value)
+        if isinstance(e, E.Cast):
+            src = parse_dtype(e.value.dtype)
+            return src.is_integral and parse_dtype(e.dtype).bits >= src.bits and self._is_nonneg(e.value)
+        if isinstance(e, E.Select):
+            return self._is_nonneg(e.true_value) and self._is_nonneg(e.false_value)
+        return self._analyzer_nonneg(e)
+
+    def _analyzer_nonneg(self, e) -> bool:
+        if self.analyzer is None or parse_dtype(e.dtype).lanes != 1:
+            return False
+        try:
+            return bool(self.analyzer.can_prove_greater_equal(e, 0))
+        except Exception:  # the analyzer is an optimization aid only
+            return False
+
+
+_LIBRARY_NAMES = set(_LIBM.values()) | {n + "f" for n in _LIBM.values()} | {
+    "memcpy", "memset", "free", "malloc", "aligned_alloc", "isnan", "isinf", "isfinite", "abs", "strlen",
+    "clock_gettime", "omp_get_max_threads", "omp_get_num_threads", "omp_get_thread_num"}
+_LANGUAGE_KEYWORDS = {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
+    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
+    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool",
+    "true", "false", "main", "args", "num_args"}
+
+
+def c_function_name(symbol: str) -> tuple[str, str | None]:
+    """The C identifier of a kernel and, when it differs from the exported symbol (a C keyword such as
+    ``double``, or ``main``), a prototype binding it to the symbol with an asm label."""
+    if symbol in _LIBRARY_NAMES or symbol.startswith("__kiln") or symbol.startswith("kiln_"):
+        raise CodegenError(
+            f"function name {symbol!r} clashes with a C library or kiln runtime symbol of that name; "
+            "choose another name (e.g. name='my_{symbol}')".replace("{symbol}", symbol)
+        )
+    if symbol in _LANGUAGE_KEYWORDS:
+        c_name = f"kiln_fn_{symbol}"
+        return c_name, f'int32_t {c_name}(KilnValue* args, int32_t num_args) __asm__("{symbol}");'
+    return symbol, None
+
+
+def _make_analyzer():
+    try:
+        from ..arith import Analyzer
+    except ImportError:
+        return None
+    return Analyzer()
+
+
+def lane_of(e, k: int):
+    """The scalar expression of lane ``k`` of vector expression ``e`` (scalars are returned as is)."""
+    dt = parse_dtype(e.dtype)
+    if dt.lanes == 1:
+        return e
+    if isinstance(e, E.Ramp):
+        return e.base + e.stride * k
+    if isinstance(e, E.Broadcast):
+        return e.value
+    if isinstance(e, E.BufferLoad):
+        return E.BufferLoad(e.buffer, [lane_of(i, k) for i in e.indices])
+    if isinstance(e, E.BinaryOpExpr):
+        return type(e)(lane_of(e.a, k), lane_of(e.b, k))
+    if isinstance(e, E.Not):
+        return E.Not(lane_of(e.a, k))
+    if isinstance(e, E.Select):
+        return E.Select(lane_of(e.condition, k), lane_of(e.true_value, k), lane_of(e.false_value, k))
+    if isinstance(e, E.Cast):
+        return E.Cast(str(dt.element_of()), lane_of(e.value, k))
+    if isinstance(e, E.Call):
+        return E.Call(str(dt.element_of()), e.op, [lane_of(a, k) if isinstance(a, E.PrimExpr) else a
+                                                   for a in e.args])
+    if isinstance(e, E.Let) and parse_dtype(e.value.dtype).lanes == 1:
+        return E.Let(e.var, e.value, lane_of(e.body, k))
+    if isinstance(e, E.Shuffle):
+        idx = e.indices[k]
+        for v in e.vectors:
+            n = parse_dtype(v.dtype).lanes
+            if idx < n:
+                return lane_of(v, idx)
+            idx -= n
+    raise CodegenError(f"cannot take lane {k} of vector expression `{e}`")
+
+
+def int_literal(value: int, dtype) -> str:
+    dt = parse_dtype(dtype)
+    if dt.is_bool:
+        return "true" if value else "false"
+    if dt.is_handle:
+        return "NULL" if value == 0 else f"((void*){value})"
+    if dt.lanes > 1:
+        raise CodegenError(f"vector immediate of dtype {dtype}")
+    if dt.is_uint:
+        if dt.bits == 64:
+            return f"UINT64_C({value})"
+        return f"{value}u" if dt.bits == 32 else f"(({scalar_ctype(dt)}){value})"
+    if dt.bits == 64:
+        return "INT64_MIN" if value == -(2 ** 63) else f"INT64_C({value})"
+    if dt.bits == 32:
+        if value == -(2 ** 31):
+            return "(-2147483647 - 1)"
+        return f"({value})" if value < 0 else str(value)
+    return f"(({scalar_ctype(dt)}){value})"
+
+
+def float_literal(value: float, dtype) -> str:
+    dt = parse_dtype(dtype)
+    if math.isnan(value):
+        text = "NAN"
+    elif math.isinf(value):
+        text = "INFINITY" if value > 0 else "(-INFINITY)"
+    else:
+        text = repr(float(value))
+        if dt.bits == 32:
+            text += "f"
+        if value < 0:
+            text = f"({text})"
+    if dt.bits == 16:
+        return f"((_Float16){text})"
+    if dt.bits == 64 and (math.isinf(value) or math.isnan(value)):
+        return f"((double){text})"
+    return text
+
+
+def max_vector_bytes_for(target=None) -> int:
+    """Widest vector the generated C uses: the target's SIMD register width in bytes."""
+    from .x86 import target_cpu_flags
+    flags = target_cpu_flags(target)
+    if "avx512f" in flags:
+        return 64
+    if "avx" in flags or "avx2" in flags:
+        return 32
+    return 16
+
+
+class CodeGenC:
+    """Turns PrimFuncs into one C translation unit; ``add_function`` per kernel, then ``finish``."""
+
+    def __init__(self, max_vector_bytes: int = 32):
+        self.support = CSupport(max_vector_bytes)
+        self.functions: list[str] = []
+        self.metadata: list[dict] = []
+        self._symbols: set = set()
+
+    def add_function(self, func, symbol: str | None = None) -> dict:
+        symbol = symbol or func.attrs.get("global_symbol") or "default_function"
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", symbol):
+            raise CodegenError(f"function name {symbol!r} is not a valid C identifier")
+        if symbol in self._symbols:
+            raise CodegenError(f"two functions are named {symbol!r} in one module")
+        self._symbols.add(symbol)
+        text, meta = FunctionCodegen(self.support, func, symbol).generate()
+        self.functions.append(text)
+        self.metadata.append(meta)
+        return meta
+
+    def finish(self) -> str:
+        from ..runtime.abi import C_PRELUDE
+        return "\n".join([C_PRELUDE, self.support.preamble(), "\n\n".join(self.functions), ""])
+
+
+def codegen_c(funcs, target=None) -> tuple[str, list]:
+    """C source and metadata for ``funcs``: a list of (symbol, PrimFunc) pairs."""
+    gen = CodeGenC(max_vector_bytes_for(target))
+    for symbol, func in funcs:
+        gen.add_function(func, symbol)
+    return gen.finish(), gen.metadata

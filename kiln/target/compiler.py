@@ -1,0 +1,296 @@
+"""The one compiler driver: finds the system C compiler, compiles and links, and caches the results.
+
+Outputs are content-addressed in ``$KILN_CACHE_DIR`` (default ``~/.cache/kiln``): the key is the
+sha256 of the inputs, the flags and the compiler's identity (path + ``--version``). Every cache file
+is written to a temporary name and moved into place with ``os.replace``, so processes building the
+same thing at once never see half a file. A failing compile raises :class:`kiln.error.CompileError`
+with the compiler's message and the path of the kept source.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+from typing import Iterable, Sequence
+
+from ..error import CompileError, KilnError
+
+DEFAULT_CFLAGS = ("-O3", "-fPIC", "-fopenmp", "-std=gnu11")
+DEFAULT_LDFLAGS = ("-shared", "-fPIC", "-fopenmp", "-lm")
+
+_CANDIDATES = ("gcc", "cc", "clang")
+
+
+class NoCompilerError(KilnError):
+    """No C compiler could be found ($CC, gcc, cc, clang)."""
+
+
+class CacheStats:
+    """Counters tests read to observe the cache: hits, misses, compiles and links run."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.hits = 0
+        self.misses = 0
+        self.compiles = 0
+        self.links = 0
+
+    def as_dict(self) -> dict:
+        return {"hits": self.hits, "misses": self.misses, "compiles": self.compiles, "links": self.links}
+
+    def __repr__(self) -> str:
+        return f"CacheStats({self.as_dict()})"
+
+
+stats = CacheStats()
+_identity_memo: dict = {}
+_lock = threading.Lock()
+
+
+# -- finding the compiler ----------------------------------------------------------------------
+def find_compiler() -> list:
+    """The compiler command as an argv prefix: ``$CC`` (may hold words), else gcc, cc, clang on PATH."""
+    env_cc = os.environ.get("CC", "").strip()
+    if env_cc:
+        words = shlex.split(env_cc)
+        exe = shutil.which(words[0])
+        if exe is None:
+            raise NoCompilerError(f"$CC is set to {env_cc!r} but {words[0]!r} is not an executable on PATH")
+        return [exe] + words[1:]
+    for name in _CANDIDATES:
+        exe = shutil.which(name)
+        if exe:
+            return [exe]
+    raise NoCompilerError(
+        "no C compiler found: set $CC or put gcc, cc or clang on PATH "
+        "(compiled modules that were already exported load without one)"
+    )
+
+
+def has_compiler() -> bool:
+    try:
+        find_compiler()
+        return True
+    except NoCompilerError:
+        return False
+
+
+def compiler_identity(cc: Sequence[str] | None = None) -> str:
+    """Path plus ``--version`` output of the compiler (memoized): part of every cache key."""
+    cc = list(cc or find_compiler())
+    key = tuple(cc)
+    with _lock:
+        ident = _identity_memo.get(key)
+    if ident is None:
+        try:
+            proc = subprocess.run(cc + ["--version"], capture_output=True, text=True, timeout=60)
+            version = proc.stdout.strip()
+        except (OSError, subprocess.SubprocessError) as err:
+            version = f"<unknown: {err}>"
+        ident = " ".join(cc) + "\n" + version
+        with _lock:
+            _identity_memo[key] = ident
+    return ident
+
+
+# -- cache ---------------------------------------------------------------------------------------
+def cache_dir() -> str:
+    path = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _cache_path(kind: str, key: str, suffix: str) -> str:
+    folder = os.path.join(cache_dir(), kind, key[:2])
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, key + suffix)
+
+
+def _digest(*parts) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        data = part if isinstance(part, bytes) else str(part).encode("utf-8")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def _file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _temp_sibling(path: str) -> str:
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path))
+    os.close(fd)
+    return tmp
+
+
+def _atomic_write_bytes(path: str, data: bytes) -> None:
+    tmp = _temp_sibling(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        _silent_remove(tmp)
+        raise
+
+
+def _silent_remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _run(argv: list, what: str, source_path: str | None) -> None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True)
+    except OSError as err:
+        raise CompileError(f"{what}: could not run {argv[0]}: {err}", source_path, str(err)) from None
+    if proc.returncode != 0:
+        output = (proc.stderr or "") + (proc.stdout or "")
+        where = f"\nsource kept at: {source_path}" if source_path else ""
+        raise CompileError(
+            f"{what} failed (exit {proc.returncode}):\n{' '.join(argv)}\n{output.strip()}{where}",
+            source_path,
+            output,
+        )
+
+
+def _keep_failed_source(key: str, source: str, suffix: str) -> str:
+    folder = os.path.join(cache_dir(), "failed")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, key + suffix)
+    _atomic_write_bytes(path, source.encode("utf-8"))
+    return path
+
+
+# -- public API ----------------------------------------------------------------------------------
+def compile_object(source: str, cflags: Iterable[str] = (), suffix: str = ".c") -> str:
+    """Compile C ``source`` to an object file; returns the cached ``.o`` path."""
+    cc = find_compiler()
+    flags = list(DEFAULT_CFLAGS) + list(cflags)
+    key = _digest("object", compiler_identity(cc), "\0".join(flags), suffix, source)
+    out = _cache_path("obj", key, ".o")
+    if os.path.exists(out):
+        stats.hits += 1
+        return out
+    stats.misses += 1
+    with tempfile.TemporaryDirectory(prefix="kiln-cc-") as work:
+        src = os.path.join(work, "kernel" + suffix)
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(source)
+        tmp_out = _temp_sibling(out)
+        try:
+            stats.compiles += 1
+            try:
+                _run(cc + flags + ["-c", src, "-o", tmp_out], "C compilation", None)
+            except CompileError as err:
+                kept = _keep_failed_source(key, source, suffix)
+                msg = str(err).replace(src, kept) + f"\nsource kept at: {kept}"
+                raise CompileError(msg, kept, err.compiler_output.replace(src, kept)) from None
+            os.replace(tmp_out, out)
+        finally:
+            _silent_remove(tmp_out)
+    return out
+
+
+def link_shared(objects: Sequence[str], output: str, ldflags: Iterable[str] = (), cc: Sequence[str] | None = None) -> str:
+    """Link object (or source) files into the shared library ``output``, written atomically."""
+    cc = list(cc) if cc else find_compiler()
+    flags = list(DEFAULT_LDFLAGS) + list(ldflags)
+    out_dir = os.path.dirname(os.path.abspath(output))
+    os.makedirs(out_dir, exist_ok=True)
+    tmp_out = _temp_sibling(os.path.abspath(output))
+    try:
+        stats.links += 1
+        _run(cc + [str(o) for o in objects] + ["-o", tmp_out] + flags, "linking " + os.path.basename(output), None)
+        os.replace(tmp_out, output)
+    finally:
+        _silent_remove(tmp_out)
+    return output
+
+
+def link_executable(objects: Sequence[str], output: str, ldflags: Iterable[str] = (), cc: Sequence[str] | None = None) -> str:
+    cc = list(cc) if cc else find_compiler()
+    tmp_out = _temp_sibling(os.path.abspath(output))
+    try:
+        stats.links += 1
+        _run(cc + [str(o) for o in objects] + ["-o", tmp_out] + list(ldflags), "linking " + output, None)
+        os.replace(tmp_out, output)
+        os.chmod(output, 0o755)
+    finally:
+        _silent_remove(tmp_out)
+    return output
+
+
+def build_shared(sources: Sequence[str], cflags: Iterable[str] = (), ldflags: Iterable[str] = ()) -> str:
+    """Compile C ``sources`` and link them into a shared library; returns the cached ``.so`` path."""
+    cflags, ldflags = list(cflags), list(ldflags)
+    objects = [compile_object(src, cflags) for src in sources]
+    return link_cached(objects, ldflags)
+
+
+def link_cached(objects: Sequence[str], ldflags: Iterable[str] = ()) -> str:
+    """Link objects into a cached shared library keyed by their contents and the flags."""
+    cc = find_compiler()
+    ldflags = list(ldflags)
+    key = _digest("shared", compiler_identity(cc), "\0".join(list(DEFAULT_LDFLAGS) + ldflags),
+                  *[_file_digest(o) for o in objects])
+    out = _cache_path("lib", key, ".so")
+    if os.path.exists(out):
+        stats.hits += 1
+        return out
+    stats.misses += 1
+    return link_shared(objects, out, ldflags, cc)
+
+
+def blob_object(data: bytes, output: str, symbol: str = "__kiln_dev_mblob") -> str:
+    """Assemble ``data`` into an object file defining ``<symbol>`` (bytes, 64-byte aligned) and
+    ``<symbol>_size`` (uint64), via ``.incbin`` so that no C compiler parses the payload."""
+    cc = find_compiler()
+    out_dir = os.path.dirname(os.path.abspath(output))
+    os.makedirs(out_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kiln-blob-", dir=out_dir) as work:
+        bin_path = os.path.join(work, "blob.bin")
+        with open(bin_path, "wb") as f:
+            f.write(data)
+        quoted = bin_path.replace("\\", "\\\\").replace('"', '\\"')
+        asm = (
+            '\t.section .rodata\n'
+            f'\t.globl {symbol}\n'
+            f'\t.type {symbol}, @object\n'
+            '\t.balign 64\n'
+            f'{symbol}:\n'
+            f'\t.incbin "{quoted}"\n'
+            f'\t.size {symbol}, . - {symbol}\n'
+            f'\t.globl {symbol}_size\n'
+            f'\t.type {symbol}_size, @object\n'
+            '\t.balign 8\n'
+            f'{symbol}_size:\n'
+            f'\t.quad {len(data)}\n'
+            f'\t.size {symbol}_size, 8\n'
+            '\t.section .note.GNU-stack,"",@progbits\n'
+        )
+        asm_path = os.path.join(work, "blob.s")
+        with open(asm_path, "w", encoding="utf-8") as f:
+            f.write(asm)
+        tmp_out = _temp_sibling(os.path.abspath(output))
+        try:
+            stats.compiles += 1
+            _run(cc + ["-c", asm_path, "-o", tmp_out], "assembling the module blob", asm_path)
+            os.replace(tmp_out, output)
+        finally:
+            _silent_remove(tmp_out)
+    return output

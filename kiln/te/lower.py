@@ -1,0 +1,159 @@
+"""Lowering a TE schedule to a TIR PrimFunc (the entry point used by ``kiln.lower``).
+
+    normalize -> infer_bound -> schedule_ops -> tensors to buffers -> PrimFunc
+
+The PrimFunc takes one handle parameter per tensor argument (bound through ``buffer_map`` to a
+compact Buffer whose shape may hold symbolic variables) and the Var itself for scalar
+arguments. Intermediate tensors are materialized with ``BufferRealize`` over the region the
+bound inference found (relative to their attach point), and every access is a
+multi-dimensional ``BufferLoad``/``BufferStore``; StorageFlatten turns those into flat Allocates.
+"""
+from __future__ import annotations
+
+from ..error import LoweringError
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.buffer import Buffer, decl_buffer
+from ..tir.function import PrimFunc
+from ..tir.stmt_functor import StmtExprMutator
+from .bound import infer_bound
+from .schedule import Schedule, kInlinedAlready
+from .schedule_ops import schedule_ops
+from .tensor import ExternOp, PlaceholderOp, Tensor
+
+
+class _TensorToBuffer(StmtExprMutator):
+    """Producer* nodes -> Buffer* nodes; argument tensors use the parameters' buffers."""
+
+    def __init__(self, canon, extern_map):
+        self.canon = canon            # Tensor -> the original Tensor it stands for
+        self.extern = extern_map      # original Tensor -> Buffer (function arguments)
+        self.local: dict = {}         # original Tensor -> Buffer (realized intermediates)
+        self.buf_subst: dict = {}     # extern op placeholder Buffer -> real Buffer
+        self.var_subst: dict = {}
+
+    def _key(self, t):
+        return self.canon.get(t, t)
+
+    def buffer_of(self, t, scope=""):
+        key = self._key(t)
+        b = self.extern.get(key)
+        if b is not None:
+            return b
+        b = self.local.get(key)
+        if b is None:
+            if isinstance(key.op, PlaceholderOp):
+                raise LoweringError(
+                    f"the input tensor '{key.name}' is used by the computation but is not among the arguments "
+                    "of the function; add it to the argument list")
+            b = decl_buffer(key.shape, key.dtype, name=key.name, scope=scope or "global")
+            self.local[key] = b
+        return b
+
+    def visit_ProducerRealize(self, s):
+        key = self._key(s.producer)
+        if key in self.extern:
+            return self.visit(s.body)
+        buf = self.buffer_of(s.producer, s.storage_scope)
+        bounds = [E.Range.from_min_extent(self.visit(r.min), self.visit(r.extent)) for r in s.bounds]
+        return S.BufferRealize(buf, bounds, self.visit(s.condition), self.visit(s.body))
+
+    def visit_ProducerStore(self, s):
+        buf = self.buffer_of(s.producer)
+        return S.BufferStore(buf, self.visit(s.value), [self.visit(i) for i in s.indices])
+
+    def visit_ProducerLoad(self, e):
+        buf = self.buffer_of(e.producer)
+        return E.BufferLoad(buf, [self.visit(i) for i in e.indices])
+
+    def visit_AttrStmt(self, s):
+        if s.attr_key == "extern_scope" and isinstance(s.node, ExternOp):
+            op = s.node
+            saved = dict(self.buf_subst), dict(self.var_subst)
+            for ph, t in zip(op.input_placeholders, op.inputs):
+                self._bind(ph, self.buffer_of(t))
+            for ph, t in zip(op.output_placeholders, op.outputs):
+                self._bind(ph, self.buffer_of(t))
+            body = self.visit(s.body)
+            self.buf_subst, self.var_subst = saved
+            return body
+        return self.generic_visit(s)
+
+    def _bind(self, ph, real):
+        if len(ph.shape) != len(real.shape):
+            raise LoweringError(f"extern buffer {ph.name} has {len(ph.shape)} dims but its tensor has {len(real.shape)}")
+        self.buf_subst[ph] = real
+        self.var_subst[ph.data] = real.data
+
+    def visit_Buffer(self, b):
+        return self.buf_subst.get(b, b)
+
+    def visit_Var(self, v):
+        return self.var_subst.get(v, v)
+
+    def visit_IterVar(self, iv):
+        return iv
+
+
+def _canonical_tensors(sch) -> dict:
+    canon = {}
+    for st in sch.stages:
+        if st.op is not st.origin_op:
+            for i in range(st.op.num_outputs):
+                canon[st.op.output(i)] = st.origin_op.output(i)
+    return canon
+
+
+def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None) -> PrimFunc:
+    """Lower ``sch`` to a PrimFunc with parameters ``args`` (Tensors, Buffers or scalar Vars).
+
+    ``binds`` optionally maps a Tensor to the Buffer it should use (e.g. with strides or an
+    offset); other tensor arguments get a compact row-major buffer named after the tensor.
+    """
+    if not isinstance(sch, Schedule):
+        raise LoweringError(f"schedule_to_primfunc expects a te.Schedule, got {type(sch).__name__}")
+    args = list(args) if isinstance(args, (list, tuple)) else [args]
+    binds = dict(binds or {})
+    sch = sch.normalize()
+    bounds = infer_bound(sch)
+    stmt = schedule_ops(sch, bounds)
+
+    params, buffer_map, extern = [], {}, {}
+    seen_names = {}
+    for a in args:
+        if isinstance(a, Tensor):
+            if a in extern:
+                raise LoweringError(f"tensor '{a.name}' appears twice in the argument list")
+            buf = binds.get(a)
+            if buf is None:
+                buf = decl_buffer(a.shape, a.dtype, name=a.name)
+            extern[a] = buf
+        elif isinstance(a, Buffer):
+            buf = a
+        elif isinstance(a, E.Var):
+            params.append(a)
+            continue
+        else:
+            raise LoweringError(
+                f"arguments must be te.Tensor, tir.Buffer or tir.Var, got {type(a).__name__}: {a!r}")
+        pname = buf.name
+        count = seen_names.get(pname, 0)
+        seen_names[pname] = count + 1
+        p = E.Var(pname if count == 0 else f"{pname}_{count}", "handle")
+        params.append(p)
+        buffer_map[p] = buf
+    for t, b in binds.items():
+        if isinstance(t, Tensor) and t not in extern:
+            extern[t] = b
+    body = _TensorToBuffer(_canonical_tensors(sch), extern)(stmt)
+    return PrimFunc(params, body, None, buffer_map, {"global_symbol": name, "tir.noalias": True})
+
+
+def lower_schedule_debug(sch: Schedule):
+    """(normalized schedule, bounds, stmt with Producer* nodes): for tests and debugging."""
+    sch = sch.normalize()
+    bounds = infer_bound(sch)
+    return sch, bounds, schedule_ops(sch, bounds)
+
+
+__all__ = ["schedule_to_primfunc", "lower_schedule_debug", "kInlinedAlready"]

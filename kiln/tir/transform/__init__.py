@@ -1,0 +1,17 @@
+"""kiln.tir.transform: TIR passes (TVM's ``tvm.tir.transform``).
+
+Each constructor returns a pass object: call it on an IRModule (every PrimFunc is
+transformed) or directly on a PrimFunc.
+"""
+from .pass_base import PrimFuncPass, prim_func_pass
+from .simplify import Simplify, simplify_stmt, StmtSimplifier
+from .remove_no_op import RemoveNoOp, remove_no_op_stmt
+from .storage_flatten import StorageFlatten, FlattenBuffer
+from .vectorize import VectorizeLoop
+from .unroll import UnrollLoop
+from .loop_partition import LoopPartition
+
+__all__ = [
+    "PrimFuncPass", "prim_func_pass", "Simplify", "RemoveNoOp", "StorageFlatten", "FlattenBuffer",
+    "VectorizeLoop", "UnrollLoop", "LoopPartition", "simplify_stmt", "remove_no_op_stmt", "StmtSimplifier",
+]

@@ -1,0 +1,170 @@
+"""StorageFlatten: multi-dimensional buffers become flat 1-d buffers over the same memory.
+
+* ``BufferRealize`` of an intermediate tensor becomes ``Allocate`` of ``prod(extents)``
+  elements plus a ``DeclBuffer`` of the flat view; accesses subtract the realized region's
+  minimum and are linearized row-major over its extents.
+* Every other multi-dimensional buffer (function parameters, declared views) is accessed
+  through a flat 1-d buffer sharing its data variable; the index is its row-major (or
+  strided) offset plus ``elem_offset``. As in TVM 0.13, ``buffer_map`` keeps the original
+  N-d buffers (they describe the arguments); the body uses their flattened views.
+"""
+from __future__ import annotations
+
+from ...error import LoweringError
+from ...arith import Analyzer
+from .. import expr as E
+from .. import stmt as S
+from .. import op as _op
+from ..buffer import Buffer
+from ..stmt_functor import StmtExprMutator
+from .pass_base import PrimFuncPass
+
+
+class _Realized:
+    __slots__ = ("flat", "mins", "extents")
+
+    def __init__(self, flat, mins, extents):
+        self.flat, self.mins, self.extents = flat, mins, extents
+
+
+class BufferFlattener(StmtExprMutator):
+    def __init__(self):
+        self.ana = Analyzer()
+        self.flat: dict = {}       # id(buffer) -> flat Buffer (parameters and views)
+        self.realized: dict = {}   # id(buffer) -> _Realized
+        self.keep = []
+
+    def _simp(self, e):
+        return self.ana.simplify(e)
+
+    def flat_buffer(self, b: Buffer) -> Buffer:
+        hit = self.flat.get(id(b))
+        if hit is not None:
+            return hit
+        if len(b.shape) == 1 and not b.strides and _is_zero(b.elem_offset):
+            flat = b
+        else:
+            if b.strides:
+                size = _op.const(1, b.shape[0].dtype if b.shape else "int32")
+                for dim, st in zip(b.shape, b.strides):
+                    size = size + (dim - 1) * st
+            else:
+                size = _prod(b.shape)
+            size = self._simp(size + b.elem_offset) if not _is_zero(b.elem_offset) else self._simp(size)
+            flat = Buffer(b.data, b.dtype, [size], None, None, b.name, b.data_alignment, b.offset_factor,
+                          b.buffer_type, b.scope())
+        self.flat[id(b)] = flat
+        self.keep.append(b)
+        return flat
+
+    def _access(self, b: Buffer, indices):
+        r = self.realized.get(id(b))
+        if r is not None:
+            if len(indices) != len(r.extents):
+                raise LoweringError(f"buffer {b.name} is realized with {len(r.extents)} dimensions "
+                                    f"but accessed with {len(indices)} indices")
+            offset = None
+            for idx, mn, ext in zip(indices, r.mins, r.extents):
+                rel = idx if _is_zero(mn) else idx - mn
+                offset = rel if offset is None else offset * ext + rel
+            if offset is None:
+                offset = _op.const(0)
+            return r.flat, [self._simp(offset)]
+        flat = self.flat_buffer(b)
+        if flat is b:
+            return b, list(indices)
+        return flat, [self._simp(b.offset_of(indices))]
+
+    def visit_BufferLoad(self, e):
+        indices = [self.visit(i) for i in e.indices]
+        buf, idx = self._access(e.buffer, indices)
+        if buf is e.buffer and all(a is b for a, b in zip(idx, e.indices)):
+            return e
+        return E.BufferLoad(buf, idx)
+
+    def visit_BufferStore(self, s):
+        value = self.visit(s.value)
+        indices = [self.visit(i) for i in s.indices]
+        buf, idx = self._access(s.buffer, indices)
+        if buf is s.buffer and value is s.value and all(a is b for a, b in zip(idx, s.indices)):
+            return s
+        return S.BufferStore(buf, value, idx)
+
+    def visit_BufferRealize(self, s):
+        b = s.buffer
+        mins = [self._simp(self.visit(r.min)) for r in s.bounds]
+        extents = [self._simp(self.visit(r.extent)) for r in s.bounds]
+        if not s.bounds:
+            extents = [self._simp(x) for x in b.shape]
+            mins = [_op.const(0, x.dtype) for x in extents]
+        size = self._simp(_prod(extents)) if extents else _op.const(1)
+        flat = Buffer(b.data, b.dtype, [size], None, None, b.name, b.data_alignment, b.offset_factor,
+                      b.buffer_type, b.scope())
+        self.realized[id(b)] = _Realized(flat, mins, extents)
+        self.keep.append(b)
+        body = self.visit(s.body)
+        cond = self.visit(s.condition) if s.condition is not None else _op.const(True)
+        annotations = {} if b.scope() == "global" else {"storage_scope": b.scope()}
+        return S.Allocate(b.data, b.dtype, [size], cond, S.DeclBuffer(flat, body), annotations)
+
+    def visit_AttrStmt(self, s):
+        if s.attr_key == "realize_scope":
+            return self.visit(s.body)
+        if s.attr_key == "buffer_bind_scope":
+            raise LoweringError("StorageFlatten does not support buffer_bind_scope (tensorize with buffer "
+                                "binding) yet")
+        return super().generic_visit(s)
+
+    def visit_Allocate(self, s):
+        body = self.visit(s.body)
+        extents = [self.visit(x) for x in s.extents]
+        if len(extents) > 1:
+            extents = [self._simp(_prod(extents))]
+        if body is s.body and all(a is b for a, b in zip(extents, s.extents)) and len(extents) == len(s.extents):
+            return s
+        return s.with_fields(body=body, extents=extents)
+
+    def visit_DeclBuffer(self, s):
+        flat = self.flat_buffer(s.buffer)
+        body = self.visit(s.body)
+        if flat is s.buffer and body is s.body:
+            return s
+        return S.DeclBuffer(flat, body)
+
+    def visit_Prefetch(self, s):
+        return S.Evaluate(0)
+
+    def visit_ProducerRealize(self, s):
+        raise LoweringError("StorageFlatten got a ProducerRealize: TE tensors must be turned into buffers "
+                            "(BufferRealize/BufferStore) before flattening")
+
+    visit_ProducerStore = visit_ProducerRealize
+
+
+def _prod(dims):
+    out = None
+    for d in dims:
+        out = d if out is None else out * d
+    return out if out is not None else _op.const(1)
+
+
+def _is_zero(e) -> bool:
+    return isinstance(e, E.IntImm) and e.value == 0
+
+
+def flatten_func(func, mod=None, ctx=None):
+    f = BufferFlattener()
+    for b in func.buffer_map.values():
+        f.flat_buffer(b)
+    body = f(func.body)
+    return func if body is func.body else func.with_body(body)
+
+
+def StorageFlatten(cache_line_size: int = 64, create_bound_attribute: bool = False) -> PrimFuncPass:  # noqa: N802
+    """Flatten multi-dimensional buffer accesses and turn realizations into allocations."""
+    return PrimFuncPass(flatten_func, 0, "tir.StorageFlatten")
+
+
+def FlattenBuffer() -> PrimFuncPass:  # noqa: N802
+    """Alias of StorageFlatten (TVM's name on the TensorIR path)."""
+    return PrimFuncPass(flatten_func, 0, "tir.FlattenBuffer")

@@ -1,0 +1,175 @@
+"""UnrollLoop: replicate the bodies of ``T.unroll`` loops (and, with ``auto_max_step``, of small
+serial loops). Variables defined inside a copy get fresh Vars so each copy stays in SSA form."""
+from __future__ import annotations
+
+from .. import expr as E
+from .. import stmt as S
+from ..buffer import Buffer
+from ..stmt_functor import StmtExprMutator, substitute
+from .pass_base import PrimFuncPass, _config
+
+_INF = float("inf")
+
+
+class _Renamer(StmtExprMutator):
+    """Copies a statement giving every variable (and buffer) it defines a fresh object."""
+
+    def __init__(self, vmap):
+        self.vmap = dict(vmap)
+        self.bmap = {}
+
+    def visit_Var(self, v):
+        return self.vmap.get(v, v)
+
+    def _fresh(self, v):
+        nv = E.Var(v.name, v.dtype)
+        self.vmap[v] = nv
+        return nv
+
+    def _buf(self, b):
+        nb = self.bmap.get(id(b))
+        if nb is not None:
+            return nb
+        data = self.vmap.get(b.data)
+        if data is None:
+            return b
+        nb = Buffer(data, b.dtype, b.shape, b.strides, b.elem_offset, b.name, b.data_alignment,
+                    b.offset_factor, b.buffer_type, b.scope())
+        self.bmap[id(b)] = nb
+        return nb
+
+    def visit_For(self, s):
+        mn, ext = self.visit(s.min), self.visit(s.extent)
+        nv = self._fresh(s.loop_var)
+        return s.with_fields(loop_var=nv, min=mn, extent=ext, body=self.visit(s.body))
+
+    def visit_LetStmt(self, s):
+        value = self.visit(s.value)
+        nv = self._fresh(s.var)
+        return S.LetStmt(nv, value, self.visit(s.body))
+
+    def visit_Let(self, e):
+        value = self.visit(e.value)
+        nv = self._fresh(e.var)
+        return E.Let(nv, value, self.visit(e.body))
+
+    def visit_Allocate(self, s):
+        extents = [self.visit(x) for x in s.extents]
+        nv = self._fresh(s.buffer_var)
+        return s.with_fields(buffer_var=nv, extents=extents, body=self.visit(s.body))
+
+    def visit_DeclBuffer(self, s):
+        return S.DeclBuffer(self._buf(s.buffer), self.visit(s.body))
+
+    def visit_BufferLoad(self, e):
+        return E.BufferLoad(self._buf(e.buffer), [self.visit(i) for i in e.indices])
+
+    def visit_BufferStore(self, s):
+        return S.BufferStore(self._buf(s.buffer), self.visit(s.value), [self.visit(i) for i in s.indices])
+
+
+def _steps(s) -> float:
+    """How many leaf statements ``s`` executes (inf when a loop extent is not constant)."""
+    if s is None:
+        return 0
+    if isinstance(s, S.SeqStmt):
+        return sum(_steps(x) for x in s.seq)
+    if isinstance(s, S.For):
+        if not isinstance(s.extent, E.IntImm):
+            return _INF
+        return s.extent.value * _steps(s.body)
+    if isinstance(s, S.IfThenElse):
+        return max(_steps(s.then_case), _steps(s.else_case)) if s.else_case is not None else _steps(s.then_case)
+    if isinstance(s, (S.LetStmt, S.AttrStmt, S.Allocate, S.DeclBuffer, S.AssertStmt, S.BufferRealize)):
+        return _steps(s.body)
+    if isinstance(s, S.While):
+        return _INF
+    return 1
+
+
+class LoopUnroller(StmtExprMutator):
+    def __init__(self, auto_max_step=0, auto_max_depth=8, auto_max_extent=0, explicit_unroll=True):
+        self.auto_max_step = auto_max_step
+        self.auto_max_depth = auto_max_depth
+        self.auto_max_extent = auto_max_extent
+        self.explicit_unroll = explicit_unroll
+
+    def visit(self, node):
+        if isinstance(node, E.PrimExpr):
+            return node
+        return super().visit(node)
+
+    def visit_AttrStmt(self, s):
+        if s.attr_key == "pragma_auto_unroll_max_step":
+            old = self.auto_max_step
+            self.auto_max_step = int(s.value.value) if isinstance(s.value, E.IntImm) else old
+            try:
+                return self.visit(s.body)
+            finally:
+                self.auto_max_step = old
+        if s.attr_key == "pragma_unroll_explicit":
+            old = self.explicit_unroll
+            self.explicit_unroll = bool(s.value.value) if isinstance(s.value, E.IntImm) else old
+            try:
+                return self.visit(s.body)
+            finally:
+                self.explicit_unroll = old
+        return self.generic_visit(s)
+
+    def visit_For(self, s):
+        body = self.visit(s.body)
+        const = isinstance(s.extent, E.IntImm) and isinstance(s.min, E.IntImm)
+        unroll = False
+        if const and s.kind == S.ForKind.UNROLLED:
+            unroll = True
+        elif const and s.kind == S.ForKind.SERIAL:
+            steps = s.extent.value * _steps(body)
+            depth = _depth(body) + 1
+            if self.auto_max_step > 0 and steps <= self.auto_max_step and depth <= self.auto_max_depth:
+                unroll = True
+            if self.auto_max_extent > 0 and s.extent.value <= self.auto_max_extent and depth <= self.auto_max_depth:
+                unroll = True
+        if not unroll:
+            return s if body is s.body else s.with_fields(body=body)
+        if not self.explicit_unroll:
+            return s.with_fields(body=body, kind=S.ForKind.UNROLLED)
+        n = s.extent.value
+        if n <= 0:
+            return S.Evaluate(0)
+        copies = []
+        for i in range(n):
+            val = E.IntImm(s.loop_var.dtype, s.min.value + i)
+            if i == 0:
+                copies.append(substitute(body, {s.loop_var: val}))
+            else:
+                copies.append(_Renamer({s.loop_var: val})(body))
+        return copies[0] if n == 1 else S.SeqStmt(copies)
+
+
+def _depth(s) -> int:
+    if isinstance(s, S.For):
+        return 1 + _depth(s.body)
+    if isinstance(s, S.SeqStmt):
+        return max((_depth(x) for x in s.seq), default=0)
+    if isinstance(s, (S.LetStmt, S.AttrStmt, S.Allocate, S.DeclBuffer, S.AssertStmt)):
+        return _depth(s.body)
+    if isinstance(s, S.IfThenElse):
+        return max(_depth(s.then_case), _depth(s.else_case) if s.else_case is not None else 0)
+    return 0
+
+
+def UnrollLoop(auto_max_step: int | None = None, auto_max_depth: int | None = None,  # noqa: N802
+               auto_max_extent: int | None = None, explicit_unroll: bool | None = None,
+               unroll_local_access: bool = False) -> PrimFuncPass:
+    """Unroll ``T.unroll`` loops with constant extent; options (or the PassContext config
+    ``tir.UnrollLoop``) enable automatic unrolling of small serial loops."""
+    def run(func, mod=None, ctx=None):
+        cfg = _config("tir.UnrollLoop")
+        u = LoopUnroller(
+            auto_max_step if auto_max_step is not None else cfg.get("auto_max_step", 0),
+            auto_max_depth if auto_max_depth is not None else cfg.get("auto_max_depth", 8),
+            auto_max_extent if auto_max_extent is not None else cfg.get("auto_max_extent", 0),
+            explicit_unroll if explicit_unroll is not None else cfg.get("explicit_unroll", True))
+        body = u(func.body)
+        return func if body is func.body else func.with_body(body)
+    return PrimFuncPass(run, 0, "tir.UnrollLoop")

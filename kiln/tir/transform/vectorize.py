@@ -1,0 +1,303 @@
+"""VectorizeLoop: turn ``T.vectorized`` loops into vector expressions, or else into serial loops.
+
+The loop variable becomes ``Ramp(min, 1, lanes)``, loop-invariant operands are broadcast and
+loads/stores with a lane-dependent index become vector accesses. When the body cannot be
+expressed lane-parallel without changing its meaning — a branch on the loop variable, a
+store of a lane-dependent value into one location (a reduction), reads of a location another
+lane writes, side-effecting calls, nested allocations, loops whose bounds depend on the lane
+— the loop is kept as a SERIAL loop instead: vectorization never produces wrong code.
+
+Known limit: stores whose lane index is injective but that overlap *across iterations of an
+inner loop* are assumed independent (as in TVM); schedules from TE never produce them.
+"""
+from __future__ import annotations
+
+from ...arith import Analyzer
+from ...runtime.dtype import parse_dtype
+from ...ir.node import structural_equal
+from .. import expr as E
+from .. import stmt as S
+from ..stmt_functor import StmtExprMutator, StmtExprVisitor, uses_var
+from .pass_base import PrimFuncPass, _config
+from .simplify import simplify_stmt
+
+
+class CannotVectorize(Exception):
+    """The loop body cannot be vectorized safely; the loop stays serial."""
+
+
+_PURE_CALLS = {
+    "tir.exp", "tir.exp2", "tir.exp10", "tir.log", "tir.log2", "tir.log10", "tir.log1p", "tir.expm1",
+    "tir.sqrt", "tir.rsqrt", "tir.sin", "tir.cos", "tir.tan", "tir.sinh", "tir.cosh", "tir.tanh",
+    "tir.asin", "tir.acos", "tir.atan", "tir.asinh", "tir.acosh", "tir.atanh", "tir.erf", "tir.sigmoid",
+    "tir.floor", "tir.ceil", "tir.trunc", "tir.round", "tir.nearbyint", "tir.fabs", "tir.abs",
+    "tir.isnan", "tir.isinf", "tir.isfinite", "tir.pow", "tir.fmod", "tir.atan2", "tir.popcount",
+    "tir.bitwise_and", "tir.bitwise_or", "tir.bitwise_xor", "tir.bitwise_not", "tir.shift_left",
+    "tir.shift_right", "tir.reinterpret", "tir.hypot", "tir.copysign", "tir.nextafter",
+}
+
+
+def _vec_dtype(dtype: str, lanes: int) -> str:
+    return str(parse_dtype(dtype).element_of().with_lanes(lanes))
+
+
+def _lanes(e) -> int:
+    return parse_dtype(e.dtype).lanes
+
+
+class _Vectorizer:
+    """Rewrites one loop body with ``var`` replaced by ``Ramp(min, 1, lanes)``."""
+
+    def __init__(self, var: E.Var, vmin, lanes: int):
+        self.var = var
+        self.lanes = lanes
+        self.ramp = E.Ramp(vmin, E.IntImm(var.dtype, 1), lanes)
+        self.vmap: dict = {}
+
+    # -- expressions ---------------------------------------------------------------------
+    def bcast(self, e):
+        if _lanes(e) == self.lanes:
+            return e
+        if _lanes(e) != 1:
+            raise CannotVectorize(f"mixed vector widths ({e.dtype} in a {self.lanes}-lane loop)")
+        return E.Broadcast(e, self.lanes)
+
+    def expr(self, e):
+        if isinstance(e, E.Var):
+            if e is self.var:
+                return self.ramp
+            return self.vmap.get(e, e)
+        if isinstance(e, (E.IntImm, E.FloatImm, E.StringImm)):
+            return e
+        if isinstance(e, (E.Ramp, E.Broadcast, E.Shuffle)):
+            if uses_var(e, self.var) or _lanes(e) > 1:
+                raise CannotVectorize("the body already has vector expressions")
+            return e
+        meth = getattr(self, "e_" + type(e).__name__, None)
+        if meth is not None:
+            return meth(e)
+        if isinstance(e, E.BinaryOpExpr):
+            a, b = self.expr(e.a), self.expr(e.b)
+            if _lanes(a) == 1 and _lanes(b) == 1:
+                return e if (a is e.a and b is e.b) else type(e)(a, b)
+            return type(e)(self.bcast(a), self.bcast(b))
+        if uses_var(e, self.var):
+            raise CannotVectorize(f"cannot vectorize {type(e).__name__}")
+        return e
+
+    def e_Not(self, e):
+        a = self.expr(e.a)
+        return e if a is e.a else E.Not(a)
+
+    def e_Cast(self, e):
+        v = self.expr(e.value)
+        if _lanes(v) == 1:
+            return e if v is e.value else E.Cast(e.dtype, v)
+        return E.Cast(_vec_dtype(e.dtype, self.lanes), v)
+
+    def e_Select(self, e):
+        c, t, f = self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value)
+        if max(_lanes(c), _lanes(t), _lanes(f)) == 1:
+            return e if (c, t, f) == (e.condition, e.true_value, e.false_value) else E.Select(c, t, f)
+        return E.Select(self.bcast(c), self.bcast(t), self.bcast(f))
+
+    def e_Let(self, e):
+        v = self.expr(e.value)
+        if _lanes(v) > 1:
+            nv = E.Var(e.var.name, v.dtype)
+            self.vmap[e.var] = nv
+            return E.Let(nv, v, self.expr(e.body))
+        body = self.expr(e.body)
+        if _lanes(body) > 1 or v is not e.value or body is not e.body:
+            return E.Let(e.var, v, body)
+        return e
+
+    def e_BufferLoad(self, e):
+        idx = [self.expr(i) for i in e.indices]
+        if all(_lanes(i) == 1 for i in idx):
+            return e if all(a is b for a, b in zip(idx, e.indices)) else E.BufferLoad(e.buffer, idx)
+        return E.BufferLoad(e.buffer, [self.bcast(i) for i in idx])
+
+    def e_Call(self, e):
+        if e.op == "tir.if_then_else":
+            c = self.expr(e.args[0])
+            t, f = self.expr(e.args[1]), self.expr(e.args[2])
+            if _lanes(c) > 1:
+                if not (_safe_to_evaluate(e.args[1]) and _safe_to_evaluate(e.args[2])):
+                    raise CannotVectorize("if_then_else on the loop variable guards a memory access")
+                return E.Select(c, self.bcast(t), self.bcast(f))
+            if _lanes(t) == 1 and _lanes(f) == 1:
+                return e if (c, t, f) == tuple(e.args) else E.Call(e.dtype, e.op, [c, t, f])
+            return E.Call(_vec_dtype(e.dtype, self.lanes), e.op, [c, self.bcast(t), self.bcast(f)])
+        if e.op == "tir.likely":
+            c = self.expr(e.args[0])
+            return e if c is e.args[0] else E.Call(c.dtype, e.op, [c])
+        args = [self.expr(a) for a in e.args]
+        if all(_lanes(a) == 1 for a in args):
+            if e.op not in _PURE_CALLS and uses_var(e, self.var):
+                raise CannotVectorize(f"call {e.op} depends on the loop variable")
+            return e if all(a is b for a, b in zip(args, e.args)) else E.Call(e.dtype, e.op, args)
+        if e.op not in _PURE_CALLS:
+            raise CannotVectorize(f"call {e.op} cannot be vectorized")
+        return E.Call(_vec_dtype(e.dtype, self.lanes), e.op, [self.bcast(a) for a in args])
+
+    # -- statements ----------------------------------------------------------------------
+    def stmt(self, s):
+        meth = getattr(self, "s_" + type(s).__name__, None)
+        if meth is None:
+            raise CannotVectorize(f"cannot vectorize a {type(s).__name__}")
+        return meth(s)
+
+    def s_SeqStmt(self, s):
+        return S.SeqStmt([self.stmt(x) for x in s.seq])
+
+    def s_BufferStore(self, s):
+        value = self.expr(s.value)
+        idx = [self.expr(i) for i in s.indices]
+        if all(_lanes(i) == 1 for i in idx):
+            if _lanes(value) > 1:
+                raise CannotVectorize("a lane-dependent value is stored into one location (a reduction)")
+            return S.BufferStore(s.buffer, value, idx)
+        return S.BufferStore(s.buffer, self.bcast(value), [self.bcast(i) for i in idx])
+
+    def s_IfThenElse(self, s):
+        c = self.expr(s.condition)
+        if _lanes(c) > 1:
+            raise CannotVectorize("a branch depends on the loop variable")
+        return S.IfThenElse(c, self.stmt(s.then_case),
+                            self.stmt(s.else_case) if s.else_case is not None else None)
+
+    def s_For(self, s):
+        if uses_var(s.min, self.var) or uses_var(s.extent, self.var):
+            raise CannotVectorize("an inner loop's bounds depend on the loop variable")
+        return s.with_fields(body=self.stmt(s.body))
+
+    def s_LetStmt(self, s):
+        v = self.expr(s.value)
+        if _lanes(v) > 1:
+            nv = E.Var(s.var.name, v.dtype)
+            self.vmap[s.var] = nv
+            return S.LetStmt(nv, v, self.stmt(s.body))
+        return S.LetStmt(s.var, v, self.stmt(s.body))
+
+    def s_AttrStmt(self, s):
+        if isinstance(s.value, E.PrimExpr) and uses_var(s.value, self.var):
+            raise CannotVectorize("an attribute depends on the loop variable")
+        return s.with_fields(body=self.stmt(s.body))
+
+    def s_Evaluate(self, s):
+        if not (isinstance(s.value, E.IntImm)):
+            raise CannotVectorize("an evaluated call has side effects")
+        return s
+
+    def s_AssertStmt(self, s):
+        c = self.expr(s.condition)
+        if _lanes(c) > 1:
+            raise CannotVectorize("an assertion depends on the loop variable")
+        return S.AssertStmt(c, s.message, self.stmt(s.body))
+
+
+def _safe_to_evaluate(e) -> bool:
+    """No memory access or call that could fault or have effects."""
+    bad = []
+
+    class V(StmtExprVisitor):
+        def visit_BufferLoad(self, n):
+            bad.append(n)
+
+        def visit_Call(self, n):
+            if n.op not in _PURE_CALLS and n.op not in ("tir.likely", "tir.if_then_else"):
+                bad.append(n)
+            self.generic_visit(n)
+
+        def visit_Div(self, n):
+            if parse_dtype(n.dtype).element_of().is_integral:
+                bad.append(n)
+            self.generic_visit(n)
+
+        visit_Mod = visit_FloorDiv = visit_FloorMod = visit_Div
+
+    V()(e)
+    return not bad
+
+
+def _check_memory_dependencies(body, var, lanes, vmin):
+    """Raise CannotVectorize unless every buffer written in ``body`` is accessed, by each lane,
+    only at that lane's own location (same index in every load and store, injective in the lane)."""
+    stores, loads = {}, {}
+
+    class V(StmtExprVisitor):
+        def visit_BufferStore(self, s):
+            stores.setdefault(id(s.buffer.data), []).append(s.indices)
+            self.generic_visit(s)
+
+        def visit_BufferLoad(self, e):
+            loads.setdefault(id(e.buffer.data), []).append(e.indices)
+            self.generic_visit(e)
+
+    V()(body)
+    ana = Analyzer()
+    for data, store_list in stores.items():
+        accesses = store_list + loads.get(data, [])
+        first = accesses[0]
+        if data not in loads and not any(uses_var(i, var) for idx in store_list for i in idx):
+            continue   # lane-invariant stores to a buffer that is never read here: idempotent
+        for idx in accesses[1:]:
+            if not structural_equal(idx, first):
+                raise CannotVectorize("a written buffer is accessed at different locations by different lanes")
+        # the location must be different for each lane: some index has a nonzero linear stride
+        injective = False
+        for i in first:
+            d = ana.simplify(_sub_var(i, var, 1) - i) if uses_var(i, var) else None
+            if isinstance(d, E.IntImm) and d.value != 0:
+                injective = True
+        if not injective:
+            raise CannotVectorize("a written location is shared by several lanes")
+
+
+def _sub_var(e, var, delta):
+    from ..stmt_functor import substitute
+    return substitute(e, {var: var + delta})
+
+
+class LoopVectorizer(StmtExprMutator):
+    def __init__(self, enable: bool = True):
+        self.enable = enable
+
+    def visit(self, node):
+        if isinstance(node, E.PrimExpr):
+            return node
+        return super().visit(node)
+
+    def visit_For(self, s):
+        body = self.visit(s.body)
+        if s.kind != S.ForKind.VECTORIZED:
+            return s if body is s.body else s.with_fields(body=body)
+        serial = s.with_fields(body=body, kind=S.ForKind.SERIAL)
+        if not self.enable or not isinstance(s.extent, E.IntImm) or s.extent.value < 1:
+            return serial
+        lanes = s.extent.value
+        if lanes == 1:
+            from ..stmt_functor import substitute
+            return substitute(body, {s.loop_var: s.min})
+        try:
+            _check_memory_dependencies(body, s.loop_var, lanes, s.min)
+            out = _Vectorizer(s.loop_var, s.min, lanes).stmt(body)
+        except CannotVectorize:
+            return serial
+        return simplify_stmt(out)
+
+
+def vectorize_func(func, mod=None, ctx=None, enable=True):
+    body = LoopVectorizer(enable)(func.body)
+    return func if body is func.body else func.with_body(body)
+
+
+def VectorizeLoop(enable: bool = True) -> PrimFuncPass:  # noqa: N802
+    """Vectorize ``T.vectorized`` loops (``enable=False`` turns them into serial loops)."""
+    def run(func, mod=None, ctx=None):
+        en = enable
+        if ctx is not None and ctx.get_config("tir.disable_vectorize", False):
+            en = False
+        return vectorize_func(func, mod, ctx, en)
+    return PrimFuncPass(run, 0, "tir.VectorizeLoop")

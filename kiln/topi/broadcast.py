@@ -1,0 +1,124 @@
+"""Binary ops with numpy broadcasting (TVM's ``topi.broadcast``), tagged ``broadcast``."""
+from __future__ import annotations
+
+from .. import te
+from ..error import KilnError
+from ..tir import expr as E
+from ..tir import op as T
+from . import tag
+from .utils import get_const_tuple
+
+
+def broadcast_shape(shape1, shape2, what: str = "broadcast") -> list:
+    """Numpy's broadcast of two shapes (constant dims checked; a 1 stretches)."""
+    s1, s2 = list(get_const_tuple(shape1)), list(get_const_tuple(shape2))
+    n = max(len(s1), len(s2))
+    s1 = [1] * (n - len(s1)) + s1
+    s2 = [1] * (n - len(s2)) + s2
+    out = []
+    for a, b in zip(s1, s2):
+        if isinstance(a, int) and a == 1:
+            out.append(b)
+        elif isinstance(b, int) and b == 1:
+            out.append(a)
+        elif isinstance(a, int) and isinstance(b, int):
+            if a != b:
+                raise KilnError(f"{what}: shapes {tuple(get_const_tuple(shape1))} and "
+                                f"{tuple(get_const_tuple(shape2))} do not broadcast (dimension {a} vs {b})")
+            out.append(a)
+        else:
+            out.append(a)  # symbolic: assume equal
+    return out
+
+
+def broadcast_index(tensor, out_indices):
+    """Indices into ``tensor`` for an output position of a broadcast (stretched dims read index 0)."""
+    shape = get_const_tuple(tensor.shape)
+    offset = len(out_indices) - len(shape)
+    idx = []
+    for d, n in enumerate(shape):
+        i = out_indices[offset + d]
+        idx.append(T.const(0, i.dtype if hasattr(i, "dtype") else "int32") if (isinstance(n, int) and n == 1) else i)
+    return idx
+
+
+def _is_tensor(x) -> bool:
+    return hasattr(x, "op") and hasattr(x, "shape")
+
+
+def _binary(fn, name):
+    def op(lhs, rhs):
+        lt, rt = _is_tensor(lhs), _is_tensor(rhs)
+        if not lt and not rt:
+            return fn(T.convert(lhs), T.convert(rhs))
+        if lt and not rt:
+            return te.compute(lhs.shape, lambda *i: fn(lhs(*i), _scalar(rhs, lhs.dtype)), name=f"T_{name}",
+                              tag=tag.ELEMWISE)
+        if rt and not lt:
+            return te.compute(rhs.shape, lambda *i: fn(_scalar(lhs, rhs.dtype), rhs(*i)), name=f"T_{name}",
+                              tag=tag.ELEMWISE)
+        out_shape = broadcast_shape(lhs.shape, rhs.shape, name)
+
+        def f(*i):
+            return fn(lhs(*broadcast_index(lhs, i)), rhs(*broadcast_index(rhs, i)))
+        return te.compute(out_shape, f, name=f"T_{name}", tag=tag.BROADCAST)
+    op.__name__ = name
+    op.__doc__ = f"Broadcasting ``{name}`` of two tensors (or a tensor and a scalar)."
+    return op
+
+
+def _scalar(x, dtype):
+    if isinstance(x, E.PrimExpr):
+        return x
+    return T.const(x, dtype)
+
+
+def _divide(a, b):
+    if a.dtype.startswith(("int", "uint")):
+        return T.truncdiv(a, b)  # TVM's divide on integers truncates (as C)
+    return T.div(a, b)
+
+
+def _mod(a, b):
+    if a.dtype.startswith(("int", "uint")):
+        return T.truncmod(a, b)
+    return T.fmod(a, b)
+
+
+add = _binary(T.add, "add")
+subtract = _binary(T.sub, "subtract")
+multiply = _binary(T.mul, "multiply")
+divide = _binary(_divide, "divide")
+floor_divide = _binary(T.floordiv, "floor_divide")
+mod = _binary(_mod, "mod")
+floor_mod = _binary(T.floormod, "floor_mod")
+power = _binary(T.power, "power")
+maximum = _binary(T.max, "maximum")
+minimum = _binary(T.min, "minimum")
+equal = _binary(T.equal, "equal")
+not_equal = _binary(T.not_equal, "not_equal")
+less = _binary(T.less, "less")
+less_equal = _binary(T.less_equal, "less_equal")
+greater = _binary(T.greater, "greater")
+greater_equal = _binary(T.greater_equal, "greater_equal")
+logical_and = _binary(T.logical_and, "logical_and")
+logical_or = _binary(T.logical_or, "logical_or")
+logical_xor = _binary(lambda a, b: T.logical_and(T.logical_or(a, b), T.logical_not(T.logical_and(a, b))),
+                      "logical_xor")
+bitwise_and = _binary(T.bitwise_and, "bitwise_and")
+bitwise_or = _binary(T.bitwise_or, "bitwise_or")
+bitwise_xor = _binary(T.bitwise_xor, "bitwise_xor")
+left_shift = _binary(T.shift_left, "left_shift")
+right_shift = _binary(T.shift_right, "right_shift")
+
+
+def broadcast_to(data, shape):
+    """Repeat ``data`` along its size-1 (or missing leading) axes to ``shape``."""
+    shape = list(get_const_tuple(shape))
+    out = broadcast_shape(data.shape, shape, "broadcast_to")
+    if [int(x) if isinstance(x, int) else x for x in out] != shape:
+        raise KilnError(f"broadcast_to: cannot broadcast shape {get_const_tuple(data.shape)} to {tuple(shape)}")
+    return te.compute(shape, lambda *i: data(*broadcast_index(data, i)), name="T_broadcast_to", tag=tag.BROADCAST)
+
+__all__ = [_n for _n, _v in list(globals().items())
+           if callable(_v) and getattr(_v, "__module__", None) == __name__ and not _n.startswith("_")]

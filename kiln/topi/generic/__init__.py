@@ -1,0 +1,34 @@
+"""Generic (target-independent CPU) schedules under TVM's ``topi.generic.schedule_*`` names.
+
+Every schedule here is :func:`default_schedule`; target-specific schedules (``topi.x86``) refine it.
+"""
+from .default import default_schedule, inline_injective, schedule_output_loops
+
+
+def _make(name):
+    def schedule(outs, *args, **kwargs):
+        return default_schedule(outs)
+    schedule.__name__ = name
+    schedule.__doc__ = f"Generic CPU schedule for ``{name[len('schedule_'):]}`` outputs (see default_schedule)."
+    return schedule
+
+
+_NAMES = [
+    "schedule_injective", "schedule_elemwise", "schedule_broadcast", "schedule_reduce", "schedule_extern",
+    "schedule_injective_from_existing", "schedule_concatenate",
+    "schedule_conv2d_nchw", "schedule_conv2d_nhwc", "schedule_conv2d_nchwc", "schedule_group_conv2d_nchw",
+    "schedule_group_conv2d_nhwc", "schedule_depthwise_conv2d_nchw", "schedule_depthwise_conv2d_nhwc",
+    "schedule_conv2d_transpose_nchw", "schedule_group_conv2d_transpose_nchw",
+    "schedule_dense", "schedule_matmul", "schedule_batch_matmul",
+    "schedule_softmax", "schedule_fast_softmax", "schedule_log_softmax",
+    "schedule_pool", "schedule_adaptive_pool", "schedule_global_pool",
+    "schedule_layer_norm", "schedule_group_norm", "schedule_batch_norm", "schedule_lrn",
+]
+for _n in _NAMES:
+    globals()[_n] = _make(_n)
+
+
+def schedule_injective_from_existing(sch, out):
+    """Add the default loop schedule for ``out`` to an existing schedule."""
+    schedule_output_loops(sch, out.op)
+    return sch

@@ -1,0 +1,2 @@
+"""Image operators (TVM's ``topi.image``)."""
+from .resize import resize1d, resize2d, get_inx, get_closest_index

@@ -1,0 +1,127 @@
+"""Elementwise math (TVM's ``topi.math``): one ``te.compute`` per op, tagged ``elemwise``."""
+from __future__ import annotations
+
+from .. import te
+from ..runtime.dtype import parse_dtype
+from ..tir import op as T
+from . import tag
+
+
+def _unary(fn, name):
+    def op(x):
+        return te.compute(x.shape, lambda *i: fn(x(*i)), name=f"T_{name}", tag=tag.ELEMWISE)
+    op.__name__ = name
+    op.__doc__ = f"Elementwise ``{name}``."
+    return op
+
+
+def _is_float(x) -> bool:
+    return parse_dtype(x.dtype).is_float
+
+
+exp = _unary(T.exp, "exp")
+log = _unary(T.log, "log")
+log2 = _unary(T.log2, "log2")
+log10 = _unary(T.log10, "log10")
+sqrt = _unary(T.sqrt, "sqrt")
+rsqrt = _unary(T.rsqrt, "rsqrt")
+tanh = _unary(T.tanh, "tanh")
+sigmoid = _unary(T.sigmoid, "sigmoid")
+erf = _unary(T.erf, "erf")
+sin = _unary(T.sin, "sin")
+cos = _unary(T.cos, "cos")
+tan = _unary(T.tan, "tan")
+sinh = _unary(T.sinh, "sinh")
+cosh = _unary(T.cosh, "cosh")
+asin = _unary(T.asin, "asin")
+acos = _unary(T.acos, "acos")
+atan = _unary(T.atan, "atan")
+asinh = _unary(T.asinh, "asinh")
+acosh = _unary(T.acosh, "acosh")
+atanh = _unary(T.atanh, "atanh")
+abs = _unary(T.abs, "abs")  # noqa: A001
+isnan = _unary(T.isnan, "isnan")
+isinf = _unary(T.isinf, "isinf")
+isfinite = _unary(T.isfinite, "isfinite")
+fast_exp = exp
+fast_tanh = tanh
+fast_erf = erf
+
+
+def _float_only(fn, name):
+    def op(x):
+        if not _is_float(x):
+            return identity(x)  # floor/ceil/round/trunc of an integer is itself
+        return te.compute(x.shape, lambda *i: fn(x(*i)), name=f"T_{name}", tag=tag.ELEMWISE)
+    op.__name__ = name
+    return op
+
+
+floor = _float_only(T.floor, "floor")
+ceil = _float_only(T.ceil, "ceil")
+round = _float_only(T.round, "round")  # noqa: A001 - half to even, as numpy and TVM's nearbyint
+trunc = _float_only(T.trunc, "trunc")
+
+
+def identity(x):
+    return te.compute(x.shape, lambda *i: x(*i), name="T_identity", tag=tag.ELEMWISE)
+
+
+def negative(x):
+    return te.compute(x.shape, lambda *i: -x(*i), name="T_negative", tag=tag.ELEMWISE)
+
+
+def logical_not(x):
+    return te.compute(x.shape, lambda *i: T.logical_not(x(*i)), name="T_logical_not", tag=tag.ELEMWISE)
+
+
+def bitwise_not(x):
+    return te.compute(x.shape, lambda *i: T.bitwise_not(x(*i)), name="T_bitwise_not", tag=tag.ELEMWISE)
+
+
+def sign(x):
+    """-1, 0 or 1 in ``x``'s dtype."""
+    def f(*i):
+        v = x(*i)
+        zero, one = T.const(0, x.dtype), T.const(1, x.dtype)
+        return T.Select(v > zero, one, T.Select(v < zero, T.const(-1, x.dtype), zero))
+    return te.compute(x.shape, f, name="T_sign", tag=tag.ELEMWISE)
+
+
+def clip(x, a_min, a_max):
+    """Clamp to ``[a_min, a_max]``."""
+    def f(*i):
+        lo, hi = T.const(a_min, x.dtype), T.const(a_max, x.dtype)
+        return T.max(T.min(x(*i), hi), lo)
+    return te.compute(x.shape, f, name="T_clip", tag=tag.ELEMWISE)
+
+
+def cast(x, dtype):
+    """Convert to ``dtype`` (floats to integers truncate toward zero, as C does)."""
+    if not hasattr(x, "shape"):
+        return T.cast(x, dtype)
+    return te.compute(x.shape, lambda *i: T.cast(x(*i), dtype), name="T_cast", tag=tag.ELEMWISE)
+
+
+def reinterpret(x, dtype):
+    return te.compute(x.shape, lambda *i: T.reinterpret(dtype, x(*i)), name="T_reinterpret", tag=tag.ELEMWISE)
+
+
+def erf_gelu(x):
+    """``x * 0.5 * (1 + erf(x / sqrt(2)))`` (exact GELU)."""
+    def f(*i):
+        v = x(*i)
+        return v * T.const(0.5, x.dtype) * (T.const(1.0, x.dtype) + T.erf(v * T.const(0.7071067811865476, x.dtype)))
+    return te.compute(x.shape, f, name="T_gelu", tag=tag.ELEMWISE)
+
+
+def tanh_gelu(x):
+    """``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (GELU's tanh approximation)."""
+    def f(*i):
+        v = x(*i)
+        inner = T.const(0.7978845608028654, x.dtype) * (v + T.const(0.044715, x.dtype) * v * v * v)
+        return T.const(0.5, x.dtype) * v * (T.const(1.0, x.dtype) + T.tanh(inner))
+    return te.compute(x.shape, f, name="T_gelu_tanh", tag=tag.ELEMWISE)
+
+__all__ = [_n for _n, _v in list(globals().items())
+           if callable(_v) and getattr(_v, "__module__", None) == __name__ and not _n.startswith("_")]

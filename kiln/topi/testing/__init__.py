@@ -1,0 +1,18 @@
+"""Numpy reference implementations of operators, under the names TVM's ``tvm.topi.testing`` uses.
+
+Tests compare compiled kernels (and the Relay debug interpreter) against these.
+"""
+from .common import get_pad_tuple
+from .conv import (conv1d_ncw_python, conv2d_hwcn_python, conv2d_nchw_python, conv2d_nhwc_python,
+                   conv2d_transpose_nchw_python, conv2d_transpose_nhwc_python, depthwise_conv2d_python_nchw,
+                   depthwise_conv2d_python_nhwc, dilate_python)
+from .pool import adaptive_pool, pool1d_ncw_python, pool2d_python, pool3d_ncdhw_python, poolnd_python
+from .nn import (batch_matmul, batch_norm, dense, dense_python, group_norm_python, instance_norm_python,
+                 l2_normalize_python, layer_norm_python, log_softmax_python, lrn_python, matmul_python,
+                 softmax_python)
+from .transform import (gather_nd_python, gather_python, layout_transform_python, one_hot, sequence_mask,
+                        slice_axis_python, strided_set_python, strided_slice_python, take_python)
+from .resize import (bilinear_resize_python, resize1d_python, resize2d_python, resize3d_python,
+                     upsampling_python)
+from .layout import layout_transform_numpy, parse_layout
+from .te_run import run_te

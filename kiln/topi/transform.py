@@ -1,0 +1,445 @@
+"""Injective transforms (TVM's ``topi.transform``): reshape, transpose, slicing, gathering, layouts."""
+from __future__ import annotations
+
+import math as _math
+
+from .. import te
+from ..error import KilnError
+from ..tir import expr as E
+from ..tir import op as T
+from . import tag
+from .broadcast import broadcast_index, broadcast_shape
+from .utils import get_const_tuple, normalize_axis, prod, ravel_index, unravel_index
+
+
+def _compute(shape, f, name):
+    return te.compute(shape, f, name=name, tag=tag.INJECTIVE)
+
+
+def expand_dims(a, axis: int, num_newaxis: int = 1):
+    ndim = len(a.shape)
+    axis = normalize_axis(axis, ndim + 1, "expand_dims axis")
+    shape = list(a.shape[:axis]) + [1] * num_newaxis + list(a.shape[axis:])
+    return _compute(shape, lambda *i: a(*(i[:axis] + i[axis + num_newaxis:])), "T_expand_dims")
+
+
+def squeeze(a, axis=None):
+    shape = get_const_tuple(a.shape)
+    if axis is None:
+        axes = [d for d, n in enumerate(shape) if n == 1]
+    else:
+        axes = [normalize_axis(x, len(shape), "squeeze axis") for x in ([axis] if isinstance(axis, int) else axis)]
+        for x in axes:
+            if shape[x] != 1:
+                raise KilnError(f"squeeze: axis {x} has size {shape[x]}, not 1 (shape {shape})")
+    out_shape = [n for d, n in enumerate(shape) if d not in axes]
+
+    def f(*i):
+        it = iter(i)
+        return a(*[T.const(0, "int32") if d in axes else next(it) for d in range(len(shape))])
+    return _compute(out_shape, f, "T_squeeze")
+
+
+def transpose(a, axes=None):
+    ndim = len(a.shape)
+    axes = list(range(ndim - 1, -1, -1)) if axes is None or len(axes) == 0 else [
+        normalize_axis(int(x), ndim, "transpose axis") for x in axes]
+    if sorted(axes) != list(range(ndim)):
+        raise KilnError(f"transpose: axes {axes} are not a permutation of 0..{ndim - 1}")
+    shape = [a.shape[x] for x in axes]
+
+    def f(*i):
+        idx = [None] * ndim
+        for out_d, in_d in enumerate(axes):
+            idx[in_d] = i[out_d]
+        return a(*idx)
+    return _compute(shape, f, "T_transpose")
+
+
+def infer_reshape_shape(data_shape, newshape, reverse: bool = False) -> list:
+    """Relay's reshape rule: 0 copies a dim, -1 infers one dim, -2 copies the rest, -3 merges two dims,
+    -4 splits one dim into the two following values (one may be -1)."""
+    data_shape = [int(x) for x in data_shape]
+    newshape = [int(x) for x in newshape]
+    if reverse:
+        data_shape, newshape = data_shape[::-1], newshape[::-1]
+    out, src, i, infer_at = [], 0, 0, None
+    while i < len(newshape):
+        v = newshape[i]
+        if v > 0:
+            out.append(v)
+            src += 1
+        elif v == 0:
+            if src >= len(data_shape):
+                raise KilnError(f"reshape: code 0 at position {i} has no input dimension to copy ({data_shape})")
+            out.append(data_shape[src])
+            src += 1
+        elif v == -1:
+            if infer_at is not None:
+                raise KilnError(f"reshape: more than one -1 in {newshape}")
+            infer_at = len(out)
+            out.append(1)
+            src += 1
+        elif v == -2:
+            out.extend(data_shape[src:])
+            src = len(data_shape)
+        elif v == -3:
+            if src + 1 >= len(data_shape):
+                raise KilnError(f"reshape: code -3 needs two input dimensions at position {src} of {data_shape}")
+            out.append(data_shape[src] * data_shape[src + 1])
+            src += 2
+        elif v == -4:
+            if i + 2 >= len(newshape) or src >= len(data_shape):
+                raise KilnError(f"reshape: code -4 needs two following values and an input dimension ({newshape})")
+            d, d1, d2 = data_shape[src], newshape[i + 1], newshape[i + 2]
+            if d1 == -1 and d2 == -1:
+                raise KilnError("reshape: -4 split with two -1 values")
+            if d1 == -1:
+                d1 = d // d2
+            if d2 == -1:
+                d2 = d // d1
+            if d1 * d2 != d:
+                raise KilnError(f"reshape: cannot split dimension {d} into {d1} x {d2}")
+            out += [d1, d2]
+            src += 1
+            i += 2
+        else:
+            raise KilnError(f"reshape: invalid code {v} in {newshape}")
+        i += 1
+    total = _math.prod(data_shape)
+    if infer_at is not None:
+        known = _math.prod(out) // 1
+        if known == 0 or total % known:
+            raise KilnError(f"reshape: cannot infer -1 reshaping {data_shape} (size {total}) to {newshape}")
+        out[infer_at] = total // known
+    if _math.prod(out) != total:
+        raise KilnError(f"reshape: cannot reshape {data_shape} (size {total}) to {newshape} (size {_math.prod(out)})")
+    return out[::-1] if reverse else out
+
+
+def reshape(a, newshape):
+    """Row-major reshape; ``newshape`` may use the Relay codes (0, -1, -2, -3, -4)."""
+    in_shape = get_const_tuple(a.shape)
+    newshape = infer_reshape_shape(in_shape, get_const_tuple(newshape))
+
+    def f(*i):
+        flat = ravel_index(list(i), newshape)
+        return a(*unravel_index(flat, in_shape))
+    return _compute(newshape, f, "T_reshape")
+
+
+def concatenate(a_tuple, axis: int = 0):
+    a_tuple = list(a_tuple)
+    if not a_tuple:
+        raise KilnError("concatenate needs at least one tensor")
+    ndim = len(a_tuple[0].shape)
+    axis = normalize_axis(axis, ndim, "concatenate axis")
+    shapes = [get_const_tuple(t.shape) for t in a_tuple]
+    for s in shapes[1:]:
+        if len(s) != ndim or any(s[d] != shapes[0][d] for d in range(ndim) if d != axis):
+            raise KilnError(f"concatenate: shapes {shapes} differ outside axis {axis}")
+    sizes = [s[axis] for s in shapes]
+    out_shape = list(shapes[0])
+    out_shape[axis] = sum(sizes)
+
+    def f(*i):
+        pos = i[axis]
+        result = None
+        offsets = [sum(sizes[:k]) for k in range(len(sizes))]
+        for k in range(len(a_tuple)):
+            idx = list(i)
+            idx[axis] = pos - offsets[k]
+            val = a_tuple[k](*idx)
+            result = val if result is None else T.if_then_else(pos >= offsets[k], val, result)
+        return result
+    return _compute(out_shape, f, "T_concat")
+
+
+def stack(tensors, axis: int = 0):
+    return concatenate([expand_dims(t, axis) for t in tensors], axis)
+
+
+def split(ary, indices_or_sections, axis: int = 0):
+    """Split into equal sections (an int) or at the given indices."""
+    shape = get_const_tuple(ary.shape)
+    axis = normalize_axis(axis, len(shape), "split axis")
+    size = shape[axis]
+    if isinstance(indices_or_sections, int):
+        if size % indices_or_sections:
+            raise KilnError(f"split: axis {axis} of size {size} does not divide into {indices_or_sections} sections")
+        step = size // indices_or_sections
+        bounds = [k * step for k in range(indices_or_sections)] + [size]
+    else:
+        bounds = [0] + [int(x) for x in get_const_tuple(indices_or_sections)] + [size]
+    outs = []
+    for b, e in zip(bounds[:-1], bounds[1:]):
+        out_shape = list(shape)
+        out_shape[axis] = max(e - b, 0)
+
+        def f(*i, b=b):
+            idx = list(i)
+            idx[axis] = idx[axis] + b
+            return ary(*idx)
+        outs.append(_compute(out_shape, f, "T_split"))
+    return outs
+
+
+def _canonical_slice(dim, b, e, s):
+    """numpy slice semantics: (begin, length) for one axis."""
+    start, stop, step = slice(b, e, s).indices(dim)
+    return start, len(range(start, stop, step)), step
+
+
+def strided_slice(a, begin, end, strides=None, axes=None, slice_mode="end"):
+    """``a[begin:end:strides]`` per axis, with numpy semantics (negative begin/end/strides allowed)."""
+    shape = get_const_tuple(a.shape)
+    ndim = len(shape)
+    begin = list(get_const_tuple(begin))
+    end = list(get_const_tuple(end)) if end is not None else []
+    strides = list(get_const_tuple(strides)) if strides is not None else []
+    if axes is None:
+        axes = list(range(len(begin)))
+    else:
+        axes = [normalize_axis(int(x), ndim, "strided_slice axis") for x in axes]
+    starts, steps, lengths = [0] * ndim, [1] * ndim, list(shape)
+    for k, ax in enumerate(axes):
+        b = begin[k] if k < len(begin) else None
+        e = end[k] if k < len(end) else None
+        s = strides[k] if k < len(strides) else 1
+        if s == 0:
+            raise KilnError("strided_slice: a stride of 0 is invalid")
+        if slice_mode == "size":
+            s = 1
+            e = None if (e is None or e < 0) else (b or 0) + e
+        starts[ax], lengths[ax], steps[ax] = _canonical_slice(shape[ax], b, e, s)
+
+    def f(*i):
+        return a(*[starts[d] + i[d] * steps[d] for d in range(ndim)])
+    return _compute(lengths, f, "T_strided_slice")
+
+
+def take(a, indices, axis=None, batch_dims: int = 0, mode: str = "clip"):
+    """Gather along ``axis`` (flattened if None); ``mode``: "clip", "wrap" or "fast" (no bounds handling)."""
+    if mode not in ("clip", "wrap", "fast"):
+        raise KilnError(f"take: mode must be 'clip', 'wrap' or 'fast', got {mode!r}")
+    if batch_dims:
+        raise KilnError("take: batch_dims other than 0 is not implemented in kiln")
+    a_shape = get_const_tuple(a.shape)
+    scalar_idx = not hasattr(indices, "shape")
+    i_shape = () if scalar_idx else get_const_tuple(indices.shape)
+
+    def fix(idx, n):
+        idx = T.cast(idx, "int32") if idx.dtype not in ("int32", "int64") else idx
+        if mode == "clip":
+            return T.min(T.max(idx, T.const(0, idx.dtype)), T.const(n - 1, idx.dtype))
+        if mode == "wrap":
+            return T.floormod(idx, T.const(n, idx.dtype))
+        return idx
+
+    def load_index(ii):
+        if scalar_idx:
+            return T.convert(indices) if not isinstance(indices, int) else T.const(indices, "int32")
+        return indices(*ii)
+
+    if axis is None:
+        n = prod(a_shape)
+
+        def f(*i):
+            flat = fix(load_index(i), n)
+            return a(*unravel_index(flat, a_shape))
+        return _compute(list(i_shape), f, "T_take")
+    axis = normalize_axis(axis, len(a_shape), "take axis")
+    out_shape = list(a_shape[:axis]) + list(i_shape) + list(a_shape[axis + 1:])
+    ni = len(i_shape)
+
+    def g(*i):
+        idx = fix(load_index(i[axis:axis + ni]), a_shape[axis])
+        return a(*(list(i[:axis]) + [idx] + list(i[axis + ni:])))
+    return _compute(out_shape, g, "T_take")
+
+
+def gather(data, axis: int, indices):
+    """``out[i][j] = data[i][indices[i][j]]`` along ``axis`` (torch.gather)."""
+    ndim = len(data.shape)
+    axis = normalize_axis(axis, ndim, "gather axis")
+    if len(indices.shape) != ndim:
+        raise KilnError(f"gather: indices rank {len(indices.shape)} differs from data rank {ndim}")
+
+    def f(*i):
+        idx = list(i)
+        idx[axis] = indices(*i)
+        return data(*idx)
+    return _compute(indices.shape, f, "T_gather")
+
+
+def gather_nd(a, indices):
+    """``out[y...] = a[indices[0][y...], ..., indices[M-1][y...], rest...]``."""
+    i_shape = get_const_tuple(indices.shape)
+    m = i_shape[0]
+    out_shape = list(i_shape[1:]) + list(a.shape[m:])
+
+    def f(*i):
+        y, rest = i[:len(i_shape) - 1], i[len(i_shape) - 1:]
+        return a(*([indices(*((T.const(k, "int32"),) + tuple(y))) for k in range(m)] + list(rest)))
+    return _compute(out_shape, f, "T_gather_nd")
+
+
+def where(condition, x, y):
+    """``condition ? x : y`` elementwise, with broadcasting of all three."""
+    def shp(t):
+        return t.shape if hasattr(t, "shape") else []
+    out = broadcast_shape(broadcast_shape(shp(condition), shp(x), "where"), shp(y), "where")
+
+    def val(t, i):
+        return t(*broadcast_index(t, i)) if hasattr(t, "shape") else T.convert(t)
+
+    def f(*i):
+        c = val(condition, i)
+        c = c if c.dtype == "bool" else T.not_equal(c, T.const(0, c.dtype))
+        return T.Select(c, val(x, i), val(y, i))
+    return te.compute(out, f, name="T_where", tag=tag.BROADCAST)
+
+
+def full(shape, dtype, fill_value):
+    return te.compute(list(shape), lambda *i: T.const(fill_value, dtype), name="T_full", tag=tag.ELEMWISE)
+
+
+def full_like(x, fill_value):
+    return te.compute(x.shape, lambda *i: T.const(fill_value, x.dtype), name="T_full_like", tag=tag.ELEMWISE)
+
+
+def zeros(shape, dtype="float32"):
+    return full(shape, dtype, 0)
+
+
+def ones(shape, dtype="float32"):
+    return full(shape, dtype, 1)
+
+
+def arange(start, stop=None, step=1, dtype="float32"):
+    if stop is None:
+        start, stop = 0, start
+    n = int(_math.ceil((float(stop) - float(start)) / float(step)))
+    if n < 0:
+        n = 0
+
+    def f(i):
+        return T.const(start, dtype) + T.cast(i, dtype) * T.const(step, dtype)
+    return _compute([n], f, "T_arange")
+
+
+def tile(a, reps):
+    shape = get_const_tuple(a.shape)
+    reps = list(get_const_tuple(reps))
+    n = max(len(shape), len(reps))
+    shape = [1] * (n - len(shape)) + list(shape)
+    reps = [1] * (n - len(reps)) + reps
+    out_shape = [s * r for s, r in zip(shape, reps)]
+    offset = n - len(a.shape)
+
+    def f(*i):
+        return a(*[i[d] % shape[d] for d in range(offset, n)])
+    return _compute(out_shape, f, "T_tile")
+
+
+def repeat(a, repeats: int, axis: int):
+    shape = list(get_const_tuple(a.shape))
+    axis = normalize_axis(axis, len(shape), "repeat axis")
+    if repeats < 1:
+        raise KilnError(f"repeat: repeats must be at least 1, got {repeats}")
+    out_shape = list(shape)
+    out_shape[axis] *= repeats
+
+    def f(*i):
+        idx = list(i)
+        idx[axis] = idx[axis] // repeats
+        return a(*idx)
+    return _compute(out_shape, f, "T_repeat")
+
+
+def flip(a, axis: int = 0):
+    shape = get_const_tuple(a.shape)
+    axis = normalize_axis(axis, len(shape), "flip axis")
+
+    def f(*i):
+        idx = list(i)
+        idx[axis] = shape[axis] - 1 - idx[axis]
+        return a(*idx)
+    return _compute(shape, f, "T_reverse")
+
+
+reverse = flip
+
+
+def one_hot(indices, on_value, off_value, depth: int, axis: int, dtype: str):
+    ndim = len(indices.shape)
+    axis = ndim if axis == -1 else normalize_axis(axis, ndim + 1, "one_hot axis")
+    out_shape = list(indices.shape[:axis]) + [depth] + list(indices.shape[axis:])
+
+    def f(*i):
+        idx = indices(*(i[:axis] + i[axis + 1:]))
+        hit = T.equal(T.cast(idx, "int32"), T.cast(i[axis], "int32"))
+        return T.Select(hit, T.cast(T.convert(on_value), dtype), T.cast(T.convert(off_value), dtype))
+    return _compute(out_shape, f, "T_one_hot")
+
+
+def layout_transform(src, src_layout: str, dst_layout: str, schedule_rule: str = "None"):
+    """Re-lay ``src`` between layouts such as NCHW, NHWC and NCHW{x}c (TVM's layout strings)."""
+    from .testing.layout import parse_layout
+    s_axes, d_axes = parse_layout(src_layout), parse_layout(dst_layout)
+    s_names = [a for a, _ in s_axes]
+    d_names = [a for a, _ in d_axes]
+    if sorted(a for a, f in s_axes if f is None) != sorted(a for a, f in d_axes if f is None):
+        raise KilnError(f"layout_transform: {src_layout} and {dst_layout} have different primal axes")
+    shape = get_const_tuple(src.shape)
+    if len(shape) != len(s_axes):
+        raise KilnError(f"layout_transform: tensor of rank {len(shape)} does not match layout {src_layout}")
+    primal = {}
+    for name, _ in s_axes:
+        if name.isupper():
+            sub = name.lower()
+            primal[name] = shape[s_names.index(name)] * (shape[s_names.index(sub)] if sub in s_names else 1)
+    d_factor = {a.upper(): f for a, f in d_axes if f is not None}
+    out_shape = []
+    for name, f in d_axes:
+        if f is not None:
+            out_shape.append(f)
+        else:
+            fac = d_factor.get(name, 1)
+            if primal[name] % fac:
+                raise KilnError(f"layout_transform: axis {name} of size {primal[name]} does not split by {fac}")
+            out_shape.append(primal[name] // fac)
+    s_factor = {a.upper(): f for a, f in s_axes if f is not None}
+
+    def f(*i):
+        # primal coordinate of each axis from the destination indices
+        coord = {}
+        for name, fac in d_axes:
+            if fac is None:
+                sub = name.lower()
+                coord[name] = i[d_names.index(name)] * d_factor[name] + i[d_names.index(sub)] \
+                    if sub in d_names else i[d_names.index(name)]
+        idx = []
+        for name, fac in s_axes:
+            if fac is None:
+                sf = s_factor.get(name)
+                idx.append(coord[name] // sf if sf else coord[name])
+            else:
+                idx.append(coord[name.upper()] % fac)
+        return src(*idx)
+    return _compute(out_shape, f, "T_layout_trans")
+
+
+def sequence_mask(data, valid_length, mask_value=0.0, axis: int = 0):
+    """Replace positions at or beyond each batch's valid length along ``axis`` (0 or 1) with ``mask_value``."""
+    if axis not in (0, 1):
+        raise KilnError(f"sequence_mask: axis must be 0 or 1, got {axis}")
+    batch_axis = 1 - axis
+
+    def f(*i):
+        keep = T.cast(i[axis], valid_length.dtype) < valid_length(i[batch_axis])
+        return T.Select(keep, data(*i), T.const(mask_value, data.dtype))
+    return _compute(data.shape, f, "T_sequence_mask")
+
+__all__ = [_n for _n, _v in list(globals().items())
+           if callable(_v) and getattr(_v, "__module__", None) == __name__ and not _n.startswith("_")]

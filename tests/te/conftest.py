@@ -1,0 +1,8 @@
+"""Fixtures for TE tests."""
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
