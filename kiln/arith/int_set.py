@@ -113,19 +113,26 @@ class IntervalSet(IntSet):
         return self.has_lower_bound() and self.has_upper_bound()
 
     def cover_range(self, max_range=None) -> E.Range:
-        """The Range covering this set; unbounded ends fall back to ``max_range``."""
+        """The Range covering this set (TVM's ``IntSet::CoverRange``): a set that is unbounded at
+        either end is covered by ``max_range`` as a whole."""
         from .analyzer import Analyzer
+        if not self.is_bounded():
+            if max_range is None:
+                from ..error import KilnError
+                raise KilnError(f"cannot cover the unbounded set {self} with a Range (no max_range given)")
+            return max_range
         ana = Analyzer()
         lo, hi = self.min_value, self.max_value
-        if max_range is not None:
-            if _is_inf(lo):
-                lo = max_range.min
-            if _is_inf(hi):
-                hi = max_range.min + max_range.extent - 1
-        if _is_inf(lo) or _is_inf(hi):
-            from ..error import KilnError
-            raise KilnError(f"cannot cover the unbounded set {self} with a Range")
         return E.Range.from_min_extent(ana.simplify(lo), ana.simplify(hi - lo + 1))
+
+    def match_range(self, r: E.Range, analyzer=None) -> bool:
+        """Whether this set is exactly the Range ``r`` (provably, under ``analyzer``)."""
+        if not self.is_bounded():
+            return False
+        from .analyzer import Analyzer
+        ana = analyzer if analyzer is not None else Analyzer()
+        return ana.can_prove_equal(self.min_value, r.min) and \
+            ana.can_prove_equal(self.max_value, _op.sub(_op.add(r.min, r.extent), 1))
 
     def union(self, other) -> "IntervalSet":
         return union([self, other])
@@ -235,6 +242,11 @@ class IntSetEvaluator:
                 return _mul(a[0], b[0]), _mul(a[1], b[0])
             if s is not None and s < 0:
                 return _mul(a[1], b[0]), _mul(a[0], b[0])
+        ends = (a[0], a[1], b[0], b[1])
+        if all(isinstance(x, E.IntImm) for x in ends):
+            # both operands range over constant intervals: the product's extremes are at the corners
+            prods = [x.value * y.value for x in ends[:2] for y in ends[2:]]
+            return E.IntImm(e.dtype, min(prods)), E.IntImm(e.dtype, max(prods))
         return self._everything(e)
 
     def _everything(self, e):
@@ -320,7 +332,8 @@ class IntSetEvaluator:
     def v_Cast(self, e):
         a = self.eval(e.value)
         src, dst = parse_dtype(e.value.dtype), parse_dtype(e.dtype)
-        if src.is_integral and dst.is_integral and dst.bits >= src.bits and not dst.is_bool:
+        if src.is_integral and dst.is_integral and not dst.is_bool and not src.is_bool:
+            # integer -> integer: cast both ends (as TVM does; index casts never wrap in valid code)
             return (a[0] if _is_inf(a[0]) else _op.cast(a[0], e.dtype),
                     a[1] if _is_inf(a[1]) else _op.cast(a[1], e.dtype))
         if _is_point(a):

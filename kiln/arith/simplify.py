@@ -711,34 +711,27 @@ class Simplifier:
         return self._cmp(e, "NE", False)
 
     def r_And(self, e):
-        a = self.simplify(e.a)
-        if type(a) is E.IntImm and not a.value:
-            return a
-        b = self.simplify(e.b)
-        if type(a) is E.IntImm:
-            return b
-        if type(b) is E.IntImm:
-            return a if b.value else b
-        if self.same(a, b):
-            return a
-        if a is e.a and b is e.b:
-            return e
-        return E.And(a, b)
+        return self._and_or(e, absorbing=False)
 
     def r_Or(self, e):
+        return self._and_or(e, absorbing=True)
+
+    def _and_or(self, e, absorbing: bool):
+        """``And`` (whose absorbing constant is false) or ``Or`` (true): a constant side either
+        decides the result or drops out; equal sides merge."""
         a = self.simplify(e.a)
-        if type(a) is E.IntImm and a.value:
+        if type(a) is E.IntImm and bool(a.value) == absorbing:
             return a
         b = self.simplify(e.b)
         if type(a) is E.IntImm:
             return b
         if type(b) is E.IntImm:
-            return b if b.value else a
+            return b if bool(b.value) == absorbing else a
         if self.same(a, b):
             return a
         if a is e.a and b is e.b:
             return e
-        return E.Or(a, b)
+        return type(e)(a, b)
 
     def r_Not(self, e):
         a = self.simplify(e.a)

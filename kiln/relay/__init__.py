@@ -58,6 +58,11 @@ _LAZY_NAMES = {
     "save_param_dict": "kiln.relay.param_dict:save_param_dict",
     "load_param_dict": "kiln.relay.param_dict:load_param_dict",
     "ScopeBuilder": "kiln.relay.scope_builder:ScopeBuilder",
+    # relay.build's old spellings and options (kiln/relay/build_module.py, executor.py, runtime.py)
+    "build_config": "kiln.relay.build_module:build_config",
+    "Module": "kiln.ir.module:IRModule",
+    "Executor": "kiln.relay.executor:Executor",
+    "Runtime": "kiln.relay.runtime:Runtime",
 }
 
 

@@ -189,10 +189,8 @@ def build(ir_mod, target=None, target_host=None, executor=None, runtime=None, wo
     and the graph JSON (with its memory plan). Returns a ``GraphExecutorFactoryModule``:
     ``lib["default"](dev)`` makes the executor.
     """
-    from ..runtime.module import create_c_module
-    from ..runtime.abi import C_PRELUDE
     from .backend.executor_factory import GraphExecutorFactoryModule
-    from .backend.graph_executor_codegen import GraphExecutorCodegen
+    from .backend.graph_executor_codegen import GraphExecutorCodegen, plan_runner_module
     from .backend.te_compiler import TECompiler
 
     ir_mod = _as_ir_module(ir_mod, "relay.build")
@@ -217,8 +215,11 @@ def build(ir_mod, target=None, target_host=None, executor=None, runtime=None, wo
     compiler = TECompiler(tgt, mod_name)
     result = GraphExecutorCodegen(compiler).codegen(opt_mod["main"])
     lib = compiler.build_module()
+    runner = plan_runner_module(tgt)
     if lib is None:  # a graph without any kernel (it only forwards its inputs)
-        lib = create_c_module(C_PRELUDE, [], type_key=tgt.kind.name)
+        lib = runner
+    else:
+        lib.import_module(runner)
     factory = GraphExecutorFactoryModule(
         ir_mod, tgt, Executor_graph(), result["graph_json"], lib, mod_name, result["params"],
         memory_plan=result["memory_plan"], lowered=result["lowered"], runtime=runtime)

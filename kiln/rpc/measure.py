@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 import time
 
@@ -52,6 +53,48 @@ def check_remote(device_key: str, host: str | None = None, port: int | None = No
         return False
     finally:
         remote.close()
+
+
+def count_servers(device_key: str, host: str, port: int, timeout: float = 10) -> tuple:
+    """``(registered, free)``: how many servers of ``device_key`` the tracker knows, and how many are free.
+
+    A server in a session is registered but not free; one that just finished may be missing from
+    ``free`` for a few milliseconds until it registers again.
+    """
+    tracker = connect_tracker(host, int(port), timeout=timeout)
+    try:
+        summary = tracker.summary()
+    finally:
+        tracker.close()
+    free = int(summary.get("queue_info", {}).get(device_key, {}).get("free", 0))
+    registered = sum(1 for info in summary.get("server_info", [])
+                     if str(info.get("key", "")) == "server:" + device_key)
+    return max(registered, free), free
+
+
+def tracker_keys(host: str, port: int, timeout: float = 10) -> list:
+    """The keys the tracker has servers or queued requests for (for error messages)."""
+    tracker = connect_tracker(host, int(port), timeout=timeout)
+    try:
+        summary = tracker.summary()
+    finally:
+        tracker.close()
+    keys = set(summary.get("queue_info", {}))
+    keys.update(str(info.get("key", "")).partition(":")[2] for info in summary.get("server_info", [])
+                if str(info.get("key", "")).startswith("server:"))
+    return sorted(k for k in keys if k)
+
+
+def set_session_deadline(remote: RPCSession, seconds: float | None) -> None:
+    """Bound every later wait for a reply in ``remote`` by ``seconds`` (None: wait forever).
+
+    The server enforces its own session timeout; this guards the client against a server that
+    stops answering without closing the connection (a stopped process, a dead network).
+    A wait that runs out raises RPCError and closes the session.
+    """
+    sock = getattr(getattr(remote, "_transport", None), "sock", None)
+    if isinstance(sock, socket.socket):
+        sock.settimeout(seconds)
 
 
 @contextlib.contextmanager
@@ -128,6 +171,20 @@ def run_remote_evaluation(remote: RPCSession, filename: str, arg_info, number: i
     return tuple(costs)
 
 
+def _free_port(host: str, port: int, port_end: int):
+    """A port in ``[port, port_end)`` that nothing listens on right now (None if none is found)."""
+    for candidate in range(port, max(port_end, port + 1)):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind((host, candidate))
+            return candidate
+        except OSError:
+            continue
+        finally:
+            sock.close()
+    return None
+
+
 class LocalCluster:
     """A tracker and ``n_servers`` servers on loopback, for local measurement over RPC and for tests.
 
@@ -136,22 +193,81 @@ class LocalCluster:
 
     def __init__(self, n_servers: int = 1, key: str | None = None, port: int = 9000, port_end: int = 10000,
                  silent: bool = True, server_init: str | None = None, wait: float = 10.0):
-        from .server import Server
-        from .tracker import Tracker
-
         self.host = "127.0.0.1"
-        self.tracker = Tracker(self.host, port, port_end, silent=silent)
-        self.port = self.tracker.port
-        self.key = key or f"$local$device${self.port}"
+        self.tracker = None
         self.servers: list = []
+        self._server_args = dict(port=port, port_end=port_end, silent=silent, server_init=server_init)
         try:
-            for _ in range(n_servers):
-                self.servers.append(Server(self.host, port, port_end, tracker_addr=(self.host, self.port),
-                                           key=self.key, silent=silent, server_init=server_init))
+            self._start(n_servers, key, port, port_end, silent)
             self.wait_for_servers(n_servers, wait)
         except BaseException:
             self.terminate()
             raise
+
+    def _start(self, n_servers: int, key: str | None, port: int, port_end: int, silent: bool) -> None:
+        """Start the tracker and the servers at the same time (each child takes a second to import).
+
+        The tracker's port is chosen up front so the servers can be told it; if another process
+        takes that port in the meantime, fall back to starting the tracker first.
+        """
+        from .tracker import Tracker
+
+        guess = _free_port(self.host, port, port_end)
+        errors: list = []
+
+        def start_tracker():
+            try:
+                self.tracker = Tracker(self.host, guess, guess + 1, silent=silent)
+            except BaseException as err:  # noqa: BLE001 - re-raised below
+                errors.append(err)
+
+        if guess is not None:
+            self.port = guess
+            self.key = key or f"$local$device${guess}"
+            # servers look for ports above the tracker's, so they cannot take it first
+            self._server_args["port"] = min(guess + 1, max(port_end - 1, guess))
+            thread = threading.Thread(target=start_tracker, daemon=True)
+            thread.start()
+            try:
+                self.add_servers(n_servers)
+            finally:
+                thread.join()
+            if self.tracker is not None and self.tracker.port == guess:
+                if errors:
+                    raise errors[0]
+                return
+            self._stop_servers()  # the port was taken: start over, the slow way
+        self._server_args["port"] = port
+        self.tracker = Tracker(self.host, port, port_end, silent=silent)
+        self.port = self.tracker.port
+        self.key = key or f"$local$device${self.port}"
+        self.add_servers(n_servers)
+
+    def add_servers(self, count: int) -> list:
+        """Start ``count`` more servers of this cluster's key (in parallel); returns them."""
+        from .server import Server
+
+        started: list = [None] * count
+        errors: list = []
+
+        def start(i):
+            try:
+                started[i] = Server(self.host, self._server_args["port"], self._server_args["port_end"],
+                                    tracker_addr=(self.host, self.port), key=self.key,
+                                    silent=self._server_args["silent"], server_init=self._server_args["server_init"])
+            except BaseException as err:  # noqa: BLE001 - re-raised below
+                errors.append(err)
+
+        threads = [threading.Thread(target=start, args=(i,), daemon=True) for i in range(count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        new = [s for s in started if s is not None]
+        self.servers.extend(new)
+        if errors:
+            raise errors[0]
+        return new
 
     def wait_for_servers(self, count: int, timeout: float = 10.0) -> None:
         """Block until ``count`` servers of our key are free at the tracker."""
@@ -171,13 +287,17 @@ class LocalCluster:
     def request(self, priority: int = 1, session_timeout: float = 0, request_timeout: float | None = None):
         return request_remote(self.key, self.host, self.port, priority, session_timeout, request_timeout)
 
-    def terminate(self) -> None:
+    def _stop_servers(self) -> None:
         servers, self.servers = self.servers, []
         threads = [threading.Thread(target=s.terminate) for s in servers]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+
+    def terminate(self) -> None:
+        """Stop the servers (and their sessions) and the tracker."""
+        self._stop_servers()
         if self.tracker is not None:
             self.tracker.terminate()
             self.tracker = None

@@ -17,3 +17,7 @@ __all__ = [
     "register_func", "get_global_func", "list_global_func_names", "remove_global_func", "PackedFunc",
     "BenchmarkResult", "enabled", "create_c_module",
 ]
+
+# Registers the loader of graph executor factories (runtime.module.loadbinary_GraphExecutorFactory), so
+# load_module() of an exported model works in a fresh process. Runtime-only code.
+from . import graph_executor  # noqa: E402,F401

@@ -11,8 +11,8 @@ executor. It serializes into the library blob, so ``export_library`` writes one 
 """
 from __future__ import annotations
 
+import ctypes
 import json
-from typing import Sequence
 
 import numpy as np
 
@@ -25,6 +25,14 @@ from .module import Module
 from .ndarray import NDArray, _aligned_empty
 from .params import load_params, save_params
 from .registry import register_func
+
+
+#: Symbol of the native plan runner relay.build links into the kernel library (see graph_executor_codegen).
+PLAN_RUNNER_SYMBOL = "__kiln_graph_run"
+
+
+class _PlanStep(ctypes.Structure):
+    _fields_ = [("fn", ctypes.c_void_p), ("args", ctypes.c_void_p), ("num_args", ctypes.c_int64)]
 
 
 class GraphFormatError(ModuleLoadError):
@@ -210,6 +218,22 @@ class GraphExecutor(Module):
             self.op_calls.append((node_id, call))
         self._plan = plan
         self._keepalive = list(self.entries)
+        self._native = self._native_plan(plan)
+
+    def _native_plan(self, plan: list):
+        """When the library has the plan runner (relay.build adds it) and every step is a compiled
+        kernel: one ctypes call runs the whole graph. Returns (C function, packed args) or None."""
+        runner = self.lib._find_function(PLAN_RUNNER_SYMBOL, True) if self.lib is not None else None
+        if not isinstance(runner, KernelFunction) or not plan or any(fn is None for fn, _, _, _ in plan):
+            return None
+        steps = (_PlanStep * len(plan))()
+        for i, (_fn, buf, total, func) in enumerate(plan):
+            steps[i].fn = func.address
+            steps[i].args = ctypes.addressof(buf)
+            steps[i].num_args = total
+        args = (ctypes.c_int64 * 2)(ctypes.addressof(steps), len(plan))
+        self._native_keepalive = (steps, args, [b for _, b, _, _ in plan])
+        return runner._fn, args
 
     # -- Module interface -----------------------------------------------------------------------
     def _get_local_function(self, name: str):
@@ -246,6 +270,12 @@ class GraphExecutor(Module):
         if isinstance(value, NDArray):
             src = value._arr
             given_dtype = value._dtype
+        elif not isinstance(value, np.ndarray) and isinstance(value, (int, float, bool, np.generic, list, tuple)):
+            try:  # Python scalars and nested lists take the input's dtype
+                src = np.asarray(value, dtype=dst._arr.dtype)
+            except (TypeError, ValueError) as err:
+                raise ArgumentError(f"input {name!r}: cannot convert {value!r} to {dst._dtype}: {err}") from None
+            given_dtype = dst._dtype
         else:
             try:
                 src = np.asarray(value)
@@ -345,6 +375,14 @@ class GraphExecutor(Module):
         """Run the whole graph (setting ``inputs`` by name first)."""
         for name, value in inputs.items():
             self._copy_in(self._index_of(name), value)
+        native = self._native
+        if native is not None:
+            rc = native[0](native[1], 2)
+            if rc:
+                if 0 < rc <= len(self._plan):
+                    self._plan[rc - 1][3]._raise_failure(rc)
+                raise KilnError(f"graph executor: the plan runner failed (code {rc})")
+            return
         for fn, buf, total, func in self._plan:
             if fn is None:
                 buf()
@@ -481,7 +519,7 @@ class GraphExecutorFactory(Module):
         self.graph_json = graph_json
         self.spec = GraphSpec(graph_json)
         self.module_name = module_name
-        self.params = {k: (v if isinstance(v, NDArray) else NDArray(np.ascontiguousarray(v)))
+        self.params = {k: (v if isinstance(v, NDArray) else NDArray(_aligned_copy(v)))
                        for k, v in (params or {}).items()}
         if lib is not None:
             self.import_module(lib)
@@ -547,3 +585,10 @@ def _load_factory(header: dict, payloads: dict, library) -> GraphExecutorFactory
 @register_func("tvm.graph_executor.create", override=True)
 def _create_global(graph_json_str, libmod, *devices):
     return GraphExecutor(graph_json_str, libmod, list(devices) or [cpu(0)])
+
+
+def _aligned_copy(value) -> np.ndarray:
+    src = value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else np.asarray(value)
+    out = _aligned_empty(src.shape, src.dtype)
+    np.copyto(out, src)
+    return out

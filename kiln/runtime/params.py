@@ -66,7 +66,7 @@ def save_params(params: dict) -> bytes:
     for name, value in params.items():
         raw = str(name).encode("utf-8")
         out.append(struct.pack("<Q", len(raw)) + raw)
-        arrays.append(np.ascontiguousarray(_as_numpy(value)))
+        arrays.append(np.array(_as_numpy(value), order="C", copy=False) if _as_numpy(value).flags.c_contiguous else np.array(_as_numpy(value), order="C"))
     out.append(struct.pack("<Q", len(arrays)))
     for arr in arrays:
         code, bits, lanes = _dtype_triple(arr)

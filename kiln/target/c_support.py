@@ -136,6 +136,15 @@ class CSupport:
             "  size_t n = (nbytes + 63) / 64 * 64;\n"
             "  return aligned_alloc(64, n ? n : 64);\n}"))
 
+    def record_failure(self) -> str:
+        """Inside a parallel loop: mark the loop failed and keep the first error message (each thread
+        has its own last-error buffer, so the message is copied out for the calling thread)."""
+        return self.helper("kiln_record_failure", (
+            "static inline void kiln_record_failure(int32_t* failed, char* msg) {\n"
+            "  if (__atomic_exchange_n(failed, 1, __ATOMIC_ACQ_REL) == 0) {\n"
+            "    strncpy(msg, __kiln_get_last_error(), 1023);\n"
+            "    msg[1023] = 0;\n  }\n}"))
+
     def omp_threads(self) -> str:
         self.uses_omp = True
         return self.helper("kiln_omp_threads", (

@@ -282,7 +282,8 @@ class FunctionCodegen(StmtExprVisitor):
                 out.append(f"free({entry[1]});")
             else:
                 entry[3][0] = True
-                out.append(f"{entry[2]} = 1;")
+                record = self.c.record_failure()
+                out.append(f"{record}(&{entry[2]}, {entry[2].replace('failed', 'msg')});")
                 out.append(f"goto {entry[1]};")
                 return out
         out.append("return -1;")
@@ -397,8 +398,11 @@ class FunctionCodegen(StmtExprVisitor):
         self.cleanup.pop()
         body_lines, self.lines = self.lines, outer_lines
         self.indent = base_indent
+        msg = flag.replace("failed", "msg")
         if used[0]:
             self.emit(f"int32_t {flag} = 0;")
+            self.emit(f"char {msg}[1024];")
+            self.emit(f"{msg}[0] = 0;")
         self.emit(f"#pragma omp parallel for num_threads({threads}())")
         self.emit(header)
         self.lines.extend(body_lines)
@@ -408,6 +412,7 @@ class FunctionCodegen(StmtExprVisitor):
         if used[0]:
             self.emit(f"if ({flag}) {{")
             self.indent += 1
+            self.emit(f"__kiln_set_last_error({msg});")
             for line in self.error_exit():
                 self.emit(line)
             self.indent -= 1
@@ -459,7 +464,7 @@ class FunctionCodegen(StmtExprVisitor):
 
     def visit_AssertStmt(self, s):
         msg = s.message.value if isinstance(s.message, E.StringImm) else str(s.message)
-        self.emit(f"if (!({self.visit(s.condition)})) {{")
+        self.emit(f"if (!({bare(self.visit(s.condition))})) {{")
         self.indent += 1
         self.emit_error(c_string(f"{self.symbol}: assertion failed: {msg}"))
         self.indent -= 1

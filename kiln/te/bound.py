@@ -12,9 +12,9 @@ from ..error import LoweringError
 from ..tir import expr as E
 from ..tir import op as tir_op
 from ..tir.stmt_functor import StmtExprVisitor
-from . import _arith as A
+from ..arith import Analyzer, IntSet, eval_set, union
 from . import message_passing as mp
-from .schedule import kGroupRoot, kInline, kInlinedAlready, kScope
+from .schedule import _post_dfs_ops, kGroupRoot, kInline, kInlinedAlready, kScope
 from .tensor import ComputeOp, ExternOp, PlaceholderOp
 
 _STORAGE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
@@ -39,18 +39,10 @@ def _storage_rank(scope: str) -> int:
 
 class _Ctx:
     def __init__(self, sch):
-        roots = [sch[op].op for op in sch.outputs]
-        self.feed_graph: dict = {}
-        seen = set()
-        stack = list(roots)
-        while stack:
-            op = stack.pop()
-            if id(op) in seen:
-                continue
-            seen.add(id(op))
+        self.feed_graph: dict = {}  # tensor -> the operations that read it
+        for op in _post_dfs_ops([sch[op].op for op in sch.outputs]):
             for t in op.input_tensors:
                 self.feed_graph.setdefault(t, []).append(op)
-                stack.append(t.op)
         self.bind_map = {}
         self.op2stage = {}
         for st in sch.stages:
@@ -112,13 +104,16 @@ def _infer_storage_rank(stage, ctx) -> int:
     return {-1: 0, 0: 1, 1: 3}[max_rank]
 
 
-def _prop_bound_to_inputs(op, dom_map, tmap, known):
-    """Append, per read of a tensor in ``tmap``, the IntSet of each index to ``tmap[t]``."""
+def _prop_bound_to_inputs(op, dom_map, tmap, ana: Analyzer):
+    """Append, per read of a tensor in ``tmap``, the IntSet of each index to ``tmap[t]``.
+
+    ``ana`` knows the ranges of the loops already bounded; an index set that provably covers the
+    whole axis is replaced by the axis itself (a simpler, equally tight region)."""
     if isinstance(op, ExternOp):
         for t in op.inputs:
             if t in tmap:
                 for i, s in enumerate(t.shape):
-                    tmap[t][i].append(A.IntSet(tir_op.const(0, s.dtype), tir_op.sub(s, 1)))
+                    tmap[t][i].append(IntSet.interval(tir_op.const(0, s.dtype), ana.simplify(tir_op.sub(s, 1))))
         return
     if not isinstance(op, ComputeOp):
         return
@@ -128,14 +123,12 @@ def _prop_bound_to_inputs(op, dom_map, tmap, known):
             t = node.producer
             if t in tmap:
                 for i, idx in enumerate(node.indices):
-                    s = A.eval_set(idx, dom_map)
-                    shape_max = tir_op.sub(t.shape[i], 1)
+                    s = eval_set(idx, dom_map, ana)
+                    shape_max = ana.simplify(tir_op.sub(t.shape[i], 1))
                     zero = tir_op.const(0, t.shape[i].dtype)
-                    if s.min is None and s.max is None:
-                        s = A.IntSet(zero, shape_max)
-                    elif s.min is not None and s.max is not None and \
-                            A.can_prove_le(s.min, zero, known) and A.can_prove_le(shape_max, s.max, known):
-                        s = A.IntSet(zero, shape_max)
+                    if (not s.has_lower_bound() or ana.can_prove(tir_op.less_equal(s.min_value, zero))) and \
+                            (not s.has_upper_bound() or ana.can_prove(tir_op.less_equal(shape_max, s.max_value))):
+                        s = IntSet.interval(zero, shape_max)
                     tmap[t][i].append(s)
             for idx in node.indices:
                 self.visit(idx)
@@ -165,7 +158,10 @@ def _infer_root_bound(stage, ctx, rmap):
                 consumers.append(c)
     scope_rank = _infer_storage_rank(stage, ctx)
     stage_attach = ctx.attach_path[id(op)]
-    known = {iv.var: A.IntSet.from_range(r) for iv, r in rmap.items() if r is not None}
+    known = Analyzer()
+    for iv, r in rmap.items():
+        if r is not None:
+            known.bind(iv.var, r, allow_override=True)
     for cop in consumers:
         cstage = ctx.op2stage.get(id(cop))
         if cstage is None:
@@ -177,21 +173,21 @@ def _infer_root_bound(stage, ctx, rmap):
             if stage_attach and iv is stage_attach[0]:
                 found_attach = True
             vrange = rmap[iv]
-            if A.is_one(vrange.extent):
-                up_state[iv] = A.IntSet.point(vrange.min)
+            if known.can_prove_equal(vrange.extent, 1):
+                up_state[iv] = IntSet.single_point(vrange.min)
             elif not _need_relax(iv, found_attach, ctx.bind_map, scope_rank):
-                up_state[iv] = A.IntSet.point(iv.var)
+                up_state[iv] = IntSet.single_point(iv.var)
             else:
-                up_state[iv] = A.IntSet.from_range(vrange)
+                up_state[iv] = IntSet.from_range(vrange)
         for iv in ctx.attach_path[id(cop)]:
             if stage_attach and iv is stage_attach[0]:
                 found_attach = True
             vrange = rmap[iv]
             if _need_relax(iv, found_attach, ctx.bind_map, scope_rank):
-                relax_set[iv.var] = A.IntSet.from_range(vrange)
+                relax_set[iv.var] = IntSet.from_range(vrange)
                 bound = ctx.bind_map.get(iv)
                 if bound is not None:
-                    relax_set[bound.var] = A.IntSet.from_range(vrange)
+                    relax_set[bound.var] = IntSet.from_range(vrange)
         if stage_attach and not found_attach:
             at = stage.attach_stage.op.name if stage.attach_stage is not None else "?"
             raise LoweringError(
@@ -204,11 +200,11 @@ def _infer_root_bound(stage, ctx, rmap):
         for iv in cop.root_iter_vars:
             r = up_state[iv].cover_range(iv.dom) if iv in up_state else iv.dom
             if relax_set:
-                lo = A.eval_set(r.min, relax_set).min
-                hi = A.eval_set(tir_op.sub(tir_op.add(r.min, r.extent), 1), relax_set).max
-                dom_map[iv.var] = A.IntSet(lo, hi)
+                lo = eval_set(r.min, relax_set, known).min_value
+                hi = eval_set(tir_op.sub(tir_op.add(r.min, r.extent), 1), relax_set, known).max_value
+                dom_map[iv.var] = IntSet.interval(lo, hi)
             else:
-                dom_map[iv.var] = A.IntSet.from_range(r)
+                dom_map[iv.var] = IntSet.from_range(r)
         _prop_bound_to_inputs(cop, dom_map, tmap, known)
     _gather_bound(stage, tmap, rmap)
 
@@ -223,7 +219,7 @@ def _gather_bound(stage, tmap, rmap):
             if not sets:
                 rmap[iv] = iv.dom
                 continue
-            rmap[iv] = A.union(sets).cover_range(iv.dom)
+            rmap[iv] = union(sets).cover_range(iv.dom)
         for iv in op.reduce_axis:
             rmap[iv] = iv.dom
 
@@ -237,9 +233,10 @@ def infer_bound(sch) -> dict:
         if stage.attach_type == kInlinedAlready:
             continue
         mp.pass_down_domain(stage, rmap)
+    ana = Analyzer()
     out = {}
     for iv, r in rmap.items():
-        out[iv] = E.Range.from_min_extent(A.simplify(r.min), A.simplify(r.extent))
+        out[iv] = E.Range.from_min_extent(ana.simplify(r.min), ana.simplify(r.extent))
     return out
 
 

@@ -415,18 +415,8 @@ class Stage(Node):
 
 
 def _reads_transitively(consumer_op, producer_op) -> bool:
-    seen = set()
-    stack = [consumer_op]
-    while stack:
-        op = stack.pop()
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        for t in op.input_tensors:
-            if t.op is producer_op:
-                return True
-            stack.append(t.op)
-    return False
+    """Whether ``consumer_op`` reads ``producer_op``'s output, directly or through other ops."""
+    return any(op is producer_op for op in _post_dfs_ops([consumer_op]) if op is not consumer_op)
 
 
 # --------------------------------------------------------------------------------------------

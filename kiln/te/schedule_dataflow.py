@@ -9,7 +9,7 @@ from ..error import ScheduleError
 from ..tir import expr as E
 from ..tir import op as tir_op
 from ..tir.stmt_functor import StmtExprMutator, substitute
-from . import _arith as A
+from ..arith import Analyzer
 from . import message_passing as mp
 from .operation import compute
 from .schedule import (Fuse, Rebase, Split, Stage, Singleton, kGroupRoot, kInline, kInlinedAlready, kScope,
@@ -108,6 +108,7 @@ def cache_write(sch, tensor, scope: str):
     value_map = {}
     new_axis = []
     vsub2new = {}
+    ana = Analyzer()
     for iv in orig.leaf_iter_vars:
         if id(iv) in red_axis:
             continue
@@ -118,7 +119,7 @@ def cache_write(sch, tensor, scope: str):
         dom = dom_map[iv]
         new_iv = E.IterVar(dom, E.Var(iv.var.name + ".c", iv.var.dtype), iv.iter_type)
         new_axis.append(new_iv)
-        if A.is_one(dom.extent):
+        if ana.can_prove_equal(dom.extent, 1):
             value_map[iv] = dom.min
         else:
             value_map[iv] = iv.var
@@ -204,11 +205,12 @@ def rfactor(sch, tensor, axis, factor_axis: int = 0):
         else:
             skip.add(iv)
     mp.pass_down_domain(st, dom_map, allow_missing=True)
+    ana = Analyzer()
     value_map = {}
     for iv in st.leaf_iter_vars:
         if iv in touch:
             dom = dom_map[iv]
-            value_map[iv] = dom.min if A.is_one(dom.extent) else iv.var
+            value_map[iv] = dom.min if ana.can_prove_equal(dom.extent, 1) else iv.var
     mp.pass_up_index(st, dom_map, value_map, allow_missing=True)
     preds = mp.make_bound_check(st, dom_map, value_map, True, skip)
 
@@ -218,7 +220,7 @@ def rfactor(sch, tensor, axis, factor_axis: int = 0):
         raise ScheduleError(f"rfactor of {tensor.name}: factor_axis {factor_axis} is out of range for "
                             f"{n_axis} output axes")
     fdom = dom_map[axis]
-    if not A.is_zero(fdom.min):
+    if not ana.can_prove_equal(fdom.min, 0):
         raise ScheduleError(f"rfactor of {tensor.name}: the factored domain must start at 0")
     fiv = E.IterVar(fdom, axis.var, E.IterVar.DataPar)
     new_axis = list(op.axis)

@@ -15,7 +15,7 @@ from ..tir import expr as E
 from ..tir import op as tir_op
 from ..tir import stmt as S
 from ..tir.stmt_functor import StmtExprMutator
-from . import _arith as A
+from ..arith import Analyzer
 from . import message_passing as mp
 from .schedule import kGroupRoot, kInlinedAlready, kScope
 from .tensor import ComputeOp, ExternOp, PlaceholderOp
@@ -102,6 +102,7 @@ _KIND_OF = {
 def make_loop_nest(stage, dom_map, begin_iter_pos, new_loop_var, skip_iter, value_map):
     leaves = stage.leaf_iter_vars
     nest = [[] for _ in range(len(leaves) + 1)]
+    ana = Analyzer()
     for i in range(begin_iter_pos, len(leaves)):
         iv = leaves[i]
         if iv in skip_iter or iv.iter_type == E.IterVar.Ordered:
@@ -121,10 +122,10 @@ def make_loop_nest(stage, dom_map, begin_iter_pos, new_loop_var, skip_iter, valu
                 for key, value in zip(attr.pragma_keys, attr.pragma_values):
                     level.append(_wrap("attr", iv, "pragma_" + key,
                                        value if value is not None else tir_op.const(1, "int32")))
-            if A.is_one(dom.extent):
+            if ana.can_prove_equal(dom.extent, 1):
                 level.append(_wrap("let", var, dom.min))
                 value_map[iv] = dom.min
-            elif A.is_zero(dom.min):
+            elif ana.can_prove_equal(dom.min, 0):
                 level.append(_wrap("for", var, dom.min, dom.extent, kind, None))
                 value_map[iv] = var
             else:
@@ -133,12 +134,12 @@ def make_loop_nest(stage, dom_map, begin_iter_pos, new_loop_var, skip_iter, valu
                 value_map[iv] = tir_op.add(dom.min, idx)
                 level.append(_wrap("let", var, value_map[iv]))
         else:
-            if not A.is_zero(dom.min):
+            if not ana.can_prove_equal(dom.min, 0):
                 raise LoweringError(f"thread-bound axis {iv.var.name} must start at 0, but starts at {dom.min}")
             tag = bind_iv.thread_tag
             key = "virtual_thread" if tag.startswith("vthread") or tag == "cthread" else "thread_extent"
             level.append(_wrap("attr", bind_iv, key, dom.extent))
-            if A.is_one(dom.extent):
+            if ana.can_prove_equal(dom.extent, 1):
                 value_map[iv] = dom.min
             elif _thread_value_ignored(stage, tag):
                 value_map[iv] = dom.min
@@ -299,7 +300,7 @@ class _PostProc(StmtExprMutator):
         if s.attr_key == "thread_extent" and isinstance(s.node, E.IterVar):
             key = id(s.node)
             if key in self.thread_scope:
-                if not A.can_prove_equal(self.thread_scope[key], s.value):
+                if not Analyzer().can_prove_equal(self.thread_scope[key], s.value):
                     raise LoweringError(
                         f"thread axis {s.node.thread_tag} is bound with extents {self.thread_scope[key]} and "
                         f"{s.value} in nested stages")

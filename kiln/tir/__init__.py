@@ -8,7 +8,7 @@ from .stmt import (Stmt, ForKind, LetStmt, AttrStmt, AssertStmt, BufferStore, Bu
                    stmt_seq, stmt_list)
 from .buffer import Buffer, decl_buffer
 from .function import PrimFunc
-from .op import (const, convert, cast, add, sub, mul, neg, truncdiv, truncmod, floordiv, floormod, div,
+from .op import (const, convert, cast, add, sub, mul, neg, truncdiv, truncmod, floordiv, floormod, ceildiv, div,
                  indexdiv, indexmod, min, max, equal, not_equal, less, less_equal, greater, greater_equal,
                  logical_and, logical_or, logical_not, all, any, bitwise_and, bitwise_or, bitwise_xor,
                  bitwise_not, shift_left, shift_right, if_then_else, likely, exp, exp2, exp10, log, log2,

@@ -273,6 +273,19 @@ def floormod(a, b, span=None):
     return _e.FloorMod(a, b)
 
 
+def ceildiv(a, b, span=None):
+    """``ceil(a / b)`` of integers, as ``floordiv(a + b - 1, b)`` (TVM's ``tir.ceildiv``); floats use
+    ``ceil(a / b)``. Constant operands fold."""
+    a, b = _match(a, b)
+    _check_div_zero(b)
+    if parse_dtype(a.dtype).is_float:
+        return ceil(div(a, b))
+    if _is_const(a) and _is_const(b):
+        return _fold_int(a.dtype, -(-a.value // b.value))
+    if _is_one(b):
+        return a
+    return floordiv(add(a, sub(b, 1)), b)
+
 def div(a, b, span=None):
     """``tir.Div``: true division for floats, truncating for integers."""
     a, b = _match(a, b)
@@ -382,25 +395,23 @@ def logical_not(a, span=None):
 
 def all(*args, span=None):  # noqa: A001
     """The conjunction of conditions (``tvm.tir.all``)."""
-    if len(args) == 1 and isinstance(args[0], (list, tuple)):
-        args = args[0]
-    if not args:
-        raise KilnError("tir.all needs at least one condition")
-    result = _as_bool(args[0])
-    for x in args[1:]:
-        result = logical_and(result, x)
-    return result
+    return _fold_conditions("tir.all", args, logical_and)
 
 
 def any(*args, span=None):  # noqa: A001
     """The disjunction of conditions (``tvm.tir.any``)."""
+    return _fold_conditions("tir.any", args, logical_or)
+
+
+def _fold_conditions(name, args, combine):
+    """Combine the conditions ``args`` (given inline or as one list) left to right."""
     if len(args) == 1 and isinstance(args[0], (list, tuple)):
         args = args[0]
     if not args:
-        raise KilnError("tir.any needs at least one condition")
+        raise KilnError(f"{name} needs at least one condition")
     result = _as_bool(args[0])
     for x in args[1:]:
-        result = logical_or(result, x)
+        result = combine(result, x)
     return result
 
 

@@ -102,6 +102,11 @@ def test_multi_filter_respected():
     for tuner in (GridSearchTuner(task), RandomTuner(task), GATuner(task, pop_size=5)):
         measured = run(tuner, 1000, fn=lambda c: 1.0)
         assert sorted(measured) == valid
+    # the task (with its lambda filter) still pickles for builder processes, keeping the mask
+    import pickle
+    back = pickle.loads(pickle.dumps(task))
+    assert [i for i in range(back.config_space.range_length) if back.config_space.is_index_valid(i)] == valid
+    assert len(back.config_space) == len(valid)
 
 
 def test_early_stopping_counts_trials_since_best(task):

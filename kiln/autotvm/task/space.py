@@ -705,6 +705,25 @@ class ConfigSpace:
             todo = todo[~ok]
         return out
 
+    # -- pickling (tasks travel to builder processes) ------------------------------------------
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        filt = state.get("_shared_filter")
+        if filt is not None:
+            import pickle
+            try:
+                pickle.dumps(filt)
+            except Exception:  # a lambda: ship the evaluated validity mask instead
+                if self._shared_filter_cache is None:
+                    self._make_filter_cache()
+                state["_shared_filter_cache"] = self._shared_filter_cache
+                state["_length"] = self._length
+                state["_shared_filter"] = _MaskFilter()
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
     # -- container protocol ---------------------------------------------------------------------
     def __len__(self) -> int:
         if self._length is None:
@@ -739,6 +758,14 @@ class ConfigSpace:
         for i, (name, space) in enumerate(self.space_map.items()):
             res += f"  {i:2d} {name}: {space}\n"
         return res + ")"
+
+
+class _MaskFilter:
+    """Stands for a multi_filter that could not be pickled; the space carries its evaluated mask."""
+
+    def __call__(self, entities):
+        raise ConfigSpaceError("this config space was unpickled without its multi_filter function; only its "
+                               "precomputed validity mask is available")
 
 
 def _entity_map_str(entity_map) -> str:

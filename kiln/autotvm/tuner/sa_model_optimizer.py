@@ -16,10 +16,12 @@ logger = logging.getLogger("autotvm")
 
 class SimulatedAnnealingOptimizer(ModelOptimizer):
     """``parallel_size`` walkers, ``n_iter`` steps, temperature falling linearly from temp[0] to temp[1];
-    stops after ``early_stop`` steps without a heap change. ``persistent`` resumes walkers between calls."""
+    stops after ``early_stop`` steps without a heap change, or after ``max_seconds`` (kiln addition: a
+    bound for cost models whose features are expensive to extract). ``persistent`` resumes walkers
+    between calls."""
 
     def __init__(self, task, n_iter: int = 500, temp=(1, 0), persistent: bool = True, parallel_size: int = 128,
-                 early_stop: int = 50, log_interval: int = 50):
+                 early_stop: int = 50, log_interval: int = 50, max_seconds: float | None = None):
         super().__init__()
         self.task = task
         self.n_iter = n_iter
@@ -29,6 +31,7 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
         self.early_stop = early_stop or 1e9
         self.log_interval = log_interval
         self.points = None
+        self.max_seconds = max_seconds
 
     def find_maximums(self, model, num: int, exclusive) -> list:
         tic = time.time()
@@ -64,6 +67,9 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
 
         k = k_last_modify = 0
         while k < self.n_iter and k < k_last_modify + self.early_stop:
+            if self.max_seconds is not None and time.time() - tic > self.max_seconds:
+                logger.debug("SA stopped by its time budget (%.1f s) at iter %d", self.max_seconds, k)
+                break
             new_points = space.random_walk_batch(points)
             new_scores = np.asarray(model.predict(new_points), dtype=np.float64)
             ac_prob = np.exp(np.minimum((new_scores - scores) / (t + 1e-5), 1))

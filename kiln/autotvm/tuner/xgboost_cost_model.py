@@ -13,7 +13,6 @@ import time
 import numpy as np
 
 from ...error import KilnError
-from ..env import GLOBAL_SCOPE
 from .metric import average_recall
 from .model_based_tuner import CostModel, FeatureCache
 

@@ -21,7 +21,13 @@ class XGBTuner(ModelBasedTuner):
         cost_model = XGBoostCostModel(task, feature_type=feature_type, loss_type=loss_type,
                                       num_threads=num_threads, log_interval=log_interval // 2)
         if optimizer == "sa":
-            optimizer = SimulatedAnnealingOptimizer(task, log_interval=log_interval)
+            if feature_type == "knob":
+                optimizer = SimulatedAnnealingOptimizer(task, log_interval=log_interval)
+            else:
+                # Loop-nest features need the template instantiated and lowered (~10-30 ms per new
+                # config in kiln), so the walk is smaller and time-bounded per plan.
+                optimizer = SimulatedAnnealingOptimizer(task, log_interval=log_interval, parallel_size=32,
+                                                        max_seconds=15.0)
         elif not isinstance(optimizer, ModelOptimizer):
             raise KilnError(f"optimizer must be 'sa' or a ModelOptimizer, got {optimizer!r}")
         super().__init__(task, cost_model, optimizer, plan_size, diversity_filter_ratio)

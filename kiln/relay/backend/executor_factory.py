@@ -35,11 +35,12 @@ class GraphExecutorFactoryModule(ExecutorFactoryModule):
         self.graph_json = graph_json_str
         self.lib = libmod
         self.libmod_name = libmod_name
-        self.params = params
+        from ...runtime import ndarray as _nd
+        self.params = {k: (v if isinstance(v, _nd.NDArray) else _nd.array(v)) for k, v in (params or {}).items()}
         self.function_metadata = function_metadata or {}
         self.memory_plan = memory_plan
         self.lowered = lowered or []
-        self.module = GraphExecutorFactory(graph_json_str, libmod, libmod_name, params)
+        self.module = GraphExecutorFactory(graph_json_str, libmod, libmod_name, self.params)
 
     # -- TVM API ---------------------------------------------------------------------------------
     def export_library(self, file_name, fcompile=None, addons=None, **kwargs) -> None:

@@ -128,7 +128,7 @@ class GraphExecutorCodegen:
                 raise LoweringError(f"graph executor: free variable %{expr.name_hint}")
             return entries
         if isinstance(expr, Constant):
-            return self._param_node(np.ascontiguousarray(expr.numpy()))
+            return self._param_node(np.array(expr.numpy(), order="C"))
         if isinstance(expr, Tuple):
             out = []
             for f in expr.fields:
@@ -173,7 +173,7 @@ class GraphExecutorCodegen:
         for k, (_, value) in enumerate(cached.const_inputs):
             key = (cached.func_name, k)
             if key not in self._const_nodes:
-                self._const_nodes[key] = self._param_node(np.ascontiguousarray(value))
+                self._const_nodes[key] = self._param_node(np.array(value, order="C"))
             inputs.extend(self._const_nodes[key])
         attrs = {"func_name": cached.func_name, "num_inputs": str(len(inputs)),
                  "num_outputs": str(len(out_types)), "flatten_data": "0"}
@@ -209,7 +209,7 @@ class GraphExecutorCodegen:
             },
             "node_row_ptr": row_ptr,
         }
-        return {"graph_json": json.dumps(graph, indent=2), "params": self.params, "memory_plan": plan,
+        return {"graph_json": json.dumps(graph), "params": self.params, "memory_plan": plan,
                 "lowered": list(self.compiler.lowered)}
 
 
@@ -310,3 +310,46 @@ def verify_memory_plan(graph_json: str) -> None:
                                      f"{e2} (live {a2}..{b2}) which are live at the same time")
             if prev is None or b2 > prev[1]:
                 prev = (a2, b2, e2)
+
+
+# -- the native plan runner ------------------------------------------------------------------------
+#: Symbol of the function that runs a whole prepared plan in one native call.
+PLAN_RUNNER_SYMBOL = "__kiln_graph_run"
+
+PLAN_RUNNER_SOURCE = r"""
+/* kiln graph executor: run a prepared plan (kernel pointer, packed arguments, count) per step. */
+typedef int32_t (*kiln_graph_kernel_t)(KilnValue* args, int32_t num_args);
+typedef struct {
+  kiln_graph_kernel_t fn;
+  KilnValue* args;
+  int64_t num_args;
+} kiln_graph_step;
+
+/* args[0]: kiln_graph_step*, args[1]: number of steps. Returns 0, or 1 + the index of the failed step. */
+int32_t __kiln_graph_run(KilnValue* args, int32_t num_args) {
+  if (num_args < 2) {
+    return -1;
+  }
+  kiln_graph_step* steps = (kiln_graph_step*)args[0].v_handle;
+  int64_t count = args[1].v_int64;
+  for (int64_t i = 0; i < count; ++i) {
+    if (steps[i].fn(steps[i].args, (int32_t)steps[i].num_args) != 0) {
+      return (int32_t)(i + 1);
+    }
+  }
+  return 0;
+}
+"""
+
+
+def plan_runner_module(target):
+    """A tiny code module exporting ``__kiln_graph_run`` (linked with the kernels when exported), so
+    the executor runs every kernel of the graph with a single call from Python."""
+    from ...runtime.abi import C_PRELUDE
+    from ...runtime.module import create_c_module
+    from ...target.flags import target_cflags
+    meta = [{"name": PLAN_RUNNER_SYMBOL, "args": [{"name": "steps", "kind": "handle"},
+                                                  {"name": "count", "kind": "scalar", "dtype": "int64"}],
+             "shape_vars": []}]
+    return create_c_module(C_PRELUDE + PLAN_RUNNER_SOURCE, meta, None, target_cflags(target),
+                           type_key=target.kind.name)

@@ -111,7 +111,7 @@ def _to_tensor(v, ty, name):
 def _to_output(value, device):
     from ...runtime import ndarray as nd
     if isinstance(value, np.ndarray) or np.isscalar(value):
-        return nd.array(np.ascontiguousarray(value), device)
+        return nd.array(np.array(value, order="C"), device)
     if isinstance(value, tuple):
         return ADT(_to_output(v, device) for v in value)
     return value

@@ -41,6 +41,9 @@ def wrap_reference(fn: Callable) -> Callable:
     return reference
 
 
+DEFINED_OPS: list = []  # the ops this library defines (tests check each is complete)
+
+
 def define_op(name: str, *, num_inputs: int, rel: Callable | str, pattern: OpPattern, reference: Callable,
               args: Sequence[str] = ("data",), attrs=None, compute: Callable | None = None, level: int = 1,
               describe: str = "", rel_name: str | None = None):
@@ -48,6 +51,7 @@ def define_op(name: str, *, num_inputs: int, rel: Callable | str, pattern: OpPat
     op = register_op(name, describe)
     if op.has_attr("FTypeRelation"):
         return op
+    DEFINED_OPS.append(name)
     op.set_num_inputs(num_inputs).set_support_level(level)
     for a in args:
         op.add_argument(a, "Tensor", "")

@@ -1,6 +1,8 @@
 """Reductions (TVM's ``relay.op.reduce``): sum, mean, max, min, prod, all, any, argmax, argmin, variance, std."""
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from ...ir.op import Op, OpPattern
@@ -75,7 +77,7 @@ def _variance_ref(attrs, inputs, out_type):
     axes = _axes(attrs, x)
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     sq = np.sum(np.square(x - m), axis=axes, keepdims=attrs.keepdims)
-    return sq / max(n - (1 if attrs.unbiased else 0), 1)
+    return sq / builtins.max(n - (1 if attrs.unbiased else 0), 1)
 
 
 def _variance_compute(attrs, inputs, out_type):

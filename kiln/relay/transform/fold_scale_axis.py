@@ -5,7 +5,8 @@
   becomes ``conv2d(x, w * s') (+ b * s)``, ``s'`` laid out along the kernel's 'O' axis. For dense the
   axis is the last one and the weight's axis 0.
 - Forward: ``conv2d(multiply(x, s), w)`` with ``s`` per input channel (optionally through ``nn.relu``
-  when every scale is positive) becomes ``conv2d(x, w * s')`` along the kernel's 'I' axis (groups=1);
+  when every scale is positive, or through ``add``/``subtract`` of a constant ``b`` rewritten as
+  ``(x + b / s) * s`` when no scale is zero) becomes ``conv2d(x, w * s')`` along the kernel's 'I' axis (groups=1);
   ``dense(multiply(x, s), w)`` with ``s`` along the last axis becomes ``dense(x, w * s)``.
 
 Nothing happens when the scale is not a constant, varies along another axis, or an intermediate
@@ -146,11 +147,20 @@ class ForwardFolder(ExprMutator):
         return super().visit_function(fn)
 
     def scaled_input(self, e, ndim, axis, channels):
-        """(x, vector) when ``e`` is ``x * s`` (maybe under a relu with s > 0) with s along ``axis``."""
-        through_relu = False
-        if is_op(e, "nn.relu") and self.counts.get(e.args[0], 0) <= 1:
-            through_relu = True
-            e = e.args[0]
+        """(x', vector) when ``e`` equals ``x' * s`` with s a constant along ``axis``: ``e`` is ``x * s``,
+        ``x * s + b``, or a relu of those when every scale is positive."""
+        if is_op(e, "nn.relu"):
+            if self.counts.get(e.args[0], 0) > 1:
+                return None
+            found = self.scaled_linear(e.args[0], ndim, axis, channels)
+            if found is None or not np.all(found[1] > 0):
+                return None
+            return op_call("nn.relu", [found[0]]), found[1]
+        return self.scaled_linear(e, ndim, axis, channels)
+
+    def scaled_linear(self, e, ndim, axis, channels):
+        if is_op(e, ("add", "subtract")):
+            return self.scaled_shifted_input(e, ndim, axis, channels)
         if not is_op(e, "multiply"):
             return None
         for data_idx in (0, 1):
@@ -158,15 +168,27 @@ class ForwardFolder(ExprMutator):
             if static_shape(x) != static_shape(e):
                 continue
             vec = per_channel(s, ndim, axis, channels)
-            if vec is None:
-                continue
-            if through_relu:
-                if not np.all(vec > 0):
-                    return None
-                x = op_call("nn.relu", [self.visit(x)])
-                return x, vec
-            return self.visit(x), vec
+            if vec is not None:
+                return self.visit(x), vec
         return None
+
+    def scaled_shifted_input(self, e, ndim, axis, channels):
+        """``x * s + b`` (or ``- b``) with constant b and non-zero s is ``(x + b / s) * s``."""
+        m, b = e.args
+        if is_op(e, "add") and isinstance(m, Constant):
+            m, b = b, m
+        if not isinstance(b, Constant) or self.counts.get(m, 0) > 1 or static_shape(m) != static_shape(e):
+            return None
+        found = self.scaled_linear(m, ndim, axis, channels)
+        if found is None or not np.all(found[1] != 0):
+            return None
+        x, vec = found
+        shape = [1] * ndim
+        shape[axis] = channels
+        new_b = (b.numpy() / vec.reshape(shape)).astype(b.numpy().dtype)
+        if np.broadcast_shapes(new_b.shape, static_shape(e)) != static_shape(e):
+            return None
+        return op_call(e.op.name, [x, Constant(new_b)]), vec
 
     def visit_call(self, call):
         if is_op(call, "nn.conv2d") and int(call.attrs.groups) == 1:

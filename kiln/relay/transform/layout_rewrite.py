@@ -81,14 +81,22 @@ class LayoutRewriter(ExprMutator):
         super().__init__()
         self.choose = choose
         self.altered: dict = {}  # new expr -> (original layout, current layout)
+        self.transforms: dict = {}  # (expr, src, dst) -> layout_transform call, so each is made once
 
     # -- layout conversions ------------------------------------------------------------------------
+    def transform(self, e, src: str, dst: str):
+        key = (e, src, dst)
+        t = self.transforms.get(key)
+        if t is None:
+            t = self.transforms[key] = op_call("layout_transform", [e], src_layout=src, dst_layout=dst)
+        return t
+
     def to_original(self, e):
         info = self.altered.get(e)
         if info is None:
             return e
         orig, cur = info
-        return op_call("layout_transform", [e], src_layout=cur, dst_layout=orig)
+        return self.transform(e, cur, orig)
 
     def to_layout(self, e, orig: str, target: str):
         """``e`` (whose original layout is ``orig``) laid out as ``target``."""
@@ -96,7 +104,7 @@ class LayoutRewriter(ExprMutator):
         cur = info[1] if info is not None else orig
         if cur == target:
             return e
-        return op_call("layout_transform", [e], src_layout=cur, dst_layout=target)
+        return self.transform(e, cur, target)
 
     def mark(self, e, orig: str, cur: str):
         if orig and cur and orig != cur:
@@ -246,7 +254,7 @@ class LayoutRewriter(ExprMutator):
             if rank > len(orig) or not can_transform(full, orig, cur):
                 return None
             x = a if rank == len(orig) else op_call("expand_dims", [a], axis=0, num_newaxis=len(orig) - rank)
-            new_args.append(op_call("layout_transform", [x], src_layout=orig, dst_layout=cur))
+            new_args.append(self.transform(x, orig, cur))
         return self.mark(Call(op, new_args, attrs, orig_call.type_args), orig, cur)
 
 

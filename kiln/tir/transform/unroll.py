@@ -99,22 +99,21 @@ class LoopUnroller(StmtExprMutator):
             return node
         return super().visit(node)
 
+    # pragma key -> (the setting it overrides inside its body, how to read the value)
+    _PRAGMAS = {"pragma_auto_unroll_max_step": ("auto_max_step", int),
+                "pragma_unroll_explicit": ("explicit_unroll", bool)}
+
     def visit_AttrStmt(self, s):
-        if s.attr_key == "pragma_auto_unroll_max_step":
-            old = self.auto_max_step
-            self.auto_max_step = int(s.value.value) if isinstance(s.value, E.IntImm) else old
-            try:
-                return self.visit(s.body)
-            finally:
-                self.auto_max_step = old
-        if s.attr_key == "pragma_unroll_explicit":
-            old = self.explicit_unroll
-            self.explicit_unroll = bool(s.value.value) if isinstance(s.value, E.IntImm) else old
-            try:
-                return self.visit(s.body)
-            finally:
-                self.explicit_unroll = old
-        return self.generic_visit(s)
+        pragma = self._PRAGMAS.get(s.attr_key)
+        if pragma is None:
+            return self.generic_visit(s)
+        setting, read = pragma
+        old = getattr(self, setting)
+        setattr(self, setting, read(s.value.value) if isinstance(s.value, E.IntImm) else old)
+        try:
+            return self.visit(s.body)
+        finally:
+            setattr(self, setting, old)
 
     def visit_For(self, s):
         body = self.visit(s.body)

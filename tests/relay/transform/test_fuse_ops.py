@@ -254,3 +254,32 @@ def test_fuse_ops_registered_at_level_0_and_inside_sequential():
     with kiln.transform.PassContext(opt_level=2, disabled_pass=["FuseOps"]):
         out = seq(parse(RESIDUAL))
     assert primitive_groups(out) == []
+
+
+def test_nothing_fuses_across_let_or_if():
+    before = f"""
+    def @main(%x: {T}, %c: bool) {{
+      let %a = ftest.exp(%x);
+      let %b = ftest.relu(%a);
+      %0 = if (%c) {{ ftest.exp(ftest.relu(%b)) }} else {{ %b }};
+      ftest.add(%0, %a)
+    }}"""
+    expected = f"""
+    def @main(%x: {T}, %c: bool) {{
+      %0 = fn (%p0: {T}, Primitive=1) {{ ftest.exp(%p0) }};
+      let %a = %0(%x);
+      %1 = fn (%p0: {T}, Primitive=1) {{ ftest.relu(%p0) }};
+      let %b = %1(%a);
+      %2 = if (%c) {{
+        %3 = fn (%p0: {T}, Primitive=1) {{
+          %10 = ftest.relu(%p0);
+          ftest.exp(%10)
+        }};
+        %3(%b)
+      }} else {{
+        %b
+      }};
+      %4 = fn (%p0: {T}, %p1: {T}, Primitive=1) {{ ftest.add(%p0, %p1) }};
+      %4(%2, %a)
+    }}"""
+    check(before, expected)

@@ -14,7 +14,7 @@ from .._define import topi_fn
 from ..op import OpStrategy
 
 __all__ = ["GenericStrategy", "generic_strategy", "wrap_topi_schedule", "schedule_by_name", "wrap_compute_conv2d",
-           "conv2d_strategy", "conv2d_NCHWc_strategy", "conv2d_transpose_strategy", "dense_strategy",
+           "conv2d_strategy", "conv2d_NCHWc_strategy", "depthwise_conv2d_NCHWc_strategy", "conv2d_transpose_strategy", "dense_strategy",
            "matmul_strategy", "batch_matmul_strategy", "softmax_strategy", "log_softmax_strategy",
            "pool_strategy", "global_pool_strategy", "adaptive_pool_strategy", "layer_norm_strategy",
            "group_norm_strategy", "batch_norm_strategy", "injective_strategy", "reduce_strategy"]
@@ -152,6 +152,16 @@ def conv2d_NCHWc_strategy(attrs, inputs, out_type, target):  # noqa: N802 (TVM's
         return [fn(inputs[0], inputs[1], strides, padding, dilation, attrs.data_layout,
                    attrs.out_layout or attrs.data_layout, out_dtype)]
     return _one("conv2d_NCHWc", "nn.contrib_conv2d_NCHWc", compute, "schedule_conv2d_nchwc")
+
+
+@generic_strategy
+def depthwise_conv2d_NCHWc_strategy(attrs, inputs, out_type, target):  # noqa: N802 (TVM's name)
+    def compute(attrs, inputs, out_type):
+        strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
+        fn = topi_fn("nn.depthwise_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc")
+        return [fn(inputs[0], inputs[1], strides, padding, dilation, attrs.data_layout,
+                   attrs.out_layout or attrs.data_layout, out_dtype)]
+    return _one("depthwise_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc", compute, "schedule_conv2d_nchwc")
 
 
 @generic_strategy

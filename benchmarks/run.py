@@ -1,0 +1,221 @@
+"""kiln beside PyTorch eager, torch.compile and ONNX Runtime on models and single ops, in one run.
+
+    python -m benchmarks.run [--models mlp_b1,resnet18,...] [--rounds 7] [--number 3] [--tuning-log FILE]
+                             [--skip torch_compile,onnxruntime] [--threads N] [--no-write]
+
+For each workload: fp32, every contender with the same thread count, a warm-up, then ``rounds`` interleaved
+rounds of ``number`` calls (median and min per call), compile time, and the max abs error against PyTorch eager.
+kiln's path for models is the PyTorch frontend -> relay.build (opt_level 3, under the llvm target so the x86
+AlterOpLayout hooks run) -> graph executor; a workload whose path fails shows "n/a" with the reason.
+Writes benchmarks/results/run.json and run.md (with the machine description).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+from .common import interleaved, machine_info, write_results
+from .models import MODELS
+
+CONTENDERS = ("pytorch", "torch_compile", "onnxruntime", "kiln", "kiln_tuned")
+
+
+def _reason(err: BaseException) -> str:
+    text = f"{type(err).__name__}: {err}".splitlines()[0]
+    return text[:160]
+
+
+def _kiln_build(model, inputs, tuning_log=None):
+    import torch
+    import kiln as tvm
+    from kiln import relay
+    from kiln.runtime.graph_executor import GraphModule
+    if not hasattr(relay, "frontend") or not hasattr(relay.frontend, "from_pytorch"):
+        raise NotImplementedError("relay.frontend.from_pytorch is not available")
+    scripted = torch.jit.trace(model, inputs).eval()
+    shapes = [(f"input{i}", (tuple(x.shape), str(x.dtype).replace("torch.", ""))) for i, x in enumerate(inputs)]
+    t0 = time.perf_counter()
+    mod, params = relay.frontend.from_pytorch(scripted, shapes)
+    target = tvm.target.Target("llvm")
+    ctx = None
+    if tuning_log:
+        from kiln import autotvm
+        ctx = autotvm.apply_history_best(tuning_log)
+        ctx.__enter__()
+    try:
+        with tvm.transform.PassContext(opt_level=3), target:
+            lib = relay.build(mod, target=target, params=params)
+    finally:
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+    compile_s = time.perf_counter() - t0
+    gmod = GraphModule(lib["default"](tvm.cpu(0)))
+    for (name, _), x in zip(shapes, inputs):
+        gmod.set_input(name, tvm.nd.array(x.numpy()))
+
+    def run():
+        gmod.run()
+
+    def output():
+        gmod.run()
+        return gmod.get_output(0).numpy()
+    return run, output, compile_s
+
+
+def _onnxruntime(model, inputs, threads, tmpdir):
+    import onnxruntime as ort
+    import torch
+    path = os.path.join(tmpdir, "model.onnx")
+    t0 = time.perf_counter()
+    torch.onnx.export(model, inputs, path, input_names=[f"input{i}" for i in range(len(inputs))], dynamo=False)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    compile_s = time.perf_counter() - t0
+    feed = {f"input{i}": x.numpy() for i, x in enumerate(inputs)}
+    return (lambda: sess.run(None, feed)), (lambda: sess.run(None, feed)[0]), compile_s
+
+
+def _torch_compile(model, inputs):
+    import torch
+    compiled = torch.compile(model)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        compiled(*inputs)
+    compile_s = time.perf_counter() - t0
+
+    def run():
+        with torch.no_grad():
+            return compiled(*inputs)
+    return run, (lambda: run().numpy()), compile_s
+
+
+def bench_one(key: str, args, tmpdir: str) -> dict:
+    import torch
+    desc, factory = MODELS[key]
+    row = {"workload": key, "description": desc, "results": {}, "notes": {}}
+    try:
+        model, inputs = factory()
+    except Exception as err:  # noqa: BLE001 - a missing package makes the whole row n/a
+        row["notes"]["all"] = _reason(err)
+        return row
+    with torch.no_grad():
+        ref = model(*inputs)
+    ref = ref.numpy() if hasattr(ref, "numpy") else np.asarray(ref)
+    contenders, compile_s, errors = {}, {}, {}
+
+    def add(name, make):
+        if name in args.skip:
+            row["notes"][name] = "skipped (--skip)"
+            return
+        try:
+            run, output, c = make()
+            out = output()
+            errors[name] = float(np.max(np.abs(np.asarray(out, dtype=np.float64) - ref)))
+            contenders[name] = run
+            compile_s[name] = c
+        except Exception as err:  # noqa: BLE001 - report the reason, keep benchmarking the others
+            row["notes"][name] = _reason(err)
+            if args.verbose:
+                traceback.print_exc()
+
+    def eager():
+        def run():
+            with torch.no_grad():
+                return model(*inputs)
+        return run, (lambda: run().numpy()), 0.0
+    add("pytorch", eager)
+    add("torch_compile", lambda: _torch_compile(model, inputs))
+    add("onnxruntime", lambda: _onnxruntime(model, inputs, args.threads, tmpdir))
+    add("kiln", lambda: _kiln_build(model, inputs))
+    if args.tuning_log:
+        add("kiln_tuned", lambda: _kiln_build(model, inputs, args.tuning_log))
+    if contenders:
+        timings = interleaved(contenders, rounds=args.rounds, number=args.number, warmup=args.warmup)
+        for name, t in timings.items():
+            row["results"][name] = {"median_ms": t["median_s"] * 1e3, "min_ms": t["best_s"] * 1e3,
+                                    "compile_s": compile_s[name], "max_abs_err": errors[name]}
+    return row
+
+
+def to_markdown(data: dict) -> str:
+    m = data["machine"]
+    names = [c for c in CONTENDERS if any(c in r["results"] or c in r["notes"] for r in data["rows"])]
+    lines = ["# kiln benchmark", "",
+             f"Machine: {m['cpu']}, {m['cores']} cores, features {', '.join(m['features'])}; {data['threads']} "
+             f"threads for every contender; fp32; {data['rounds']} interleaved rounds of {data['number']} calls after "
+             f"{data['warmup']} warm-up calls; load average at the end {', '.join(f'{x:.1f}' for x in m['load_average'])}."
+             , "", "Median ms per call (min ms) [compile s] {max abs error vs PyTorch}.", "",
+             "| workload | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    notes = []
+    for r in data["rows"]:
+        cells = []
+        for c in names:
+            res = r["results"].get(c)
+            if res is not None:
+                cell = f"{res['median_ms']:.3f} ({res['min_ms']:.3f})"
+                if c != "pytorch":
+                    cell += f" [{res['compile_s']:.1f}s] {{{res['max_abs_err']:.1e}}}"
+                cells.append(cell)
+            else:
+                reason = r["notes"].get(c) or r["notes"].get("all") or "n/a"
+                cells.append("n/a")
+                notes.append(f"- {r['workload']} / {c}: {reason}")
+        lines.append(f"| {r['description']} | " + " | ".join(cells) + " |")
+    if notes:
+        lines += ["", "Not measured:", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> dict:
+    import tempfile
+    import torch
+    from kiln.target.x86 import host_cpu_info
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default=",".join(MODELS), help=f"comma list of: {', '.join(MODELS)}")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--number", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--threads", type=int, default=host_cpu_info().num_cores)
+    p.add_argument("--tuning-log", default=None, help="AutoTVM log: adds a 'kiln_tuned' column")
+    p.add_argument("--skip", default="", help="comma list of contenders to leave out")
+    p.add_argument("--out", default="run", help="results file stem under benchmarks/results/")
+    p.add_argument("--no-write", action="store_true")
+    p.add_argument("--verbose", action="store_true")
+    args = p.parse_args(argv)
+    args.skip = set(filter(None, args.skip.split(",")))
+    keys = [k.strip() for k in args.models.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in MODELS]
+    if unknown:
+        p.error(f"unknown workloads {unknown}; choose from {list(MODELS)}")
+    os.environ.setdefault("KILN_NUM_THREADS", str(args.threads))
+    torch.set_num_threads(args.threads)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        for key in keys:
+            print(f"[benchmarks.run] {key} ...", file=sys.stderr, flush=True)
+            rows.append(bench_one(key, args, tmpdir))
+    data = {"machine": machine_info(), "threads": args.threads, "rounds": args.rounds, "number": args.number,
+            "warmup": args.warmup, "tuning_log": args.tuning_log,
+            "versions": {"torch": torch.__version__, "numpy": np.__version__}, "rows": rows}
+    try:
+        import onnxruntime
+        data["versions"]["onnxruntime"] = onnxruntime.__version__
+    except ImportError:
+        pass
+    text = to_markdown(data)
+    print(text)
+    if not args.no_write:
+        jpath, mpath = write_results(args.out, data, text)
+        print(f"wrote {jpath} and {mpath}", file=sys.stderr)
+    return data
+
+
+if __name__ == "__main__":
+    main()

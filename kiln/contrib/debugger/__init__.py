@@ -1,0 +1,1 @@
+"""TVM's ``tvm.contrib.debugger``: the debug graph executor (per-node outputs and times)."""

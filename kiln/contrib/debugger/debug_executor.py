@@ -1,0 +1,180 @@
+"""The debug graph executor (TVM's ``debug_executor``): runs the graph node by node, keeps a copy of every
+node's output (the memory plan would overwrite them) and times every kernel call.
+
+    m = debug_executor.create(lib.get_graph_json(), lib.get_lib(), dev)   # or lib["debug_create"]("default", dev)
+    m.set_input("data", x); m.run()
+    m.debug_get_output("tvmgen_default_fused_nn_conv2d")   # a node's output
+    print(m.debug_datum.get_debug_result())                  # per-op time table, slowest first
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ...error import ArgumentError, KilnError
+from ...runtime import ndarray as nd
+from ...runtime.graph_executor import GraphExecutor, GraphModule
+from ...runtime.params import save_params
+
+
+class DebugResult:
+    """Per-node outputs and times of the last ``run()``."""
+
+    def __init__(self, executor: GraphExecutor):
+        self._exec = executor
+        self.outputs: dict = {}   # node name -> [numpy array per output]
+        self.times: dict = {}     # node name -> seconds (op nodes only)
+
+    def get_output_tensors(self) -> dict:
+        """``{"<node name>____topo-index:<i>____output-num:<k>": NDArray}`` as TVM names them."""
+        out = {}
+        for i, node in enumerate(self._exec.spec.nodes):
+            for k, arr in enumerate(self.outputs.get(node["name"], [])):
+                out[f"{node['name']}____topo-index:{i}____output-num:{k}"] = nd.array(arr)
+        return out
+
+    def get_debug_result(self, sort_by_time: bool = True) -> str:
+        """The per-op time table: node, kernel, time, share of the total, output shape."""
+        spec = self._exec.spec
+        rows = []
+        total = sum(self.times.values()) or 1e-12
+        for nid, node in enumerate(spec.nodes):
+            if node["op"] != "tvm_op" or node["name"] not in self.times:
+                continue
+            t = self.times[node["name"]]
+            shape = spec.shapes[spec.entry_id(nid, 0)]
+            rows.append((node["name"], node["attrs"]["func_name"], t * 1e6, 100.0 * t / total, str(list(shape)),
+                         len(node["inputs"]), spec.num_outputs(nid)))
+        if sort_by_time:
+            rows.sort(key=lambda r: -r[2])
+        head = ("Node Name", "Ops", "Time(us)", "Time(%)", "Shape", "Inputs", "Outputs")
+        width = [max(len(head[0]), *(len(r[0]) for r in rows)) if rows else len(head[0]),
+                 max(len(head[1]), *(len(r[1]) for r in rows)) if rows else len(head[1]), 10, 8,
+                 max(len(head[4]), *(len(r[4]) for r in rows)) if rows else len(head[4]), 6, 7]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(head, width)),
+                 "  ".join("-" * w for w in width)]
+        for r in rows:
+            lines.append("  ".join([r[0].ljust(width[0]), r[1].ljust(width[1]), f"{r[2]:.3f}".ljust(width[2]),
+                                    f"{r[3]:.2f}".ljust(width[3]), r[4].ljust(width[4]), str(r[5]).ljust(width[5]),
+                                    str(r[6]).ljust(width[6])]))
+        lines.append(f"Total time: {total * 1e6:.3f} us over {len(rows)} kernel calls")
+        return "\n".join(lines)
+
+    def display_debug_result(self, sort_by_time: bool = True) -> None:
+        print(self.get_debug_result(sort_by_time))
+
+    def get_op_times(self) -> list:
+        """[(kernel name, seconds, share)] summed per kernel, slowest first."""
+        spec = self._exec.spec
+        per: dict = {}
+        for node in spec.nodes:
+            if node["op"] == "tvm_op" and node["name"] in self.times:
+                fn = node["attrs"]["func_name"]
+                per[fn] = per.get(fn, 0.0) + self.times[node["name"]]
+        total = sum(per.values()) or 1e-12
+        return sorted(((k, v, v / total) for k, v in per.items()), key=lambda r: -r[1])
+
+
+class GraphModuleDebug(GraphModule):
+    """A GraphModule whose ``run()`` goes node by node, recording outputs and times."""
+
+    def __init__(self, module, device=None, graph_json_str=None, dump_root=None):
+        super().__init__(module)
+        self.device = device
+        self._dump_root = dump_root
+        self.debug_datum = DebugResult(self._exec)
+
+    def run(self, **input_dict) -> None:
+        ex = self._exec
+        for name, value in input_dict.items():
+            ex._copy_in(ex._index_of(name), value)
+        spec = ex.spec
+        datum = self.debug_datum
+        datum.outputs.clear()
+        datum.times.clear()
+        for nid in spec.input_nodes:
+            datum.outputs[spec.nodes[nid]["name"]] = [ex.entries[spec.entry_id(nid, 0)].numpy()]
+        perf = time.perf_counter
+        for nid, call in ex.op_calls:
+            t0 = perf()
+            call()
+            t1 = perf()
+            name = spec.nodes[nid]["name"]
+            datum.times[name] = t1 - t0
+            datum.outputs[name] = [ex.entries[spec.entry_id(nid, k)].numpy() for k in range(spec.num_outputs(nid))]
+        if self._dump_root:
+            self._dump()
+
+    def _dump(self) -> None:
+        folder = os.path.join(self._dump_root, "_tvmdbg_device_CPU_0")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "_tvmdbg_graph_dump.json"), "w", encoding="utf-8") as f:
+            f.write(self._exec.spec.json)
+        with open(os.path.join(folder, "output_tensors.params"), "wb") as f:
+            f.write(save_params(self.debug_datum.get_output_tensors()))
+        with open(os.path.join(folder, "profile.txt"), "w", encoding="utf-8") as f:
+            f.write(self.debug_datum.get_debug_result())
+
+    def _node_name(self, node) -> str:
+        spec = self._exec.spec
+        if isinstance(node, str):
+            if not any(n["name"] == node for n in spec.nodes):
+                names = [n["name"] for n in spec.nodes]
+                raise ArgumentError(f"the graph has no node named {node!r}; its nodes: {', '.join(names)}")
+            return node
+        if isinstance(node, (int, np.integer)) and not isinstance(node, bool):
+            if not 0 <= int(node) < len(spec.nodes):
+                raise ArgumentError(f"node index {int(node)} is out of range: the graph has {len(spec.nodes)} nodes")
+            return spec.nodes[int(node)]["name"]
+        raise ArgumentError(f"a node is named by a string or an index, got {type(node).__name__}")
+
+    def debug_get_output(self, node, out=None, index: int = 0):
+        """Output ``index`` of ``node`` (name or index) from the last ``run()``."""
+        name = self._node_name(node)
+        outs = self.debug_datum.outputs.get(name)
+        if outs is None:
+            raise KilnError(f"no output recorded for node {name!r}: call run() first")
+        if not 0 <= index < len(outs):
+            raise ArgumentError(f"node {name!r} has {len(outs)} outputs, index {index} is out of range")
+        arr = nd.array(outs[index])
+        if out is not None:
+            out.copyfrom(arr)
+            return out
+        return arr
+
+    def get_node_outputs(self) -> dict:
+        """``{node name: [numpy arrays]}`` from the last ``run()``."""
+        return dict(self.debug_datum.outputs)
+
+    def run_individual(self, number: int = 10, repeat: int = 1, min_repeat_ms: int = 0) -> list:
+        """Mean seconds per call of every op node, each timed on its own."""
+        results = []
+        for _nid, call in self._exec.op_calls:
+            best = []
+            for _ in range(repeat):
+                n = number
+                while True:
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        call()
+                    dt = time.perf_counter() - t0
+                    if dt * 1e3 >= min_repeat_ms or n > 1 << 20:
+                        break
+                    n *= 2
+                best.append(dt / n)
+            results.append(float(np.mean(best)))
+        return results
+
+    def profile(self, **input_dict) -> str:
+        """Run once and return the per-op time table."""
+        self.run(**input_dict)
+        return self.debug_datum.get_debug_result()
+
+
+def create(graph_json_str, libmod, device, dump_root=None) -> GraphModuleDebug:
+    """A debug GraphModule for ``graph_json_str`` over the kernels of ``libmod``."""
+    devices = device if isinstance(device, (list, tuple)) else [device]
+    ex = GraphExecutor(graph_json_str, libmod, devices)
+    return GraphModuleDebug(ex, devices[0], graph_json_str, dump_root)

@@ -1,0 +1,131 @@
+"""An ONNX backend (``onnx.backend.base.Backend``) that runs models with kiln.
+
+``KilnBackend.prepare(model, "CPU")`` gives a :class:`KilnBackendRep`; its ``run(inputs)`` imports the model
+with ``relay.frontend.from_onnx`` (input shapes taken from the inputs, so models with symbolic dims work),
+compiles it with ``relay.build`` for the CPU like a user would, and runs it on the graph executor. Builds are
+cached per input signature; compiled kernels are reused across processes through kiln's disk cache.
+
+This is what lets the ONNX backend test suite (``onnx.backend.test.BackendTest(KilnBackend, __name__)``)
+run against kiln. Setting ``KILN_ONNX_EXECUTOR=debug`` runs the reference interpreter instead of compiling
+(useful to tell a frontend bug from a codegen bug).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+try:
+    from onnx.backend.base import Backend, BackendRep
+except ImportError:  # pragma: no cover - onnx is an optional dependency of kiln
+    raise ImportError("kiln.contrib.onnx_backend needs the 'onnx' package") from None
+
+from ..error import ArgumentError
+
+__all__ = ["KilnBackend", "KilnBackendRep", "prepare", "run_model", "supports_device"]
+
+
+def _graph_inputs(model) -> list:
+    inits = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+class KilnBackendRep(BackendRep):
+    """A prepared model: converts and compiles on first run for each input signature."""
+
+    def __init__(self, model, device: str = "CPU", target: str = "llvm", opt_level: int = 3,
+                 executor: str | None = None):
+        super().__init__()
+        self.model = model
+        self.device = device
+        self.target = target
+        self.opt_level = opt_level
+        self.executor = executor or os.environ.get("KILN_ONNX_EXECUTOR", "graph")
+        if self.executor not in ("graph", "debug"):
+            raise ArgumentError(f"executor must be 'graph' or 'debug', got {self.executor!r}")
+        self.input_names = [i.name for i in _graph_inputs(model)]
+        self.output_names = [o.name for o in model.graph.output]
+        self._compiled: dict = {}
+
+    # -- inputs ------------------------------------------------------------------------------------------------
+    def _named_inputs(self, inputs) -> dict:
+        if isinstance(inputs, dict):
+            missing = [n for n in self.input_names if n not in inputs]
+            if missing:
+                raise ArgumentError(f"missing model inputs {missing} (the model takes {self.input_names})")
+            return {n: np.asarray(inputs[n]) for n in self.input_names}
+        if isinstance(inputs, np.ndarray):
+            inputs = [inputs]
+        inputs = list(inputs)
+        if len(inputs) != len(self.input_names):
+            raise ArgumentError(f"the model takes {len(self.input_names)} inputs {self.input_names}, "
+                                f"got {len(inputs)}")
+        return {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
+
+    # -- compile and run ---------------------------------------------------------------------------------------------
+    def _compile(self, named: dict):
+        key = tuple((n, v.shape, str(v.dtype)) for n, v in named.items())
+        hit = self._compiled.get(key)
+        if hit is not None:
+            return hit
+        from ..relay.frontend.onnx import from_onnx
+        mod, params = from_onnx(self.model, shape={n: v.shape for n, v in named.items()})
+        if self.executor == "debug":
+            from .. import cpu
+            from ..relay.build_module import create_executor
+            fn = create_executor("debug", mod=mod, device=cpu(0), target=self.target).evaluate()
+            names = [p.name_hint for p in mod["main"].params]
+            runner = ("debug", fn, names, params)
+        else:
+            from .. import cpu, transform
+            from ..relay.build_module import build
+            from . import graph_executor
+            with transform.PassContext(opt_level=self.opt_level):
+                lib = build(mod, target=self.target, params=params)
+            gmod = graph_executor.GraphModule(lib["default"](cpu(0)))
+            runner = ("graph", gmod, None, None)
+        self._compiled[key] = runner
+        return runner
+
+    def run(self, inputs, **kwargs) -> list:
+        """Run the model; ``inputs`` is a list in graph-input order, a dict by name, or one array."""
+        named = self._named_inputs(inputs)
+        kind, fn, names, params = self._compile(named)
+        if kind == "debug":
+            args = [named[n] if n in named else params[n] for n in names]
+            result = fn(*args)
+            values = list(result) if isinstance(result, (tuple, list)) else [result]
+            outs = [np.asarray(v.numpy() if hasattr(v, "numpy") else v) for v in values]
+        else:
+            for n, v in named.items():
+                fn.set_input(n, np.ascontiguousarray(v))
+            fn.run()
+            outs = [fn.get_output(k).numpy() for k in range(fn.get_num_outputs())]
+        if len(outs) != len(self.output_names):
+            raise ArgumentError(f"kiln produced {len(outs)} outputs, the model declares {len(self.output_names)}")
+        return outs
+
+
+class KilnBackend(Backend):
+    """``onnx.backend.base.Backend`` for kiln (CPU only)."""
+
+    @classmethod
+    def prepare(cls, model, device: str = "CPU", **kwargs) -> KilnBackendRep:
+        super().prepare(model, device, **kwargs)  # runs onnx.checker
+        if not cls.supports_device(device):
+            raise ArgumentError(f"kiln's ONNX backend runs on CPU, not {device!r}")
+        return KilnBackendRep(model, device, target=kwargs.get("target", "llvm"),
+                              opt_level=kwargs.get("opt_level", 3), executor=kwargs.get("executor"))
+
+    @classmethod
+    def run_model(cls, model, inputs, device: str = "CPU", **kwargs) -> list:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return str(device).upper().split(":")[0] == "CPU"
+
+
+prepare = KilnBackend.prepare
+run_model = KilnBackend.run_model
+supports_device = KilnBackend.supports_device

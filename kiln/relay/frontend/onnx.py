@@ -1,0 +1,290 @@
+"""The ONNX importer (TVM's ``relay.frontend.from_onnx``).
+
+``from_onnx(model, shape, dtype, opset, freeze_params)`` checks the model, lists every operator kiln cannot
+convert in one error, then converts the graph node by node into a Relay function. Shapes are static:
+each graph input gets its shape from ``shape`` or from the model, and values that only depend on constants
+(``Shape`` of a static tensor, shape arithmetic, folded weights) are evaluated at import time, so ops such
+as ``Reshape`` or ``Slice`` see constant operands. The op converters live in ``onnx_ops_*.py``.
+"""
+from __future__ import annotations
+
+import os
+import numpy as np
+
+from ...error import FrontendError, KilnError, OpNotImplemented
+from ...ir.module import IRModule
+from ...ir.type import TupleType
+from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, const, var
+from .common import TypeCache
+from .onnx_common import CONVERTERS, NodeContext, decode_attributes, onnx_dtype
+from . import onnx_einsum, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor  # noqa: F401 (registers the converters)
+
+__all__ = ["from_onnx", "GraphConverter", "supported_ops", "MIN_OPSET", "MAX_OPSET"]
+
+#: the opset range kiln's converters are written and tested for
+MIN_OPSET = 11
+MAX_OPSET = 21
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def supported_ops(opset: int = MAX_OPSET) -> list:
+    """The ONNX op types kiln converts at ``opset``."""
+    return sorted(n for n, c in CONVERTERS.items() if c.get_converter(opset) is not None)
+
+
+def _model_opset(model) -> int:
+    for imp in model.opset_import:
+        if imp.domain in _DEFAULT_DOMAINS:
+            return int(imp.version)
+    return 1  # an ONNX model without a default-domain import uses opset 1
+
+
+class GraphConverter:
+    """Converts one ONNX GraphProto into a Relay function (TVM's ``onnx.GraphProto``)."""
+
+    def __init__(self, shape: dict | None, dtype, freeze_params: bool, opset: int, convert_config: dict | None):
+        self.shape = dict(shape or {})
+        self.dtype = dtype
+        self.freeze_params = freeze_params
+        self.opset = opset
+        self.config = dict(convert_config or {})
+        self.table: dict = {}        # ONNX value name -> Relay expression
+        self.param_values: dict = {}  # initializer name -> numpy value (for params that stay variables)
+        self.input_vars: list = []
+        self.types = TypeCache()
+
+    # -- checks before converting ---------------------------------------------------------------------------------
+    def _check_ops(self, graph) -> None:
+        """Raise one OpNotImplemented naming every operator of the graph kiln cannot convert."""
+        missing: dict = {}
+        for node in graph.node:
+            reason = None
+            if node.domain not in _DEFAULT_DOMAINS:
+                reason = f"{node.domain}::{node.op_type}"
+            else:
+                conv = CONVERTERS.get(node.op_type)
+                if conv is None:
+                    reason = node.op_type
+                elif conv.get_converter(self.opset) is None:
+                    reason = f"{node.op_type} (opset {self.opset}; kiln starts at opset {conv.versions()[0]})"
+            if reason is not None:
+                missing.setdefault(reason, []).append(node.name or (node.output[0] if node.output else "?"))
+        if missing:
+            parts = []
+            for op, nodes in sorted(missing.items()):
+                shown = ", ".join(repr(n) for n in nodes[:3]) + (", ..." if len(nodes) > 3 else "")
+                parts.append(f"{op} ({len(nodes)} node{'s' if len(nodes) > 1 else ''}: {shown})")
+            raise OpNotImplemented(f"The following ONNX operators are not supported by kiln's ONNX frontend: "
+                                   f"{'; '.join(parts)}")
+
+    def _check_names(self, graph, known: set) -> None:
+        """Every node input must be produced before it is used (a clear error naming the node otherwise)."""
+        defined = set(known)
+        for k, node in enumerate(graph.node):
+            label = node.name or f"#{k}"
+            for name in node.input:
+                if name and name not in defined:
+                    raise FrontendError(f"malformed ONNX model: node {label!r} ({node.op_type}) reads {name!r}, "
+                                        f"which no graph input, initializer or earlier node produces")
+            for name in node.output:
+                if name:
+                    defined.add(name)
+        for out in graph.output:
+            if out.name not in defined:
+                raise FrontendError(f"malformed ONNX model: graph output {out.name!r} is not produced by any node, "
+                                    f"input or initializer")
+
+    # -- inputs ------------------------------------------------------------------------------------------------------
+    def _input_dtype(self, value_info) -> str:
+        name = value_info.name
+        if isinstance(self.dtype, dict) and name in self.dtype:
+            return str(self.dtype[name])
+        tt = value_info.type.tensor_type if value_info.type.HasField("tensor_type") else None
+        if value_info.type.WhichOneof("value") not in (None, "tensor_type"):
+            raise OpNotImplemented(f"graph input {name!r} is a {value_info.type.WhichOneof('value')}; kiln's ONNX "
+                                   f"frontend supports tensor inputs only")
+        if tt is not None and tt.elem_type:
+            return onnx_dtype(tt.elem_type, f"graph input {name!r}")
+        return self.dtype if isinstance(self.dtype, str) else "float32"
+
+    def _input_shape(self, value_info) -> tuple:
+        name = value_info.name
+        tt = value_info.type.tensor_type
+        has_shape = tt.HasField("shape")
+        dims = list(tt.shape.dim) if has_shape else None
+        model_dims = None
+        if dims is not None:
+            model_dims = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in dims)
+        if name in self.shape:
+            given = tuple(int(s) for s in self.shape[name])
+            if model_dims is not None:
+                if len(given) != len(model_dims) or any(m is not None and m != g for m, g in zip(model_dims, given)):
+                    shown = tuple("?" if m is None else m for m in model_dims)
+                    raise FrontendError(f"graph input {name!r}: the shape given {given} does not match the shape "
+                                        f"the model declares {shown}")
+            return given
+        if model_dims is None:
+            raise FrontendError(f"graph input {name!r} has no shape in the model; pass it in shape={{{name!r}: "
+                                f"(...)}}")
+        if any(m is None for m in model_dims):
+            sym = tuple(d.dim_param or "?" if not d.HasField("dim_value") else int(d.dim_value) for d in dims)
+            raise FrontendError(f"graph input {name!r} has a dynamic shape {sym}; kiln needs static shapes: pass "
+                                f"shape={{{name!r}: (...)}} to from_onnx")
+        return model_dims
+
+    # -- conversion -----------------------------------------------------------------------------------------------------
+    def from_onnx(self, graph):
+        from onnx import numpy_helper
+        self._check_ops(graph)
+        init_names = []
+        for init in graph.initializer:
+            try:
+                arr = numpy_helper.to_array(init)
+            except Exception as err:  # onnx raises plain exceptions for broken tensors
+                raise FrontendError(f"initializer {init.name!r} cannot be read: {err}") from None
+            onnx_dtype(init.data_type, f"initializer {init.name!r}")
+            init_names.append(init.name)
+            if self.freeze_params:
+                self.table[init.name] = const(np.ascontiguousarray(arr))
+            else:
+                self.param_values[init.name] = arr
+                self.table[init.name] = var(init.name, shape=arr.shape, dtype=str(arr.dtype))
+        if len(graph.sparse_initializer):
+            raise OpNotImplemented("sparse initializers are not supported by kiln's ONNX frontend")
+        input_names = []
+        for vi in graph.input:
+            input_names.append(vi.name)
+            if vi.name in self.table:
+                continue  # an initializer listed as an input too: its value is the default
+            v = var(vi.name, shape=self._input_shape(vi), dtype=self._input_dtype(vi))
+            self.input_vars.append(v)
+            self.table[vi.name] = v
+        unknown = sorted(set(self.shape) - set(input_names))
+        if unknown:
+            raise FrontendError(f"shape= names {unknown}, which are not inputs of the model (inputs: "
+                                f"{[v.name_hint for v in self.input_vars]})")
+        self._check_names(graph, set(self.table))
+        for node in graph.node:
+            self._convert_node(node)
+        outputs = [self.table[o.name] for o in graph.output]
+        body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
+        params = list(self.input_vars)
+        if not self.freeze_params:
+            from ..analysis import free_vars
+            used = {v.name_hint for v in free_vars(body)}
+            params += [self.table[n] for n in init_names if n in used and isinstance(self.table[n], Var)]
+        func = Function(params, body)
+        param_dict = {}
+        if not self.freeze_params:
+            from ...runtime import ndarray as _nd
+            for p in params[len(self.input_vars):]:
+                param_dict[p.name_hint] = _nd.array(np.ascontiguousarray(self.param_values[p.name_hint]))
+        return func, param_dict
+
+    def _convert_node(self, node) -> None:
+        ctx = NodeContext(self, node, self.opset)
+        conv = CONVERTERS[node.op_type].get_converter(self.opset)
+        inputs = [self.table[name] if name else None for name in node.input]
+        try:
+            attr = decode_attributes(node)
+            result = conv(inputs, attr, ctx)
+            outs = self._as_outputs(result, ctx)
+            if all(i is None or isinstance(i, Constant) for i in inputs):
+                outs = [self._fold(o) for o in outs]
+            for o in outs:
+                if o is not None:
+                    self.types.type_of(o)  # surface type errors here, where the node is known
+        except KilnError as err:
+            msg = str(err)
+            if ctx.where not in msg:
+                msg = f"{ctx.where}: {msg}"
+            raise (type(err) if _simple_ctor(type(err)) else FrontendError)(msg) from err
+        wanted = [n for n in node.output]
+        for k, name in enumerate(wanted):
+            if not name:
+                continue
+            if k >= len(outs) or outs[k] is None:
+                raise OpNotImplemented(f"{ctx.where}: output #{k} ({name!r}) is not supported by kiln")
+            self.table[name] = outs[k]
+
+    def _as_outputs(self, result, ctx) -> list:
+        if isinstance(result, TupleWrapper):
+            return [result[k] for k in range(len(result))]
+        if isinstance(result, (list, tuple)):
+            return list(result)
+        ty = ctx.type_of(result)
+        if isinstance(ty, TupleType):
+            return [TupleGetItem(result, k) for k in range(len(ty.fields))]
+        return [result]
+
+    def _fold(self, expr):
+        if expr is None or isinstance(expr, Constant):
+            return expr
+        from ..transform.fold_constant import fold_constant
+        folded = fold_constant(expr)
+        return folded if isinstance(folded, Constant) else expr
+
+    def try_evaluate(self, expr):
+        """The value of an expression that depends only on constants and known params, else None."""
+        from ..analysis import free_vars
+        fv = free_vars(expr)
+        if any(v.name_hint not in self.param_values for v in fv):
+            return None
+        if fv:
+            from ..expr import bind
+            expr = bind(expr, {v: const(self.param_values[v.name_hint]) for v in fv})
+        folded = self._fold(expr)
+        return folded.numpy() if isinstance(folded, Constant) else None
+
+
+def _simple_ctor(cls) -> bool:
+    try:
+        cls("probe")
+        return True
+    except Exception:  # noqa: BLE001 (any constructor signature other than (msg,))
+        return False
+
+
+def _check_model(model) -> None:
+    import onnx
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as err:
+        first = str(err).strip().splitlines()
+        raise FrontendError("malformed ONNX model (onnx.checker): " + " | ".join(first[:6])) from None
+
+
+def from_onnx(model, shape: dict | None = None, dtype="float32", opset: int | None = None,
+              freeze_params: bool = True, convert_config: dict | None = None):
+    """Convert an ONNX model into a Relay IRModule and a dict of parameters (TVM's ``from_onnx``).
+
+    ``shape`` maps input names to static shapes (needed for inputs whose shape the model leaves
+    symbolic); ``dtype`` is the input dtype where the model gives none (a str, or a dict per input);
+    ``opset`` overrides the model's default-domain opset; with ``freeze_params`` the initializers become
+    constants in the module (enabling constant folding), else they are parameters returned in the dict.
+    """
+    import onnx
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            model = onnx.load(os.fspath(model))
+        except Exception as err:  # protobuf's DecodeError and friends
+            raise FrontendError(f"cannot read ONNX model {os.fspath(model)!r}: {err}") from None
+    if isinstance(model, (bytes, bytearray)):
+        try:
+            model = onnx.load_from_string(bytes(model))
+        except Exception as err:
+            raise FrontendError(f"cannot parse ONNX model bytes: {err}") from None
+    if not isinstance(model, onnx.ModelProto):
+        raise FrontendError(f"from_onnx expects an onnx.ModelProto (or a path), got {type(model).__name__}")
+    _check_model(model)
+    if opset is None:
+        opset = _model_opset(model)
+    if shape is not None and not isinstance(shape, dict):
+        raise FrontendError(f"shape must be a dict from input name to shape, got {type(shape).__name__}")
+    conv = GraphConverter(shape, dtype, freeze_params, int(opset), convert_config)
+    func, params = conv.from_onnx(model.graph)
+    mod = IRModule.from_expr(func)
+    from ..transform import InferType
+    mod = InferType()(mod)
+    return mod, params

@@ -1,0 +1,660 @@
+"""ONNX converters for tensor-manipulation ops: shapes and constants (Shape, Size, Constant, ConstantOfShape,
+Range, EyeLike), reshaping (Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand, Tile, DepthToSpace,
+SpaceToDepth), joining and splitting (Concat, Split), indexing (Slice, Gather, GatherElements, GatherND,
+OneHot, Trilu, NonZero of constants), Pad, CumSum, and the reductions (Reduce*, ArgMax, ArgMin).
+
+Shapes are static: anything that determines an output shape (a Reshape target, Slice bounds, split sizes,
+pads) must be known at import time; the importer folds shape arithmetic on constants to make it so.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import op as _op
+from ..op import nn as _nn
+from .onnx_common import ONNX_DTYPES, OnnxOpConverter, onnx_dtype, register
+from .onnx_ops_elemwise import scalar
+
+
+def _axis(ctx, axis: int, ndim: int, what: str = "axis") -> int:
+    if not -ndim <= axis < max(ndim, 1):
+        raise ctx.error(f"{what} {axis} is out of range for a {ndim}-D tensor")
+    return axis % ndim if ndim else 0
+
+
+def _int64(values):
+    from ..expr import const
+    return const(np.asarray(values, dtype="int64"))
+
+
+# -- shapes and constants ---------------------------------------------------------------------------------------
+@register("Shape")
+class Shape(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        shape = list(ctx.shape(inputs[0]))
+        n = len(shape)
+        start = int(attr.get("start", 0))
+        end = attr.get("end")
+        start = min(max(start + n if start < 0 else start, 0), n)
+        end = n if end is None else int(end)
+        end = min(max(end + n if end < 0 else end, 0), n)
+        return _int64(shape[start:end])
+
+
+@register("Size")
+class Size(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        return _int64(int(np.prod(ctx.shape(inputs[0]))))
+
+
+@register("Constant")
+class Constant(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        from ..expr import const
+        if "value" in attr:
+            v = np.asarray(attr["value"])
+            if str(v.dtype) not in ONNX_DTYPES.values():
+                raise ctx.unsupported(f"a Constant of dtype {v.dtype}")
+            return const(np.ascontiguousarray(v))
+        for key, dt in (("value_float", "float32"), ("value_floats", "float32"), ("value_int", "int64"),
+                        ("value_ints", "int64")):
+            if key in attr:
+                return const(np.asarray(attr[key], dtype=dt))
+        if "sparse_value" in attr:
+            raise ctx.unsupported("a sparse_value Constant")
+        if "value_string" in attr or "value_strings" in attr:
+            raise ctx.unsupported("a string Constant")
+        raise ctx.error("no value attribute")
+
+
+@register("ConstantOfShape")
+class ConstantOfShape(OnnxOpConverter):
+    @classmethod
+    def _impl_v9(cls, inputs, attr, ctx):
+        shape = ctx.int_list(inputs[0], "shape")
+        value = np.asarray(attr.get("value", np.zeros(1, "float32")))
+        if value.size != 1:
+            raise ctx.error(f"value must hold one element, got {value.size}")
+        dt = str(value.dtype)
+        return _op.full(scalar(value.reshape(()), dt), shape, dt)
+
+
+@register("Range")
+class Range(OnnxOpConverter):
+    @classmethod
+    def _impl_v11(cls, inputs, attr, ctx):
+        start, limit, delta = (np.asarray(ctx.require_value(i, n)).reshape(()) for i, n in
+                               zip(inputs, ("start", "limit", "delta")))
+        dt = ctx.dtype(inputs[0])
+        n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+        vals = start.astype("float64") + np.arange(n, dtype="float64") * delta.astype("float64")
+        if not dt.startswith("float"):
+            vals = start.astype(dt) + np.arange(n, dtype=dt) * delta.astype(dt)
+        from ..expr import const
+        return const(np.asarray(vals, dtype=dt))
+
+
+@register("EyeLike")
+class EyeLike(OnnxOpConverter):
+    @classmethod
+    def _impl_v9(cls, inputs, attr, ctx):
+        shape = ctx.shape(inputs[0])
+        if len(shape) != 2:
+            raise ctx.error(f"input must be 2-D, got shape {shape}")
+        dt = onnx_dtype(attr["dtype"], ctx.where) if "dtype" in attr else ctx.dtype(inputs[0])
+        from ..expr import const
+        return const(np.eye(shape[0], shape[1], k=int(attr.get("k", 0)), dtype=dt))
+
+
+# -- reshaping ------------------------------------------------------------------------------------------------------
+def reshape_target(ctx, in_shape, target, allowzero=False) -> list:
+    """ONNX Reshape's output shape: 0 copies the input dim (unless allowzero), -1 is inferred."""
+    out = []
+    for k, d in enumerate(target):
+        if d == 0 and not allowzero:
+            if k >= len(in_shape):
+                raise ctx.error(f"shape {target}: a 0 at position {k} has no input dim to copy ({in_shape})")
+            out.append(in_shape[k])
+        else:
+            out.append(int(d))
+    total = int(np.prod(in_shape))
+    if out.count(-1) > 1:
+        raise ctx.error(f"shape {target} has more than one -1")
+    if -1 in out:
+        known = int(np.prod([d for d in out if d != -1]))
+        if known == 0 or total % known:
+            raise ctx.error(f"cannot reshape {tuple(in_shape)} into {target}")
+        out[out.index(-1)] = total // known
+    if int(np.prod(out)) != total:
+        raise ctx.error(f"cannot reshape {tuple(in_shape)} ({total} elements) into {tuple(out)}")
+    return out
+
+
+@register("Reshape")
+class Reshape(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        return _op.reshape(inputs[0], reshape_target(ctx, ctx.shape(inputs[0]), list(attr["shape"])))
+
+    @classmethod
+    def _impl_v5(cls, inputs, attr, ctx):
+        target = ctx.int_list(inputs[1], "target shape")
+        return _op.reshape(inputs[0], reshape_target(ctx, ctx.shape(inputs[0]), target,
+                                                     bool(int(attr.get("allowzero", 0)))))
+
+
+@register("Flatten")
+class Flatten(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        shape = ctx.shape(inputs[0])
+        axis = int(attr.get("axis", 1))
+        axis = axis + len(shape) if axis < 0 else axis
+        if not 0 <= axis <= len(shape):
+            raise ctx.error(f"axis {attr.get('axis')} is out of range for a {len(shape)}-D tensor")
+        return _op.reshape(inputs[0], [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))])
+
+
+@register("Transpose")
+class Transpose(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        perm = attr.get("perm")
+        return _op.transpose(inputs[0], list(perm) if perm is not None else None)
+
+
+def _squeeze(ctx, x, axes):
+    shape = ctx.shape(x)
+    if axes is None:
+        axes = [k for k, d in enumerate(shape) if d == 1]
+    axes = {_axis(ctx, a, len(shape)) for a in axes}
+    for a in axes:
+        if shape[a] != 1:
+            raise ctx.error(f"cannot squeeze axis {a} of size {shape[a]} (shape {shape})")
+    return _op.reshape(x, [d for k, d in enumerate(shape) if k not in axes])
+
+
+def _unsqueeze(ctx, x, axes):
+    shape = list(ctx.shape(x))
+    rank = len(shape) + len(axes)
+    norm = sorted(_axis(ctx, a, rank) for a in axes)
+    if len(set(norm)) != len(norm):
+        raise ctx.error(f"axes {axes} repeat an axis")
+    for a in norm:
+        shape.insert(a, 1)
+    return _op.reshape(x, shape)
+
+
+@register("Squeeze")
+class Squeeze(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        return _squeeze(ctx, inputs[0], attr.get("axes"))
+
+    @classmethod
+    def _impl_v13(cls, inputs, attr, ctx):
+        axes = ctx.int_list(inputs[1], "axes") if len(inputs) > 1 and inputs[1] is not None else None
+        return _squeeze(ctx, inputs[0], axes)
+
+
+@register("Unsqueeze")
+class Unsqueeze(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        return _unsqueeze(ctx, inputs[0], list(attr["axes"]))
+
+    @classmethod
+    def _impl_v13(cls, inputs, attr, ctx):
+        return _unsqueeze(ctx, inputs[0], ctx.int_list(inputs[1], "axes"))
+
+
+@register("Expand")
+class Expand(OnnxOpConverter):
+    @classmethod
+    def _impl_v8(cls, inputs, attr, ctx):
+        x = inputs[0]
+        target = ctx.int_list(inputs[1], "shape")
+        shape = ctx.shape(x)
+        try:
+            out = np.broadcast_shapes(tuple(shape), tuple(target))
+        except ValueError:
+            raise ctx.error(f"cannot expand shape {shape} to {tuple(target)}") from None
+        if tuple(out) == tuple(shape):
+            return x
+        return _op.broadcast_to(x, list(out))
+
+
+@register("Tile")
+class Tile(OnnxOpConverter):
+    @classmethod
+    def _impl_v6(cls, inputs, attr, ctx):
+        return _op.tile(inputs[0], ctx.int_list(inputs[1], "repeats"))
+
+
+@register("DepthToSpace")
+class DepthToSpace(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        x = inputs[0]
+        n, c, h, w = ctx.shape(x)
+        b = int(attr["blocksize"])
+        if c % (b * b):
+            raise ctx.error(f"{c} channels do not divide by blocksize^2 = {b * b}")
+        if attr.get("mode", "DCR") == "DCR":
+            y = _op.transpose(_op.reshape(x, [n, b, b, c // (b * b), h, w]), [0, 3, 4, 1, 5, 2])
+        else:
+            y = _op.transpose(_op.reshape(x, [n, c // (b * b), b, b, h, w]), [0, 1, 4, 2, 5, 3])
+        return _op.reshape(y, [n, c // (b * b), h * b, w * b])
+
+
+@register("SpaceToDepth")
+class SpaceToDepth(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        x = inputs[0]
+        n, c, h, w = ctx.shape(x)
+        b = int(attr["blocksize"])
+        if h % b or w % b:
+            raise ctx.error(f"spatial size {h}x{w} does not divide by blocksize {b}")
+        y = _op.transpose(_op.reshape(x, [n, c, h // b, b, w // b, b]), [0, 3, 5, 1, 2, 4])
+        return _op.reshape(y, [n, c * b * b, h // b, w // b])
+
+
+# -- joining and splitting ------------------------------------------------------------------------------------------
+@register("Concat")
+class Concat(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        args = [i for i in inputs if i is not None]
+        if len(args) == 1:
+            return args[0]
+        return _op.concatenate(args, axis=int(attr.get("axis", 1)))
+
+
+@register("Split")
+class Split(OnnxOpConverter):
+    @classmethod
+    def _split(cls, ctx, x, axis, sizes, num_outputs):
+        shape = ctx.shape(x)
+        axis = _axis(ctx, axis, len(shape))
+        dim = shape[axis]
+        if sizes is None:
+            n = num_outputs
+            step = -(-dim // n)
+            sizes = [step] * (n - 1) + [dim - step * (n - 1)]
+        if sum(sizes) != dim or any(s < 0 for s in sizes):
+            raise ctx.error(f"split sizes {sizes} do not add up to the axis size {dim}")
+        if len(sizes) == 1:
+            return [x]
+        points = list(np.cumsum(sizes)[:-1])
+        parts = _op.split(x, [int(p) for p in points], axis=axis)
+        return [parts[k] for k in range(len(sizes))]
+
+    @classmethod
+    def _impl_v2(cls, inputs, attr, ctx):
+        split = attr.get("split")
+        return cls._split(ctx, inputs[0], int(attr.get("axis", 0)), list(split) if split else None,
+                          len(ctx.node.output))
+
+    @classmethod
+    def _impl_v13(cls, inputs, attr, ctx):
+        sizes = ctx.int_list(inputs[1], "split") if len(inputs) > 1 and inputs[1] is not None else None
+        return cls._split(ctx, inputs[0], int(attr.get("axis", 0)), sizes, len(ctx.node.output))
+
+    @classmethod
+    def _impl_v18(cls, inputs, attr, ctx):
+        sizes = ctx.int_list(inputs[1], "split") if len(inputs) > 1 and inputs[1] is not None else None
+        n = int(attr.get("num_outputs", len(ctx.node.output)))
+        return cls._split(ctx, inputs[0], int(attr.get("axis", 0)), sizes, n)
+
+
+# -- indexing -------------------------------------------------------------------------------------------------------
+def slice_expr(ctx, x, starts, ends, axes, steps):
+    shape = ctx.shape(x)
+    nd = len(shape)
+    axes = list(range(len(starts))) if axes is None else [_axis(ctx, a, nd) for a in axes]
+    steps = [1] * len(starts) if steps is None else steps
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ctx.error(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} differ in length")
+    begin, end, stride = [], [], []
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        if st == 0:
+            raise ctx.error("a step of 0")
+        b, f, st = slice(int(s), int(e), int(st)).indices(shape[a])
+        if st < 0 and f < 0:
+            f = -shape[a] - 1  # "before index 0" in the negative-index spelling strided_slice understands
+        begin.append(b)
+        end.append(f)
+        stride.append(st)
+    return _op.strided_slice(x, begin, end, strides=stride, axes=axes)
+
+
+@register("Slice")
+class Slice(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        return slice_expr(ctx, inputs[0], list(attr["starts"]), list(attr["ends"]), attr.get("axes"), None)
+
+    @classmethod
+    def _impl_v10(cls, inputs, attr, ctx):
+        def opt(k, what):
+            return ctx.int_list(inputs[k], what) if len(inputs) > k and inputs[k] is not None else None
+        return slice_expr(ctx, inputs[0], ctx.int_list(inputs[1], "starts"), ctx.int_list(inputs[2], "ends"),
+                          opt(3, "axes"), opt(4, "steps"))
+
+
+def _normalize_indices(ctx, idx, dim):
+    """Indices with negative entries counted from the end, made non-negative (at import time if constant)."""
+    v = ctx.value(idx)
+    if v is not None:
+        v = np.asarray(v).astype("int64")
+        if ((v < -dim) | (v >= dim)).any():
+            raise ctx.error(f"indices {v.reshape(-1)[:8].tolist()} are out of range for an axis of size {dim}")
+        from ..expr import const
+        return const(np.where(v < 0, v + dim, v).astype(str(v.dtype)))
+    dt = ctx.dtype(idx)
+    return _op.where(_op.less(idx, scalar(0, dt)), _op.add(idx, scalar(dim, dt)), idx)
+
+
+@register("Gather")
+class Gather(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        x, idx = inputs
+        shape = ctx.shape(x)
+        axis = _axis(ctx, int(attr.get("axis", 0)), len(shape))
+        return _op.take(x, _normalize_indices(ctx, idx, shape[axis]), axis=axis)
+
+
+@register("GatherElements")
+class GatherElements(OnnxOpConverter):
+    @classmethod
+    def _impl_v11(cls, inputs, attr, ctx):
+        x, idx = inputs
+        shape = ctx.shape(x)
+        axis = _axis(ctx, int(attr.get("axis", 0)), len(shape))
+        return _op.gather(x, axis, _normalize_indices(ctx, idx, shape[axis]))
+
+
+@register("GatherND")
+class GatherND(OnnxOpConverter):
+    @classmethod
+    def _impl_v11(cls, inputs, attr, ctx):
+        x, idx = inputs
+        dshape, ishape = ctx.shape(x), ctx.shape(idx)
+        b = int(attr.get("batch_dims", 0))
+        m = ishape[-1]
+        if b + m > len(dshape):
+            raise ctx.error(f"indices of depth {m} with batch_dims {b} exceed the data rank {len(dshape)}")
+        idt = "int64"
+        idx = _op.cast(idx, idt)
+        dims = dshape[b:b + m]
+        # negative indices count from the end of their axis
+        dim_vec = _int64(list(dims))
+        idx = _op.where(_op.less(idx, scalar(0, idt)), _op.add(idx, dim_vec), idx)
+        strides = [int(np.prod(dims[k + 1:])) for k in range(m)]
+        lin = _op.sum(_op.multiply(idx, _int64(strides)), axis=[-1])
+        nbatch = int(np.prod(dshape[:b])) if b else 1
+        if b:
+            offs = np.arange(nbatch, dtype="int64").reshape(list(ishape[:b]) + [1] * (len(ishape) - 1 - b))
+            lin = _op.add(lin, _int64(offs * int(np.prod(dims))))
+        flat = _op.reshape(x, [nbatch * int(np.prod(dims))] + list(dshape[b + m:]))
+        return _op.take(flat, lin, axis=0)
+
+
+@register("OneHot")
+class OneHot(OnnxOpConverter):
+    @classmethod
+    def _impl_v9(cls, inputs, attr, ctx):
+        idx, depth, values = inputs
+        d = int(np.asarray(ctx.require_value(depth, "depth")).reshape(-1)[0])
+        ishape = ctx.shape(idx)
+        rank = len(ishape) + 1
+        axis = _axis(ctx, int(attr.get("axis", -1)), rank)
+        idx = _op.cast(idx, "int64")
+        idx = _op.where(_op.less(idx, scalar(0, "int64")), _op.add(idx, scalar(d, "int64")), idx)
+        idx = _op.reshape(idx, list(ishape[:axis]) + [1] + list(ishape[axis:]))
+        pos = _int64(np.arange(d).reshape([d] + [1] * (rank - axis - 1)))
+        off = _op.strided_slice(values, [0], [1])
+        on = _op.strided_slice(values, [1], [2])
+        return _op.where(_op.equal(idx, pos), _op.reshape(on, []), _op.reshape(off, []))
+
+
+@register("Trilu")
+class Trilu(OnnxOpConverter):
+    @classmethod
+    def _impl_v14(cls, inputs, attr, ctx):
+        x = inputs[0]
+        k = int(np.asarray(ctx.require_value(inputs[1], "k")).reshape(-1)[0]) if len(inputs) > 1 and \
+            inputs[1] is not None else 0
+        shape = ctx.shape(x)
+        n, m = shape[-2], shape[-1]
+        mask = np.triu(np.ones((n, m), bool), k) if int(attr.get("upper", 1)) else np.tril(np.ones((n, m), bool), k)
+        from ..expr import const
+        return _op.where(const(mask), x, scalar(0, ctx.dtype(x)))
+
+
+@register("NonZero")
+class NonZero(OnnxOpConverter):
+    @classmethod
+    def _impl_v9(cls, inputs, attr, ctx):
+        v = ctx.value(inputs[0])
+        if v is None:
+            raise ctx.unsupported("NonZero of a run-time tensor (its output shape depends on the data)")
+        return _int64(np.array(np.nonzero(v), dtype="int64").reshape(np.ndim(v), -1))
+
+
+@register("Compress")
+class Compress(OnnxOpConverter):
+    @classmethod
+    def _impl_v9(cls, inputs, attr, ctx):
+        x, cond = inputs
+        c = ctx.value(cond)
+        if c is None:
+            raise ctx.unsupported("Compress with a run-time condition (its output shape depends on the data)")
+        keep = np.nonzero(np.asarray(c).reshape(-1))[0]
+        axis = attr.get("axis")
+        if axis is None:
+            x = _op.reshape(x, [-1])
+            axis = 0
+        shape = ctx.shape(x)
+        axis = _axis(ctx, int(axis), len(shape))
+        keep = keep[keep < shape[axis]]
+        return _op.take(x, _int64(keep), axis=axis)
+
+
+# -- Pad ------------------------------------------------------------------------------------------------------------
+def pad_expr(ctx, x, pads, value, mode, axes=None):
+    shape = ctx.shape(x)
+    nd = len(shape)
+    axes = list(range(nd)) if axes is None else [_axis(ctx, a, nd) for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise ctx.error(f"pads {pads} must have {2 * len(axes)} values")
+    before, after = [0] * nd, [0] * nd
+    for k, a in enumerate(axes):
+        before[a], after[a] = int(pads[k]), int(pads[k + len(axes)])
+    pos = [[max(b, 0), max(e, 0)] for b, e in zip(before, after)]
+    if mode == "wrap":
+        y = x
+        for a in range(nd):
+            b, e = pos[a]
+            if b or e:
+                n = shape[a]
+                if b > n or e > n:
+                    raise ctx.unsupported(f"wrap padding larger than the axis ({b}, {e} > {n})")
+                parts = []
+                if b:
+                    parts.append(_op.strided_slice(y, [n - b], [n], axes=[a]))
+                parts.append(y)
+                if e:
+                    parts.append(_op.strided_slice(y, [0], [e], axes=[a]))
+                y = _op.concatenate(parts, axis=a)
+    elif any(b or e for b, e in pos):
+        if mode not in ("constant", "reflect", "edge"):
+            raise ctx.error(f"mode must be constant, reflect, edge or wrap, got {mode!r}")
+        dt = ctx.dtype(x)
+        pv = scalar(0, dt) if value is None else _op.cast(_op.reshape(value, []), dt)
+        y = _nn.pad(x, pos, pv, pad_mode=mode)
+    else:
+        y = x
+    if any(b < 0 or e < 0 for b, e in zip(before, after)):  # negative pads crop
+        padded = [s + p[0] + p[1] for s, p in zip(shape, pos)]
+        begin = [-min(b, 0) for b in before]
+        end = [n + min(e, 0) for n, e in zip(padded, after)]
+        y = _op.strided_slice(y, begin, end)
+    return y
+
+
+@register("Pad")
+class Pad(OnnxOpConverter):
+    @classmethod
+    def _impl_v2(cls, inputs, attr, ctx):
+        value = attr.get("value", 0.0)
+        return pad_expr(ctx, inputs[0], list(attr["pads"]), scalar(value, ctx.dtype(inputs[0])),
+                        attr.get("mode", "constant"))
+
+    @classmethod
+    def _impl_v11(cls, inputs, attr, ctx):
+        pads = ctx.int_list(inputs[1], "pads")
+        value = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+        axes = ctx.int_list(inputs[3], "axes") if len(inputs) > 3 and inputs[3] is not None else None
+        return pad_expr(ctx, inputs[0], pads, value, attr.get("mode", "constant"), axes)
+
+
+# -- CumSum --------------------------------------------------------------------------------------------------------
+@register("CumSum")
+class CumSum(OnnxOpConverter):
+    @classmethod
+    def _impl_v11(cls, inputs, attr, ctx):
+        x = inputs[0]
+        shape = ctx.shape(x)
+        nd = len(shape)
+        axis = _axis(ctx, int(np.asarray(ctx.require_value(inputs[1], "axis")).reshape(-1)[0]), nd)
+        n = shape[axis]
+        exclusive, reverse = int(attr.get("exclusive", 0)), int(attr.get("reverse", 0))
+        i = np.arange(n)
+        # weight[j, i] = 1 when x[i] contributes to out[j]
+        if reverse:
+            w = (i[None, :] > i[:, None]) if exclusive else (i[None, :] >= i[:, None])
+        else:
+            w = (i[None, :] < i[:, None]) if exclusive else (i[None, :] <= i[:, None])
+        dt = ctx.dtype(x)
+        cdt = dt if dt.startswith("float") else "float64"
+        perm = [a for a in range(nd) if a != axis] + [axis]
+        moved = _op.transpose(x, perm) if axis != nd - 1 else x
+        flat = _op.reshape(moved, [-1, n])
+        if cdt != dt:
+            flat = _op.cast(flat, cdt)
+        from ..expr import const
+        out = _nn.dense(flat, const(w.astype(cdt)), units=n)
+        if cdt != dt:
+            out = _op.cast(out, dt)
+        out = _op.reshape(out, [shape[a] for a in perm])
+        if axis != nd - 1:
+            out = _op.transpose(out, list(np.argsort(perm)))
+        return out
+
+
+# -- reductions -----------------------------------------------------------------------------------------------------
+def _reduce_axes(ctx, inputs, attr, axes_as_input: bool):
+    if axes_as_input:
+        axes = ctx.int_list(inputs[1], "axes") if len(inputs) > 1 and inputs[1] is not None else []
+    else:
+        axes = list(attr.get("axes", []))
+    return axes
+
+
+def _reduction(body):
+    """A Reduce* converter; ``body(ctx, x, axes, keepdims)`` computes the reduction (axes=None: all)."""
+    def convert(inputs, attr, ctx, axes_as_input):
+        x = inputs[0]
+        axes = _reduce_axes(ctx, inputs, attr, axes_as_input)
+        keepdims = bool(int(attr.get("keepdims", 1)))
+        if not axes:
+            if int(attr.get("noop_with_empty_axes", 0)):
+                return x
+            axes = list(range(ctx.ndim(x)))
+        nd = ctx.ndim(x)
+        axes = sorted({_axis(ctx, a, nd) for a in axes})
+        return body(ctx, x, axes, keepdims)
+
+    class Reduce(OnnxOpConverter):
+        @classmethod
+        def _impl_v1(cls, inputs, attr, ctx):
+            return convert(inputs, attr, ctx, False)
+
+    class ReduceAxesInput18(Reduce):
+        @classmethod
+        def _impl_v18(cls, inputs, attr, ctx):
+            return convert(inputs, attr, ctx, True)
+
+    class ReduceAxesInput13(Reduce):
+        @classmethod
+        def _impl_v13(cls, inputs, attr, ctx):
+            return convert(inputs, attr, ctx, True)
+
+    return ReduceAxesInput18, ReduceAxesInput13
+
+
+def _sq(x):
+    return _op.multiply(x, x)
+
+
+_REDUCERS = {
+    "ReduceMax": lambda ctx, x, a, k: _op.max(x, axis=a, keepdims=k),
+    "ReduceMin": lambda ctx, x, a, k: _op.min(x, axis=a, keepdims=k),
+    "ReduceMean": lambda ctx, x, a, k: _op.mean(x, axis=a, keepdims=k),
+    "ReduceProd": lambda ctx, x, a, k: _op.prod(x, axis=a, keepdims=k),
+    "ReduceL1": lambda ctx, x, a, k: _op.sum(_op.abs(x), axis=a, keepdims=k),
+    "ReduceL2": lambda ctx, x, a, k: _l2(ctx, x, a, k),
+    "ReduceSumSquare": lambda ctx, x, a, k: _op.sum(_sq(x), axis=a, keepdims=k),
+    "ReduceLogSum": lambda ctx, x, a, k: _op.log(_op.sum(x, axis=a, keepdims=k)),
+    "ReduceLogSumExp": lambda ctx, x, a, k: _logsumexp(ctx, x, a, k),
+}
+
+
+def _l2(ctx, x, axes, keepdims):
+    dt = ctx.dtype(x)
+    if dt.startswith("float"):
+        return _op.sqrt(_op.sum(_sq(x), axis=axes, keepdims=keepdims))
+    s = _op.cast(_op.sum(_sq(x), axis=axes, keepdims=keepdims), "float64")
+    return _op.cast(_op.sqrt(s), dt)
+
+
+def _logsumexp(ctx, x, axes, keepdims):
+    dt = ctx.dtype(x)
+    if not dt.startswith("float"):
+        return _op.cast(_logsumexp(ctx, _op.cast(x, "float64"), axes, keepdims), dt)
+    mx = _op.max(x, axis=axes, keepdims=True)
+    safe = _op.where(_op.isfinite(mx), mx, scalar(0, dt))
+    s = _op.log(_op.sum(_op.exp(_op.subtract(x, safe)), axis=axes, keepdims=True))
+    out = _op.add(s, safe)
+    if not keepdims:
+        out = _op.squeeze(out, axis=axes)
+    return out
+
+
+for _name, _body in _REDUCERS.items():
+    _v18, _ = _reduction(_body)
+    register(_name)(type(_name, (_v18,), {}))
+_, _v13 = _reduction(lambda ctx, x, a, k: _op.sum(x, axis=a, keepdims=k))
+register("ReduceSum")(type("ReduceSum", (_v13,), {}))
+
+
+def _arg_reduce(fn):
+    class ArgReduce(OnnxOpConverter):
+        @classmethod
+        def _impl_v1(cls, inputs, attr, ctx):
+            x = inputs[0]
+            axis = _axis(ctx, int(attr.get("axis", 0)), ctx.ndim(x))
+            out = fn(x, axis=[axis], keepdims=bool(int(attr.get("keepdims", 1))),
+                     select_last_index=bool(int(attr.get("select_last_index", 0))))
+            return _op.cast(out, "int64")
+    return ArgReduce
+
+
+register("ArgMax")(type("ArgMax", (_arg_reduce(_op.argmax),), {}))
+register("ArgMin")(type("ArgMin", (_arg_reduce(_op.argmin),), {}))

@@ -1,0 +1,483 @@
+"""Import TorchScript (``torch.jit.trace``) models into Relay: TVM's ``relay.frontend.from_pytorch``.
+
+The graph is inlined (every ``CallMethod`` of a submodule becomes its body), parameters are read from the
+module's attributes and named by their attribute path (``layer1.0.conv1.weight``), ``prim::`` nodes are
+evaluated here, and every ``aten::`` node goes through the shared aten op table (``aten/``). Before
+converting anything, the whole graph is checked, so a model with several unsupported operators reports all
+of them in one error.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ...error import FrontendError, KilnError, OpNotImplemented
+from ...ir.module import IRModule
+from .. import expr as _expr
+from ..expr import Constant, Expr, TupleGetItem
+from .aten import AtenContext, lookup
+from .common import TypeCache
+from .pytorch_utils import (AtenArgs, DTypeName, SUPPORTED_DTYPES, normalize_args, parse_schema,
+                            tensor_to_numpy, torch_dtype_to_str)
+
+__all__ = ["from_pytorch"]
+
+_SCRIPT_HINT = ("the graph has control flow (prim::If / prim::Loop) that depends on the inputs; "
+                "use torch.jit.trace, not torch.jit.script, so that the graph is a straight line")
+
+
+class _ModuleRef:
+    """A (sub)module reached through ``prim::GetAttr``: its attribute path and the Python object."""
+
+    def __init__(self, path: list, obj):
+        self.path, self.obj = path, obj
+
+
+def _node_text(node) -> str:
+    text = str(node).strip().split("\n")[0]
+    text = text.split(" # ")[0]
+    return text if len(text) < 200 else text[:197] + "..."
+
+
+def _is_traced(script_module) -> bool:
+    import torch
+    return isinstance(script_module, torch.jit.TracedModule) or \
+        type(script_module).__name__ in ("TopLevelTracedModule", "TracedModule")
+
+
+class _PrimHandlers:
+    """Evaluation of TorchScript's ``prim::`` nodes (one method per kind: ``prim_<Kind>``)."""
+
+    KINDS = ("Constant", "ListConstruct", "TupleConstruct", "TupleUnpack", "ListUnpack", "GetAttr",
+             "NumToTensor", "If", "dtype", "device", "shape", "TupleIndex", "ListIndex", "unchecked_cast",
+             "Uninitialized", "data", "ImplicitTensorToNum", "min", "max", "requires_grad", "is_cuda",
+             "layout", "RaiseException", "DictConstruct", "TupleSlice", "type", "CreateObject", "SetAttr")
+
+
+class TorchScriptImporter(_PrimHandlers):
+    """Converts one inlined TorchScript graph into a Relay function."""
+
+    def __init__(self, script_module, input_infos, custom_convert_map=None, default_dtype="float32",
+                 use_parser_friendly_name=False, keep_quantized_weight=False):
+        self.module = script_module
+        self.input_infos = input_infos
+        self.custom = dict(custom_convert_map or {})
+        self.default_dtype = default_dtype
+        self.friendly = use_parser_friendly_name
+        self.keep_quantized_weight = keep_quantized_weight
+        self.env: dict = {}
+        self.param_vars: dict = {}  # name -> Var
+        self.params: dict = {}  # name -> numpy
+        self.param_by_tensor: dict = {}  # id(tensor) -> name (tied weights share one var)
+        self.ctx = AtenContext(default_dtype, TypeCache())
+
+    # -- entry ----------------------------------------------------------------------------------
+    def run(self):
+        import torch
+        graph = self._graph()
+        self._check_ops(graph)
+        inputs = list(graph.inputs())
+        if inputs and inputs[0].type().kind() == "ClassType":
+            self.env[inputs[0].debugName()] = _ModuleRef([], self.module)
+            inputs = inputs[1:]
+        input_vars = self._make_inputs(inputs)
+        self._convert_block(graph.nodes())
+        outs = [self._output_expr(self.env[o.debugName()]) for o in graph.outputs()]
+        body = outs[0] if len(outs) == 1 else _expr.Tuple(outs)
+        if not isinstance(body, Expr):
+            raise FrontendError("the model returns no tensor")
+        from ..analysis import free_vars
+        used = [v for v in free_vars(body) if v not in input_vars]
+        func = _expr.Function(list(input_vars) + used, body)
+        mod = IRModule.from_expr(func)
+        from ..transform import InferType
+        mod = InferType()(mod)
+        from ...runtime import ndarray as nd
+        params = {v.name_hint: nd.array(self.params[v.name_hint]) for v in used if v.name_hint in self.params}
+        del torch
+        return mod, params
+
+    def _graph(self):
+        import torch
+        if isinstance(self.module, torch.jit.ScriptFunction):
+            graph = self.module.graph.copy()
+        elif isinstance(self.module, torch.jit.ScriptModule):
+            graph = self.module.graph.copy()
+        elif isinstance(self.module, torch.nn.Module):
+            raise FrontendError("from_pytorch expects a TorchScript module: trace the model first "
+                                "(torch.jit.trace(model, example_inputs).eval()), or use "
+                                "from_exported_program(torch.export.export(model, args))")
+        else:
+            raise FrontendError(f"from_pytorch expects a torch.jit.ScriptModule, got {type(self.module).__name__}")
+        torch._C._jit_pass_inline(graph)
+        return graph
+
+    # -- checking -------------------------------------------------------------------------------
+    def _walk(self, nodes):
+        for node in nodes:
+            yield node
+            for block in node.blocks():
+                yield from self._walk(block.nodes())
+
+    def _supported(self, kind: str) -> bool:
+        if kind in self.custom:
+            return True
+        ns, _, name = kind.partition("::")
+        if ns == "prim":
+            return name in self.KINDS
+        if ns == "aten":
+            return lookup(name) is not None
+        return False
+
+    def _check_ops(self, graph):
+        missing: dict = {}
+        control_flow = False
+        for node in self._walk(graph.nodes()):
+            kind = node.kind()
+            if kind in ("prim::Loop",) or (kind == "prim::If" and not self._constant_if(node)):
+                control_flow = True
+            if not self._supported(kind):
+                missing.setdefault(kind, 0)
+                missing[kind] += 1
+        if not missing:
+            return
+        lines = [f"  {k} ({n} node{'s' if n > 1 else ''})" for k, n in sorted(missing.items())]
+        msg = f"the PyTorch model uses {len(missing)} operator(s) that kiln cannot convert:\n" + "\n".join(lines)
+        hints = []
+        if control_flow or not _is_traced(self.module):
+            hints.append(_SCRIPT_HINT)
+        if any(k.startswith("quantized::") for k in missing):
+            hints.append("quantized models are not supported")
+        hints.append("or pass custom_convert_map={'ns::op': fn(inputs, input_types)} to convert them yourself")
+        raise OpNotImplemented(msg + "\nhint: " + "\nhint: ".join(hints))
+
+    @staticmethod
+    def _constant_if(node) -> bool:
+        cond = node.inputsAt(0).node()
+        return cond.kind() == "prim::Constant"
+
+    # -- inputs and parameters ------------------------------------------------------------------
+    def _make_inputs(self, graph_inputs) -> list:
+        infos = self.input_infos
+        names_traced = [i.debugName() for i in graph_inputs]
+        if infos is None:
+            raise FrontendError(f"from_pytorch needs input_infos: a list of (name, shape) or (name, (shape, dtype)) "
+                                f"for the {len(graph_inputs)} graph input(s) {names_traced}, "
+                                f"e.g. [('input0', {self._traced_shape(graph_inputs[0]) if graph_inputs else ()})]")
+        if isinstance(infos, dict):
+            infos = list(infos.items())
+        infos = list(infos)
+        if len(infos) != len(graph_inputs):
+            raise FrontendError(f"input_infos gives {len(infos)} input(s) but the graph has {len(graph_inputs)}: "
+                                f"{names_traced}")
+        out = []
+        seen = set()
+        for i, (info, gin) in enumerate(zip(infos, graph_inputs)):
+            name, shape, dtype = self._parse_info(info, i)
+            if name in seen:
+                raise FrontendError(f"input_infos: input name {name!r} is used twice")
+            seen.add(name)
+            traced = self._traced_shape(gin)
+            if traced is not None and len(traced) != len(shape):
+                raise FrontendError(f"input {name!r} (graph input {gin.debugName()!r}): input_infos gives shape "
+                                    f"{tuple(shape)} of rank {len(shape)}, but the model was traced with shape "
+                                    f"{tuple(traced)} of rank {len(traced)}")
+            ttype = gin.type()
+            if ttype.kind() == "TensorType" and ttype.scalarType() is not None:
+                traced_dtype = torch_dtype_to_str(ttype.scalarType(), f"graph input {gin.debugName()!r}")
+                if not self._dtype_given(info):
+                    dtype = traced_dtype if traced_dtype in ("int64", "int32", "bool") else dtype
+            v = _expr.var(name, shape=tuple(shape), dtype=dtype)
+            self.env[gin.debugName()] = v
+            out.append(v)
+        return out
+
+    @staticmethod
+    def _dtype_given(info) -> bool:
+        return isinstance(info, (list, tuple)) and len(info) == 2 and isinstance(info[1], (list, tuple)) \
+            and len(info[1]) == 2 and isinstance(info[1][1], str)
+
+    def _parse_info(self, info, i):
+        if not isinstance(info, (list, tuple)) or len(info) != 2 or not isinstance(info[0], str):
+            raise FrontendError(f"input_infos[{i}] = {info!r}: expected (name, shape) or (name, (shape, dtype))")
+        name, spec = info
+        dtype = self.default_dtype
+        if self._dtype_given(info):
+            spec, dtype = spec
+        if spec is None:
+            raise FrontendError(f"input {name!r}: its shape is missing; give (name, shape) with a static shape")
+        try:
+            shape = [int(d) for d in (spec if isinstance(spec, (list, tuple)) else tuple(spec))]
+        except (TypeError, ValueError):
+            raise FrontendError(f"input {name!r}: shape {spec!r} is not a sequence of integers") from None
+        if any(d < 0 for d in shape):
+            raise FrontendError(f"input {name!r}: shape {tuple(shape)} has a negative dimension")
+        if dtype not in SUPPORTED_DTYPES:
+            raise FrontendError(f"input {name!r}: unsupported dtype {dtype!r} (supported: "
+                                f"{', '.join(sorted(SUPPORTED_DTYPES))})")
+        return name, shape, dtype
+
+    @staticmethod
+    def _traced_shape(gin):
+        t = gin.type()
+        if t.kind() != "TensorType":
+            return None
+        try:
+            sizes = t.sizes()
+        except RuntimeError:
+            return None
+        return None if sizes is None else list(sizes)
+
+    def _param(self, path: list, tensor, node):
+        name = ("_" if self.friendly else ".").join(path)
+        key = id(tensor)
+        if key in self.param_by_tensor:
+            return self.param_vars[self.param_by_tensor[key]]
+        arr = tensor_to_numpy(tensor, f"parameter {name!r} (node {_node_text(node)})")
+        dtype = "bool" if arr.dtype == np.bool_ else str(arr.dtype)
+        if str(tensor.dtype) == "torch.bfloat16":
+            dtype = "float32"
+        v = _expr.var(name, shape=arr.shape, dtype=dtype)
+        self.param_vars[name] = v
+        self.params[name] = arr
+        self.param_by_tensor[key] = name
+        return v
+
+    # -- conversion -----------------------------------------------------------------------------
+    def _convert_block(self, nodes):
+        for node in nodes:
+            try:
+                self._convert_node(node)
+            except FrontendError as err:
+                if getattr(err, "_kiln_node_noted", False):
+                    raise
+                raise self._noted(FrontendError, err, node) from err
+            except OpNotImplemented as err:
+                raise self._noted(OpNotImplemented, err, node) from err
+            except KilnError as err:
+                raise self._noted(FrontendError, err, node) from err
+            except (TypeError, ValueError, IndexError, KeyError, AttributeError) as err:
+                raise self._noted(FrontendError, err, node) from err
+
+    @staticmethod
+    def _noted(cls, err, node):
+        src = node.sourceRange().split("\n")[0] if node.sourceRange() else ""
+        where = f"\n  at {src}" if src else ""
+        new = cls(f"while converting {node.kind()}: {err}\n  node: {_node_text(node)}{where}")
+        new._kiln_node_noted = True
+        return new
+
+    def _convert_node(self, node):
+        kind = node.kind()
+        if kind in self.custom:
+            inputs = [self.env[i.debugName()] for i in node.inputs()]
+            types = [self.ctx.dtype(v) if isinstance(v, Expr) else type(v).__name__ for v in inputs]
+            self._bind_outputs(node, self.custom[kind](inputs, types))
+            return
+        ns, _, name = kind.partition("::")
+        if ns == "prim":
+            handler = getattr(self, f"prim_{name}")
+            handler(node)
+            return
+        inputs = [self.env[i.debugName()] for i in node.inputs()]
+        schema_text = node.schema()
+        if schema_text and schema_text != "(no schema)":
+            schema = parse_schema(schema_text)
+            args = normalize_args(schema, inputs)
+            overload = schema.overload_name
+        else:
+            args, overload = AtenArgs(inputs, [f"arg{i}" for i in range(len(inputs))]), ""
+        self.ctx.op_name, self.ctx.overload = name, overload
+        fn = lookup(name)
+        self._bind_outputs(node, fn(self.ctx, args))
+
+    def _bind_outputs(self, node, value):
+        outs = list(node.outputs())
+        if len(outs) == 1:
+            self.env[outs[0].debugName()] = value
+            return
+        if isinstance(value, _expr.TupleWrapper):
+            value = [value[i] for i in range(len(value))]
+        if isinstance(value, Expr):
+            value = [TupleGetItem(value, i) for i in range(len(outs))]
+        if not isinstance(value, (list, tuple)) or len(value) < len(outs):
+            raise FrontendError(f"{node.kind()} produced {type(value).__name__}, expected {len(outs)} values")
+        for o, v in zip(outs, value):
+            self.env[o.debugName()] = v
+
+    def _output_expr(self, v):
+        if isinstance(v, _expr.TupleWrapper):
+            return v.astuple()
+        if isinstance(v, Expr):
+            return v
+        if isinstance(v, (list, tuple)):
+            return _expr.Tuple([self._output_expr(x) for x in v])
+        if isinstance(v, (numbers.Number, np.ndarray, np.generic)):
+            return _expr.Constant(np.asarray(v))
+        raise FrontendError(f"the model returns a {type(v).__name__}, which kiln cannot return")
+
+    def _ins(self, node):
+        return [self.env[i.debugName()] for i in node.inputs()]
+
+    # -- prim:: ---------------------------------------------------------------------------------
+    def prim_Constant(self, node):
+        out = node.output()
+        if not node.hasAttributes():
+            value = None
+        else:
+            value = out.toIValue()
+        import torch
+        if isinstance(value, torch.Tensor):
+            arr = tensor_to_numpy(value, f"constant {_node_text(node)}")
+            value = _expr.Constant(np.ascontiguousarray(arr))
+        elif isinstance(value, torch.device):
+            value = str(value)
+        elif isinstance(value, torch.dtype):
+            value = DTypeName(torch_dtype_to_str(value, _node_text(node)))
+        self.env[out.debugName()] = value
+
+    def prim_ListConstruct(self, node):
+        self.env[node.output().debugName()] = list(self._ins(node))
+
+    def prim_TupleConstruct(self, node):
+        self.env[node.output().debugName()] = tuple(self._ins(node))
+
+    def prim_DictConstruct(self, node):
+        ins = self._ins(node)
+        self.env[node.output().debugName()] = dict(zip(ins[0::2], ins[1::2]))
+
+    def _unpack(self, node):
+        (value,) = self._ins(node)
+        outs = list(node.outputs())
+        if isinstance(value, Expr) and not isinstance(value, _expr.Tuple):
+            t = self.ctx.type_of(value)
+            from ...ir.type import TupleType
+            if isinstance(t, TupleType):
+                value = [TupleGetItem(value, i) for i in range(len(outs))]
+            else:  # unpacking a tensor along its first axis
+                n = self.ctx.shape(value)[0]
+                from .. import op as _op
+                parts = _op.split(value, n, axis=0)
+                value = [_op.squeeze(parts[i], axis=[0]) for i in range(n)]
+        elif isinstance(value, _expr.Tuple):
+            value = list(value.fields)
+        self._bind_outputs(node, list(value))
+
+    prim_TupleUnpack = _unpack
+    prim_ListUnpack = _unpack
+
+    def prim_TupleIndex(self, node):
+        seq, i = self._ins(node)
+        self.env[node.output().debugName()] = seq[int(i)]
+
+    prim_ListIndex = prim_TupleIndex
+
+    def prim_TupleSlice(self, node):
+        ins = self._ins(node)
+        self.env[node.output().debugName()] = tuple(ins[0][int(ins[1]):int(ins[2])])
+
+    def prim_GetAttr(self, node):
+        (owner,) = self._ins(node)
+        name = node.s("name")
+        if not isinstance(owner, _ModuleRef):
+            raise FrontendError(f"prim::GetAttr[name={name!r}] on a value that is not a module")
+        import torch
+        obj = getattr(owner.obj, name)
+        path = owner.path + [name]
+        if isinstance(obj, torch.Tensor):
+            value = self._param(path, obj, node)
+        elif isinstance(obj, (torch.jit.ScriptModule, torch.nn.Module)) or hasattr(obj, "_c"):
+            value = _ModuleRef(path, obj)
+        else:
+            value = obj
+        self.env[node.output().debugName()] = value
+
+    def prim_NumToTensor(self, node):
+        (v,) = self._ins(node)
+        if isinstance(v, Expr):
+            self.env[node.output().debugName()] = v
+            return
+        dtype = "bool" if isinstance(v, bool) else ("int64" if isinstance(v, numbers.Integral) else "float64")
+        self.env[node.output().debugName()] = _expr.Constant(np.asarray(v, dtype=dtype))
+
+    def prim_ImplicitTensorToNum(self, node):
+        (v,) = self._ins(node)
+        self.env[node.output().debugName()] = self.ctx.scalar(v, "the tensor converted to a number")
+
+    def prim_If(self, node):
+        cond = self._ins(node)[0]
+        if isinstance(cond, Expr):
+            val = self.ctx.value(cond)
+            if val is None:
+                raise FrontendError("prim::If on a condition that depends on the inputs; " + _SCRIPT_HINT)
+            cond = bool(np.asarray(val).reshape(()))
+        blocks = list(node.blocks())
+        block = blocks[0] if cond else blocks[1]
+        self._convert_block(block.nodes())
+        outs = [self.env[o.debugName()] for o in block.outputs()]
+        self._bind_outputs(node, outs if len(outs) != 1 else outs[0]) if outs else None
+
+    def prim_dtype(self, node):
+        (v,) = self._ins(node)
+        self.env[node.output().debugName()] = DTypeName(self.ctx.dtype(v))
+
+    def prim_device(self, node):
+        self.env[node.output().debugName()] = "cpu"
+
+    def prim_layout(self, node):
+        self.env[node.output().debugName()] = 0
+
+    def prim_shape(self, node):
+        (v,) = self._ins(node)
+        self.env[node.output().debugName()] = list(self.ctx.shape(v))
+
+    def prim_unchecked_cast(self, node):
+        self.env[node.output().debugName()] = self._ins(node)[0]
+
+    prim_data = prim_unchecked_cast
+
+    def prim_Uninitialized(self, node):
+        self.env[node.output().debugName()] = None
+
+    def prim_requires_grad(self, node):
+        self.env[node.output().debugName()] = False
+
+    prim_is_cuda = prim_requires_grad
+
+    def prim_min(self, node):
+        ins = self._ins(node)
+        vals = ins[0] if len(ins) == 1 else ins
+        self.env[node.output().debugName()] = min(vals)
+
+    def prim_max(self, node):
+        ins = self._ins(node)
+        vals = ins[0] if len(ins) == 1 else ins
+        self.env[node.output().debugName()] = max(vals)
+
+    def prim_type(self, node):
+        self.env[node.output().debugName()] = "cpu"
+
+    def prim_RaiseException(self, node):
+        raise FrontendError("the model raises an exception on this path (prim::RaiseException)")
+
+    def prim_CreateObject(self, node):
+        raise FrontendError("prim::CreateObject (TorchScript classes) is not supported")
+
+    prim_SetAttr = prim_CreateObject
+
+
+def from_pytorch(script_module, input_infos, custom_convert_map=None, default_dtype="float32",
+                 use_parser_friendly_name=False, keep_quantized_weight=False, export_renamed_c_graph_path=None):
+    """Convert a traced TorchScript module to ``(IRModule, params)``.
+
+    ``input_infos``: ``[(name, shape)]`` or ``[(name, (shape, dtype))]``, one per graph input in order.
+    ``custom_convert_map``: ``{"aten::op": fn(inputs, input_types) -> relay expr}`` for ops kiln lacks.
+    Parameters are returned as a dict of NDArrays keyed by attribute path (``conv1.weight``; with
+    ``use_parser_friendly_name``, ``conv1_weight``).
+    """
+    if export_renamed_c_graph_path is not None:
+        raise OpNotImplemented("from_pytorch: export_renamed_c_graph_path is not supported by kiln")
+    importer = TorchScriptImporter(script_module, input_infos, custom_convert_map, default_dtype,
+                                   use_parser_friendly_name, keep_quantized_weight)
+    return importer.run()

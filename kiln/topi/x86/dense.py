@@ -1,0 +1,141 @@
+"""Dense (``data · weightᵀ``) on x86 as a blocked GEMM over a packed weight (TVM's ``dense_pack.x86``).
+
+The weight ``[N, K]`` is packed into panels ``[ceil(N / bn), K, bn]`` (zero-padded when ``bn`` does not
+divide ``N``), so the micro-kernel reads ``bn`` consecutive floats per ``k``. The packing is its own compute
+stage: when the weight is a graph constant, AlterOpLayout (``conv2d_alter_op.dense_alter_layout``) rewrites
+``nn.dense`` into ``nn.contrib_dense_pack`` with a ``layout_transform`` of the weight, which FoldConstant
+computes once at compile time; the compute then sees an already packed 3-D weight.
+
+Schedule: the output is tiled ``bm x bn``; a ``bm x bn`` accumulator (cache_write) lives at the block, its
+reduction is split by ``ku`` and reordered outside the block's rows and columns, rows unrolled and columns
+vectorized: ``bm * bn / simd`` accumulator registers. Blocks are parallel. All tile sizes are AutoTVM knobs.
+"""
+from __future__ import annotations
+
+from ... import autotvm, te
+from ...error import KilnError
+from ...tir import op as T
+from ..utils import get_const_tuple
+from .utils import as_list, divisor_at_most, simd_width, traverse_inline
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _define_dense_space(cfg, M: int, N: int, K: int, bn_fixed: int | None = None):
+    lanes = simd_width()
+    if bn_fixed is None:
+        cands = sorted({lanes, 2 * lanes, 4 * lanes} | ({N} if N < lanes else set()))
+        cfg.define_split("tile_x", N, num_outputs=3, policy="candidate",
+                         candidate=[[-1, o, b] for b in cands for o in (1, 2, 4)])
+    else:
+        cfg.define_split("tile_x", N, num_outputs=3, policy="candidate",
+                         candidate=[[-1, o, bn_fixed] for o in (1, 2, 4)])
+    cfg.define_split("tile_y", M, num_outputs=3, policy="factors", filter=lambda e: e.size[-1] <= 16)
+    cfg.define_split("tile_k", K, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 16)
+    if cfg.is_fallback:
+        bn = bn_fixed or (2 * lanes if N >= 2 * lanes else lanes)
+        cfg["tile_x"] = autotvm.task.SplitEntity([-1, 1, bn])
+        cfg["tile_y"] = autotvm.task.SplitEntity([-1, 1, divisor_at_most(M, 4)])
+        cfg["tile_k"] = autotvm.task.SplitEntity([-1, divisor_at_most(K, 4)])
+
+
+def pack_weight(weight, bn: int, name: str = "packed_weight"):
+    """``[N, K]`` -> ``[ceil(N / bn), K, bn]`` panels, zero beyond ``N``."""
+    N, K = get_const_tuple(weight.shape)
+    if N % bn == 0:
+        return te.compute((N // bn, K, bn), lambda z, k, x: weight[z * bn + x, k], name=name,
+                          tag="dense_weight_pack")
+    zero = T.const(0, weight.dtype)
+    return te.compute((_ceil_div(N, bn), K, bn),
+                      lambda z, k, x: T.if_then_else(z * bn + x < N, weight[T.min(z * bn + x, N - 1), k], zero),
+                      name=name, tag="dense_weight_pack")
+
+
+@autotvm.register_topi_compute("dense_pack.x86")
+def dense_pack(cfg, data, weight, bias=None, out_dtype=None):
+    """``data [M, K] · weight [N, K]ᵀ (+ bias)``; ``weight`` may be pre-packed ``[N / bn, K, bn]``."""
+    out_dtype = out_dtype or data.dtype
+    d_shape = get_const_tuple(data.shape)
+    if len(d_shape) != 2:
+        raise KilnError(f"dense_pack.x86: data must be 2-D [batch, in_features], got shape {d_shape}")
+    M, K = d_shape
+    w_shape = get_const_tuple(weight.shape)
+    if len(w_shape) == 3:
+        nb, kw, bn = w_shape
+        N = nb * bn
+        _define_dense_space(cfg, M, N, K, bn_fixed=bn)
+        packw = weight
+    elif len(w_shape) == 2:
+        N, kw = w_shape
+        _define_dense_space(cfg, M, N, K)
+        bn = cfg["tile_x"].size[-1]
+        packw = pack_weight(weight, bn)
+    else:
+        raise KilnError(f"dense_pack.x86: weight must be [units, in_features] or packed [units/bn, in_features, bn], "
+                        f"got shape {w_shape}")
+    if kw != K:
+        raise KilnError(f"dense_pack.x86: data {d_shape} and weight {w_shape} disagree on in_features ({K} vs {kw})")
+    k = te.reduce_axis((0, K), name="k")
+    out = te.compute((M, N), lambda y, x: te.sum(
+        T.cast(data[y, k], out_dtype) * T.cast(packw[x // bn, k, x % bn], out_dtype), axis=k),
+        name="T_dense_pack", tag="dense_pack")
+    if bias is not None:
+        out = te.compute((M, N), lambda y, x: out[y, x] + T.cast(bias[x], out_dtype), name="T_add",
+                         tag="broadcast")
+    cfg.add_flop(2 * M * N * K)
+    return out
+
+
+def schedule_gemm_block(s, cfg, C, O, n_batch: int = 0):
+    """Tile output stage ``O``'s last two axes (rows, columns) by the cfg's tile_y / tile_x, accumulate ``C``
+    in a block-local cache at the block and vectorize; the ``n_batch`` leading axes of ``O`` join the
+    parallel loop."""
+    if C.op is O:
+        CC = s.cache_write(C, "global")
+    else:
+        CC = C
+    out_axes = list(s[O].op.axis)
+    extra_outer, y, x = out_axes[:n_batch], out_axes[-2], out_axes[-1]
+    yt, yo, yi = cfg["tile_y"].apply(s, O, y)
+    xt, xo, xi = cfg["tile_x"].apply(s, O, x)
+    s[O].reorder(*extra_outer, xt, yt, yo, xo, yi, xi)
+    par = s[O].fuse(*extra_outer, xt, yt)
+    s[O].parallel(par)
+    s[O].vectorize(xi)
+    s[CC].compute_at(s[O], xo)
+    axes = list(s[CC].op.axis)
+    cy, cx = axes[-2], axes[-1]
+    (kk,) = s[CC].op.reduce_axis
+    ko, ki = cfg["tile_k"].apply(s, CC, kk)
+    s[CC].reorder(ko, ki, cy, cx)
+    s[CC].unroll(ki)
+    s[CC].unroll(cy)
+    s[CC].vectorize(cx)
+    return CC
+
+
+def _schedule_pack_stage(s, packw):
+    if not hasattr(packw.op, "axis") or packw.op.name == "placeholder" or not packw.op.input_tensors:
+        return
+    z = packw.op.axis[0]
+    s[packw].parallel(z)
+
+
+@autotvm.register_topi_schedule("dense_pack.x86")
+def schedule_dense_pack(cfg, outs):
+    """Schedule of :func:`dense_pack` (and its fused epilogue)."""
+    outs = as_list(outs)
+    s = te.create_schedule([o.op for o in outs])
+
+    def callback(op):
+        if op.tag != "dense_pack":
+            return
+        C = op.output(0)
+        O = outs[0].op
+        packw = op.input_tensors[1]
+        _schedule_pack_stage(s, packw)
+        schedule_gemm_block(s, cfg, C, O)
+    traverse_inline(s, outs[0].op, callback)
+    return s

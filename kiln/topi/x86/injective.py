@@ -1,0 +1,98 @@
+"""Injective, elementwise, pooling and reduction schedules for x86: fused, vectorized, parallel.
+
+Every non-inlined stage gets its leading data-parallel axes fused into one parallel loop (enough chunks for the
+cores) and its innermost data-parallel axis split by the SIMD width and vectorized when the width divides it
+(reduction axes are moved outside that vector axis, so e.g. a pool over NCHW8c reduces 8 channels at once).
+"""
+from __future__ import annotations
+
+from ... import te
+from ...tir import expr as E
+from ...te.schedule import kInline, kInlinedAlready
+from ..generic.default import PARALLEL_MIN_ELEMENTS, inline_injective
+from .utils import as_list, simd_width
+
+
+def _const_extent(iv):
+    ext = iv.dom.extent
+    return int(ext.value) if isinstance(ext, E.IntImm) else None
+
+
+def schedule_stage_loops(s, op) -> None:
+    """Parallelize and vectorize one compute stage in place."""
+    axes = list(s[op].op.axis)
+    if not axes:
+        return
+    extents = [_const_extent(a) for a in axes]
+    if any(e is None for e in extents):
+        return
+    reduce_axes = list(getattr(s[op].op, "reduce_axis", []) or [])
+    lanes = simd_width(op.output(0).dtype) if op.output(0).dtype.startswith("float") else simd_width("float32")
+    stage = s[op]
+    inner = None
+    if extents[-1] % lanes == 0 and extents[-1] >= lanes:
+        outer_last, inner = stage.split(axes[-1], factor=lanes)
+        axes = axes[:-1] + [outer_last]
+        extents = extents[:-1] + [extents[-1] // lanes]
+    total = 1
+    for e in extents:
+        total *= e
+    if reduce_axes and inner is not None:
+        stage.reorder(*axes, *reduce_axes, inner)
+    if total * (lanes if inner is not None else 1) >= PARALLEL_MIN_ELEMENTS // 4 and len(axes) >= 1:
+        fused, prod = [axes[0]], extents[0]
+        for ax, e in zip(axes[1:], extents[1:]):
+            if prod >= 64:
+                break
+            fused.append(ax)
+            prod *= e
+        if len(fused) == len(axes) and reduce_axes and inner is None:
+            pass  # keep a serial loop inside when the whole nest would become one fused parallel loop
+        par = fused[0] if len(fused) == 1 else stage.fuse(*fused)
+        stage.parallel(par)
+    if inner is not None:
+        stage.vectorize(inner)
+
+
+def schedule_injective_from_existing(sch, out):
+    """Add the x86 loop schedule of ``out`` to an existing schedule."""
+    schedule_stage_loops(sch, out.op)
+    return sch
+
+
+def schedule_injective(outs):
+    """Injective / elementwise / broadcast groups: producers inlined, output parallel + vectorized."""
+    outs = as_list(outs)
+    s = te.create_schedule([o.op for o in outs])
+    inline_injective(s, outs)
+    for o in outs:
+        if hasattr(o.op, "axis"):
+            schedule_stage_loops(s, o.op)
+    return s
+
+
+def _schedule_all_stages(outs):
+    """Every remaining (non-inlined) compute stage gets the loop schedule (for reductions, pools, softmax)."""
+    outs = as_list(outs)
+    s = te.create_schedule([o.op for o in outs])
+    inline_injective(s, outs)
+    for stage in list(s.stages):
+        op = stage.op
+        if not hasattr(op, "axis") or not op.input_tensors:
+            continue
+        if stage.attach_type in (kInline, kInlinedAlready):
+            continue
+        schedule_stage_loops(s, op)
+    return s
+
+
+schedule_elemwise = schedule_injective
+schedule_broadcast = schedule_injective
+schedule_concatenate = schedule_injective
+schedule_reduce = _schedule_all_stages
+schedule_pool = _schedule_all_stages
+schedule_adaptive_pool = _schedule_all_stages
+schedule_global_pool = _schedule_all_stages
+schedule_softmax = _schedule_all_stages
+schedule_log_softmax = _schedule_all_stages
+schedule_layer_norm = _schedule_all_stages

@@ -1,0 +1,105 @@
+"""Helpers shared by the x86 schedules: SIMD width, core count, inlining, and fallback tile sizes."""
+from __future__ import annotations
+
+from ... import te
+from ...tir import expr as E
+from .. import tag as _tag
+from ..utils import get_const_tuple
+
+
+def simd_width(dtype: str = "float32") -> int:
+    """SIMD lanes of ``dtype`` on the current target (``-mcpu`` / detected features); 8 fp32 lanes for AVX2."""
+    from ...target.x86 import get_simd_width
+    from ...target import Target
+    return max(1, int(get_simd_width(Target.current(allow_none=True), dtype)))
+
+
+def num_cores() -> int:
+    from ...target.x86 import get_num_cores
+    from ...target import Target
+    try:
+        return max(1, int(get_num_cores(Target.current(allow_none=True))))
+    except Exception:  # noqa: BLE001 - a target without core information
+        import os
+        return os.cpu_count() or 1
+
+
+def as_list(outs) -> list:
+    return list(outs) if isinstance(outs, (list, tuple)) else [outs]
+
+
+def extent(iv) -> int:
+    ext = iv.dom.extent
+    if not isinstance(ext, E.IntImm):
+        raise ValueError(f"axis {iv} has a symbolic extent; x86 schedules need static shapes")
+    return int(ext.value)
+
+
+def traverse_inline(s, final_op, callback) -> None:
+    """Inline every injective stage reachable from ``final_op`` (stopping at non-injective ones) and call
+    ``callback(op)`` on each op visited, outputs included (TVM's ``topi.utils.traverse_inline``)."""
+    visited = set()
+
+    def visit(op):
+        if op in visited:
+            return
+        visited.add(op)
+        if _tag.is_injective(getattr(op, "tag", "")) and hasattr(op, "axis"):
+            if op not in s.outputs:
+                s[op].compute_inline()
+            for t in op.input_tensors:
+                if hasattr(t.op, "axis") or hasattr(t.op, "body"):
+                    visit(t.op)
+        callback(op)
+    visit(final_op)
+
+
+def divisor_at_most(n: int, limit: int) -> int:
+    """The largest divisor of ``n`` that is at most ``limit`` (>= 1)."""
+    best = 1
+    for d in range(1, min(n, max(1, limit)) + 1):
+        if n % d == 0:
+            best = d
+    return best
+
+
+def split_vector(stage, axis, n: int, lanes: int):
+    """Split ``axis`` (extent ``n``) by the SIMD width and vectorize the inner part when that leaves no tail;
+    returns the outer axis (or ``axis`` itself when nothing was split)."""
+    if n <= 1:
+        return axis
+    if n % lanes == 0:
+        outer, inner = stage.split(axis, factor=lanes)
+        stage.vectorize(inner)
+        return outer
+    if n <= 2 * lanes:
+        stage.vectorize(axis)
+        return None
+    return axis
+
+
+def parallel_outer(stage, axes, extents, min_chunks: int | None = None) -> None:
+    """Fuse the leading ``axes`` until there is enough parallel work for the cores and parallelize them."""
+    if not axes:
+        return
+    want = min_chunks or num_cores()
+    fused = [axes[0]]
+    total = extents[0]
+    for ax, e in zip(axes[1:], extents[1:]):
+        if total >= 4 * want:
+            break
+        fused.append(ax)
+        total *= e
+    if total <= 1:
+        return
+    outer = fused[0] if len(fused) == 1 else stage.fuse(*fused)
+    stage.parallel(outer)
+    return outer
+
+
+def shape_of(t) -> tuple:
+    return get_const_tuple(t.shape)
+
+
+__all__ = ["simd_width", "num_cores", "as_list", "extent", "traverse_inline", "divisor_at_most", "split_vector",
+           "parallel_outer", "shape_of", "te"]

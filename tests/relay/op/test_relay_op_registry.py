@@ -1,0 +1,144 @@
+import numpy as np
+import pytest
+
+import kiln
+from kiln import relay, te
+from kiln.error import OpNotImplemented
+from kiln.ir import Op, OpPattern, TensorType
+from kiln.relay.backend.te_compiler import select_implementation
+from kiln.relay.op import OpStrategy
+from kiln.relay.op.strategy import generic
+
+EXPECTED_PATTERNS = {
+    "add": OpPattern.BROADCAST, "exp": OpPattern.ELEMWISE, "sum": OpPattern.COMM_REDUCE,
+    "argmax": OpPattern.COMM_REDUCE, "reshape": OpPattern.INJECTIVE, "concatenate": OpPattern.INJECTIVE,
+    "expand_dims": OpPattern.BROADCAST, "tile": OpPattern.BROADCAST, "where": OpPattern.BROADCAST,
+    "nn.conv2d": OpPattern.OUT_ELEMWISE_FUSABLE, "nn.dense": OpPattern.OUT_ELEMWISE_FUSABLE,
+    "nn.batch_matmul": OpPattern.OUT_ELEMWISE_FUSABLE, "nn.max_pool2d": OpPattern.OUT_ELEMWISE_FUSABLE,
+    "nn.bias_add": OpPattern.BROADCAST, "nn.relu": OpPattern.ELEMWISE, "nn.softmax": OpPattern.OPAQUE,
+    "nn.batch_norm": OpPattern.OPAQUE, "nn.pad": OpPattern.INJECTIVE, "nn.batch_flatten": OpPattern.INJECTIVE,
+    "layout_transform": OpPattern.INJECTIVE, "image.resize2d": OpPattern.INJECTIVE, "nn.dropout": OpPattern.OPAQUE,
+}
+
+
+def test_patterns_as_tvm():
+    for name, pattern in EXPECTED_PATTERNS.items():
+        assert relay.op.get(name).get_attr("TOpPattern") == pattern, name
+
+
+def test_every_op_is_complete():
+    from kiln.relay.op._define import DEFINED_OPS
+    assert len(DEFINED_OPS) > 100
+    for name in DEFINED_OPS:
+        op = Op.get(name)
+        for key in ("FTypeRelation", "TOpPattern", "FReference", "FTVMStrategy"):
+            assert op.has_attr(key), f"{name} lacks {key}"
+
+
+def test_attrs_type_keys():
+    assert Op.get("nn.conv2d").attrs_type_key == "relay.attrs.Conv2DAttrs"
+    assert Op.get("nn.max_pool2d").attrs_type_key == "relay.attrs.MaxPool2DAttrs"
+    assert Op.get("nn.avg_pool2d").attrs_type_key == "relay.attrs.AvgPool2DAttrs"
+    assert Op.get("sum").attrs_type_key == "relay.attrs.ReduceAttrs"
+    assert Op.get("image.resize2d").attrs_type_key == "relay.attrs.Resize2DAttrs"
+    assert kiln.ir.make_node("relay.attrs.SoftmaxAttrs", axis=1).axis == 1
+
+
+def _te_stack_works() -> str:
+    """'' when TE lowering + the TIR interpreter run a trivial compute (they are built by another part of kiln)."""
+    try:
+        from kiln.topi.testing import run_te
+        a = te.placeholder((2,), name="a")
+        b = te.compute((2,), lambda i: a[i] + 1.0, name="b")
+        out = run_te([a], [b], [np.zeros(2, "float32")])[0]
+        return "" if np.allclose(out, 1.0) else "wrong result"
+    except Exception as err:  # noqa: BLE001
+        return f"{type(err).__name__}: {err}"
+
+
+def _te_inputs(*shapes):
+    return [te.placeholder(s, name=f"p{i}") for i, s in enumerate(shapes)]
+
+
+@pytest.mark.parametrize("build,shapes", [
+    (lambda a, b: relay.add(a, b), [(3, 4), (4,)]),
+    (lambda a: relay.nn.relu(a), [(2, 5)]),
+    (lambda a: relay.sum(a, axis=1), [(3, 5)]),
+    (lambda a: relay.transpose(a, (1, 0)), [(3, 2)]),
+    (lambda a, b: relay.nn.conv2d(a, b, padding=1), [(1, 2, 5, 5), (3, 2, 3, 3)]),
+    (lambda a, b: relay.nn.dense(a, b), [(2, 3), (4, 3)]),
+])
+def test_strategy_compute_matches_reference(build, shapes):
+    """The FTVMStrategy implementation (TOPI compute + generic schedule) agrees with FReference."""
+    from kiln.topi.testing import run_te
+    problem = _te_stack_works()
+    if problem:
+        pytest.skip(f"the TE lowering stack is not usable right now ({problem})")
+    vars_ = [relay.var(f"x{i}", shape=s) for i, s in enumerate(shapes)]
+    call = relay.testing.run_infer_type(build(*vars_))
+    arrays = [np.random.default_rng(i).uniform(-1, 1, s).astype("float32") for i, s in enumerate(shapes)]
+    inputs = _te_inputs(*shapes)
+    impl, outs = select_implementation(call.op, call.attrs, inputs, call.checked_type, kiln.target.Target("llvm"))
+    sched = impl.schedule(call.attrs, outs, "llvm")
+    got = run_te(inputs, outs, arrays, schedule=sched)[0]
+    expect = call.op.get_attr("FReference")(call.attrs, arrays, call.checked_type)
+    np.testing.assert_allclose(got, expect, rtol=1e-4, atol=1e-5)
+
+
+def test_missing_compute_raises_op_not_implemented_at_compile_time():
+    call = relay.testing.run_infer_type(relay.nn.dropout_raw(relay.var("x", shape=(2,))))
+    with pytest.raises(OpNotImplemented, match="nn.dropout"):
+        select_implementation(call.op, call.attrs, _te_inputs((2,)), call.checked_type, "llvm")
+    # the generic (non-CPU) strategy of a packed conv names the op and the TOPI function it lacks
+    x = relay.var("x", shape=(1, 4, 4, 4, 4))
+    w = relay.var("w", shape=(1, 4, 3, 3, 4, 4))
+    call = relay.testing.run_infer_type(relay.nn.contrib_conv2d_nchwc(x, w, padding=1, data_layout="NCHW4c",
+                                                                      kernel_layout="OIHW4i4o"))
+    ins = _te_inputs((1, 4, 4, 4, 4), (1, 4, 3, 3, 4, 4))
+    if not hasattr(kiln.topi.nn, "conv2d_NCHWc"):
+        with pytest.raises(OpNotImplemented, match=r"nn.contrib_conv2d_NCHWc.*kiln.topi.nn.conv2d_NCHWc"):
+            select_implementation(call.op, call.attrs, ins, call.checked_type, kiln.target.Target("cuda"))
+    # a layout the generic conv2d compute does not cover
+    call = relay.testing.run_infer_type(relay.nn.conv2d(relay.var("a", shape=(1, 4, 4, 8)),
+                                                        relay.var("b", shape=(3, 3, 2, 8)), data_layout="NHWC",
+                                                        kernel_layout="HWOI"))
+    with pytest.raises(OpNotImplemented, match="data_layout=NHWC, kernel_layout=HWOI"):
+        select_implementation(call.op, call.attrs, _te_inputs((1, 4, 4, 8), (3, 3, 2, 8)), call.checked_type,
+                              kiln.target.Target("cuda"))
+
+
+def test_generic_strategy_dispatches_on_target_keys():
+    calls = []
+
+    def default(attrs, inputs, out_type, target):
+        calls.append("default")
+        return OpStrategy()
+    strat = generic.GenericStrategy("demo_strategy", default)
+
+    @strat.register("cpu")
+    def _cpu(attrs, inputs, out_type, target):
+        calls.append("cpu")
+        return OpStrategy()
+    strat(None, [], None, "llvm")
+    strat(None, [], None, "cuda")
+    assert calls == ["cpu", "default"]
+
+
+def test_register_helpers_and_op_strategy():
+    name = "test.relay_op_registry_tmp"
+    relay.op.register(name, "tmp")
+    relay.op.register_pattern(name, OpPattern.INJECTIVE)
+    relay.op.register_compute(name, lambda attrs, inputs, out_type: [kiln.topi.identity(inputs[0])])
+    relay.op.register_injective_schedule(name)
+    relay.op.register_legalize(name, lambda attrs, inputs, types: None)
+    relay.op.register_alter_op_layout(name, lambda attrs, inputs, tinfos, out_type: None)
+    op = relay.op.get(name)
+    assert op.get_attr("TOpPattern") == OpPattern.INJECTIVE
+    assert op.has_attr("FTVMLegalize") and op.has_attr("FTVMAlterOpLayout")
+    impl, outs = select_implementation(op, None, _te_inputs((3,)), TensorType((3,)), "llvm")
+    assert impl.plevel == 10 and len(outs) == 1
+    s = OpStrategy()
+    s.add_implementation(lambda *a: [], lambda *a: None, name="low", plevel=5)
+    s.add_implementation(lambda *a: [], lambda *a: None, name="high", plevel=15)
+    assert s.best().name == "high"
+    kiln.ir.op._remove_op_for_tests(name)

@@ -1,0 +1,68 @@
+"""The x86 strategies and AlterOpLayout hooks through relay.build: implementation choice, NCHW -> NCHWc -> NCHW
+layout rewrites with layout_transform at the graph boundary only, weights packed at compile time."""
+import numpy as np
+
+import kiln as tvm
+from kiln import relay
+from kiln.runtime.graph_executor import GraphModule
+
+
+def _net(rng):
+    x = relay.var("x", shape=(1, 16, 13, 11))
+    w1 = relay.const(rng.standard_normal((24, 16, 3, 3)).astype("float32"))
+    w2 = relay.const(rng.standard_normal((24, 1, 3, 3)).astype("float32"))
+    w3 = relay.const(rng.standard_normal((16, 24)).astype("float32"))
+    w4 = relay.const(rng.standard_normal((5, 16)).astype("float32"))
+    y = relay.nn.relu(relay.nn.conv2d(x, w1, padding=(1, 1), channels=24, kernel_size=(3, 3)))
+    y = relay.nn.conv2d(y, w2, padding=(1, 1), strides=(2, 2), groups=24, channels=24, kernel_size=(3, 3))
+    y = relay.nn.batch_flatten(relay.nn.global_avg_pool2d(y))
+    y = relay.nn.relu(relay.nn.dense(y, w3))
+    y = relay.nn.softmax(relay.nn.dense(y, w4))
+    return tvm.IRModule.from_expr(relay.Function([x], y))
+
+
+def _build(mod, with_target: bool):
+    with tvm.transform.PassContext(opt_level=3):
+        if with_target:
+            with tvm.target.Target("llvm"):
+                return relay.build(mod, target="llvm")
+        return relay.build(mod, target="llvm")
+
+
+def test_x86_implementations_and_nchwc_rewrite_match_reference():
+    rng = np.random.default_rng(0)
+    mod = _net(rng)
+    x = rng.standard_normal((1, 16, 13, 11)).astype("float32")
+    ref = relay.create_executor("debug", mod=mod).evaluate()(x).numpy()
+    for with_target in (False, True):
+        lib = _build(mod, with_target)
+        impls = {c.anchor_op: c.implementation for c in lib.lowered}
+        text = lib.optimized_mod["main"].astext()
+        if with_target:  # AlterOpLayout active: packed convs, dense_pack with a folded packed weight
+            assert impls["nn.contrib_conv2d_NCHWc"] == "conv2d_NCHWc.x86"
+            assert impls["nn.contrib_depthwise_conv2d_NCHWc"] == "depthwise_conv2d_NCHWc.x86"
+            assert impls["nn.contrib_dense_pack"] == "dense_pack.x86"
+            assert 'src_layout="NCHW", dst_layout="NCHW8c"' in text      # graph input boundary
+            assert text.count("layout_transform(") == 2               # in and out of the conv chain only
+            assert 'src_layout="OIHW"' not in text and 'src_layout="NC"' not in text  # weights folded
+        else:
+            assert impls["nn.conv2d"] in ("conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86")
+            assert impls["nn.dense"] == "dense_pack.x86"
+            assert "layout_transform" not in text
+        assert impls["nn.softmax"] == "softmax.x86"
+        m = GraphModule(lib["default"](tvm.cpu()))
+        m.set_input("x", x)
+        m.run()
+        np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_dense_pack_op_reference_and_type():
+    from kiln.relay.op.strategy.x86 import contrib_dense_pack
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 7)).astype("float32")
+    w = rng.standard_normal((16, 7)).astype("float32")
+    packed = w.reshape(2, 8, 7).transpose(0, 2, 1).copy()
+    x = relay.var("x", shape=(3, 7))
+    f = relay.Function([x], contrib_dense_pack(x, relay.const(packed), units=16, weight_layout="NC8n"))
+    out = relay.create_executor("debug", mod=tvm.IRModule.from_expr(f)).evaluate()(a).numpy()
+    np.testing.assert_allclose(out, a @ w.T, rtol=1e-5, atol=1e-5)
