@@ -46,6 +46,7 @@ class KilnBackendRep(BackendRep):
         self.input_names = [i.name for i in _graph_inputs(model)]
         self.output_names = [o.name for o in model.graph.output]
         self._compiled: dict = {}
+        self._specialized: dict = {}  # input signature -> names of inputs the build is specialized on
 
     # -- inputs ------------------------------------------------------------------------------------------------
     def _named_inputs(self, inputs) -> dict:
@@ -63,13 +64,36 @@ class KilnBackendRep(BackendRep):
         return {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
 
     # -- compile and run ---------------------------------------------------------------------------------------------
+    def _import(self, named: dict):
+        """from_onnx on the model; inputs that decide shapes (a Reshape target fed by a graph input, ...) are
+        bound to their current values, so the compiled model is specialized on them."""
+        from ..error import OpNotImplemented
+        from ..relay.frontend.onnx import from_onnx
+        bound: dict = {}
+        while True:
+            model = self.model if not bound else _bind_inputs(self.model, bound)
+            try:
+                mod, params = from_onnx(model, shape={n: v.shape for n, v in named.items() if n not in bound})
+                return mod, params, bound
+            except OpNotImplemented as err:
+                wanted = [n for n in getattr(err, "runtime_inputs", []) if n in named and n not in bound]
+                if not wanted:
+                    raise
+                for n in wanted:
+                    bound[n] = named[n]
+
     def _compile(self, named: dict):
         key = tuple((n, v.shape, str(v.dtype)) for n, v in named.items())
+        spec_key = self._specialized.get(key)
+        if spec_key is not None:
+            key = key + tuple((n, named[n].tobytes()) for n in spec_key)
         hit = self._compiled.get(key)
         if hit is not None:
             return hit
-        from ..relay.frontend.onnx import from_onnx
-        mod, params = from_onnx(self.model, shape={n: v.shape for n, v in named.items()})
+        mod, params, bound = self._import(named)
+        if bound:
+            self._specialized[key] = sorted(bound)
+            key = key + tuple((n, named[n].tobytes()) for n in sorted(bound))
         if self.executor == "debug":
             from .. import cpu
             from ..relay.build_module import create_executor
@@ -84,13 +108,15 @@ class KilnBackendRep(BackendRep):
                 lib = build(mod, target=self.target, params=params)
             gmod = graph_executor.GraphModule(lib["default"](cpu(0)))
             runner = ("graph", gmod, None, None)
+        runner = runner + (set(bound),)
         self._compiled[key] = runner
         return runner
 
     def run(self, inputs, **kwargs) -> list:
         """Run the model; ``inputs`` is a list in graph-input order, a dict by name, or one array."""
         named = self._named_inputs(inputs)
-        kind, fn, names, params = self._compile(named)
+        kind, fn, names, params, bound = self._compile(named)
+        named = {n: v for n, v in named.items() if n not in bound}
         if kind == "debug":
             args = [named[n] if n in named else params[n] for n in names]
             result = fn(*args)
@@ -104,6 +130,19 @@ class KilnBackendRep(BackendRep):
         if len(outs) != len(self.output_names):
             raise ArgumentError(f"kiln produced {len(outs)} outputs, the model declares {len(self.output_names)}")
         return outs
+
+
+def _bind_inputs(model, values: dict):
+    """A copy of ``model`` whose graph inputs in ``values`` are initializers holding those values."""
+    from onnx import numpy_helper
+    m = type(model)()
+    m.CopyFrom(model)
+    keep = [i for i in m.graph.input if i.name not in values]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    for name, v in values.items():
+        m.graph.initializer.append(numpy_helper.from_array(np.asarray(v), name))
+    return m
 
 
 class KilnBackend(Backend):

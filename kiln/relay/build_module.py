@@ -284,8 +284,8 @@ class GraphExecutor(_ExecutorBase):
 
         def _graph_wrapper(*args, **kwargs):
             values = _convert_args(Function(params, main.body), args, kwargs)
-            for p, v in zip(params, values):
-                gmod.set_input(p.name_hint, v)
+            for i, v in enumerate(values):  # main's inputs are the graph's first input nodes, in order
+                gmod.set_input(i, v)
             gmod.run()
             outs = [gmod.get_output(i).copyto(gmod.module.device) for i in range(gmod.get_num_outputs())]
             if isinstance(ret_type, TupleType):

@@ -138,7 +138,8 @@ def random_fill_args(remote: RPCSession, arg_info, dev: RemoteDevice | None = No
         random_fill = remote.get_function("tvm.contrib.random.random_fill")
         for arg in args:
             random_fill(arg)
-    dev.sync()
+    if dev.local_device_type != 1:  # the server fills CPU arrays synchronously; other devices may queue
+        dev.sync()
     return args
 
 

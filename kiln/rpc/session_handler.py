@@ -14,6 +14,7 @@ import time
 import traceback
 
 import numpy as np
+import numpy.random  # noqa: F401 - import once in the server, not in every forked session worker
 
 from ..error import KilnError, RPCError
 from .protocol import BlobWriter, ProtocolError, blob_slice, error_payload

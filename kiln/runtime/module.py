@@ -248,14 +248,25 @@ class CModule(Module):
         if fmt in ("c", "cc") and self._source is not None:
             with open(file_name, "w", encoding="utf-8") as f:
                 f.write(self._source)
-        elif fmt == "o" and len(self._objects) == 1:
-            shutil.copyfile(self._objects[0], file_name)
+        elif fmt == "o" and self._objects:
+            self._save_object(file_name)
         elif fmt == "json":
             with open(file_name, "w", encoding="utf-8") as f:
                 json.dump({"functions": self.functions, "entry_name": self._entry}, f, indent=1)
         else:
             raise KilnError(f"module {self.type_key} cannot be saved as {fmt!r}; use .c, .o or .json "
                             "(or export_library for a loadable file)")
+
+    def _save_object(self, file_name: str) -> None:
+        """One relocatable object holding the kernels and this module's function metadata (the
+        ``__kiln_dev_mblob`` blob), so that TVM's classic flow works: ``save("m.o")``, then
+        ``contrib.cc.create_shared("m.so", ["m.o"])``, then ``load_module("m.so")``."""
+        from ..target import compiler  # saving an object needs the compiler driver; loading does not
+
+        blob = _blob.pack([(LIBRARY_TYPE_KEY, self.blob_header(), self.blob_payloads(), [])], root=0)
+        with tempfile.TemporaryDirectory(prefix="kiln-save-") as work:
+            meta = compiler.blob_object(blob, os.path.join(work, "devc.o"))
+            compiler.link_relocatable(list(self._objects) + [meta], file_name)
 
     def _object_files(self) -> list | None:
         return list(self._objects)

@@ -603,26 +603,25 @@ class FunctionCodegen(StmtExprVisitor):
         return self._lanewise_binary(e, "mod", "a[k] % b[k]")
 
     def visit_FloorDiv(self, e):
-        dt = parse_dtype(e.dtype)
-        if dt.is_float:
+        if parse_dtype(e.dtype).is_float:
             return self._float_call("floor", e.dtype, [E.Div(e.a, e.b)])
-        if dt.is_uint or (self._is_nonneg(e.a) and self._is_nonneg(e.b)):
-            return self.visit_Div(e)
-        if dt.lanes == 1:
-            return f"{self.c.floordiv(e.dtype)}({self.visit(e.a)}, {self.visit(e.b)})"
-        fn = self.c.floordiv(dt.element_of())
-        return self._lanewise_binary(e, "floordiv", f"{fn}(a[k], b[k])")
+        return self._floor_int(e, "floordiv", self.visit_Div)
 
     def visit_FloorMod(self, e):
-        dt = parse_dtype(e.dtype)
-        if dt.is_float:
+        if parse_dtype(e.dtype).is_float:
             return self.visit(e.a - E.Call(e.dtype, "tir.floor", [E.Div(e.a, e.b)]) * e.b)
+        return self._floor_int(e, "floormod", self.visit_Mod)
+
+    def _floor_int(self, e, kind: str, truncating):
+        """Integer floordiv / floormod: C's truncating operator where it agrees (unsigned or provably
+        non-negative operands), else the ``kind`` helper, lane by lane for vectors."""
+        dt = parse_dtype(e.dtype)
         if dt.is_uint or (self._is_nonneg(e.a) and self._is_nonneg(e.b)):
-            return self.visit_Mod(e)
+            return truncating(e)
+        helper = getattr(self.c, kind)
         if dt.lanes == 1:
-            return f"{self.c.floormod(e.dtype)}({self.visit(e.a)}, {self.visit(e.b)})"
-        fn = self.c.floormod(dt.element_of())
-        return self._lanewise_binary(e, "floormod", f"{fn}(a[k], b[k])")
+            return f"{helper(e.dtype)}({self.visit(e.a)}, {self.visit(e.b)})"
+        return self._lanewise_binary(e, kind, f"{helper(dt.element_of())}(a[k], b[k])")
 
     def _lanewise_binary(self, e, opname: str, lane_expr: str):
         name = f"kiln_{opname}_{suffix(e.dtype)}"

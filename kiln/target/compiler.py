@@ -208,28 +208,31 @@ def compile_object(source: str, cflags: Iterable[str] = (), suffix: str = ".c") 
 
 def link_shared(objects: Sequence[str], output: str, ldflags: Iterable[str] = (), cc: Sequence[str] | None = None) -> str:
     """Link object (or source) files into the shared library ``output``, written atomically."""
-    cc = list(cc) if cc else find_compiler()
-    flags = list(DEFAULT_LDFLAGS) + list(ldflags)
-    out_dir = os.path.dirname(os.path.abspath(output))
-    os.makedirs(out_dir, exist_ok=True)
-    tmp_out = _temp_sibling(os.path.abspath(output))
-    try:
-        stats.links += 1
-        _run(cc + [str(o) for o in objects] + ["-o", tmp_out] + flags, "linking " + os.path.basename(output), None)
-        os.replace(tmp_out, output)
-    finally:
-        _silent_remove(tmp_out)
-    return output
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    return _link(objects, output, list(DEFAULT_LDFLAGS) + list(ldflags), cc, os.path.basename(output))
 
 
 def link_executable(objects: Sequence[str], output: str, ldflags: Iterable[str] = (), cc: Sequence[str] | None = None) -> str:
+    """Link object (or source) files into the executable ``output``, written atomically."""
+    _link(objects, output, list(ldflags), cc, output)
+    os.chmod(output, 0o755)
+    return output
+
+
+def link_relocatable(objects: Sequence[str], output: str) -> str:
+    """Combine object files into the one relocatable object ``output`` (``cc -r``), written atomically."""
+    return _link(objects, output, ["-r", "-nostdlib"], None, os.path.basename(output))
+
+
+def _link(objects, output: str, flags: list, cc, what: str) -> str:
+    """Run the linker into a temporary sibling of ``output`` and move it into place, so a parallel
+    reader never sees a half-written file."""
     cc = list(cc) if cc else find_compiler()
     tmp_out = _temp_sibling(os.path.abspath(output))
     try:
         stats.links += 1
-        _run(cc + [str(o) for o in objects] + ["-o", tmp_out] + list(ldflags), "linking " + output, None)
+        _run(cc + [str(o) for o in objects] + ["-o", tmp_out] + flags, "linking " + what, None)
         os.replace(tmp_out, output)
-        os.chmod(output, 0o755)
     finally:
         _silent_remove(tmp_out)
     return output

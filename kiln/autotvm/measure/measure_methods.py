@@ -1,28 +1,34 @@
-"""Local measurement: LocalBuilder compiles configs in worker processes, LocalRunner times them in a
-separate process (TVM's ``autotvm.measure.measure_methods``, without RPC).
+"""Builders and runners (TVM's ``autotvm.measure.measure_methods``).
 
-The builder exports each compiled kernel library to a temporary directory; the runner loads it in its
-own worker process and times it with ``Module.time_evaluator``. A kernel that crashes or hangs kills only
-that worker: the measurement becomes one failed MeasureResult (RUNTIME_DEVICE / RUN_TIMEOUT).
+LocalBuilder compiles configs in worker processes and exports each kernel library to a temporary
+directory. RPCRunner measures the libraries on RPC servers registered with a tracker; LocalRunner is
+an RPCRunner with its own tracker and server on loopback (as in TVM), so local and remote measurement
+share one path (``remote.run_through_rpc``). A kernel that crashes or hangs kills only the server's
+session worker: the measurement becomes one failed MeasureResult (RUNTIME_DEVICE / RUN_TIMEOUT).
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
+import traceback
+import warnings
+import weakref
 from collections import namedtuple
 from random import getrandbits
 
-import numpy as np
-
-from ...error import KilnError
+from ...error import KilnError, RPCError
 from ..env import GLOBAL_SCOPE, reset_global_scope
 from ..task.space import InstantiationError
 from ..utils import get_const_tuple
 from .executor import StatusKind, WorkerPool
 from .measure import Builder, MeasureErrorNo, MeasureResult, Runner
+from .remote import (CLIENT_GRACE_S, RemoteMeasureExecutor, check_remote, classify_error,  # noqa: F401
+                     default_module_loader, request_remote, run_through_rpc)
 
 logger = logging.getLogger("autotvm")
 
@@ -144,140 +150,208 @@ class LocalBuilder(Builder):
             pass
 
 
-def _random_inputs(arg_info, dev):
-    from ...runtime import ndarray as nd
-    rng = np.random.default_rng()
-    arrays = []
-    for shape, dtype in arg_info:
-        if np.dtype(dtype).kind == "f":
-            data = rng.uniform(-1, 1, size=shape).astype(dtype)
-        elif np.dtype(dtype).kind in "iu":
-            data = rng.integers(0, 8, size=shape).astype(dtype)
-        else:
-            data = np.zeros(shape, dtype=dtype)
-        arrays.append(nd.array(data, device=dev))
-    return arrays
+class RPCRunner(Runner):
+    """Measure built configs on RPC servers of ``key`` registered with the tracker at ``host:port``.
 
-
-def run_local(measure_input, build_result, number, repeat, min_repeat_ms, cooldown_interval,
-              enable_cpu_cache_flush=False, ref_input=None, ref_output=None) -> MeasureResult:
-    """Load a built library and time it (runs in the runner's worker process)."""
-    import traceback
-    if isinstance(build_result, MeasureResult):
-        return build_result
-    tic = time.time()
-    errno = MeasureErrorNo.NO_ERROR
-    try:
-        from ...runtime import load_module
-        from ...runtime.device import device
-        target = measure_input.target
-        kind = getattr(getattr(target, "kind", None), "name", None) or str(target).split()[0]
-        dev = device(kind, 0)
-        mod = load_module(build_result.filename)
-        entry = getattr(mod, "entry_name", None) or "default_function"
-        kwargs = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms}
-        if enable_cpu_cache_flush:
-            kwargs["f_preproc"] = "cache_flush_cpu_non_first_arg"
-        time_f = mod.time_evaluator(entry, dev, **kwargs)
-        if ref_input is not None:
-            from ...runtime import ndarray as nd
-            args = [nd.array(x, device=dev) for x in ref_input]
-        else:
-            args = _random_inputs(build_result.arg_info, dev)
-        costs = tuple(time_f(*args).results)
-        if len(costs) > 2:  # drop the extremes to reduce variance
-            costs = tuple(sorted(costs)[1:-1])
-        if ref_output is not None:
-            outs = [a.numpy() for a in args]
-            if not all(np.allclose(x, y, rtol=1e-4, atol=1e-4) for x, y in zip(outs, ref_output) if y is not None):
-                errno = MeasureErrorNo.WRONG_ANSWER
-    except Exception as exc:
-        costs = (traceback.format_exc(), RuntimeError(str(exc)[:1024]))
-        errno = MeasureErrorNo.RUNTIME_DEVICE
-    tstamp = time.time()
-    if cooldown_interval:
-        time.sleep(cooldown_interval)
-    return MeasureResult(costs, int(errno), tstamp - tic + build_result.time_cost, tstamp)
-
-
-class LocalRunner(Runner):
-    """Time built configs on this machine, in a separate worker process.
-
-    Each config is run ``repeat`` times, each run averaging ``number`` calls (``number`` is raised so a
-    run lasts at least ``min_repeat_ms``); results drop the fastest and slowest run. ``timeout`` bounds
-    one config's measurement: past it the worker is killed and the result is RUN_TIMEOUT; a crash of the
-    worker is RUNTIME_DEVICE.
+    Each config is run ``repeat`` times on the server, each run averaging ``number`` calls
+    (``number`` grows so a run lasts at least ``min_repeat_ms``); the fastest and slowest runs are
+    dropped. ``timeout`` is the session timeout of one measurement (a hanging kernel: RUN_TIMEOUT).
+    Up to ``n_parallel`` configs are measured at once, each on its own server (the tracker queues
+    requests while all are busy); it defaults to the number of servers of ``key``.
+    ``enable_cpu_cache_flush`` flushes the CPU caches before each run (use with ``number=1``).
+    ``module_loader`` replaces how a session is opened and the library loaded (see
+    ``default_module_loader``).
     """
 
-    def __init__(self, timeout: float = 10, number: int = 4, repeat: int = 3, min_repeat_ms: int = 0,
+    def __init__(self, key: str, host: str, port: int, priority: int = 1, timeout: float = 10,
+                 n_parallel: int | None = None, number: int = 4, repeat: int = 3, min_repeat_ms: int = 0,
                  cooldown_interval: float = 0.1, enable_cpu_cache_flush: bool = False, module_loader=None):
-        super().__init__(timeout, n_parallel=1)
-        self.number = number
-        self.repeat = repeat
-        self.min_repeat_ms = min_repeat_ms
+        super().__init__(timeout, n_parallel)
+        self._n_parallel_given = n_parallel
+        self.key, self.host, self.port, self.priority = key, host, port, priority
+        self.number, self.repeat, self.min_repeat_ms = number, repeat, min_repeat_ms
         self.cooldown_interval = cooldown_interval
         self.enable_cpu_cache_flush = enable_cpu_cache_flush
         self.module_loader = module_loader
-        self.ref_input = None
-        self.ref_output = None
-        self.executor = WorkerPool(1, timeout=timeout)
+        self._ref_input = None
+        self.ref_output = None  # kiln extension: expected outputs (None entries skip an argument)
+        self.executor = RemoteMeasureExecutor()
+        self._next_start = 0.0  # no timing run starts before this time.time() (the cool-down)
+
+    @property
+    def ref_input(self):
+        """Fixed inputs (numpy arrays) to measure with instead of random ones."""
+        return self._ref_input
+
+    @ref_input.setter
+    def ref_input(self, val) -> None:
+        if val is not None:
+            warnings.warn("You are specifying fixed input for tuning the operator. Be sure your input is valid "
+                          "for the operator, e.g. indices are in range.", stacklevel=2)
+        self._ref_input = val
+
+    def _tracker_addr(self) -> tuple:
+        host = self.host or os.environ.get("TVM_TRACKER_HOST")
+        port = self.port or os.environ.get("TVM_TRACKER_PORT")
+        if not host or not port:
+            raise RPCError(f"{type(self).__name__}: no tracker address: pass host and port, or set "
+                           "TVM_TRACKER_HOST and TVM_TRACKER_PORT")
+        return host, int(port)
 
     def set_task(self, task):
+        """Check that a server of our key answers (a clear error otherwise) and size ``n_parallel``."""
+        from ...rpc.measure import count_servers, tracker_keys
+
         self.task = task
+        host, port = self._tracker_addr()
+        try:
+            registered, free = count_servers(self.key, host, port)
+        except RPCError as err:
+            raise RPCError(f"{type(self).__name__}: cannot reach the RPC tracker at {host}:{port} ({err}); start "
+                           f"one with `python -m kiln.exec.rpc_tracker --host={host} --port={port}`") from None
+        if registered == 0:
+            keys = tracker_keys(host, port)
+            raise RPCError(
+                f"{type(self).__name__}: the tracker at {host}:{port} has no server with key {self.key!r} "
+                f"(keys it knows: {keys or 'none'}); start one with `python -m kiln.exec.rpc_server "
+                f"--tracker={host}:{port} --key={self.key}` and check with `python -m kiln.exec.query_rpc_tracker "
+                f"--host={host} --port={port}`")
+        if not check_remote(task.target, self.key, host, port, timeout=max(10.0, float(self.timeout))):
+            raise RPCError(
+                f"{type(self).__name__}: cannot get a device from the servers of key {self.key!r} at the tracker "
+                f"{host}:{port} ({registered} registered, {free} free): none answered in time or none has a "
+                f"{task.target} device; check the queue with `python -m kiln.exec.query_rpc_tracker --host={host} "
+                f"--port={port}` and make sure servers are free")
+        logger.info("Get devices for measurement successfully!")
+        if self._n_parallel_given is None:
+            self.n_parallel = max(1, registered)
         return None
 
     def get_build_kwargs(self) -> dict:
+        """Build arguments that depend on the device (none for CPUs)."""
+        keys = set(getattr(self.task.target, "keys", ()) or ())
+        if keys & {"cuda", "opencl", "rocm", "vulkan", "gpu"}:
+            logger.warning("%s: kiln's RPC devices do not report GPU limits; configs are not pre-checked against "
+                           "the remote GPU's thread and shared-memory limits", type(self).__name__)
         return {}
 
+    def _remote_kwargs(self) -> dict:
+        host, port = self._tracker_addr()
+        return {"device_key": self.key, "host": host, "port": port, "priority": self.priority,
+                "timeout": self.timeout,
+                # the wait in the tracker's queue is part of the batch deadline, as in TVM
+                "request_timeout": self.timeout * (self.n_parallel + 1)}
+
     def run(self, measure_inputs, build_results) -> list:
+        """Measure each built config on a server; one MeasureResult per input, in order."""
+        remote_kwargs = self._remote_kwargs()
+        deadline = self.timeout * (self.n_parallel + 1) + self.cooldown_interval + 2 * CLIENT_GRACE_S
+        # The cool-down between two batches of measurements overlaps with preparing the next batch
+        # (session, upload, inputs) unless it is long compared with the session timeout, which the
+        # server counts from the session's start: then each measurement sleeps after itself, as in TVM.
+        overlap = self.cooldown_interval < 0.5 * self.timeout
         results: list = []
-        jobs, slots = [], []
-        for i, (inp, res) in enumerate(zip(measure_inputs, build_results)):
-            if isinstance(res, MeasureResult):
+        pairs = list(zip(measure_inputs, build_results))
+        for start in range(0, len(pairs), self.n_parallel):
+            chunk = pairs[start:start + self.n_parallel]
+            not_before = self._next_start if overlap else None
+            jobs = [(inp, res, self.number, self.repeat, self.min_repeat_ms, self.cooldown_interval, remote_kwargs,
+                     self._ref_input, self.enable_cpu_cache_flush, self.module_loader, self.ref_output, not_before)
+                    for inp, res in chunk]
+            measured_until = 0.0
+            for (_, built), res in zip(chunk, self.executor.map(run_through_rpc, jobs, deadline)):
+                if not isinstance(res, MeasureResult):
+                    errno = MeasureErrorNo.RUN_TIMEOUT if isinstance(res, TimeoutError) else classify_error(res)
+                    res = _error_result(errno, "".join(traceback.format_exception(res)), res, self.timeout)
+                if not isinstance(built, MeasureResult):  # it ran on a server
+                    measured_until = max(measured_until, min(res.timestamp, time.time()))
                 results.append(res)
-                continue
-            results.append(None)
-            slots.append(i)
-            jobs.append((inp, res, self.number, self.repeat, self.min_repeat_ms, self.cooldown_interval,
-                         self.enable_cpu_cache_flush, self.ref_input, self.ref_output))
-        # a hanging config gets `timeout` seconds plus its cooldown
-        outs = self.executor.map(run_local, jobs, timeout=self.timeout + self.cooldown_interval)
-        for i, job in zip(slots, outs):
-            if job.status == StatusKind.COMPLETE:
-                results[i] = job.value
-            elif job.status == StatusKind.TIMEOUT:
-                results[i] = _error_result(MeasureErrorNo.RUN_TIMEOUT, *job.error, self.timeout)
-            elif job.status == StatusKind.CRASHED:
-                results[i] = _error_result(MeasureErrorNo.RUNTIME_DEVICE, *job.error, self.timeout)
-            else:
-                results[i] = _error_result(MeasureErrorNo.RUNTIME_DEVICE, *job.error, 0.0)
+            if overlap and measured_until:
+                self._next_start = measured_until + self.cooldown_interval
         return results
 
     def __del__(self):
         try:
             self.executor.close()
-        except Exception:
+        except Exception:  # noqa: BLE001
             pass
 
 
-class RPCRunner(Runner):
-    """Measure on a remote device through an RPC tracker (needs kiln.rpc sessions)."""
-
-    def __init__(self, key, host, port, priority=1, timeout=10, n_parallel=None, number=4, repeat=3,
-                 min_repeat_ms=0, cooldown_interval=0.1, enable_cpu_cache_flush=False, module_loader=None):
-        super().__init__(timeout, n_parallel)
-        self.key, self.host, self.port, self.priority = key, host, port, priority
-        self.number, self.repeat, self.min_repeat_ms = number, repeat, min_repeat_ms
-        self.cooldown_interval = cooldown_interval
-        self.enable_cpu_cache_flush = enable_cpu_cache_flush
-
-    def run(self, measure_inputs, build_results) -> list:
-        from ...error import OpNotImplemented
-        raise OpNotImplemented("autotvm.RPCRunner: measuring through RPC is not implemented yet (kiln.rpc "
-                               "sessions); use autotvm.LocalRunner")
+# Local clusters still running; stopped at interpreter exit if the tuner did not stop them.
+_LIVE_CLUSTERS: "weakref.WeakSet" = weakref.WeakSet()
 
 
-def request_remote(device_key, host=None, port=None, priority=1, timeout=60):
-    """Request a remote session from an RPC tracker (needs kiln.rpc)."""
-    from ...error import OpNotImplemented
-    raise OpNotImplemented("autotvm.measure.request_remote needs kiln.rpc sessions, not implemented yet")
+@atexit.register
+def _stop_live_clusters() -> None:
+    for cluster in list(_LIVE_CLUSTERS):
+        try:
+            cluster.terminate()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class LocalRunner(RPCRunner):
+    """Measure on this machine, through a tracker and a server of its own (TVM's "fake local" mode).
+
+    ``set_task`` starts a tracker and one server on loopback and checks the connection; configs are
+    then measured one at a time exactly as RPCRunner measures them, so a kernel that crashes or
+    hangs costs one failed measurement and the server carries on. The tracker and server stop when
+    tuning ends (the tuner closes ``executor``), when the runner is collected, or at exit.
+    """
+
+    def __init__(self, timeout: float = 10, number: int = 4, repeat: int = 3, min_repeat_ms: int = 0,
+                 cooldown_interval: float = 0.1, enable_cpu_cache_flush: bool = False, module_loader=None):
+        super().__init__("", None, None, 0, timeout=timeout, n_parallel=1, number=number, repeat=repeat,
+                         min_repeat_ms=min_repeat_ms, cooldown_interval=cooldown_interval,
+                         enable_cpu_cache_flush=enable_cpu_cache_flush, module_loader=module_loader)
+        self.tracker = None
+        self.server = None
+        self._cluster = None
+        self._cluster_lock = threading.Lock()
+        self.executor.on_close.append(_CloseCluster(weakref.ref(self)))
+
+    def set_task(self, task):
+        """Start a fresh tracker and server for this task; returns ``(server, tracker)`` as TVM does."""
+        from ...rpc.measure import LocalCluster
+
+        self.stop_cluster()
+        cluster = LocalCluster(n_servers=1)
+        _LIVE_CLUSTERS.add(cluster)
+        with self._cluster_lock:
+            self._cluster = cluster
+        self.tracker, self.server = cluster.tracker, cluster.servers[0]
+        self.key, self.host, self.port = cluster.key, cluster.host, cluster.port
+        try:
+            super().set_task(task)
+        except BaseException:
+            self.stop_cluster()
+            raise
+        return self.server, self.tracker
+
+    def stop_cluster(self) -> None:
+        """Stop the tracker and server started by ``set_task`` (if running)."""
+        with self._cluster_lock:
+            cluster, self._cluster = self._cluster, None
+        self.tracker = self.server = None
+        if cluster is not None:
+            _LIVE_CLUSTERS.discard(cluster)
+            cluster.terminate()
+
+    def __del__(self):
+        try:
+            self.executor.close()
+            self.stop_cluster()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class _CloseCluster:
+    """Clean-up hook of a LocalRunner's executor (holds the runner weakly, so it can be collected)."""
+
+    def __init__(self, runner_ref):
+        self.runner_ref = runner_ref
+
+    def __call__(self) -> None:
+        runner = self.runner_ref()
+        if runner is not None:
+            runner.stop_cluster()

@@ -204,9 +204,28 @@ class _Runner:
         out_type = getattr(call, "_checked_type_", None)
         if out_type is None:
             raise InternalError(f"call of {op.name} has no inferred type; run InferType first")
-        result = ref(call.attrs, args, out_type)
+        try:
+            result = ref(call.attrs, args, out_type)
+        except KilnError:
+            raise
+        except IndexError as err:
+            raise ArgumentError(f"operator {op.name}: an index is out of range ({err}); inputs "
+                                f"{_describe(args)}") from err
+        except (ValueError, TypeError, ArithmeticError) as err:
+            raise KilnError(f"operator {op.name} failed in the debug interpreter: {err}; inputs "
+                            f"{_describe(args)}") from err
         _check_result(op, result, out_type)
         return result
+
+
+def _describe(args) -> str:
+    def one(a):
+        if isinstance(a, tuple):
+            return "(" + ", ".join(one(x) for x in a) + ")"
+        if isinstance(a, np.ndarray):
+            return f"{a.dtype}{list(a.shape)}"
+        return type(a).__name__
+    return ", ".join(one(a) for a in args)
 
 
 def _check_result(op, value, ty):

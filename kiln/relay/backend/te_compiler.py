@@ -11,6 +11,7 @@ Structurally equal primitive functions are lowered once and share one kernel.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Sequence
 
@@ -263,7 +264,7 @@ class TECompiler:
         prefix = f"tvmgen_{self.mod_name}_" if self.mod_name else ""
         name = prefix + base
         if len(name) > MAX_FUNC_NAME_LENGTH:
-            digest = f"{abs(hash(name)) & 0xFFFFFFFF:08x}"
+            digest = hashlib.sha1(name.encode("utf-8")).hexdigest()[:8]  # deterministic: names key the disk cache
             name = name[:MAX_FUNC_NAME_LENGTH - 9] + "_" + digest
         count = self._names.get(name, 0)
         self._names[name] = count + 1

@@ -128,8 +128,13 @@ def try_fold_call(call, type_cache: TypeCache | None = None, max_elements: int =
         return call
     out = np.asarray(ref(call.attrs, [a.numpy() for a in call.args], ty))
     dtype = "bool" if ty.dtype == "bool" else str(ty.dtype)
-    out = np.ascontiguousarray(out.astype(dtype, copy=False).reshape([_dim(d) for d in ty.shape]))
+    out = c_array(out.astype(dtype, copy=False).reshape([_dim(d) for d in ty.shape]))
     return Constant(out)
+
+
+def c_array(value) -> np.ndarray:
+    """A C-contiguous copy of ``value`` that keeps 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
+    return np.array(value, order="C", copy=True)
 
 
 def new_var(name_hint: str, type_annotation=None, shape=None, dtype: str = "float32") -> Var:

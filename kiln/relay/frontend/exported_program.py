@@ -17,7 +17,7 @@ from ...ir.module import IRModule
 from .. import expr as _expr
 from ..expr import Expr, TupleGetItem
 from .aten import AtenContext, lookup
-from .common import TypeCache
+from .common import TypeCache, c_array as _c_array
 from .pytorch_utils import DTypeName, SUPPORTED_DTYPES, normalize_args, tensor_to_numpy, torch_dtype_to_str
 
 __all__ = ["from_exported_program"]
@@ -166,7 +166,7 @@ class ExportedProgramImporter:
         if dtype not in SUPPORTED_DTYPES:
             raise FrontendError(f"parameter {name!r}: unsupported dtype {dtype}")
         if not self.keep_params_as_input:
-            return _expr.Constant(np.ascontiguousarray(arr))
+            return _expr.Constant(_c_array(arr))
         v = _expr.var(name, shape=arr.shape, dtype=dtype)
         self.params[name] = arr
         return v

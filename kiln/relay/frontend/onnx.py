@@ -14,9 +14,9 @@ import numpy as np
 from ...error import FrontendError, KilnError, OpNotImplemented
 from ...ir.module import IRModule
 from ...ir.type import TupleType
-from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, const, var
+from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, var
 from .common import TypeCache
-from .onnx_common import CONVERTERS, NodeContext, decode_attributes, onnx_dtype
+from .onnx_common import CONVERTERS, const, NodeContext, decode_attributes, onnx_dtype
 from . import onnx_einsum, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor  # noqa: F401 (registers the converters)
 
 __all__ = ["from_onnx", "GraphConverter", "supported_ops", "MIN_OPSET", "MAX_OPSET"]
@@ -146,7 +146,7 @@ class GraphConverter:
             onnx_dtype(init.data_type, f"initializer {init.name!r}")
             init_names.append(init.name)
             if self.freeze_params:
-                self.table[init.name] = const(np.ascontiguousarray(arr))
+                self.table[init.name] = const(arr)
             else:
                 self.param_values[init.name] = arr
                 self.table[init.name] = var(init.name, shape=arr.shape, dtype=str(arr.dtype))
@@ -179,7 +179,7 @@ class GraphConverter:
         if not self.freeze_params:
             from ...runtime import ndarray as _nd
             for p in params[len(self.input_vars):]:
-                param_dict[p.name_hint] = _nd.array(np.ascontiguousarray(self.param_values[p.name_hint]))
+                param_dict[p.name_hint] = _nd.array(np.array(self.param_values[p.name_hint], order="C"))
         return func, param_dict
 
     def _convert_node(self, node) -> None:
@@ -199,7 +199,10 @@ class GraphConverter:
             msg = str(err)
             if ctx.where not in msg:
                 msg = f"{ctx.where}: {msg}"
-            raise (type(err) if _simple_ctor(type(err)) else FrontendError)(msg) from err
+            new = (type(err) if _simple_ctor(type(err)) else FrontendError)(msg)
+            if hasattr(err, "runtime_inputs"):
+                new.runtime_inputs = err.runtime_inputs
+            raise new from err
         wanted = [n for n in node.output]
         for k, name in enumerate(wanted):
             if not name:
@@ -223,7 +226,14 @@ class GraphConverter:
             return expr
         from ..transform.fold_constant import fold_constant
         folded = fold_constant(expr)
-        return folded if isinstance(folded, Constant) else expr
+        if not isinstance(folded, Constant):
+            return expr
+        ty = self.types.type_of(expr)
+        shape = tuple(int(d) for d in ty.shape)
+        arr = folded.numpy()
+        if arr.shape != shape:  # FoldConstant turns 0-d results into 1-element 1-d arrays
+            return const(arr.reshape(shape))
+        return folded
 
     def try_evaluate(self, expr):
         """The value of an expression that depends only on constants and known params, else None."""

@@ -14,9 +14,9 @@ import numpy as np
 
 from ...error import FrontendError, KilnError, OpNotImplemented
 from ...ir.type import TensorType, TupleType
-from ..expr import Constant, TupleGetItem, Var, const
+from ..expr import Constant, TupleGetItem, Var
 
-__all__ = ["ONNX_DTYPES", "onnx_dtype", "OnnxOpConverter", "register", "CONVERTERS", "NodeContext",
+__all__ = ["const", "ONNX_DTYPES", "onnx_dtype", "OnnxOpConverter", "register", "CONVERTERS", "NodeContext",
            "decode_attributes"]
 
 #: ONNX TensorProto element types kiln can compute with, as kiln dtype strings.
@@ -36,6 +36,14 @@ def onnx_dtype(elem_type: int, where: str) -> str:
         raise FrontendError(f"{where}: ONNX element type {name} is not supported by kiln "
                             f"(supported: {sorted(set(ONNX_DTYPES.values()))})")
     return dt
+
+
+def const(value) -> Constant:
+    """A Relay constant that keeps the numpy dtype (``relay.const`` narrows int64/float64 as TVM does)."""
+    arr = np.asarray(value)
+    if not arr.flags.c_contiguous:
+        arr = arr.copy(order="C")
+    return Constant(arr)
 
 
 # -- converter registry ---------------------------------------------------------------------------------------
@@ -162,8 +170,12 @@ class NodeContext:
     def require_value(self, expr, what: str) -> np.ndarray:
         v = self.value(expr)
         if v is None:
-            raise self.unsupported(f"a {what} computed at run time (kiln needs it known at import time: "
-                                   f"a constant or an initializer)")
+            from ..analysis import free_vars
+            names = sorted({fv.name_hint for fv in free_vars(expr)} - set(self.graph.param_values))
+            err = self.unsupported(f"a {what} computed at run time from graph inputs {names} (kiln needs it known "
+                                   f"at import time: a constant or an initializer)")
+            err.runtime_inputs = names  # lets a caller specialize the model on those inputs' values
+            raise err
         return v
 
     def int_list(self, expr, what: str) -> list:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import op as _op
 from ..op import nn as _nn
-from .onnx_common import OnnxOpConverter, register
+from .onnx_common import const, OnnxOpConverter, register
 
 
 def _parse(ctx, equation: str, ranks: list):

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import op as _op
-from ..expr import const
 from ..op import nn as _nn
-from .onnx_common import OnnxOpConverter, onnx_dtype, register
+from .onnx_common import const, OnnxOpConverter, onnx_dtype, register
 
 
 def scalar(value, dtype: str):

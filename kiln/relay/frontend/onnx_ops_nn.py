@@ -12,7 +12,7 @@ import numpy as np
 from .. import op as _op
 from ..op import image as _image
 from ..op import nn as _nn
-from .onnx_common import OnnxOpConverter, register
+from .onnx_common import const, OnnxOpConverter, register
 from .onnx_ops_elemwise import scalar
 
 
@@ -597,3 +597,52 @@ class Upsample(OnnxOpConverter):
             raise ctx.error(f"mode must be nearest or linear, got {attr.get('mode')!r}")
         sizes = _sizes_from_scales(ctx, ctx.shape(x), scales)
         return _resize(ctx, x, sizes, mode, "asymmetric", "floor", -0.75, 0, 0.0)
+
+
+# -- losses ------------------------------------------------------------------------------------------------------
+def nll_loss(ctx, x, target, weight, reduction, ignore_index):
+    """NegativeLogLikelihoodLoss on log-probabilities ``x`` [N, C, d...] and class indices ``target`` [N, d...]."""
+    dt = ctx.dtype(x)
+    tshape = ctx.shape(target)
+    t = _op.cast(target, "int64")
+    mask = None
+    if ignore_index is not None:
+        mask = _op.not_equal(t, scalar(int(ignore_index), "int64"))
+        t = _op.where(mask, t, scalar(0, "int64"))
+    picked = _op.gather(x, 1, _op.reshape(t, [tshape[0], 1] + list(tshape[1:])))
+    loss = _op.negative(_op.reshape(picked, list(tshape)))
+    wt = _op.take(weight, t, axis=0) if weight is not None else None
+    if mask is not None:
+        wt = _op.where(mask, wt if wt is not None else scalar(1, dt), scalar(0, dt))
+    if wt is not None:
+        loss = _op.multiply(loss, wt)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return _op.sum(loss)
+    if reduction != "mean":
+        raise ctx.error(f"reduction must be none, sum or mean, got {reduction!r}")
+    if wt is None:
+        return _op.mean(loss)
+    if mask is None and ctx.shape(wt) != tuple(tshape):
+        wt = _op.broadcast_to(wt, list(tshape))
+    return _op.divide(_op.sum(loss), _op.sum(wt))
+
+
+@register("NegativeLogLikelihoodLoss")
+class NegativeLogLikelihoodLoss(OnnxOpConverter):
+    @classmethod
+    def _impl_v12(cls, inputs, attr, ctx):
+        weight = inputs[2] if len(inputs) > 2 else None
+        return nll_loss(ctx, inputs[0], inputs[1], weight, attr.get("reduction", "mean"), attr.get("ignore_index"))
+
+
+@register("SoftmaxCrossEntropyLoss")
+class SoftmaxCrossEntropyLoss(OnnxOpConverter):
+    @classmethod
+    def _impl_v12(cls, inputs, attr, ctx):
+        scores, labels = inputs[0], inputs[1]
+        weight = inputs[2] if len(inputs) > 2 else None
+        log_prob = _nn.log_softmax(scores, axis=1)
+        loss = nll_loss(ctx, log_prob, labels, weight, attr.get("reduction", "mean"), attr.get("ignore_index"))
+        return [loss, log_prob]

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import op as _op
 from ..op import nn as _nn
-from .onnx_common import ONNX_DTYPES, OnnxOpConverter, onnx_dtype, register
+from .onnx_common import const, ONNX_DTYPES, OnnxOpConverter, onnx_dtype, register
 from .onnx_ops_elemwise import scalar
 
 
@@ -23,7 +23,6 @@ def _axis(ctx, axis: int, ndim: int, what: str = "axis") -> int:
 
 
 def _int64(values):
-    from ..expr import const
     return const(np.asarray(values, dtype="int64"))
 
 
@@ -53,12 +52,11 @@ class Size(OnnxOpConverter):
 class Constant(OnnxOpConverter):
     @classmethod
     def _impl_v1(cls, inputs, attr, ctx):
-        from ..expr import const
         if "value" in attr:
             v = np.asarray(attr["value"])
             if str(v.dtype) not in ONNX_DTYPES.values():
                 raise ctx.unsupported(f"a Constant of dtype {v.dtype}")
-            return const(np.ascontiguousarray(v))
+            return const(v)
         for key, dt in (("value_float", "float32"), ("value_floats", "float32"), ("value_int", "int64"),
                         ("value_ints", "int64")):
             if key in attr:
@@ -93,7 +91,6 @@ class Range(OnnxOpConverter):
         vals = start.astype("float64") + np.arange(n, dtype="float64") * delta.astype("float64")
         if not dt.startswith("float"):
             vals = start.astype(dt) + np.arange(n, dtype=dt) * delta.astype(dt)
-        from ..expr import const
         return const(np.asarray(vals, dtype=dt))
 
 
@@ -105,7 +102,6 @@ class EyeLike(OnnxOpConverter):
         if len(shape) != 2:
             raise ctx.error(f"input must be 2-D, got shape {shape}")
         dt = onnx_dtype(attr["dtype"], ctx.where) if "dtype" in attr else ctx.dtype(inputs[0])
-        from ..expr import const
         return const(np.eye(shape[0], shape[1], k=int(attr.get("k", 0)), dtype=dt))
 
 
@@ -319,17 +315,26 @@ def slice_expr(ctx, x, starts, ends, axes, steps):
     steps = [1] * len(starts) if steps is None else steps
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ctx.error(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} differ in length")
-    begin, end, stride = [], [], []
+    begin, end, stride, flip = [], [], [], []
     for s, e, a, st in zip(starts, ends, axes, steps):
         if st == 0:
             raise ctx.error("a step of 0")
         b, f, st = slice(int(s), int(e), int(st)).indices(shape[a])
-        if st < 0 and f < 0:
-            f = -shape[a] - 1  # "before index 0" in the negative-index spelling strided_slice understands
+        if st < 0:
+            # a negative step as a positive-step slice of the same elements, then a reverse
+            cnt = len(range(b, f, st))
+            if cnt:
+                b, f, st = b + st * (cnt - 1), b + 1, -st
+                flip.append(a)
+            else:
+                b, f, st = 0, 0, 1
         begin.append(b)
         end.append(f)
         stride.append(st)
-    return _op.strided_slice(x, begin, end, strides=stride, axes=axes)
+    y = _op.strided_slice(x, begin, end, strides=stride, axes=axes)
+    for a in flip:
+        y = _op.reverse(y, a)
+    return y
 
 
 @register("Slice")
@@ -353,7 +358,6 @@ def _normalize_indices(ctx, idx, dim):
         v = np.asarray(v).astype("int64")
         if ((v < -dim) | (v >= dim)).any():
             raise ctx.error(f"indices {v.reshape(-1)[:8].tolist()} are out of range for an axis of size {dim}")
-        from ..expr import const
         return const(np.where(v < 0, v + dim, v).astype(str(v.dtype)))
     dt = ctx.dtype(idx)
     return _op.where(_op.less(idx, scalar(0, dt)), _op.add(idx, scalar(dim, dt)), idx)
@@ -433,7 +437,6 @@ class Trilu(OnnxOpConverter):
         shape = ctx.shape(x)
         n, m = shape[-2], shape[-1]
         mask = np.triu(np.ones((n, m), bool), k) if int(attr.get("upper", 1)) else np.tril(np.ones((n, m), bool), k)
-        from ..expr import const
         return _op.where(const(mask), x, scalar(0, ctx.dtype(x)))
 
 
@@ -496,7 +499,11 @@ def pad_expr(ctx, x, pads, value, mode, axes=None):
         if mode not in ("constant", "reflect", "edge"):
             raise ctx.error(f"mode must be constant, reflect, edge or wrap, got {mode!r}")
         dt = ctx.dtype(x)
-        pv = scalar(0, dt) if value is None else _op.cast(_op.reshape(value, []), dt)
+        known = ctx.value(value) if value is not None else np.zeros(())
+        if known is not None:
+            pv = scalar(np.asarray(known).reshape(-1)[0] if np.asarray(known).size else 0, dt)
+        else:
+            pv = _op.cast(_op.reshape(value, []), dt)
         y = _nn.pad(x, pos, pv, pad_mode=mode)
     else:
         y = x
@@ -548,7 +555,6 @@ class CumSum(OnnxOpConverter):
         flat = _op.reshape(moved, [-1, n])
         if cdt != dt:
             flat = _op.cast(flat, cdt)
-        from ..expr import const
         out = _nn.dense(flat, const(w.astype(cdt)), units=n)
         if cdt != dt:
             out = _op.cast(out, dt)

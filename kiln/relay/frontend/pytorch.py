@@ -17,7 +17,7 @@ from ...ir.module import IRModule
 from .. import expr as _expr
 from ..expr import Constant, Expr, TupleGetItem
 from .aten import AtenContext, lookup
-from .common import TypeCache
+from .common import TypeCache, c_array as _c_array
 from .pytorch_utils import (AtenArgs, DTypeName, SUPPORTED_DTYPES, normalize_args, parse_schema,
                             tensor_to_numpy, torch_dtype_to_str)
 
@@ -330,7 +330,7 @@ class TorchScriptImporter(_PrimHandlers):
         import torch
         if isinstance(value, torch.Tensor):
             arr = tensor_to_numpy(value, f"constant {_node_text(node)}")
-            value = _expr.Constant(np.ascontiguousarray(arr))
+            value = _expr.Constant(_c_array(arr))
         elif isinstance(value, torch.device):
             value = str(value)
         elif isinstance(value, torch.dtype):

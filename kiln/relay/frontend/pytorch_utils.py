@@ -58,7 +58,7 @@ def tensor_to_numpy(t, where: str = "") -> np.ndarray:
         raise FrontendError(f"quantized tensor at {where}: kiln does not import quantized models")
     if t.dtype == torch.bfloat16:
         t = t.float()
-    return np.ascontiguousarray(t.cpu().numpy())
+    return np.array(t.cpu().numpy(), order="C", copy=True)
 
 
 @lru_cache(maxsize=None)

@@ -6,14 +6,21 @@ TOPI compute (``FTVMCompute``) and strategy (``FTVMStrategy``).
 from . import type_relations, op_attrs  # noqa: F401
 from .op import *  # noqa: F401,F403
 from .op import __all__ as _op_all
-from . import tensor, reduce, transform  # noqa: F401
+from . import tensor, reduce, transform, shape, algorithm, indexing  # noqa: F401
 from .tensor import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .transform import *  # noqa: F401,F403
+from .shape import *  # noqa: F401,F403
+from .algorithm import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
 from . import nn, image, strategy  # noqa: F401
+from . import arg_types  # noqa: F401  (FInferArgTypes hooks; needs the nn ops registered)
 from . import _schedules
 
 _schedules.register_all()
+if hasattr(strategy, "x86"):  # vectorized x86 schedules wrap the strategies registered above (idempotent)
+    strategy.x86.register_x86_schedules()
 
-__all__ = (list(_op_all) + list(tensor.__all__) + list(reduce.__all__) + list(transform.__all__)
+__all__ = (list(_op_all) + list(tensor.__all__) + list(reduce.__all__) + list(transform.__all__) + list(shape.__all__)
+           + list(algorithm.__all__) + list(indexing.__all__)
            + ["nn", "image", "strategy", "op_attrs"])

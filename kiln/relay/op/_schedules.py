@@ -104,6 +104,15 @@ _NN_STRATEGIES = {
 }
 
 
+def _no_compute_strategy(op_name: str):
+    def fstrategy(attrs, inputs, out_type, target):
+        from ...error import OpNotImplemented
+        raise OpNotImplemented(f"operator {op_name} has no TOPI compute in kiln yet; it runs in the debug "
+                               "interpreter (numpy reference) but cannot be compiled")
+    fstrategy.__name__ = f"{op_name}_strategy"
+    return fstrategy
+
+
 def register_all() -> None:
     """Attach computes and strategies (idempotent)."""
     for name, compute in _NN_COMPUTES.items():
@@ -117,12 +126,13 @@ def register_all() -> None:
         if name in _NN_STRATEGIES:
             register_strategy(name, _NN_STRATEGIES[name])
             continue
-        if not op.has_attr("FTVMCompute") or not op.has_attr("FReference"):
+        if not op.has_attr("FTVMCompute"):
+            register_strategy(name, _no_compute_strategy(name))
             continue
         pattern = op.get_attr("TOpPattern")
         if pattern == OpPattern.COMM_REDUCE:
             register_reduce_schedule(name)
         elif pattern == OpPattern.BROADCAST:
             register_broadcast_schedule(name)
-        elif pattern in (OpPattern.ELEMWISE, OpPattern.INJECTIVE, OpPattern.OPAQUE):
+        else:
             register_injective_schedule(name)

@@ -28,6 +28,13 @@ def _axis_list(value):
     return _int_tuple(value)
 
 
+def _scalar_float(value) -> float:
+    """A number, or a scalar Constant (TVM keeps arange's start/stop/step as constant expressions)."""
+    if hasattr(value, "numpy"):
+        value = value.numpy()
+    return float(value)
+
+
 def _int(value):
     return int(value)
 
@@ -102,7 +109,7 @@ class InitOpAttrs(Attrs):
 
 class ArangeAttrs(Attrs):
     type_key = "relay.attrs.ArangeAttrs"
-    fields = {"start": Field(None, float), "stop": Field(None, float), "step": Field(None, float),
+    fields = {"start": Field(None, _scalar_float), "stop": Field(None, _scalar_float), "step": Field(None, _scalar_float),
               "dtype": Field("", _dtype_or_empty)}
 
 
@@ -155,7 +162,7 @@ class Conv2DTransposeAttrs(Attrs):
     fields = {"channels": Field(None, _int), "kernel_size": Field(None, _opt_int_tuple),
               "strides": Field((1, 1), _int_tuple), "padding": Field((0, 0, 0, 0), _int_tuple),
               "output_padding": Field((0, 0), _int_tuple), "dilation": Field((1, 1), _int_tuple),
-              "groups": Field(1, _int), "data_layout": "NCHW", "kernel_layout": "IOHW", "out_layout": "",
+              "groups": Field(1, _int), "data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "",
               "out_dtype": Field("", _dtype_or_empty)}
 
 
@@ -261,5 +268,5 @@ class Resize2DAttrs(Attrs):
     type_key = "relay.attrs.Resize2DAttrs"
     fields = {"size": Field(None, _opt_int_tuple), "roi": Field((0.0, 0.0, 0.0, 0.0), lambda v: tuple(float(x) for x in v)),
               "layout": "NCHW", "method": "linear", "coordinate_transformation_mode": "half_pixel",
-              "rounding_method": "", "cubic_alpha": Field(-0.5, float), "cubic_exclude": Field(0, _int),
+              "rounding_method": "round", "cubic_alpha": Field(-0.5, float), "cubic_exclude": Field(0, _int),
               "extrapolation_value": Field(0.0, float), "out_dtype": Field("", _dtype_or_empty)}

@@ -344,7 +344,11 @@ class TypeInferencer:
     def apply_relation(self, call, op, rel, arg_types):
         full = [self.solver.full(t) for t in arg_types]
         if any(_has_incomplete(t) for t in full):
-            return None
+            if not self._infer_arg_types(call, op, arg_types, full):
+                return None
+            full = [self.solver.full(t) for t in arg_types]
+            if any(_has_incomplete(t) for t in full):
+                return None
         try:
             out = rel(full, call.attrs)
         except (KilnError, ValueError, TypeError, IndexError) as err:
@@ -353,6 +357,24 @@ class TypeInferencer:
         if out is not None and not isinstance(out, Type):
             self.fail(call, f"the type relation of {op.name} returned {out!r}, not a Type")
         return out
+
+    def _infer_arg_types(self, call, op, arg_types, full) -> bool:
+        """Let the op's ``FInferArgTypes`` hook fill in unannotated arguments (e.g. a conv weight's
+        type from the data type, ``channels`` and ``kernel_size``); True if it determined any."""
+        hook = op.get_attr("FInferArgTypes")
+        if hook is None:
+            return False
+        known = [None if _has_incomplete(t) else t for t in full]
+        try:
+            found = hook(known, call.attrs) or {}
+        except (KilnError, ValueError, TypeError, IndexError) as err:
+            self.fail(call, f"operator {op.name}: {err}", cause=err)
+        progress = False
+        for idx, ty in found.items():
+            if known[idx] is None:
+                self.unify(arg_types[idx], ty, call, f"argument {idx} of {op.name}")
+                progress = True
+        return progress
 
     def solve_pending(self) -> None:
         while self.pending:

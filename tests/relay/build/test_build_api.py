@@ -299,3 +299,11 @@ def test_malformed_graph_json_is_a_clear_error():
         graph_executor.create(json.dumps(g), lib.get_lib(), tvm.cpu(0))
     with pytest.raises(ModuleLoadError, match="JSON"):
         graph_executor.create("{not json", lib.get_lib(), tvm.cpu(0))
+
+
+@pytest.mark.slow
+def test_resnet_demo_flow_small():
+    from kiln.relay.testing.demo_flow import run_resnet_demo
+    res = run_resnet_demo(image_size=33, number=1, repeat=1, verbose=False)
+    assert res["max_err"] < 1e-4 and res["export_roundtrip_equal"]
+    assert res["planned_bytes"] < res["intermediate_bytes"]

@@ -35,15 +35,13 @@ def test_node_outputs_equal_interpreter(opt_level):
     # every op node: run its own fused primitive function in the interpreter on the node's recorded inputs
     g = json.loads(lib.get_graph_json())
     prims = {c.func_name: c for c in lib.lowered}
-    funcs = {}
     main = lib.optimized_mod["main"]
 
     def collect(e):
         if isinstance(e, relay.Call) and isinstance(e.op, relay.Function) and e.op.get_attr("Primitive"):
-            funcs.setdefault(lib.lowered and None, None)
             calls.append(e)
     calls = []
-    relay.analysis.post_order_visit(main, collect)
+    relay.post_order_visit(main, collect)  # the order the graph codegen emits nodes in
     op_nodes = [n for n in g["nodes"] if n["op"] == "tvm_op"]
     assert len(op_nodes) == len(calls)
     outputs = m.get_node_outputs()

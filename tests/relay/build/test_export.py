@@ -22,6 +22,7 @@ import kiln
 from kiln.contrib import graph_executor
 lib = kiln.runtime.load_module(sys.argv[1])
 m = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+assert m.module._native is not None
 m.set_input("data", np.load(sys.argv[2]))
 m.run()
 np.save(sys.argv[3], m.get_output(0).numpy())
@@ -51,6 +52,7 @@ def test_export_and_load_in_process(built, tmp_path, suffix):
     assert loaded.get_function("get_graph_json")() == lib.get_graph_json()
     assert set(loaded["get_params"]()) == set(lib.get_params())
     m = graph_executor.GraphModule(loaded["default"](tvm.cpu(0)))
+    assert m.module._native is not None  # the native plan runner travelled with the kernels
     m.set_input("data", x)
     m.run()
     np.testing.assert_array_equal(m.get_output(0).numpy(), want)

@@ -21,7 +21,12 @@ def _without_softmax(mod):
     return mod
 
 
-@pytest.fixture(scope="module", params=sorted(SMALL_WORKLOADS))
+# the deeper networks take tens of seconds to lower at two opt levels: marked slow (they still run in CI)
+_HEAVY = {"mobilenet", "squeezenet", "vgg11"}
+
+
+@pytest.fixture(scope="module", params=[pytest.param(n, marks=pytest.mark.slow) if n in _HEAVY else n
+                                        for n in sorted(SMALL_WORKLOADS)])
 def workload(request):
     make, shape = SMALL_WORKLOADS[request.param]
     mod, params = make()
@@ -43,8 +48,11 @@ def test_workload_matches_interpreter(workload, opt_level):
     m.run()
     out = m.get_output(0).numpy()
     assert out.shape == ref.shape
-    assert np.abs(ref).max() > 1e-3, f"{name}: reference output is degenerate"
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    # random-weight logits can be tiny (mobilenet's are ~1e-21): also compare at the output's own scale
+    scale = float(np.abs(ref).max())
+    assert scale > 0, f"{name}: the reference output is all zeros"
+    np.testing.assert_allclose(out / scale, ref / scale, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.slow

@@ -142,3 +142,51 @@ def test_register_helpers_and_op_strategy():
     s.add_implementation(lambda *a: [], lambda *a: None, name="high", plevel=15)
     assert s.best().name == "high"
     kiln.ir.op._remove_op_for_tests(name)
+
+
+def test_arg_type_hooks_for_unannotated_parameters():
+    conv = relay.nn.conv2d(relay.var("x"), relay.var("w"), channels=8, kernel_size=(3, 1), groups=2)
+    hook = Op.get("nn.conv2d").get_attr("FInferArgTypes")
+    assert hook([TensorType((1, 4, 9, 9)), None], conv.attrs) == {1: TensorType((8, 2, 3, 1))}
+    assert hook([TensorType((1, 4, 9, 9)), TensorType((8, 2, 3, 1))], conv.attrs) == {}
+    nhwc = relay.nn.conv2d(relay.var("x"), relay.var("w"), channels=8, kernel_size=3, data_layout="NHWC",
+                           kernel_layout="HWIO")
+    assert hook([TensorType((1, 9, 9, 4)), None], nhwc.attrs) == {1: TensorType((3, 3, 4, 8))}
+    dense = relay.nn.dense(relay.var("x"), relay.var("w"), units=6)
+    assert Op.get("nn.dense").get_attr("FInferArgTypes")([TensorType((2, 5)), None], dense.attrs) == \
+        {1: TensorType((6, 5))}
+    bn = relay.nn.batch_norm(*[relay.var(n) for n in "xgbmv"]).astuple()
+    got = Op.get("nn.batch_norm").get_attr("FInferArgTypes")([TensorType((1, 3, 2, 2))] + [None] * 4, bn.attrs)
+    assert got == {i: TensorType((3,)) for i in range(1, 5)}
+    ba = relay.nn.bias_add(relay.var("x"), relay.var("b"), axis=-1)
+    assert Op.get("nn.bias_add").get_attr("FInferArgTypes")([TensorType((2, 7)), None], ba.attrs) == \
+        {1: TensorType((7,))}
+
+
+def test_interpreter_reports_bad_indices_clearly():
+    from kiln.error import ArgumentError
+    x = relay.var("x", shape=(3,))
+    i = relay.var("i", shape=(2,), dtype="int32")
+    mod = kiln.IRModule.from_expr(relay.Function([x, i], relay.gather(x, 0, i)))
+    with pytest.raises(ArgumentError, match="gather: an index is out of range"):
+        relay.create_executor("debug", mod=mod).evaluate()(np.zeros(3, "float32"), np.array([0, 7], "int32"))
+
+
+def test_tvm_style_custom_strategy():
+    """A user strategy written as in TVM: wrap_compute_* + wrap_topi_schedule, registered at a higher level."""
+    from kiln import topi
+    from kiln.relay.op.strategy import wrap_compute_dense, wrap_topi_schedule
+
+    def my_dense_strategy(attrs, inputs, out_type, target):
+        s = OpStrategy()
+        s.add_implementation(wrap_compute_dense(topi.nn.dense), wrap_topi_schedule(topi.generic.schedule_dense),
+                             name="my_dense", plevel=30)
+        return s
+    from kiln.relay.testing import TempOpAttr
+    call = relay.testing.run_infer_type(relay.nn.dense(relay.var("x", shape=(2, 3)), relay.var("w", shape=(4, 3))))
+    with TempOpAttr("nn.dense", "FTVMStrategy", my_dense_strategy):
+        impl, outs = select_implementation(call.op, call.attrs, _te_inputs((2, 3), (4, 3)), call.checked_type,
+                                           "llvm")
+        assert impl.name == "my_dense" and tuple(int(d) for d in outs[0].shape) == (2, 4)
+    impl, _ = select_implementation(call.op, call.attrs, _te_inputs((2, 3), (4, 3)), call.checked_type, "llvm")
+    assert impl.name != "my_dense"

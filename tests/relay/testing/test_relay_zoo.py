@@ -23,7 +23,11 @@ WORKLOADS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(WORKLOADS))
+SLOW = {"vgg11", "vgg16_bn"}  # two 4096-wide dense layers: most of the time is drawing random weights
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in sorted(WORKLOADS)])
 def test_workload_text_round_trip(name):
     mod, params = WORKLOADS[name]()
     assert all(isinstance(v, kiln.nd.NDArray) for v in params.values())

@@ -18,7 +18,7 @@ import numpy as np
 
 from ....error import FrontendError, OpNotImplemented
 from ...expr import Constant, Expr
-from ..common import TypeCache, try_fold_call
+from ..common import TypeCache, try_fold_call, c_array as _c_array
 
 ATEN_CONVERTERS: dict = {}
 
@@ -110,7 +110,7 @@ class AtenContext:
 
     def const(self, value, dtype: str):
         arr = np.asarray(value).astype("bool" if dtype == "bool" else dtype)
-        return Constant(np.ascontiguousarray(arr))
+        return Constant(_c_array(arr))
 
     def scalar_dtype(self, v) -> str:
         """The dtype PyTorch gives a Python scalar: int64, the default float dtype, or bool."""

@@ -193,3 +193,60 @@ def upsampling(data, scale_h=1, scale_w=1, layout="NCHW", method="nearest_neighb
 def batch_flatten(data):
     """Flatten all but the first axis: [N, ...] -> [N, prod(...)]."""
     return _call("nn.batch_flatten", [data])
+
+
+# -- more nn ops (registered in _nn_extra) ---------------------------------------------------------------------
+def instance_norm(data, gamma, beta, axis=1, epsilon=1e-5, center=True, scale=True):
+    return _call("nn.instance_norm", [data, gamma, beta], axis=axis, epsilon=epsilon, center=center, scale=scale)
+
+
+def l2_normalize(data, eps, axis=None):
+    return _call("nn.l2_normalize", [data], eps=eps, axis=list(axis) if axis is not None else [])
+
+
+def lrn(data, size=5, axis=1, bias=2, alpha=0.00001, beta=0.75):
+    return _call("nn.lrn", [data], size=size, axis=axis, bias=bias, alpha=alpha, beta=beta)
+
+
+def _one(v):
+    return (v,) if isinstance(v, int) else tuple(v)
+
+
+def conv1d(data, weight, strides=1, padding=0, dilation=1, groups=1, channels=None, kernel_size=None,
+           data_layout="NCW", kernel_layout="OIW", out_layout="", out_dtype=""):
+    pad = _one(padding)
+    return _call("nn.conv1d", [data, weight], strides=_one(strides), padding=pad * 2 if len(pad) == 1 else pad,
+                 dilation=_one(dilation), groups=groups, channels=channels,
+                 kernel_size=_one(kernel_size) if kernel_size is not None else None, data_layout=data_layout,
+                 kernel_layout=kernel_layout, out_layout=out_layout, out_dtype=_dtype(out_dtype))
+
+
+def max_pool1d(data, pool_size=(1,), strides=(1,), dilation=(1,), padding=(0,), layout="NCW", out_layout="",
+               ceil_mode=False):
+    pad = _one(padding)
+    return _call("nn.max_pool1d", [data], pool_size=_one(pool_size), strides=_one(strides), dilation=_one(dilation),
+                 padding=pad * 2 if len(pad) == 1 else pad, layout=layout, out_layout=out_layout, ceil_mode=ceil_mode)
+
+
+def avg_pool1d(data, pool_size=(1,), strides=(1,), dilation=(1,), padding=(0,), layout="NCW", out_layout="",
+               ceil_mode=False, count_include_pad=False):
+    pad = _one(padding)
+    return _call("nn.avg_pool1d", [data], pool_size=_one(pool_size), strides=_one(strides), dilation=_one(dilation),
+                 padding=pad * 2 if len(pad) == 1 else pad, layout=layout, out_layout=out_layout, ceil_mode=ceil_mode,
+                 count_include_pad=count_include_pad)
+
+
+def depth_to_space(data, block_size, layout="NCHW", mode="DCR"):
+    return _call("nn.depth_to_space", [data], block_size=block_size, layout=layout, mode=mode)
+
+
+def space_to_depth(data, block_size, layout="NCHW"):
+    return _call("nn.space_to_depth", [data], block_size=block_size, layout=layout)
+
+
+def mirror_pad(data, pad_width, mode="SYMMETRIC"):
+    return _call("nn.mirror_pad", [data], pad_width=[list(p) for p in pad_width], mode=mode)
+
+
+__all__ += ["instance_norm", "l2_normalize", "lrn", "conv1d", "max_pool1d", "avg_pool1d", "depth_to_space",
+            "space_to_depth", "mirror_pad"]

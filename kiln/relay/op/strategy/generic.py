@@ -14,6 +14,7 @@ from .._define import topi_fn
 from ..op import OpStrategy
 
 __all__ = ["GenericStrategy", "generic_strategy", "wrap_topi_schedule", "schedule_by_name", "wrap_compute_conv2d",
+           "wrap_compute_dense", "wrap_compute_batch_matmul", "wrap_compute_softmax", "conv2d_generic_compute",
            "conv2d_strategy", "conv2d_NCHWc_strategy", "depthwise_conv2d_NCHWc_strategy", "conv2d_transpose_strategy", "dense_strategy",
            "matmul_strategy", "batch_matmul_strategy", "softmax_strategy", "log_softmax_strategy",
            "pool_strategy", "global_pool_strategy", "adaptive_pool_strategy", "layer_norm_strategy",
@@ -116,7 +117,7 @@ def _conv_args(attrs, out_type):
         (attrs.out_dtype or out_type.dtype)
 
 
-def wrap_compute_conv2d(attrs, inputs, out_type):
+def conv2d_generic_compute(attrs, inputs, out_type):
     """conv2d through topi: NCHW/OIHW or NHWC/HWIO; grouped convolutions use the group_conv2d computes."""
     strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
     data, kernel = inputs
@@ -135,13 +136,64 @@ def wrap_compute_conv2d(attrs, inputs, out_type):
                            "in kiln yet (supported: NCHW/OIHW, NHWC/HWIO)")
 
 
+def _out_dtype(attrs, inputs):
+    dt = getattr(attrs, "out_dtype", "")
+    return inputs[0].dtype if dt in ("", "same", None) else dt
+
+
+def wrap_compute_conv2d(topi_compute: Callable, *, need_data_layout=False, need_kernel_layout=False,
+                        need_out_layout=False, has_groups=False, need_auto_scheduler_layout=False,
+                        need_meta_schedule_layout=False) -> Callable:
+    """A conv2d FTVMCompute calling ``topi_compute(data, kernel, strides, padding, dilation, [groups],
+    [data_layout], [kernel_layout], [out_layout], out_dtype)`` (TVM's helper, same flags)."""
+    def compute(attrs, inputs, out_type):
+        from ..nn._conv_pool import pad4, pair
+        args = [inputs[0], inputs[1], pair(attrs.strides, "strides"), pad4(attrs.padding),
+                pair(attrs.dilation, "dilation")]
+        if has_groups:
+            args.append(attrs.groups)
+        if need_data_layout:
+            args.append(attrs.data_layout)
+        if need_kernel_layout:
+            args.append(attrs.kernel_layout)
+        if need_out_layout:
+            args.append(attrs.out_layout or attrs.data_layout)
+        args.append(_out_dtype(attrs, inputs))
+        return [topi_compute(*args)]
+    return compute
+
+
+def wrap_compute_dense(topi_compute: Callable, need_auto_scheduler_layout=False,
+                       need_meta_schedule_layout=False) -> Callable:
+    """A dense FTVMCompute calling ``topi_compute(data, weight, None, out_dtype)``."""
+    def compute(attrs, inputs, out_type):
+        return [topi_compute(inputs[0], inputs[1], None, _out_dtype(attrs, inputs))]
+    return compute
+
+
+def wrap_compute_batch_matmul(topi_compute: Callable, *, need_auto_scheduler_layout=False,
+                              need_out_dtype=False) -> Callable:
+    """A batch_matmul FTVMCompute calling ``topi_compute(a, b, oshape, out_dtype, transpose_a, transpose_b)``."""
+    def compute(attrs, inputs, out_type):
+        return [topi_compute(inputs[0], inputs[1], list(out_type.shape),
+                             out_type.dtype if need_out_dtype else None, attrs.transpose_a, attrs.transpose_b)]
+    return compute
+
+
+def wrap_compute_softmax(topi_compute: Callable) -> Callable:
+    """A softmax FTVMCompute calling ``topi_compute(data, axis)``."""
+    def compute(attrs, inputs, out_type):
+        return [topi_compute(inputs[0], attrs.axis)]
+    return compute
+
+
 @generic_strategy
 def conv2d_strategy(attrs, inputs, out_type, target):
     schedule = {"NCHW": "schedule_conv2d_nchw", "NHWC": "schedule_conv2d_nhwc"}.get(attrs.data_layout,
                                                                                       "schedule_conv2d_nchw")
     if attrs.groups != 1:
         schedule = "schedule_group_conv2d_nchw" if attrs.data_layout == "NCHW" else "schedule_group_conv2d_nhwc"
-    return _one("conv2d", "nn.conv2d", wrap_compute_conv2d, schedule)
+    return _one("conv2d", "nn.conv2d", conv2d_generic_compute, schedule)
 
 
 @generic_strategy

@@ -1,0 +1,132 @@
+"""``kiln run OUT.so``: load a compiled model (no compiler needed), run it, summarize the outputs and latency."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from .common import CLIError, check_file, random_input
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("run", help="run a compiled model (.so/.tar) on inputs or random data",
+                       description="Load a model written by `kiln compile` with kiln.runtime.load_module (no "
+                       "compiler needed), feed it inputs from an .npz file (random data for the rest), run it and "
+                       "print a summary of every output.")
+    p.add_argument("module", metavar="MODULE", help="compiled model (.so or .tar from kiln compile)")
+    p.add_argument("--inputs", default=None, metavar="NPZ", help=".npz file with one array per input name")
+    p.add_argument("--outputs", default=None, metavar="NPZ", help="save the outputs as output_0, output_1, ...")
+    p.add_argument("--fill-mode", choices=("random", "zeros", "ones"), default="random",
+                   help="how to make inputs the .npz does not give (default: random)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--print-top", type=int, default=0, metavar="K",
+                   help="print the K largest values (and their indices) of each output")
+    p.add_argument("--profile", action="store_true", help="run node by node and print the per-op time table")
+    p.add_argument("--repeat", type=int, default=0, metavar="N",
+                   help="time N repeats of --number runs each and print the latency summary")
+    p.add_argument("--number", type=int, default=1, metavar="N", help="runs per timed repeat (default 1)")
+    p.set_defaults(handler=run)
+
+
+def load_graph_module(path: str):
+    """(factory module, GraphModule on cpu(0)) of a compiled model file."""
+    from ..runtime import cpu
+    from ..runtime.graph_executor import GraphModule
+    from ..runtime.module import load_module
+    check_file(path, "compiled module")
+    lib = load_module(path)
+    try:
+        create = lib["default"]
+    except Exception:  # noqa: BLE001 - FunctionNotFound and friends
+        raise CLIError(f"{path} holds no graph executor model (no 'default' function); write it with "
+                       "`kiln compile` or relay.build(...).export_library") from None
+    return lib, GraphModule(create(cpu(0)))
+
+
+def prepare_inputs(gmod, npz_path: str | None, fill: str, seed: int) -> dict:
+    """{name: numpy array} for every graph input: from the .npz where given, else generated."""
+    shapes, dtypes = gmod.get_input_info()
+    given: dict = {}
+    if npz_path:
+        check_file(npz_path, "inputs file")
+        try:
+            with np.load(npz_path, allow_pickle=False) as data:
+                given = {k: data[k] for k in data.files}
+        except (ValueError, OSError) as err:
+            raise CLIError(f"{npz_path} is not a readable .npz file: {err}") from None
+        unknown = sorted(set(given) - set(shapes))
+        if unknown:
+            raise CLIError(f"{npz_path} has arrays {unknown} that are not inputs of the model; its inputs are "
+                           f"{list(shapes)}")
+    rng = np.random.default_rng(seed)
+    values = {}
+    for name, shape in shapes.items():
+        shape, dtype = tuple(int(d) for d in shape), str(dtypes[name])
+        if name in given:
+            arr = given[name]
+            if tuple(arr.shape) != shape:
+                raise CLIError(f"input {name!r} in {npz_path} has shape {list(arr.shape)}, the model expects "
+                               f"{list(shape)}")
+            if str(arr.dtype) != dtype:
+                if np.can_cast(arr.dtype, np.dtype(dtype), casting="same_kind"):
+                    arr = arr.astype(dtype)
+                else:
+                    raise CLIError(f"input {name!r} in {npz_path} is {arr.dtype}, the model expects {dtype}")
+            values[name] = arr
+        else:
+            values[name] = random_input(shape, dtype, rng, fill)
+    return values
+
+
+def summarize(index: int, out: np.ndarray, top: int) -> str:
+    lines = [f"output {index}: shape {list(out.shape)} {out.dtype}"]
+    if out.size:
+        vals = out.astype(np.float64) if out.dtype.kind in "fiub" else out
+        lines[0] += (f"  min {np.min(vals):.6g}  max {np.max(vals):.6g}  mean {np.mean(vals):.6g}"
+                     f"  std {np.std(vals):.6g}")
+        if out.dtype.kind == "f" and not np.all(np.isfinite(out)):
+            lines.append(f"  warning: {int(np.sum(~np.isfinite(out)))} non-finite values")
+    if top > 0 and out.size:
+        flat = out.reshape(-1)
+        k = min(top, flat.size)
+        idx = np.argsort(-flat.astype(np.float64), kind="stable")[:k]
+        coords = [np.unravel_index(i, out.shape) for i in idx]
+        lines.append(f"  top {k}:")
+        for i, c in zip(idx, coords):
+            lines.append(f"    [{', '.join(str(int(x)) for x in c)}] = {flat[i]:.6g}")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    if args.print_top < 0 or args.repeat < 0 or args.number < 1:
+        raise CLIError("--print-top and --repeat must be >= 0 and --number >= 1")
+    from ..runtime import cpu
+    lib, gmod = load_graph_module(args.module)
+    values = prepare_inputs(gmod, args.inputs, args.fill_mode, args.seed)
+    for name, value in values.items():
+        gmod.set_input(name, value)
+    start = time.perf_counter()
+    gmod.run()
+    first_ms = (time.perf_counter() - start) * 1e3
+    outputs = [gmod.get_output(i).numpy() for i in range(gmod.get_num_outputs())]
+    print(f"ran {args.module}: {len(values)} input(s), {len(outputs)} output(s), first run {first_ms:.3f} ms")
+    for i, out in enumerate(outputs):
+        print(summarize(i, out, args.print_top))
+    if args.outputs:
+        out_dir = os.path.dirname(os.path.abspath(args.outputs))
+        if not os.path.isdir(out_dir):
+            raise CLIError(f"--outputs {args.outputs!r}: the folder {out_dir!r} does not exist")
+        np.savez(args.outputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
+        print(f"saved outputs to {args.outputs}")
+    if args.profile:
+        dbg = lib["debug_create"]("default", cpu(0))
+        for name, value in values.items():
+            dbg.set_input(name, value)
+        print(dbg.profile())
+    if args.repeat:
+        res = gmod.benchmark(cpu(0), repeat=args.repeat, number=args.number)
+        print(f"latency over {args.repeat} x {args.number} run(s): median {res.median * 1e3:.4f} ms, "
+              f"min {res.min * 1e3:.4f} ms, mean {res.mean * 1e3:.4f} ms, max {res.max * 1e3:.4f} ms, "
+              f"std {res.std * 1e3:.4f} ms")
+    return 0

@@ -1,0 +1,323 @@
+"""Shared pieces of the ``kiln`` subcommands: the CLI error type, ``--input-shapes`` parsing, model loading
+(ONNX, TorchScript, Relay text) and target parsing."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..error import KilnError
+
+MODEL_FORMATS = ("onnx", "pytorch", "relay")
+CPU_TARGET_KINDS = ("llvm", "c")
+_EXTENSIONS = {".onnx": "onnx", ".pt": "pytorch", ".pth": "pytorch", ".torchscript": "pytorch", ".ts": "pytorch",
+               ".txt": "relay", ".relay": "relay", ".rly": "relay"}
+
+
+class CLIError(KilnError):
+    """A mistake in what the user asked the ``kiln`` command to do (bad flag value, missing file, ...)."""
+
+
+@dataclass
+class InputSpec:
+    """One ``--input-shapes`` entry: name, static shape, optional dtype."""
+
+    name: str
+    shape: tuple
+    dtype: str | None = None
+
+
+@dataclass
+class LoadedModel:
+    """A model file turned into Relay: the module, its params and where it came from."""
+
+    mod: object
+    params: dict
+    fmt: str
+    path: str
+    inputs: list = field(default_factory=list)   # [(name, shape, dtype)] of @main's free inputs
+
+
+_DTYPES = {"float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "uint16",
+           "uint32", "uint64", "bool"}
+
+
+def _split_entries(text: str) -> list:
+    """Split ``a:1x3,b:[1,2]`` on commas/spaces that are not inside brackets."""
+    entries, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        if (ch in ", \t" and depth == 0):
+            if cur:
+                entries.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    if depth != 0:
+        raise CLIError(f"--input-shapes {text!r}: unbalanced brackets")
+    if cur:
+        entries.append("".join(cur))
+    return entries
+
+
+def _parse_dims(dims: str, entry: str) -> tuple:
+    dims = dims.strip()
+    if dims.startswith(("[", "(")) and dims.endswith(("]", ")")):
+        parts = [p.strip() for p in dims[1:-1].split(",") if p.strip()]
+    elif dims == "":
+        parts = []
+    else:
+        parts = dims.lower().split("x")
+    shape = []
+    for p in parts:
+        if not re.fullmatch(r"\d+", p.strip()):
+            raise CLIError(f"--input-shapes entry {entry!r}: dimension {p!r} is not a non-negative integer; "
+                           "write shapes as NAME:1x3x224x224 or NAME:[1,3,224,224]")
+        shape.append(int(p))
+    return tuple(shape)
+
+
+def parse_input_shapes(text: str | None) -> list:
+    """``"data:1x3x224x224,mask:[1,128]:int64"`` -> [InputSpec]. The dtype suffix is optional;
+    a scalar is ``NAME:[]``."""
+    if text is None:
+        return []
+    specs, seen = [], set()
+    for entry in _split_entries(text):
+        name, sep, rest = entry.partition(":")
+        if not sep or not name:
+            raise CLIError(f"--input-shapes entry {entry!r} is not NAME:SHAPE; write e.g. "
+                           "data:1x3x224x224 (several entries separated by commas)")
+        dims, dtype = rest, None
+        head, sep2, tail = rest.rpartition(":")
+        if sep2 and tail in _DTYPES:
+            dims, dtype = head, tail
+        elif sep2:
+            raise CLIError(f"--input-shapes entry {entry!r}: unknown dtype {tail!r}; expected one of "
+                           f"{sorted(_DTYPES)}")
+        if name in seen:
+            raise CLIError(f"--input-shapes names input {name!r} twice")
+        seen.add(name)
+        specs.append(InputSpec(name, _parse_dims(dims, entry), dtype))
+    if not specs:
+        raise CLIError("--input-shapes is empty; write e.g. data:1x3x224x224")
+    return specs
+
+
+def detect_format(path: str, fmt: str | None) -> str:
+    if fmt:
+        if fmt not in MODEL_FORMATS:
+            raise CLIError(f"--model-format {fmt!r} is not one of {', '.join(MODEL_FORMATS)}")
+        return fmt
+    ext = os.path.splitext(path)[1].lower()
+    if ext in _EXTENSIONS:
+        return _EXTENSIONS[ext]
+    if ext == ".so" or ext == ".tar":
+        raise CLIError(f"{path} is a compiled module, not a model; use `kiln run {path}`")
+    raise CLIError(f"cannot tell the format of {path!r} from its extension {ext or '(none)'}; use .onnx, "
+                   ".pt (TorchScript), .txt/.relay (Relay text), or pass --model-format "
+                   f"{{{','.join(MODEL_FORMATS)}}}")
+
+
+def check_file(path: str, what: str = "model file") -> str:
+    if not os.path.exists(path):
+        raise CLIError(f"{what} {path!r} does not exist")
+    if not os.path.isfile(path):
+        raise CLIError(f"{what} {path!r} is not a file")
+    return path
+
+
+def parse_target(text: str):
+    """A kiln Target for the host CPU from a string, with a CLI-friendly error."""
+    from ..target import Target
+    try:
+        target = Target(text)
+    except KilnError as err:
+        raise CLIError(f"--target {text!r}: {err}") from None
+    if target.kind.name not in CPU_TARGET_KINDS:
+        raise CLIError(f"--target {text!r}: kiln compiles models for the host CPU only (target kinds "
+                       f"{', '.join(CPU_TARGET_KINDS)}, e.g. 'llvm -mcpu=core-avx2'); {target.kind.name!r} "
+                       "is not supported for whole models yet")
+    return target
+
+
+def load_model(path: str, fmt: str | None = None, input_shapes: list | None = None,
+               params_path: str | None = None) -> LoadedModel:
+    """Read a model file into (Relay module, params)."""
+    check_file(path)
+    fmt = detect_format(path, fmt)
+    specs = input_shapes or []
+    if fmt == "onnx":
+        mod, params = _load_onnx(path, specs)
+    elif fmt == "pytorch":
+        mod, params = _load_pytorch(path, specs)
+    else:
+        mod, params = _load_relay(path, specs, params_path)
+    return LoadedModel(mod, params, fmt, path, free_inputs(mod, params))
+
+
+def free_inputs(mod, params) -> list:
+    """[(name, shape, dtype)] of @main's parameters that are not bound by ``params``."""
+    from ..relay import transform as T
+    mod = T.InferType()(mod)
+    out = []
+    for p in mod["main"].params:
+        if p.name_hint in (params or {}):
+            continue
+        ty = p.checked_type
+        shape = tuple(int(getattr(d, "value", d)) if _is_static(d) else -1 for d in getattr(ty, "shape", ()))
+        out.append((p.name_hint, shape, getattr(ty, "dtype", "?")))
+    return out
+
+
+def _is_static(dim) -> bool:
+    try:
+        int(getattr(dim, "value", dim))
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+# -- ONNX ------------------------------------------------------------------------------------------------
+def _onnx_dims(value_info) -> list:
+    dims = []
+    for d in value_info.type.tensor_type.shape.dim:
+        if d.HasField("dim_value") and d.dim_value > 0:
+            dims.append(d.dim_value)
+        else:
+            dims.append(d.dim_param or "?")
+    return dims
+
+
+def _load_onnx(path: str, specs: list):
+    try:
+        import onnx
+    except ImportError:
+        raise CLIError("reading .onnx models needs the onnx package: pip install onnx") from None
+    try:
+        model = onnx.load(path)
+    except Exception as err:  # noqa: BLE001 - protobuf raises several unrelated types
+        raise CLIError(f"{path} is not a valid ONNX model: {type(err).__name__}: {err}") from None
+    if not model.graph.node and not model.graph.output:
+        raise CLIError(f"{path} is not a valid ONNX model: its graph is empty")
+    initializers = {t.name for t in model.graph.initializer}
+    graph_inputs = [vi for vi in model.graph.input if vi.name not in initializers]
+    by_name = {vi.name: vi for vi in graph_inputs}
+    given = {s.name: s for s in specs}
+    unknown = [n for n in given if n not in by_name]
+    if unknown:
+        raise CLIError(f"--input-shapes names {unknown} but the ONNX model's inputs are {list(by_name)}")
+    shape = {}
+    for name, vi in by_name.items():
+        if name in given:
+            shape[name] = given[name].shape
+            want = given[name].dtype
+            elem = vi.type.tensor_type.elem_type
+            have = str(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else None
+            if want and have and want != have:
+                raise CLIError(f"--input-shapes gives input {name!r} dtype {want}, but the ONNX model declares "
+                               f"{have}; drop the dtype suffix")
+            continue
+        dims = _onnx_dims(vi)
+        if any(not isinstance(d, int) for d in dims):
+            raise CLIError(f"ONNX input {name!r} has a dynamic shape {dims}; give a static one with "
+                           f"--input-shapes {name}:{'x'.join(str(d) if isinstance(d, int) else '1' for d in dims)}")
+        shape[name] = tuple(dims)
+    from ..relay.frontend import from_onnx
+    return from_onnx(model, shape=shape)
+
+
+# -- TorchScript -----------------------------------------------------------------------------------------
+def _load_pytorch(path: str, specs: list):
+    try:
+        import torch
+    except ImportError:
+        raise CLIError("reading TorchScript models needs PyTorch: pip install torch") from None
+    try:
+        module = torch.jit.load(path, map_location="cpu")
+    except Exception as err:  # noqa: BLE001 - torch raises RuntimeError/ValueError/pickle errors
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CLIError(f"{path} is not a TorchScript archive ({first}); save the model with "
+                       "torch.jit.save(torch.jit.trace(model, example_inputs), path)") from None
+    module = module.eval()
+    arg_names = [i.debugName().split(".")[0] for i in list(module.graph.inputs())[1:]]
+    if not specs:
+        example = ",".join(f"{n}:1x3x224x224" for n in arg_names) or "input0:1x3x224x224"
+        raise CLIError(f"TorchScript files do not record input shapes; pass --input-shapes with one entry per "
+                       f"forward() argument ({len(arg_names)}: {', '.join(arg_names)}), e.g. --input-shapes {example}")
+    if len(specs) != len(arg_names):
+        raise CLIError(f"the TorchScript module's forward() takes {len(arg_names)} input(s) "
+                       f"({', '.join(arg_names)}) but --input-shapes gives {len(specs)}")
+    infos = [(s.name, (s.shape, s.dtype or "float32")) for s in specs]
+    from ..relay.frontend import from_pytorch
+    return from_pytorch(module, infos)
+
+
+# -- Relay text ------------------------------------------------------------------------------------------
+def _load_relay(path: str, specs: list, params_path: str | None):
+    from .. import parser
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    mod = parser.parse(text, source_name=path)
+    if "main" not in mod:
+        raise CLIError(f"{path}: the Relay program has no @main function")
+    params = {}
+    if params_path is None:
+        guess = os.path.splitext(path)[0] + ".params"
+        params_path = guess if os.path.isfile(guess) else None
+    if params_path is not None:
+        check_file(params_path, "params file")
+        from ..relay.param_dict import load_param_dict
+        with open(params_path, "rb") as f:
+            blob = f.read()
+        try:
+            params = load_param_dict(blob)
+        except KilnError as err:
+            raise CLIError(f"{params_path} is not a Relay params file: {err}") from None
+        names = {p.name_hint for p in mod["main"].params}
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise CLIError(f"{params_path} holds params {unknown} that are not parameters of @main "
+                           f"(which has {sorted(names)})")
+    if specs:
+        _check_relay_shapes(mod, params, specs, path)
+    return mod, params
+
+
+def _check_relay_shapes(mod, params, specs, path) -> None:
+    declared = {n: (s, d) for n, s, d in free_inputs(mod, params)}
+    for s in specs:
+        if s.name not in declared:
+            raise CLIError(f"--input-shapes names {s.name!r} but {path}'s @main inputs are {list(declared)}")
+        shape, dtype = declared[s.name]
+        if tuple(shape) != tuple(s.shape) or (s.dtype and s.dtype != dtype):
+            raise CLIError(f"--input-shapes {s.name}:{'x'.join(map(str, s.shape))} disagrees with {path}, which "
+                           f"declares {s.name}: {shape} {dtype}; Relay text carries its own shapes, so edit the "
+                           "program instead")
+
+
+def random_input(shape, dtype: str, rng: np.random.Generator, fill: str = "random") -> np.ndarray:
+    """A test input of ``shape``/``dtype``: random (floats in [0, 1), ints in [0, 8)), zeros or ones."""
+    np_dtype = np.dtype("float32" if dtype == "bfloat16" else dtype)
+    if fill == "zeros":
+        return np.zeros(shape, np_dtype)
+    if fill == "ones":
+        return np.ones(shape, np_dtype)
+    if np_dtype.kind == "f":
+        return rng.random(shape).astype(np_dtype)
+    if np_dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    return rng.integers(0, 8, size=shape).astype(np_dtype)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} GB"

@@ -1,0 +1,104 @@
+"""``kiln tune`` (tasks, progress bar, TVM-format log, summary, plot), tuned ``kiln compile``, ``kiln bench``."""
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+from kiln.cli.plot import render_curves, write_png
+
+from .conftest import run_kiln
+
+
+def _read_png(path) -> np.ndarray:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, size = 8, b"", None
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos:pos + 4])
+        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
+        assert zlib.crc32(kind + body) & 0xFFFFFFFF == struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])[0]
+        if kind == b"IHDR":
+            size = struct.unpack(">II", body[:8])
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    w, h = size
+    raw = zlib.decompress(idat)
+    rows = [raw[r * (3 * w + 1) + 1:(r + 1) * (3 * w + 1)] for r in range(h)]
+    return np.frombuffer(b"".join(rows), np.uint8).reshape(h, w, 3)
+
+
+def test_builtin_png_renderer_draws_each_curve(tmp_path):
+    curves = [np.array([1e9, 2e9, 2e9, 4e9]), np.array([0.5e9, 3e9])]
+    img = render_curves(curves, width=320, height=200)
+    write_png(tmp_path / "c.png", img)
+    back = _read_png(tmp_path / "c.png")
+    np.testing.assert_array_equal(back, img)
+    colors = {tuple(c) for c in back.reshape(-1, 3)}
+    assert (31, 119, 180) in colors and (255, 127, 14) in colors   # one colour per task
+    # the best curve reaches the top of the plot area (y max = 4 GFLOPS) at the last trial
+    blue = np.argwhere(np.all(back == (31, 119, 180), axis=-1))
+    assert blue[:, 0].min() <= 21 and blue[:, 1].max() >= 320 - 21
+
+
+@pytest.mark.slow
+def test_tune_writes_log_table_plot_then_compile_uses_it(onnx_models, tmp_path):
+    log, png = tmp_path / "tune.log", tmp_path / "curve.png"
+    log.write_text("")  # the log is appended to, never truncated
+    res = run_kiln("tune", onnx_models["conv"], "--target", "llvm", "-o", log, "--trials", "2", "--tuner", "random",
+                   "--number", "1", "--repeat", "1", "--plot", png, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "extracted 1 tunable task(s)" in res.stdout
+    assert "[Task  1/ 1]" in res.stdout and "Progress: (2/2)" in res.stdout     # the progress bar
+    assert "conv2d_NCHWc.x86" in res.stdout and "best GFLOPS" in res.stdout  # the summary table
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(lines) == 2
+    for rec in lines:     # TVM's log format, version 0.2
+        assert rec["version"] == 0.2 and rec["input"][1] == "conv2d_NCHWc.x86"
+        assert set(rec) >= {"input", "config", "result"} and len(rec["result"]) == 4
+    from kiln import autotvm
+    assert len(list(autotvm.record.load_from_file(str(log)))) == 2
+    assert _read_png(png).shape[2] == 3
+
+    so = tmp_path / "tuned.so"
+    res = run_kiln("compile", onnx_models["conv"], "-o", so, "--tuning-records", log)
+    assert res.returncode == 0, res.stderr
+    assert "tuned workload(s)" in res.stdout
+    x = np.random.default_rng(4).standard_normal((1, 3, 7, 9)).astype("float32")
+    np.savez(tmp_path / "in.npz", x=x)
+    res = run_kiln("run", so, "--inputs", tmp_path / "in.npz", "--outputs", tmp_path / "o.npz")
+    assert res.returncode == 0, res.stderr
+    from .test_compile_run import conv_relu_ref
+    with np.load(tmp_path / "o.npz") as data:
+        np.testing.assert_allclose(data["output_0"], conv_relu_ref(x, onnx_models["conv_w"]), rtol=1e-4, atol=1e-4)
+
+
+def test_tune_model_without_tunable_ops(relay_model, tmp_path):
+    res = run_kiln("tune", relay_model["path"], "-o", tmp_path / "t.log", "--trials", "2", "--tuner", "random")
+    assert res.returncode == 0, res.stderr
+    assert "no tunable operators" in res.stdout
+    assert not (tmp_path / "t.log").exists()
+
+
+def test_bench_onnx_beside_onnxruntime(onnx_models):
+    res = run_kiln("bench", onnx_models["conv"], "--rounds", "2", "--number", "2", "--warmup", "1")
+    assert res.returncode == 0, res.stderr
+    assert "kiln compile time:" in res.stdout
+    rows = {line.split()[0]: line.split()[1:] for line in res.stdout.splitlines() if line.startswith(("kiln ", "onnxruntime"))}
+    assert float(rows["kiln"][0]) > 0 and float(rows["kiln"][1]) > 0
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return
+    assert float(rows["onnxruntime"][0]) > 0
+    assert float(rows["kiln"][2]) < 1e-3   # kiln's max |err| against ONNX Runtime
+
+
+def test_bench_compiled_module_kiln_only(compiled_conv):
+    res = run_kiln("bench", compiled_conv, "--rounds", "2", "--number", "3", "--no-peers")
+    assert res.returncode == 0, res.stderr
+    assert "median ms" in res.stdout and "compile time" not in res.stdout
