@@ -51,8 +51,11 @@ def _vector_add():
 
 
 def main() -> None:
-    print("kiln demo: tensor expression -> schedule -> loop nest -> C -> shared library\n")
+    print("kiln demo, part 1: tensor expression -> schedule -> loop nest -> C -> shared library\n")
     _vector_add()
+    print("\nkiln demo, part 2: relay.build of resnet-18 (relay.testing, random weights) -> graph executor\n")
+    from kiln.relay.testing.demo_flow import run_resnet_demo
+    run_resnet_demo()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 (ONNX Runtime for .onnx, PyTorch for TorchScript) when installed, timed in interleaved rounds."""
 from __future__ import annotations
 
-import os
 import statistics
 import time
 

@@ -117,8 +117,9 @@ def run(args) -> int:
         out_dir = os.path.dirname(os.path.abspath(args.outputs))
         if not os.path.isdir(out_dir):
             raise CLIError(f"--outputs {args.outputs!r}: the folder {out_dir!r} does not exist")
-        np.savez(args.outputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
-        print(f"saved outputs to {args.outputs}")
+        path = args.outputs if args.outputs.endswith(".npz") else args.outputs + ".npz"  # as np.savez names it
+        np.savez(path, **{f"output_{i}": o for i, o in enumerate(outputs)})
+        print(f"saved outputs to {path}")
     if args.profile:
         dbg = lib["debug_create"]("default", cpu(0))
         for name, value in values.items():

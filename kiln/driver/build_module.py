@@ -36,6 +36,9 @@ def schedule_to_module(sch, args, name: str = "main", binds=None):
     if args is None:
         raise LoweringError("kiln.lower/kiln.build of a schedule needs args: the list of tensors (and scalar "
                             "vars) that become the function's parameters, e.g. [A, B, C]")
+    if not isinstance(args, (list, tuple)):
+        raise LoweringError(f"kiln.lower/kiln.build: args must be a list of tensors and scalar vars, got "
+                            f"{type(args).__name__} {args!r}; write e.g. [A, B, C]")
     func = schedule_to_primfunc(sch, list(args), name=name, binds=binds)
     attrs = {"global_symbol": name}
     if "tir.noalias" not in func.attrs:

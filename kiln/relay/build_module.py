@@ -132,10 +132,10 @@ def optimize(mod, target=None, params=None):
     """The module after relay.build's optimization passes (params bound, ops fused), plus the params
     (TVM's ``relay.optimize`` returns ``(mod, params)``)."""
     mod = _as_ir_module(mod, "relay.optimize")
-    if target is not None:
-        _canon_target(target)
-    mod = _run_optimizations(_bind_params(mod, params))
-    return mod, {}
+    if target is None:
+        return _run_optimizations(_bind_params(mod, params)), {}
+    with _canon_target(target):
+        return _run_optimizations(_bind_params(mod, params)), {}
 
 
 def _contains_any(ty) -> bool:
@@ -174,9 +174,6 @@ def _executor_name(executor) -> str:
     name = getattr(executor, "name", None)
     if isinstance(name, str):
         return name
-    legacy = getattr(executor, "mod", None)  # relay.backend.Executor("graph") while backend exports the base class
-    if isinstance(legacy, str):
-        return legacy
     raise KilnError(f"relay.build: executor must be relay.backend.Executor('graph'), got {executor!r}")
 
 
@@ -210,10 +207,11 @@ def build(ir_mod, target=None, target_host=None, executor=None, runtime=None, wo
 
     start = _time.perf_counter()
     _check_static(ir_mod, "graph")
-    opt_mod = _run_optimizations(_bind_params(ir_mod, params))
-    _check_static(opt_mod, "graph")
-    compiler = TECompiler(tgt, mod_name)
-    result = GraphExecutorCodegen(compiler).codegen(opt_mod["main"])
+    with tgt:  # target-dependent passes (AlterOpLayout's x86 hooks) and strategies read Target.current()
+        opt_mod = _run_optimizations(_bind_params(ir_mod, params))
+        _check_static(opt_mod, "graph")
+        compiler = TECompiler(tgt, mod_name)
+        result = GraphExecutorCodegen(compiler).codegen(opt_mod["main"])
     lib = compiler.build_module()
     runner = plan_runner_module(tgt)
     if lib is None:  # a graph without any kernel (it only forwards its inputs)

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from typing import Callable, Sequence
 
-from ..error import KilnError, ModuleLoadError
+from ..error import ArgumentError, KilnError, ModuleLoadError
 from . import blob as _blob
 from .benchmark import BenchmarkResult, measure
 from .device import Device, device as _as_device
@@ -78,7 +78,10 @@ class Module:
     def __getitem__(self, name: str):
         return self.get_function(name)
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            raise ArgumentError(f"module {self.type_key}: keyword arguments ({', '.join(kwargs)}) are not supported; "
+                                "pass every argument by position, in the order of the function's parameters")
         entry = self.entry_name
         if entry is None:
             raise KilnError(f"module {self.type_key} has no entry function; use mod[name](...)")

@@ -66,7 +66,8 @@ def save_params(params: dict) -> bytes:
     for name, value in params.items():
         raw = str(name).encode("utf-8")
         out.append(struct.pack("<Q", len(raw)) + raw)
-        arrays.append(np.array(_as_numpy(value), order="C", copy=False) if _as_numpy(value).flags.c_contiguous else np.array(_as_numpy(value), order="C"))
+        arr = _as_numpy(value)
+        arrays.append(arr if arr.flags.c_contiguous else np.array(arr, order="C"))  # keeps 0-d arrays 0-d
     out.append(struct.pack("<Q", len(arrays)))
     for arr in arrays:
         code, bits, lanes = _dtype_triple(arr)

@@ -20,6 +20,11 @@ from typing import Iterable, Sequence
 from ..error import CompileError, KilnError
 
 DEFAULT_CFLAGS = ("-O3", "-fPIC", "-fopenmp", "-std=gnu11")
+
+# GCC 12 miscompiles if-converted conditional loads under AVX2 (masked loads with the wrong mask:
+# `out[i] = a[i] > 0 ? b[i] : 0` gave wrong values at -O3 -march=haswell/znver3). kiln's own
+# vectorization does not rely on gcc's if-conversion, so it is switched off for gcc.
+GCC_WORKAROUND_CFLAGS = ("-fno-tree-loop-if-convert",)
 DEFAULT_LDFLAGS = ("-shared", "-fPIC", "-fopenmp", "-lm")
 
 _CANDIDATES = ("gcc", "cc", "clang")
@@ -176,11 +181,18 @@ def _keep_failed_source(key: str, source: str, suffix: str) -> str:
     return path
 
 
+def _workaround_flags(cc: Sequence[str]) -> tuple:
+    """Flags that avoid known miscompilations of the compiler in use (gcc only)."""
+    ident = compiler_identity(cc)
+    is_gcc = "Free Software Foundation" in ident and "clang" not in ident.lower()
+    return GCC_WORKAROUND_CFLAGS if is_gcc else ()
+
+
 # -- public API ----------------------------------------------------------------------------------
 def compile_object(source: str, cflags: Iterable[str] = (), suffix: str = ".c") -> str:
     """Compile C ``source`` to an object file; returns the cached ``.o`` path."""
     cc = find_compiler()
-    flags = list(DEFAULT_CFLAGS) + list(cflags)
+    flags = list(DEFAULT_CFLAGS) + list(_workaround_flags(cc)) + list(cflags)
     key = _digest("object", compiler_identity(cc), "\0".join(flags), suffix, source)
     out = _cache_path("obj", key, ".o")
     if os.path.exists(out):

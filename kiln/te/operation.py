@@ -125,6 +125,9 @@ def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs=None, v
             raise KilnError(f"compute {name}: fcompute returned a tensor; index it to return an element")
         if not isinstance(b, E.PrimExpr):
             raise KilnError(f"compute {name}: fcompute returned {b!r}, which is not an expression")
+        if isinstance(b, E.StringImm) or parse_dtype(b.dtype).is_handle:
+            raise KilnError(f"compute {name}: fcompute returned {b!r} of type {b.dtype}; a tensor element must be "
+                            "a number (int, uint, float or bool expression)")
         conv.append(b)
     op = ComputeOp(name, tag, attrs, axis, conv)
     outs = op.outputs

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..error import KilnError
 from ..ir.node import Node
+from ..runtime.dtype import parse_dtype
 from ..tir import expr as E
 from ..tir import op as tir_op
 from ..tir.stmt_functor import StmtExprVisitor, StmtExprMutator
@@ -35,6 +36,11 @@ class Tensor(Node):
             return self.op.name
         return f"{self.op.name}.v{self.value_index}"
 
+    def __iter__(self):
+        # without this, Python would iterate by calling A[0], A[1], ... forever
+        raise KilnError(f"tensor {self.name} is not iterable: index it inside te.compute (e.g. {self.name}[i]), "
+                        f"and pass a list where several tensors are expected (e.g. [{self.name}, ...])")
+
     def __call__(self, *indices):
         if len(indices) == 1 and isinstance(indices[0], (list, tuple)):
             indices = tuple(indices[0])
@@ -59,6 +65,9 @@ class Tensor(Node):
             i = tir_op.convert(i)
             if not isinstance(i, E.PrimExpr):
                 raise KilnError(f"tensor {self.name}: index {i!r} is not an expression")
+            if not parse_dtype(i.dtype).is_integral:
+                raise KilnError(f"tensor {self.name}: index {i} has dtype {i.dtype}; tensor indices must be "
+                                "integers (cast with .astype('int32') or use // for integer division)")
             idx.append(i)
         return E.ProducerLoad(self, idx)
 
@@ -104,6 +113,10 @@ class TensorSlice:
     @property
     def dtype(self):
         return self.tensor.dtype
+
+    def __iter__(self):
+        raise KilnError(f"a partially indexed tensor ({self.tensor.name}[...]) is not iterable; index all "
+                        f"{self.tensor.ndim} dimensions of {self.tensor.name}")
 
     def asobject(self):
         return self.tensor._load(self.indices)

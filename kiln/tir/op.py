@@ -316,6 +316,9 @@ def min(a, b=None, span=None, *, axis=None, where=None, init=None):  # noqa: A00
     """Two-argument min of expressions, or (``te.min(expr, axis=...)``) a min-reduction."""
     if axis is not None or (b is not None and _looks_like_axis(b)):
         return _min_reducer(a, axis if axis is not None else b, where, init)
+    if b is None:
+        raise KilnError("min needs two operands (min(a, b)), or axis=... for a min-reduction "
+                        "(min(expr, axis=k) with k = te.reduce_axis(...))")
     a, b = _match(a, b)
     if _is_const(a) and _is_const(b):
         return a if a.value <= b.value else b
@@ -328,6 +331,9 @@ def max(a, b=None, span=None, *, axis=None, where=None, init=None):  # noqa: A00
     """Two-argument max of expressions, or (``te.max(expr, axis=...)``) a max-reduction."""
     if axis is not None or (b is not None and _looks_like_axis(b)):
         return _max_reducer(a, axis if axis is not None else b, where, init)
+    if b is None:
+        raise KilnError("max needs two operands (max(a, b)), or axis=... for a max-reduction "
+                        "(max(expr, axis=k) with k = te.reduce_axis(...))")
     a, b = _match(a, b)
     if _is_const(a) and _is_const(b):
         return a if a.value >= b.value else b
@@ -661,7 +667,8 @@ def comm_reducer(fcombine, fidentity, name="reduce"):
     if n_args != 2:
         raise KilnError("comm_reducer's fcombine must take two arguments (x, y), tuples for multi-value")
 
-    def reducer(expr, axis, where=None, init=None, *args):
+    def reducer(expr, axis=None, where=None, init=None, *args):
+        axes = _reduce_axes(name, axis)
         exprs = list(expr) if isinstance(expr, (list, tuple)) else [convert(expr)]
         exprs = [convert(e) for e in exprs]
         dtypes = [e.dtype for e in exprs]
@@ -677,7 +684,6 @@ def comm_reducer(fcombine, fidentity, name="reduce"):
         result = [cast(r, d) for r, d in zip(result, dtypes)]
         ident = [cast(r, d) for r, d in zip(ident, dtypes)]
         combiner = _e.CommReducer(lhs, rhs, result, ident)
-        axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
         cond = _as_bool(where) if where is not None else const(True, "bool")
         inits = []
         if init is not None:
@@ -687,6 +693,22 @@ def comm_reducer(fcombine, fidentity, name="reduce"):
 
     reducer.__name__ = name
     return reducer
+
+
+def _reduce_axes(name, axis) -> list:
+    """The reduction axes of a ``name`` reduction: each must come from ``te.reduce_axis``."""
+    if axis is None:
+        raise KilnError(f"{name} reduction: give the axes to reduce over, e.g. "
+                        f"{name}(expr, axis=k) with k = te.reduce_axis((0, n), 'k')")
+    axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
+    if not axes:
+        raise KilnError(f"{name} reduction: the list of reduction axes is empty")
+    for ax in axes:
+        if not isinstance(ax, _e.IterVar) or ax.iter_type != _e.IterVar.CommReduce:
+            what = f"data-parallel axis '{ax.var.name}'" if isinstance(ax, _e.IterVar) else repr(ax)
+            raise KilnError(f"{name} reduction: {what} is not a reduction axis; reduce over axes made by "
+                            "te.reduce_axis((begin, end), name)")
+    return axes
 
 
 def _sum_combine(x, y):

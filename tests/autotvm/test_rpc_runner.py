@@ -48,7 +48,7 @@ def variants(n):
 
 @autotvm.template("test_rpc_runner/slow")
 def slow(n, steps):
-    """A kernel that loops ``steps`` times per element (knob "unroll" only changes the config index)."""
+    """A kernel that loops ``steps`` times per element (knob "copy" only changes the config index)."""
     cfg = autotvm.get_config()
     cfg.define_knob("copy", list(range(8)))
     cfg.add_flop(n * steps)
@@ -140,18 +140,19 @@ def test_n_parallel_defaults_to_the_number_of_servers(cluster2):
 
 # -- measuring ----------------------------------------------------------------------------------
 def _built(task, indices):
+    """MeasureInputs and their BuildResults; the builder comes along (its directory holds the libraries)."""
     builder = autotvm.LocalBuilder(n_parallel=2, timeout=60)
     builder.set_task(task)
     inputs = [MeasureInput(task.target, task, task.config_space.get(i)) for i in indices]
     try:
-        return inputs, builder.build(inputs)
+        return inputs, builder.build(inputs), builder
     finally:
         builder.executor.close()
 
 
 def test_queueing_while_every_server_is_busy(cluster2):
     task, _ = get_sample_task(32)
-    inputs, builds = _built(task, [3, 10, 17, 24])
+    inputs, builds, _builder = _built(task, [3, 10, 17, 24])
     assert not any(isinstance(b, MeasureResult) for b in builds)
     runner = autotvm.RPCRunner(cluster2.key, cluster2.host, cluster2.port, n_parallel=4, timeout=20,
                                number=2, repeat=1, cooldown_interval=0)
@@ -238,7 +239,7 @@ def test_tuning_through_two_servers_matches_the_local_runner(cluster2, tmp_path)
 
 @pytest.mark.slow
 def test_a_server_killed_mid_measurement_costs_one_result():
-    task = autotvm.task.create("test_rpc_runner/slow", args=(16, 2 ** 25), target="llvm")
+    task = autotvm.task.create("test_rpc_runner/slow", args=(8, 2 ** 24), target="llvm")  # ~0.5 s a call
     cluster = LocalCluster(n_servers=2)
     victim = cluster.servers[0]
     killed = {}
@@ -259,11 +260,11 @@ def test_a_server_killed_mid_measurement_costs_one_result():
         runner = autotvm.RPCRunner(cluster.key, cluster.host, cluster.port, number=1, repeat=1, timeout=30,
                                    cooldown_interval=0)
         killer.start()
-        _, results = _tune(task, runner, 6)
+        _, results = _tune(task, runner, 4)
         killer.join(5)
         assert "at" in killed
         errors = [r for _, r in results if r.error_no != MeasureErrorNo.NO_ERROR]
-        assert len(results) == 6 and len(errors) == 1, [r.error_no for _, r in results]
+        assert len(results) == 4 and len(errors) == 1, [r.error_no for _, r in results]
         assert errors[0].error_no == MeasureErrorNo.RUNTIME_DEVICE
         assert "lost the connection" in str(errors[0].costs[1]) or "died" in str(errors[0].costs[1])
         # the tracker dropped the dead server; the other one measured the rest

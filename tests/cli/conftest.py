@@ -88,5 +88,5 @@ def compiled_conv(onnx_models):
     """conv.onnx compiled once by ``kiln compile`` for the run/bench tests."""
     so = onnx_models["dir"] / "conv.so"
     res = run_kiln("compile", onnx_models["conv"], "-o", so)
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 0, res.stdout + res.stderr
     return so

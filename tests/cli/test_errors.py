@@ -159,3 +159,18 @@ def test_parse_input_shapes_errors(text, needle):
     with pytest.raises(CLIError, match=None) as info:
         parse_input_shapes(text)
     assert needle in str(info.value)
+
+
+def test_internal_error_is_labelled_as_a_bug(capsys, monkeypatch):
+    """An unexpected exception is reported as a kiln bug (exit 3), with the traceback only under -v."""
+    from kiln.cli import cmd_run
+
+    def broken(args):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(cmd_run, "run", broken)
+    rc = main(["run", "x.so"])
+    err = capsys.readouterr().err
+    assert rc == 3 and "internal error (a bug in kiln): ZeroDivisionError: boom" in err and "Traceback" not in err
+    rc = main(["-v", "run", "x.so"])
+    assert rc == 3 and "Traceback" in capsys.readouterr().err

@@ -250,6 +250,28 @@ def test_loop_partition_lower_bound_gives_head():
         _same(f, g, [(size,), (size,)])
 
 
+def test_loop_partition_relaxes_a_thread_launched_inside_the_loop():
+    """The deduced split point is evaluated outside the loop, so it must not mention a thread
+    variable that is only launched inside it: the thread is relaxed over its extent."""
+    n = tir.Var("n")
+    A, B = tir.decl_buffer((n,), "float32", "A"), tir.decl_buffer((n,), "float32", "B")
+    io = tir.Var("i_outer")
+    tx = tir.IterVar(tir.Range(0, 4), tir.Var("threadIdx_x"), tir.IterVar.ThreadIndex, "threadIdx.x")
+    idx = io * 4 + tx.var
+    body = loop(io, tir.floordiv(n + 3, 4), tir.AttrStmt(
+        tx, "thread_extent", tir.const(4), tir.IfThenElse(tir.likely(idx < n), tir.BufferStore(B, A[idx], [idx]))))
+    g = T.Simplify()(T.LoopPartition()(f := make_func([A, B], body)))
+    loops = _nodes(g, tir.For)
+    assert len(loops) == 2 and f is not g
+    for lp in loops:  # loop bounds use only n
+        for bound in (lp.min, lp.extent):
+            names = set()
+            post_order_visit(bound, lambda x: names.add(x.name) if isinstance(x, tir.Var) else None)
+            assert names <= {"n"}, (lp.loop_var.name, str(bound))
+    assert "for i_outer in range(n // 4):" in str(g)
+    assert str(g).count("T.likely") == 1
+
+
 def test_simplify_uses_loop_bounds_and_removes_dead_code():
     A = tir.decl_buffer((10,), "int32", "A")
     i = tir.Var("i")

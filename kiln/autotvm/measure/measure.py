@@ -98,8 +98,8 @@ def measure_option(builder, runner) -> dict:
         builder = LocalBuilder()
     if isinstance(runner, str):
         if runner != "local":
-            raise KilnError(f"invalid runner {runner!r}: expected 'local' or a Runner object (RPCRunner comes "
-                            "with kiln.rpc)")
+            raise KilnError(f"invalid runner {runner!r}: expected 'local' or a Runner object such as "
+                            "autotvm.RPCRunner(key, host, port)")
         runner = LocalRunner()
     if not isinstance(builder, Builder):
         raise KilnError(f"measure_option: builder must be a Builder, got {type(builder).__name__}")

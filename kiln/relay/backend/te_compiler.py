@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...error import KilnError, LoweringError, OpNotImplemented
+from ...error import LoweringError, OpNotImplemented
 from ...ir.node import structural_equal, structural_hash
 from ...ir.op import Op, OpPattern
 from ...ir.type import TensorType, TupleType

@@ -211,7 +211,9 @@ class VMExecutor(Executor):
             mod["main"] = bind_params_by_name(mod["main"], self.params)
         mod = T.InferType()(mod)
         main = mod["main"]
-        compiled = VMCompiled(mod, _canon_target(self.target))
+        target = _canon_target(self.target)
+        with target:
+            compiled = VMCompiled(mod, target)
         runner = _Runner(compiled)
         opt_main = compiled.mod["main"]
 

@@ -65,6 +65,7 @@ class ExportedProgramImporter:
                 break
             try:
                 self.env[node] = self._convert(node)
+                self._typecheck(self.env[node])
             except FrontendError as err:
                 raise FrontendError(f"while converting {_describe(node)}: {err}") from err
             except OpNotImplemented as err:
@@ -79,6 +80,14 @@ class ExportedProgramImporter:
         from ...runtime import ndarray as nd
         params = {v.name_hint: nd.array(self.params[v.name_hint]) for v in used if v.name_hint in self.params}
         return mod, params
+
+    def _typecheck(self, value):
+        """Infer the types of new expressions now, so a type error is reported at the node that made it."""
+        if isinstance(value, Expr):
+            self.ctx.type_of(value)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                self._typecheck(v)
 
     # -- checking ---------------------------------------------------------------------------------
     def _supported(self, node) -> bool:
@@ -152,6 +161,9 @@ class ExportedProgramImporter:
             raise FrontendError(f"input {node.name!r}: its shape is not recorded in the exported program")
         dims = []
         for d in shape:
+            if isinstance(d, torch.SymInt) and not d.node.is_constant() if hasattr(d, "node") else False:
+                raise FrontendError(f"input {node.name!r}: dimension {d} is symbolic (dynamic_shapes); kiln needs "
+                                    "static shapes: export without dynamic_shapes")
             try:
                 dims.append(int(d))
             except (TypeError, ValueError):

@@ -17,7 +17,7 @@ from ...ir.type import TupleType
 from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, var
 from .common import TypeCache
 from .onnx_common import CONVERTERS, const, NodeContext, decode_attributes, onnx_dtype
-from . import onnx_einsum, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor  # noqa: F401 (registers the converters)
+from . import onnx_attention, onnx_einsum, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor  # noqa: F401 (registers the converters)
 
 __all__ = ["from_onnx", "GraphConverter", "supported_ops", "MIN_OPSET", "MAX_OPSET"]
 

@@ -43,6 +43,21 @@ def _find_candidates(body, var, done):
             self.visit(s.body)
             self.loops.pop(s.loop_var, None)
 
+        def visit_AttrStmt(self, s):
+            # a thread launched inside the loop is defined there: relax it over its extent like an
+            # inner loop (never let the deduced bound, which is evaluated outside, mention it)
+            if s.attr_key in ("thread_extent", "virtual_thread") and isinstance(s.node, E.IterVar):
+                self.visit(s.value)
+                tvar = s.node.var
+                if uses_var(s.value, var):
+                    self.lets.add(tvar)
+                else:
+                    self.loops[tvar] = E.Range.from_min_extent(_op.const(0, s.value.dtype), s.value)
+                self.visit(s.body)
+                self.loops.pop(tvar, None)
+                return
+            self.generic_visit(s)
+
         def visit_LetStmt(self, s):
             self.visit(s.value)
             self.lets.add(s.var)

@@ -252,8 +252,8 @@ def test_shape_arithmetic_is_folded():
              helper.make_node("Reshape", ["x", "target"], ["y"]),
              helper.make_node("Range", ["r0", "r1", "r2"], ["r"]),
              helper.make_node("ConstantOfShape", ["s"], ["z"], value=helper.make_tensor("v", 1, [1], [2.0]))]
-    m = make_model(nodes, {"x": ((3, 4, 5), "float32")}, {"y": (None, "float32"), "r": (None, "int64"),
-                                                          "z": (None, "float32")},
+    m = make_model(nodes, {"x": ((3, 4, 5), "float32")}, {"y": ((3, 20), "float32"), "r": ((3,), "int64"),
+                                                          "z": ((3, 4, 5), "float32")},
                    initializers={"zero": np.array(0), "zero1": np.array([0]), "minus1": np.array([-1]),
                                  "r0": np.array(1), "r1": np.array(10), "r2": np.array(3)}, opset=13)
     check_against_ort(m, {"x": rand(3, 4, 5)})

@@ -1,6 +1,5 @@
 """relay.build API: options, old spellings, executors ("graph", "vm"), param dicts, bad input."""
 import json
-import warnings
 
 import numpy as np
 import pytest
@@ -307,3 +306,20 @@ def test_resnet_demo_flow_small():
     res = run_resnet_demo(image_size=33, number=1, repeat=1, verbose=False)
     assert res["max_err"] < 1e-4 and res["export_roundtrip_equal"]
     assert res["planned_bytes"] < res["intermediate_bytes"]
+
+
+def test_build_runs_passes_under_the_target():
+    """relay.build enters the target, so target-dependent hooks (x86 AlterOpLayout: conv2d -> NCHWc) apply."""
+    if relay.op.get("nn.conv2d").get_attr("FTVMAlterOpLayout") is None:
+        pytest.skip("no AlterOpLayout hook registered for nn.conv2d")
+    x = relay.var("data", shape=(1, 8, 10, 10), dtype="float32")
+    w = relay.var("w", shape=(16, 8, 3, 3), dtype="float32")
+    y = relay.nn.relu(relay.nn.conv2d(x, w, padding=(1, 1), channels=16, kernel_size=(3, 3)))
+    wv = np.random.randn(16, 8, 3, 3).astype("float32")
+    lib = _build(relay.Function([x, w], y), params={"w": wv}, opt_level=3)
+    assert any("NCHWc" in c.func_name for c in lib.lowered), [c.func_name for c in lib.lowered]
+    xv = np.random.randn(1, 8, 10, 10).astype("float32")
+    m = graph_executor.GraphModule(lib["default"](tvm.cpu(0)))
+    m.run(data=xv)
+    ref = relay.create_executor("debug", mod=tvm.IRModule.from_expr(relay.Function([x, w], y))).evaluate()(xv, wv)
+    np.testing.assert_allclose(m.get_output(0).numpy(), ref.numpy(), rtol=1e-4, atol=1e-4)

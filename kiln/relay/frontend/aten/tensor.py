@@ -373,7 +373,7 @@ def _index(ctx, args):
     positions = [i for i, t in enumerate(indices) if t is not None]
     if not positions:
         return x
-    idx = [_wrap_indices(ctx, ctx.as_expr(indices[i], "int64"), shape[i]) for i in positions]
+    idx = [_wrap_indices(ctx, ctx.as_expr(indices[i]), shape[i]) for i in positions]
     first, last = positions[0], positions[-1]
     if positions != list(range(first, last + 1)):
         raise FrontendError("aten::index with non-adjacent index tensors is not supported by kiln")

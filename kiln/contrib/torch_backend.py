@@ -1,0 +1,124 @@
+"""The ``torch.compile`` backend ``"kiln"``.
+
+``torch.compile(model, backend="kiln", options={"opt_level": 3, "tuning_log": "tune.log"})``: dynamo hands
+each captured FX graph (graph breaks are dynamo's business) with example inputs to :func:`kiln_backend`,
+which traces it to TorchScript, imports it with ``relay.frontend.from_pytorch``, builds it with
+``relay.build`` and returns a callable running the graph executor.
+
+Parameters that dynamo lifts to graph inputs (``nn.Parameter`` objects) are bound into the build as
+constants, so weights are folded and packed at compile time; if one of them is later modified in place
+(its version counter moves) or replaced, the graph is rebuilt before running.
+
+Inputs reach the executor through DLPack views of the torch tensors (one copy into the executor's input
+buffer). Outputs are written straight into fresh torch tensors (one copy): handing out the executor's own
+output buffers without a copy would let the next call overwrite tensors the caller still holds.
+
+Registered for dynamo through the ``torch_dynamo_backends`` entry point in ``pyproject.toml``.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..error import FrontendError
+
+__all__ = ["kiln_backend", "KilnCompiledGraph"]
+
+_DEFAULTS = {"opt_level": 3, "tuning_log": None, "target": "llvm"}
+
+
+def _options(options: dict | None) -> dict:
+    opts = dict(_DEFAULTS)
+    for k, v in (options or {}).items():
+        if k not in _DEFAULTS:
+            raise FrontendError(f"torch.compile(backend='kiln'): unknown option {k!r}; "
+                                f"supported: {', '.join(sorted(_DEFAULTS))}")
+        opts[k] = v
+    return opts
+
+
+class KilnCompiledGraph:
+    """One dynamo graph compiled by kiln; calling it runs the graph executor on torch tensors."""
+
+    def __init__(self, gm, example_inputs: Sequence, options: dict):
+        import torch
+        self.gm = gm
+        self.options = options
+        self.frozen = [i for i, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter)]
+        self.runtime_idx = [i for i in range(len(example_inputs)) if i not in self.frozen]
+        for i, x in enumerate(example_inputs):
+            if not isinstance(x, torch.Tensor):
+                raise FrontendError(f"torch.compile(backend='kiln'): graph input {i} is a {type(x).__name__} "
+                                    "(dynamic shapes?); kiln compiles static shapes: use "
+                                    "torch.compile(..., dynamic=False)")
+        self._build(example_inputs)
+
+    def _build(self, inputs: Sequence) -> None:
+        import torch
+        import numpy as np
+        from .. import relay, transform
+        from ..runtime import ndarray as nd
+        from ..relay.frontend.pytorch_utils import tensor_dtype
+        from . import graph_executor
+
+        with torch.no_grad():
+            traced = torch.jit.trace(self.gm, tuple(inputs), check_trace=False, strict=False)
+        names = [f"inp_{i}" for i in range(len(inputs))]
+        infos = [(n, (tuple(x.shape), tensor_dtype(x, f"graph input {i}"))) for i, (n, x) in
+                 enumerate(zip(names, inputs))]
+        mod, params = relay.frontend.from_pytorch(traced, infos)
+        for i in self.frozen:
+            params[names[i]] = nd.array(np.array(inputs[i].detach().cpu().numpy(), copy=True))
+        self.frozen_state = [(id(inputs[i]), inputs[i]._version) for i in self.frozen]
+        target = self.options["target"]
+        with transform.PassContext(opt_level=int(self.options["opt_level"])):
+            log = self.options["tuning_log"]
+            if log:
+                from .. import autotvm
+                with autotvm.apply_history_best(log):
+                    lib = relay.build(mod, target=target, params=params)
+            else:
+                lib = relay.build(mod, target=target, params=params)
+        self.module = graph_executor.GraphModule(lib["default"](nd.cpu(0)))
+        self.input_names = [names[i] for i in self.runtime_idx]
+        self.num_outputs = self.module.get_num_outputs()
+
+    def _stale(self, args) -> bool:
+        return any(id(args[i]) != ident or args[i]._version != ver
+                   for i, (ident, ver) in zip(self.frozen, self.frozen_state))
+
+    def __call__(self, *args):
+        import torch
+        from ..runtime import ndarray as nd
+        if self.frozen and self._stale(args):
+            self._build(args)
+        m = self.module
+        for name, i in zip(self.input_names, self.runtime_idx):
+            t = args[i].detach()
+            if not t.is_contiguous():
+                t = t.contiguous()
+            m.set_input(name, nd.from_dlpack(t))
+        m.run()
+        outs = []
+        for k in range(self.num_outputs):
+            ref = m.get_output(k)
+            out = torch.empty(ref.shape, dtype=_torch_dtype(ref.dtype))
+            m.get_output(k, out=nd.from_dlpack(out))
+            outs.append(out)
+        return tuple(outs)
+
+
+def _torch_dtype(name: str):
+    import torch
+    return {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "int64": torch.int64,
+            "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
+            "bool": torch.bool}[name]
+
+
+def kiln_backend(gm, example_inputs, options: dict | None = None, **kwargs) -> Callable:
+    """dynamo backend: compile FX graph ``gm`` with kiln; ``options``: opt_level, tuning_log, target."""
+    if "mode" in kwargs and kwargs["mode"] not in (None, "default"):
+        raise FrontendError(f"torch.compile(backend='kiln'): mode={kwargs['mode']!r} is not supported; use options=")
+    from .. import relay
+    if not hasattr(relay, "build"):
+        raise NotImplementedError("torch.compile(backend='kiln') needs relay.build, which is not available")
+    return KilnCompiledGraph(gm, list(example_inputs), _options(options))

@@ -1,0 +1,114 @@
+"""ONNX importer: bad input gets one clear error naming what is wrong and where."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from kiln import relay
+from kiln.error import FrontendError, KilnError, OpNotImplemented
+
+from onnx_helpers import make_model
+
+
+def _relu_model(shape=(2, 3)):
+    return make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], {"x": (shape, "float32")},
+                      {"y": (shape, "float32")})
+
+
+def test_every_unsupported_op_is_listed_at_once():
+    nodes = [helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node("TopK", ["a", "k"], ["v", "i"], name="topk0"),
+             helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["sel"], name="nms0"),
+             helper.make_node("Unique", ["a"], ["u"], name="uniq0")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+                                           helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 2, 4]),
+                                           helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 2])],
+                              [helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 2]),
+                               helper.make_tensor_value_info("sel", TensorProto.INT64, [None, 3]),
+                               helper.make_tensor_value_info("u", TensorProto.FLOAT, [None])],
+                              initializer=[onnx.numpy_helper.from_array(np.array([2]), "k")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(OpNotImplemented) as info:
+        relay.frontend.from_onnx(model)
+    msg = str(info.value)
+    for name in ("TopK", "NonMaxSuppression", "Unique", "topk0", "nms0", "uniq0"):
+        assert name in msg
+    assert "Relu" not in msg
+
+
+def test_custom_domain_op_is_unsupported():
+    node = helper.make_node("FusedGemm", ["x"], ["y"], domain="com.microsoft", name="fg")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    with pytest.raises(OpNotImplemented, match="com.microsoft::FusedGemm"):
+        relay.frontend.from_onnx(model)
+
+
+def test_checker_failure_is_a_frontend_error():
+    model = _relu_model()
+    model.graph.node[0].op_type = "Reluu"  # no such op: onnx.checker rejects the model
+    with pytest.raises(FrontendError, match="malformed ONNX model"):
+        relay.frontend.from_onnx(model)
+
+
+def test_dangling_input_names_the_node():
+    model = _relu_model()
+    node = helper.make_node("Add", ["y", "ghost"], ["z"], name="adder")
+    model.graph.node.append(node)
+    model.graph.output[0].name = "z"
+    with pytest.raises(FrontendError) as info:
+        relay.frontend.from_onnx(model)
+    assert "ghost" in str(info.value)
+
+
+def test_dynamic_input_needs_a_shape():
+    model = _relu_model(shape=("batch", 3))
+    with pytest.raises(FrontendError) as info:
+        relay.frontend.from_onnx(model)
+    assert "'x'" in str(info.value) and "batch" in str(info.value) and "shape=" in str(info.value)
+    mod, _ = relay.frontend.from_onnx(model, shape={"x": (5, 3)})
+    assert tuple(int(d) for d in mod["main"].params[0].type_annotation.shape) == (5, 3)
+
+
+def test_inconsistent_shape_is_rejected():
+    with pytest.raises(FrontendError, match="does not match"):
+        relay.frontend.from_onnx(_relu_model(), shape={"x": (4, 3)})
+    with pytest.raises(FrontendError, match="not inputs of the model"):
+        relay.frontend.from_onnx(_relu_model(), shape={"nope": (2, 3)})
+
+
+def test_unsupported_dtype_names_the_input():
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(FrontendError, match="graph input 'x'.*BFLOAT16"):
+        relay.frontend.from_onnx(model)
+
+
+def test_runtime_shape_operand_is_explained():
+    model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="resh")],
+                       {"x": ((2, 6), "float32"), "s": ((2,), "int64")}, {"y": ((3, 4), "float32")}, opset=13)
+    with pytest.raises(OpNotImplemented) as info:
+        relay.frontend.from_onnx(model)
+    assert "'resh'" in str(info.value) and "['s']" in str(info.value)
+    assert info.value.runtime_inputs == ["s"]
+
+
+def test_bad_attribute_names_the_node():
+    model = make_model([helper.make_node("Concat", ["a", "b"], ["y"], name="cat", axis=0)],
+                       {"a": ((2, 3), "float32"), "b": ((2, 4), "float32")}, {"y": ((4, 3), "float32")})
+    with pytest.raises(KilnError) as info:
+        relay.frontend.from_onnx(model)
+    assert "'cat'" in str(info.value) and "Concat" in str(info.value)
+
+
+def test_not_a_model():
+    with pytest.raises(FrontendError, match="ModelProto"):
+        relay.frontend.from_onnx({"not": "a model"})
+    with pytest.raises(FrontendError, match="cannot parse"):
+        relay.frontend.from_onnx(b"\x01\x02garbage")
