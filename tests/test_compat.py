@@ -187,3 +187,14 @@ def test_unknown_target_kind_is_rejected_even_with_a_backend():
             tvm.build(s, [A, B, C], target="mykind")
     finally:
         tvm.remove_global_func("target.build.mykind")
+
+
+def test_pre_08_top_level_names_resolve():
+    """Every name in kiln's lazy top-level table resolves (old scripts use tvm.<name> directly)."""
+    import kiln as tvm
+    from kiln import _LAZY
+    for name in _LAZY:
+        assert getattr(tvm, name) is not None, name
+    from kiln.contrib import util
+    with util.tempdir() as tmp:
+        assert tmp.relpath("x").endswith("x")

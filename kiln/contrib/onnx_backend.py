@@ -61,6 +61,9 @@ class KilnBackendRep(BackendRep):
         if len(inputs) != len(self.input_names):
             raise ArgumentError(f"the model takes {len(self.input_names)} inputs {self.input_names}, "
                                 f"got {len(inputs)}")
+        for n, v in zip(self.input_names, inputs):
+            if isinstance(v, (list, tuple, dict)) or v is None:
+                raise ArgumentError(f"input {n!r} is a {type(v).__name__}; kiln runs models on tensor inputs only")
         return {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
 
     # -- compile and run ---------------------------------------------------------------------------------------------
@@ -124,7 +127,7 @@ class KilnBackendRep(BackendRep):
             outs = [np.asarray(v.numpy() if hasattr(v, "numpy") else v) for v in values]
         else:
             for n, v in named.items():
-                fn.set_input(n, np.ascontiguousarray(v))
+                fn.set_input(n, np.array(v, order="C"))
             fn.run()
             outs = [fn.get_output(k).numpy() for k in range(fn.get_num_outputs())]
         if len(outs) != len(self.output_names):

@@ -76,3 +76,35 @@ def test_role_flags_are_passed_through(capsys):
     assert "usage: kiln rpc server" in out and "--tracker" in out
     assert main(["rpc", "tracker", "--port", "notaport"]) == 2
     assert main(["rpc", "nonsense"]) == 2
+
+
+@pytest.mark.slow
+def test_tune_measures_on_an_rpc_server(tmp_path):
+    """``kiln tune --rpc-key K --rpc-tracker H:P`` measures through the tracker on a server started by ``kiln rpc``."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    import numpy as np
+    w = np.random.default_rng(0).standard_normal((2, 2, 3, 3)).astype("float32")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 5, 5])],
+                              [numpy_helper.from_array(w, "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, tmp_path / "c.onnx")
+    base = random.randint(40000, 50000)
+    tracker, port = _start("tracker", "--port", str(base), "--port-end", str(base + 50), "--silent")
+    try:
+        server, _ = _start("server", "--tracker", f"127.0.0.1:{port}", "--key", "kiln-cli-tune",
+                           "--port", str(base + 60), "--port-end", str(base + 110), "--silent")
+        try:
+            res = run_kiln("tune", tmp_path / "c.onnx", "-o", tmp_path / "r.log", "--trials", "2", "--tuner",
+                           "random", "--rpc-key", "kiln-cli-tune", "--rpc-tracker", f"127.0.0.1:{port}",
+                           "--number", "1", "--repeat", "1", timeout=300)
+            assert res.returncode == 0, res.stdout + res.stderr
+            from kiln import autotvm
+            records = list(autotvm.record.load_from_file(str(tmp_path / "r.log")))
+            assert records and all(r.error_no == 0 for _, r in records)
+        finally:
+            _stop(server)
+    finally:
+        _stop(tracker)

@@ -54,8 +54,6 @@ class Mod(OnnxOpConverter):
     def _impl_v10(cls, inputs, attr, ctx):
         a, b = inputs
         fmod = int(attr.get("fmod", 0))
-        if _is_float(ctx.dtype(a)) and not fmod:
-            raise ctx.error("fmod=0 is only defined for integer inputs")
         return _op.trunc_mod(a, b) if fmod else _op.floor_mod(a, b)
 
 
@@ -195,7 +193,7 @@ class ThresholdedRelu(OnnxOpConverter):
         x = inputs[0]
         dt = ctx.dtype(x)
         alpha = float(attr.get("alpha", 1.0))
-        return _op.where(_op.greater(x, scalar(alpha, dt)), x, scalar(0, dt))
+        return _op.where(_op.greater(x, scalar(alpha, dt)), x, _op.zeros_like(x))
 
 
 def hard_sigmoid(x, dt, alpha, beta):

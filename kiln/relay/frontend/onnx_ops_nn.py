@@ -218,6 +218,18 @@ def _pool(ctx, inputs, attr, kind):
         raise ctx.unsupported("storage_order=1")
     begins, ends = auto_pads(ctx, attr, xshape[2:], kernel, strides, dilations)
     ceil_mode = bool(int(attr.get("ceil_mode", 0)))
+    count_pad = bool(int(attr.get("count_include_pad", 0)))
+    if ceil_mode and (kind == "MaxPool" or not count_pad):
+        # ONNX's ceil mode drops a last window that would start in the end padding; express the output size
+        # it asks for as extra end padding in floor mode (padding is ignored by max and by uncounted averages)
+        ends = list(ends)
+        for k2, (n, kk, st, d) in enumerate(zip(xshape[2:], kernel, strides, dilations)):
+            span = n + begins[k2] + ends[k2] - ((kk - 1) * d + 1)
+            out = -(-span // st) + 1
+            if (out - 1) * st >= n + begins[k2]:
+                out -= 1
+            ends[k2] += max((out - 1) * st + (kk - 1) * d + 1 - (n + begins[k2] + ends[k2]), 0)
+        ceil_mode = False
     x2, was_1d = _to_2d(ctx, x, kind)
     if was_1d:
         kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
@@ -228,7 +240,7 @@ def _pool(ctx, inputs, attr, kind):
                            ceil_mode=ceil_mode)
     else:
         y = _nn.avg_pool2d(x2, pool_size=kernel, strides=strides, dilation=dilations, padding=padding,
-                           ceil_mode=ceil_mode, count_include_pad=bool(int(attr.get("count_include_pad", 0))))
+                           ceil_mode=ceil_mode, count_include_pad=count_pad)
     return _from_2d(ctx, y) if was_1d else y
 
 
@@ -402,7 +414,9 @@ class LpNormalization(OnnxOpConverter):
             norm = _op.sqrt(_op.sum(_op.multiply(x, x), axis=[axis], keepdims=True))
         else:
             raise ctx.error(f"p must be 1 or 2, got {p}")
-        return _op.divide(x, norm)
+        zero = scalar(0, ctx.dtype(x))
+        safe = _op.where(_op.equal(norm, zero), scalar(1, ctx.dtype(x)), norm)
+        return _op.where(_op.equal(norm, zero), zero, _op.divide(x, safe))
 
 
 @register("MeanVarianceNormalization")
@@ -562,7 +576,8 @@ class Resize(OnnxOpConverter):
         axes = attr.get("axes")
         nd = len(shape)
         axes = [a % nd for a in axes] if axes is not None else list(range(nd))
-        size_v = ctx.value(sizes) if sizes is not None else None
+        scale_given = scales is not None and ctx.shape(scales) != (0,)
+        size_v = ctx.require_value(sizes, "sizes") if sizes is not None and not scale_given else None
         if size_v is not None and np.asarray(size_v).size:
             req = [int(s) for s in np.asarray(size_v).reshape(-1)]
             policy = attr.get("keep_aspect_ratio_policy", "stretch")

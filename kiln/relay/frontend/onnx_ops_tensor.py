@@ -255,7 +255,8 @@ class SpaceToDepth(OnnxOpConverter):
         b = int(attr["blocksize"])
         if h % b or w % b:
             raise ctx.error(f"spatial size {h}x{w} does not divide by blocksize {b}")
-        y = _op.transpose(_op.reshape(x, [n, c, h // b, b, w // b, b]), [0, 3, 5, 1, 2, 4])
+        perm = [0, 3, 5, 1, 2, 4] if attr.get("mode", "DCR") == "DCR" else [0, 1, 3, 5, 2, 4]
+        y = _op.transpose(_op.reshape(x, [n, c, h // b, b, w // b, b]), perm)
         return _op.reshape(y, [n, c * b * b, h // b, w // b])
 
 

@@ -25,10 +25,8 @@ def main(argv: list) -> int:
     total = result.testsRun - len(skipped)
     passed = total - len(failed)
     print(f"ONNX Runtime node tests: {passed} passed, {len(failed)} failed, {total} total")
-    if len(argv) > 1:
+    if len(argv) > 1:  # the names of the tests ONNX Runtime fails
         with open(argv[1], "w") as f:
-            for t, _ in sorted(result.testsRun and [(x, 0) for x in []]):
-                pass
             for name in sorted(failed):
                 f.write(name + "\n")
     return 0

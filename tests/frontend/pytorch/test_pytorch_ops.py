@@ -221,3 +221,66 @@ def test_python_scalar_math_in_trace():
         n = a.shape[-1]
         return a.view(-1, n // 2) * math.sqrt(n)
     verify_model(Fn(f), [r(3, 4, 6)])
+
+
+class Flagged(nn.Module):
+    def __init__(self, flag):
+        super().__init__()
+        self.flag = flag
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        if self.flag:
+            return self.fc(x) * 2
+        return self.fc(x) - 1
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_scripted_if_on_module_constant(flag):
+    """prim::If whose condition is known at import time is inlined (scripted modules without loops)."""
+    from torch_frontend_util import relay, run_relay
+    model = Flagged(flag).eval()
+    scripted = torch.jit.script(model)
+    x = r(2, 4)
+    mod, params = relay.frontend.from_pytorch(scripted, [("x", (2, 4))])
+    (out,) = run_relay(mod, params, [x.numpy()])
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(out), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_traced_function_and_tuple_outputs():
+    from torch_frontend_util import relay, run_relay
+
+    def f(a, b):
+        return a + b, (a * b, torch.relu(a))
+
+    a, b = r(3, 4), r(3, 4)
+    traced = torch.jit.trace(f, (a, b))
+    mod, params = relay.frontend.from_pytorch(traced, [("a", (3, 4)), ("b", (3, 4))])
+    outs = run_relay(mod, params, [a.numpy(), b.numpy()])
+    for got, want in zip(outs, [a + b, a * b, torch.relu(a)]):
+        torch.testing.assert_close(torch.from_numpy(got), want)
+
+
+class Mixed(nn.Module):
+    """Many converted ops in one graph, so one relay.build covers them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1, groups=1)
+        self.gn = nn.GroupNorm(2, 4)
+        self.ln = nn.LayerNorm(5)
+
+    def forward(self, x, q):
+        y = F.hardswish(self.gn(self.conv(x)))
+        y = F.interpolate(y, scale_factor=2, mode="bilinear") + F.pad(y, (0, 5, 0, 5), mode="reflect")[..., :10, :10]
+        y = F.max_pool2d(y, 3, 2, 1) + F.avg_pool2d(y, 2, 2, ceil_mode=True)[..., :5, :5]
+        z = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        z = self.ln(F.gelu(torch.einsum("bld,bmd->blm", z, q)))
+        g = torch.gather(z, 2, torch.tensor([[[0, 4], [1, 1], [2, 3], [4, 0], [3, 3]]]).expand(2, 5, 2))
+        return y.flatten(1).softmax(-1), z.sum(-1) + g.amax(-1), torch.cat([z, z], 1)[:, -3:]
+
+
+def test_mixed_ops_built():
+    torch.manual_seed(2)
+    verify_model(Mixed(), [r(2, 3, 5, 5), r(2, 5, 5)], executor="graph")
