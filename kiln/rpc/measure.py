@@ -1,11 +1,13 @@
 """Remote measurement helpers: the RPC half of AutoTVM's RPCRunner and LocalRunner.
 
-AutoTVM's runner calls these, so local and remote measurement share one path:
+AutoTVM's runners (``kiln.autotvm.measure``) use these, so local and remote measurement share one path:
 
     remote = request_remote(key, host, port, priority=1, timeout=60)
     costs = run_remote_evaluation(remote, build_result.filename, build_result.arg_info,
                                   number=4, repeat=3, min_repeat_ms=0)
 
+``count_servers`` / ``tracker_keys`` read the tracker's summary (RPCRunner sizes ``n_parallel`` and
+words its errors with them), ``set_session_deadline`` bounds a client's waits in a session, and
 ``LocalCluster`` starts a tracker and servers on loopback (what ``LocalRunner.set_task`` needs).
 """
 from __future__ import annotations

@@ -170,6 +170,73 @@ class _PointerTypes(StmtExprVisitor):
         self.generic_visit(s)
 
 
+MAX_PROMOTED_SLOTS = 64
+
+
+class _PromotableAccesses(StmtExprVisitor):
+    """Decides whether a small constant-size allocation can live in C local variables (registers).
+
+    It can when every access (after the same register-wide store splitting the code generator
+    does) is a scalar access at a constant index, or a contiguous vector access at a constant base,
+    all of one width ``w`` and aligned to it, and the buffer's address is never taken. Then slot
+    ``index // w`` becomes one variable. This is the scalar replacement LLVM does for TVM: gcc keeps
+    an accumulator array in registers only partly (copies and spills around the FMAs)."""
+
+    def __init__(self, data, elem_dtype: str, max_lanes: int):
+        self.data = data
+        self.elem_dtype = elem_dtype
+        self.max_lanes = max_lanes
+        self.width = None
+        self.slots: set = set()
+        self.ok = True
+
+    def _note(self, buf, indices):
+        if buf.data is not self.data:
+            return
+        if str(parse_dtype(buf.dtype).element_of()) != self.elem_dtype or len(indices) != 1 and \
+                len(indices) != len(buf.shape):
+            self.ok = False
+            return
+        try:
+            index = buf.offset_of(indices) if len(indices) == len(buf.shape) else indices[0]
+        except Exception:  # noqa: BLE001 - unusual buffer: keep the array
+            self.ok = False
+            return
+        lanes = parse_dtype(index.dtype).lanes
+        if lanes == 1:
+            base = index
+        else:
+            ramp = as_ramp(index)
+            if ramp is None or not _is_int_const(ramp.stride, 1):
+                self.ok = False
+                return
+            base = ramp.base
+        if not isinstance(base, E.IntImm) or (self.width is not None and self.width != lanes) or \
+                base.value % lanes:
+            self.ok = False
+            return
+        self.width = lanes
+        self.slots.add(base.value // lanes)
+
+    def visit_Var(self, v):
+        if v is self.data:
+            self.ok = False
+
+    def visit_BufferLoad(self, e):
+        self._note(e.buffer, e.indices)
+        for i in e.indices:
+            self.visit(i)
+
+    def visit_BufferStore(self, s):
+        elem_bytes = max(parse_dtype(s.buffer.dtype).itemsize, 1)
+        pieces = split_store(s, self.max_lanes // elem_bytes) or [s]
+        for piece in pieces:
+            self._note(piece.buffer, piece.indices)
+            self.visit(piece.value)
+            for i in piece.indices:
+                self.visit(i)
+
+
 class FunctionCodegen(StmtExprVisitor):
     """Emits one PrimFunc as C. Expressions visit to C text; statements append lines."""
 
@@ -185,6 +252,7 @@ class FunctionCodegen(StmtExprVisitor):
         self.parallel_depth = 0
         self.counter = 0
         self.analyzer = _make_analyzer()
+        self.promoted: dict = {}       # id(buffer var) -> (C name prefix, width) for register-promoted arrays
         pt = _PointerTypes()
         pt(func.body)
         self.ptr_types = pt.types
@@ -320,6 +388,13 @@ class FunctionCodegen(StmtExprVisitor):
                 self.visit(piece)
             return
         buf = s.buffer
+        if id(buf.data) in self.promoted:
+            value = s.value
+            width = self.promoted[id(buf.data)][1]
+            if width > 1 and parse_dtype(value.dtype).lanes == 1:
+                value = E.Broadcast(value, width)
+            self.emit(f"{self._promoted_slot(buf, s.indices)} = {bare(self._value_for(value, buf.dtype))};")
+            return
         index = self._flat_index(buf, s.indices)
         ptr = self._pointer(buf)
         value = s.value
@@ -487,6 +562,8 @@ class FunctionCodegen(StmtExprVisitor):
             else:
                 const = False
         nbytes = count * elem.itemsize
+        if const and nbytes <= STACK_LIMIT_BYTES and self._try_promote(s, name, str(elem), count):
+            return
         if const and nbytes <= STACK_LIMIT_BYTES:
             self.emit(f"{et} {name}[{max(count, 1)}] __attribute__((aligned(64)));")
             self.visit(s.body)
@@ -509,6 +586,28 @@ class FunctionCodegen(StmtExprVisitor):
         self.visit(s.body)
         self.cleanup.pop()
         self.emit(f"free({name});")
+
+    def _try_promote(self, s, name: str, elem: str, count: int) -> bool:
+        """Declare a small constant-indexed allocation as local variables (see _PromotableAccesses)."""
+        if count > MAX_PROMOTED_SLOTS * 16 or parse_dtype(elem).is_bool:
+            return False
+        acc = _PromotableAccesses(s.buffer_var, elem, self.c.max_vector_bytes)
+        acc(s.body)
+        if not acc.ok or acc.width is None or len(acc.slots) > MAX_PROMOTED_SLOTS or \
+                max(acc.slots) * acc.width + acc.width > count:
+            return False
+        ctype = self.c.ctype(str(parse_dtype(elem).with_lanes(acc.width)) if acc.width > 1 else elem)
+        self.emit(f"{ctype} {', '.join(f'{name}_r{k}' for k in sorted(acc.slots))};")
+        self.promoted[id(s.buffer_var)] = (name, acc.width)
+        self.visit(s.body)
+        del self.promoted[id(s.buffer_var)]
+        return True
+
+    def _promoted_slot(self, buf, indices) -> str:
+        name, width = self.promoted[id(buf.data)]
+        index = self._flat_index(buf, indices)
+        base = index if width == 1 else as_ramp(index).base
+        return f"{name}_r{base.value // width}"
 
     def visit_DeclBuffer(self, s):
         self.visit(s.body)
@@ -549,6 +648,8 @@ class FunctionCodegen(StmtExprVisitor):
 
     def visit_BufferLoad(self, e):
         buf = e.buffer
+        if id(buf.data) in self.promoted:
+            return self._promoted_slot(buf, e.indices)
         index = self._flat_index(buf, e.indices)
         ptr = self._pointer(buf)
         lanes = parse_dtype(index.dtype).lanes

@@ -14,10 +14,10 @@ import numpy as np
 from ...error import FrontendError, KilnError
 from ...ir.type import TensorType, TupleType
 from .. import expr as _expr
-from ..expr import Call, Constant, Tuple, TupleGetItem, Var
+from ..expr import Call, Constant, Var
 
 __all__ = ["TypeCache", "infer_type", "infer_shape", "infer_dtype", "infer_value", "try_infer_value",
-           "fold_constant", "new_var", "try_fold_call", "ExprTable"]
+           "fold_constant", "new_var", "try_fold_call", "ExprTable", "c_array", "as_int_list"]
 
 
 class TypeCache:

@@ -107,7 +107,7 @@ class ExportedProgramImporter:
                 name = _aten_name(node.target)
                 key = f"aten::{name}" if name else str(node.target)
                 missing[key] = missing.get(key, 0) + 1
-            elif node.op in ("call_module", "call_method", "get_attr") and node.op != "get_attr":
+            elif node.op in ("call_module", "call_method"):
                 missing[f"{node.op}:{node.target}"] = missing.get(f"{node.op}:{node.target}", 0) + 1
         if missing:
             lines = [f"  {k} ({n} node{'s' if n > 1 else ''})" for k, n in sorted(missing.items())]

@@ -74,7 +74,6 @@ class TorchScriptImporter(_PrimHandlers):
 
     # -- entry ----------------------------------------------------------------------------------
     def run(self):
-        import torch
         graph = self._graph()
         self._check_ops(graph)
         inputs = list(graph.inputs())
@@ -95,7 +94,6 @@ class TorchScriptImporter(_PrimHandlers):
         mod = InferType()(mod)
         from ...runtime import ndarray as nd
         params = {v.name_hint: nd.array(self.params[v.name_hint]) for v in used if v.name_hint in self.params}
-        del torch
         return mod, params
 
     def _graph(self):

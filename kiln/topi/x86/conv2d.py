@@ -30,6 +30,30 @@ def _parse_blocked(layout: str, letter: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def channel_block(c: int, lanes: int | None = None) -> int:
+    """The fallback NCHW[x]c block of ``c`` channels: two SIMD vectors when they divide ``c`` (and the
+    vectors are AVX2-sized or smaller), else one, else the largest divisor not above one vector. The rule
+    depends on ``c`` alone, so a producer's output block equals its consumer's input block and the graph
+    needs no layout transform between convolutions."""
+    lanes = lanes or simd_width()
+    if lanes < 16 and c % (2 * lanes) == 0:
+        return 2 * lanes
+    if c % lanes == 0:
+        return lanes
+    return divisor_at_most(c, lanes)
+
+
+def row_tile(ow: int, vecs_per_pixel: int, max_acc: int = 14) -> int:
+    """The fallback register row: the most output pixels (a divisor of ``ow``) whose ``vecs_per_pixel``
+    accumulators fit in ``max_acc`` vector registers (16 on AVX2 less the weight vectors and a broadcast).
+    When ``ow`` has only small divisors, a non-dividing row is taken (the tail is peeled)."""
+    limit = max(1, max_acc // max(1, vecs_per_pixel))
+    best = divisor_at_most(ow, limit)
+    if ow > limit and best * 2 <= limit:
+        return limit
+    return best
+
+
 def _define_conv_space(cfg, ic: int, oc: int, ow: int, ic_bn=None, oc_bn=None, depthwise=False):
     lanes = simd_width()
     cfg.define_split("tile_ic", ic, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 4 * lanes)
@@ -38,9 +62,12 @@ def _define_conv_space(cfg, ic: int, oc: int, ow: int, ic_bn=None, oc_bn=None, d
     if not depthwise:
         cfg.define_knob("unroll_kw", [True, False])
     if cfg.is_fallback:
-        cfg["tile_ic"] = autotvm.task.SplitEntity([-1, ic_bn or divisor_at_most(ic, lanes)])
-        cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn or divisor_at_most(oc, lanes)])
-        cfg["tile_ow"] = autotvm.task.SplitEntity([-1, divisor_at_most(ow, MAX_REG_N)])
+        ic_bn = ic_bn or channel_block(ic, lanes)
+        oc_bn = oc_bn or channel_block(oc, lanes)
+        vecs = -(-oc_bn // lanes)
+        cfg["tile_ic"] = autotvm.task.SplitEntity([-1, ic_bn])
+        cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn])
+        cfg["tile_ow"] = autotvm.task.SplitEntity([-1, row_tile(ow, vecs, 12 if depthwise else 14)])
         if not depthwise:
             cfg["unroll_kw"] = autotvm.task.OtherOptionEntity(False)
 
@@ -184,7 +211,14 @@ def _schedule_producers(s, conv_op):
 
 
 def _schedule_nchwc(s, cfg, C, O, depthwise: bool):
-    """The register-blocked schedule of an NCHWc conv ``C`` whose fused output is ``O`` (5-D, or 4-D unpacked)."""
+    """The register-blocked schedule of an NCHWc conv ``C`` whose fused output is ``O`` (5-D, or 4-D unpacked).
+
+    Per (batch, oc chunk, output row, row tile) the ``reg_n x oc_bn`` accumulator block is a cache_write
+    stage whose loops are all unrolled except the reduction, so the C code generator holds it in vector
+    registers: the reduction runs ic chunk, kh, kw, ic block (kept a loop: unrolling it made gcc hoist the
+    scalar loads and spill), and each step broadcasts one input value per pixel against the ``oc_bn``
+    weights (one or two vector loads). The write-back of the block (with the fused epilogue) is unrolled too.
+    """
     reg_n = cfg["tile_ow"].size[-1]
     oc_bn = get_const_tuple(C.shape)[-1]
     unroll_kw = (not depthwise) and bool(cfg["unroll_kw"].val)
@@ -207,6 +241,7 @@ def _schedule_nchwc(s, cfg, C, O, depthwise: bool):
         raise KilnError(f"conv2d_NCHWc schedule: unexpected output rank {len(out_axes)}")
     par = s[O].fuse(b, oco, y)
     s[O].parallel(par)
+    s[O].unroll(xi)
     s[O].vectorize(ocb)
     s[CC].compute_at(s[O], xo)
     _, _, _, cx, cocb = s[CC].op.axis
@@ -217,11 +252,9 @@ def _schedule_nchwc(s, cfg, C, O, depthwise: bool):
         s[CC].unroll(rx)
     else:
         icc, ry, rx, icb = s[CC].op.reduce_axis
+        s[CC].reorder(cxo, icc, ry, rx, icb, cxi, cocb)
         if unroll_kw:
-            s[CC].reorder(cxo, icc, ry, icb, rx, cxi, cocb)
             s[CC].unroll(rx)
-        else:
-            s[CC].reorder(cxo, icc, ry, rx, icb, cxi, cocb)
     s[CC].unroll(cxi)
     s[CC].vectorize(cocb)
 

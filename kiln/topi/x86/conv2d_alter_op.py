@@ -3,9 +3,10 @@
 * ``nn.conv2d`` (NCHW / OIHW, groups 1) -> ``nn.contrib_conv2d_NCHWc`` with data ``NCHW{ic_bn}c``, kernel
   ``OIHW{ic_bn}i{oc_bn}o`` and output ``NCHW{oc_bn}c``; depthwise (groups = channels, multiplier 1) ->
   ``nn.contrib_depthwise_conv2d_NCHWc`` with kernel ``OIHW1i{bn}o``. The block sizes are the ones the
-  ``conv2d_NCHWc.x86`` template picks for the NCHW workload (tuned config or fallback).
+  ``conv2d_NCHWc.x86`` template picks for the NCHW workload (tuned config or fallback); a tuned config is
+  also registered for the packed workload (``DispatchContext.update``) so the kernel built later uses its tiles.
 * ``nn.dense`` with a 2-D data and a weight whose rows split by the packing width ->
-  ``nn.contrib_dense_pack`` over ``layout_transform(weight, "NC", "NC{bn}n")``.
+  ``nn.contrib_dense_pack`` over ``layout_transform(weight, "NC", "NC{bn}n")`` (``bn`` tuned or default).
 
 The layout rewriter places ``layout_transform`` where values cross layouts (graph boundaries, ops that must
 see NCHW); FoldConstant then packs constant weights once at compile time. Hooks act only under a CPU target
@@ -29,42 +30,98 @@ def _shape(tinfo) -> tuple:
     return tuple(int(getattr(d, "value", d)) for d in tinfo.shape)
 
 
+def _select(op_name: str, attrs, tinfos, out_type, target):
+    """(implementation, outputs, workload, cfg) of the op as relay.build would compile it: the strategy's
+    choice (or AutoTVM's tuned one) on placeholders of the call's types, the AutoTVM workload of that
+    implementation and the current dispatch context's config for it (None, None when it is no template)."""
+    from ... import autotvm
+    from ...ir.op import Op
+    from ...relay.backend.te_compiler import select_implementation
+    placeholders = [te.placeholder(_shape(t), str(t.dtype), name=f"in{i}") for i, t in enumerate(tinfos)]
+    impl, outs = select_implementation(Op.get(op_name), attrs, placeholders, out_type, target)
+    workload = autotvm.task.get_workload(outs)
+    if workload is None:
+        return impl, outs, None, None
+    return impl, outs, workload, autotvm.task.DispatchContext.current.query(target, workload)
+
+
+def _remember_config(target, workload, cfg, new_args, task_name: str) -> None:
+    """TVM's trick for tuned layouts: the kernel compiled later computes the translated (packed) workload,
+    so the dispatch context is told to answer that workload with the config tuned for the original one
+    (a fallback config is not forwarded: a packed workload tuned on its own keeps its own record)."""
+    from ... import autotvm
+    if cfg is None or getattr(cfg, "is_fallback", True):
+        return
+    new_workload = autotvm.task.args_to_workload(new_args, task_name)
+    autotvm.task.DispatchContext.current.update(target, new_workload, cfg)
+
+
+def _conv_blocks(cfg, outs) -> tuple:
+    """(ic_bn, oc_bn) of an NCHWc conv template: from the config, else from its packed tensors."""
+    try:
+        return int(cfg["tile_ic"].size[-1]), int(cfg["tile_oc"].size[-1])
+    except (KeyError, TypeError, AttributeError, IndexError):
+        pass
+    conv = None
+    stack, seen = [t.op for t in outs], set()
+    while stack:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        if "NCHWc" in getattr(op, "tag", ""):
+            conv = op
+            break
+        stack.extend(t.op for t in getattr(op, "input_tensors", []))
+    if conv is None:
+        return 0, 0
+    return get_const_tuple(conv.input_tensors[1].shape)[-2], get_const_tuple(conv.output(0).shape)[-1]
+
+
 def conv2d_alter_layout(attrs, inputs, tinfos, out_type):
-    """The x86 layout choice for one ``nn.conv2d`` call (None keeps it as it is)."""
-    if _cpu_target() is None:
+    """The x86 layout choice for one ``nn.conv2d`` call (None keeps it as it is).
+
+    As in TVM: the implementation relay.build would pick for the NCHW call is selected; when it is the
+    ``conv2d_NCHWc.x86`` / ``depthwise_conv2d_NCHWc.x86`` template, its config for the NCHW workload
+    (tuned, or the fallback) gives the channel blocks, the call becomes the packed op, and the packed
+    workload is registered in the dispatch context with that config so the kernel uses the tuned tiles."""
+    target = _cpu_target()
+    if target is None:
         return None
     from ... import relay
-    from . import conv2d as C
+    from ...relay.op.strategy.generic import _conv_args
     if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW":
         return None
     d_t, k_t = tinfos[0], tinfos[1]
     if len(d_t.shape) != 4 or len(k_t.shape) != 4 or str(d_t.dtype) != "float32":
         return None
-    dshape, kshape = _shape(d_t), _shape(k_t)
-    n, ic, h, w = dshape
-    oc, kic, kh, kw = kshape
-    groups = int(attrs.groups)
-    out_dtype = attrs.out_dtype or str(out_type.dtype)
-    strides, padding, dilation = tuple(attrs.strides), tuple(attrs.padding), tuple(attrs.dilation)
-    data = te.placeholder(dshape, str(d_t.dtype), name="data")
-    kernel = te.placeholder(kshape, str(k_t.dtype), name="kernel")
-    common = dict(strides=strides, padding=padding, dilation=dilation, groups=groups, channels=oc,
-                  kernel_size=(kh, kw), out_dtype=attrs.out_dtype)
-    if groups == 1:
-        out = C.conv2d_NCHWc(data, kernel, strides, padding, dilation, "NCHW", "NCHW", out_dtype)
-        oc_bn = get_const_tuple(out.shape)[-1]
-        kvec = [t for t in out.op.input_tensors if t.op.name == "kernel_vec"][0]
-        ic_bn = get_const_tuple(kvec.shape)[-2]
-        return relay.nn.contrib_conv2d_nchwc(inputs[0], inputs[1], data_layout=f"NCHW{ic_bn}c",
-                                             kernel_layout=f"OIHW{ic_bn}i{oc_bn}o", out_layout=f"NCHW{oc_bn}c",
-                                             **common)
-    if groups == ic and kic == 1 and oc == ic:
-        out = C.depthwise_conv2d_NCHWc(data, kernel, strides, padding, dilation, "NCHW", "NCHW", out_dtype)
-        bn = get_const_tuple(out.shape)[-1]
-        return relay.nn.contrib_depthwise_conv2d_nchwc(inputs[0], inputs[1], data_layout=f"NCHW{bn}c",
-                                                       kernel_layout=f"OIHW1i{bn}o", out_layout=f"NCHW{bn}c",
-                                                       **common)
-    return None
+    _, outs, workload, cfg = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)
+    if workload is None or workload[0] not in ("conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86"):
+        return None
+    n, ic, h, w = _shape(d_t)
+    oc, kic, kh, kw = _shape(k_t)
+    ic_bn, oc_bn = _conv_blocks(cfg, outs)
+    if not ic_bn or not oc_bn or ic % ic_bn or oc % oc_bn:
+        return None
+    strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
+    common = dict(strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation, groups=int(attrs.groups),
+                  channels=oc, kernel_size=(kh, kw), out_dtype=attrs.out_dtype)
+    dtype = str(d_t.dtype)
+    new_data = te.placeholder((n, ic // ic_bn, h, w, ic_bn), dtype, name="data")
+    if workload[0] == "conv2d_NCHWc.x86":
+        data_layout, kernel_layout, out_layout = f"NCHW{ic_bn}c", f"OIHW{ic_bn}i{oc_bn}o", f"NCHW{oc_bn}c"
+        new_kernel = te.placeholder((oc // oc_bn, ic // ic_bn, kh, kw, ic_bn, oc_bn), str(k_t.dtype), name="kernel")
+        make = relay.nn.contrib_conv2d_nchwc
+    else:
+        bn = oc_bn
+        new_data = te.placeholder((n, ic // bn, h, w, bn), dtype, name="data")
+        data_layout, kernel_layout, out_layout = f"NCHW{bn}c", f"OIHW1i{bn}o", f"NCHW{bn}c"
+        new_kernel = te.placeholder((oc // bn, 1, kh, kw, 1, bn), str(k_t.dtype), name="kernel")
+        make = relay.nn.contrib_depthwise_conv2d_nchwc
+    _remember_config(target, workload, cfg, [new_data, new_kernel, strides, padding, dilation, data_layout,
+                                             out_layout, out_dtype], workload[0])
+    return make(inputs[0], inputs[1], data_layout=data_layout, kernel_layout=kernel_layout, out_layout=out_layout,
+                **common)
 
 
 def dense_pack_width(units: int, lanes: int) -> int:
@@ -76,18 +133,33 @@ def dense_pack_width(units: int, lanes: int) -> int:
 
 
 def dense_alter_layout(attrs, inputs, tinfos, out_type):
-    """The x86 layout choice for one ``nn.dense`` call: pack the weight into NC{bn}n panels."""
-    if _cpu_target() is None:
+    """The x86 layout choice for one ``nn.dense`` call: pack the weight into NC{bn}n panels, ``bn`` from the
+    ``dense_pack.x86`` config when it is tuned (else 2 or 1 SIMD vectors), forwarding a tuned config to the
+    packed workload as :func:`conv2d_alter_layout` does."""
+    target = _cpu_target()
+    if target is None:
         return None
     from ... import relay
     from .utils import simd_width
     d_t, w_t = tinfos[0], tinfos[1]
     if len(d_t.shape) != 2 or len(w_t.shape) != 2 or str(d_t.dtype) != "float32":
         return None
-    units = _shape(w_t)[0]
-    bn = dense_pack_width(units, simd_width())
+    units, k = _shape(w_t)
+    _, _, workload, cfg = _select("nn.dense", attrs, tinfos[:2], out_type, target)
+    if workload is None or workload[0] != "dense_pack.x86":
+        return None
+    if cfg is not None and not getattr(cfg, "is_fallback", True):
+        bn = int(cfg["tile_x"].size[-1])
+        if units % bn:
+            return None
+    else:
+        bn = dense_pack_width(units, simd_width())
     if not bn:
         return None
+    out_dtype = attrs.out_dtype or str(out_type.dtype)
+    new_weight = te.placeholder((units // bn, k, bn), str(w_t.dtype), name="weight")
+    new_data = te.placeholder(_shape(d_t), str(d_t.dtype), name="data")
+    _remember_config(target, workload, cfg, [new_data, new_weight, None, out_dtype], "dense_pack.x86")
     weight = relay.layout_transform(inputs[1], "NC", f"NC{bn}n")
     from ...relay.op.strategy.x86 import contrib_dense_pack
     return contrib_dense_pack(inputs[0], weight, units=units, out_dtype=attrs.out_dtype, weight_layout=f"NC{bn}n")

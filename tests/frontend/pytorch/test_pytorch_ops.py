@@ -273,7 +273,7 @@ class Mixed(nn.Module):
 
     def forward(self, x, q):
         y = F.hardswish(self.gn(self.conv(x)))
-        y = F.interpolate(y, scale_factor=2, mode="bilinear") + F.pad(y, (0, 5, 0, 5), mode="reflect")[..., :10, :10]
+        y = F.interpolate(y, scale_factor=2, mode="bilinear") + F.pad(y, (2, 3, 4, 1), mode="reflect")
         y = F.max_pool2d(y, 3, 2, 1) + F.avg_pool2d(y, 2, 2, ceil_mode=True)[..., :5, :5]
         z = F.scaled_dot_product_attention(q, q, q, is_causal=True)
         z = self.ln(F.gelu(torch.einsum("bld,bmd->blm", z, q)))

@@ -34,21 +34,19 @@ def test_x86_implementations_and_nchwc_rewrite_match_reference():
     mod = _net(rng)
     x = rng.standard_normal((1, 16, 13, 11)).astype("float32")
     ref = relay.create_executor("debug", mod=mod).evaluate()(x).numpy()
-    for with_target in (False, True):
+    for with_target in (False, True):  # relay.build enters its target, so the x86 hooks run either way
         lib = _build(mod, with_target)
         impls = {c.anchor_op: c.implementation for c in lib.lowered}
         text = lib.optimized_mod["main"].astext()
-        if with_target:  # AlterOpLayout active: packed convs, dense_pack with a folded packed weight
-            assert impls["nn.contrib_conv2d_NCHWc"] == "conv2d_NCHWc.x86"
-            assert impls["nn.contrib_depthwise_conv2d_NCHWc"] == "depthwise_conv2d_NCHWc.x86"
-            assert impls["nn.contrib_dense_pack"] == "dense_pack.x86"
-            assert 'src_layout="NCHW", dst_layout="NCHW8c"' in text      # graph input boundary
-            assert text.count("layout_transform(") == 2               # in and out of the conv chain only
-            assert 'src_layout="OIHW"' not in text and 'src_layout="NC"' not in text  # weights folded
-        else:
-            assert impls["nn.conv2d"] in ("conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86")
-            assert impls["nn.dense"] == "dense_pack.x86"
-            assert "layout_transform" not in text
+        # AlterOpLayout: packed convs (16 input channels -> blocks of 16, 24 -> blocks of 8), dense_pack with a
+        # folded packed weight
+        assert impls["nn.contrib_conv2d_NCHWc"] == "conv2d_NCHWc.x86"
+        assert impls["nn.contrib_depthwise_conv2d_NCHWc"] == "depthwise_conv2d_NCHWc.x86"
+        assert impls["nn.contrib_dense_pack"] == "dense_pack.x86"
+        assert 'src_layout="NCHW", dst_layout="NCHW16c"' in text     # graph input boundary
+        assert 'data_layout="NCHW16c", kernel_layout="OIHW16i8o", out_layout="NCHW8c"' in text
+        assert text.count("layout_transform(") == 2               # in and out of the conv chain only
+        assert 'src_layout="OIHW"' not in text and 'src_layout="NC"' not in text  # weights folded
         assert impls["nn.softmax"] == "softmax.x86"
         m = GraphModule(lib["default"](tvm.cpu()))
         m.set_input("x", x)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
@@ -268,9 +267,10 @@ def _leaky_relu(ctx, args):
 @register("prelu")
 def _prelu(ctx, args):
     x, w = args[0], args[1]
-    return _op().nn.prelu(x, _op().reshape(w, (-1,)) if ctx.ndim(w) != 1 else w, axis=1) \
-        if ctx.shape(w)[0] > 1 else _op().where(_op().greater(x, ctx.const(0, ctx.dtype(x))), x,
-                                                  _op().multiply(x, _op().reshape(w, ())))
+    if int(np.prod(ctx.shape(w))) > 1:
+        return _op().nn.prelu(x, _op().reshape(w, (-1,)), axis=1)
+    slope = _op().reshape(w, ())
+    return _op().where(_op().greater(x, ctx.const(0, ctx.dtype(x))), x, _op().multiply(x, slope))
 
 
 def _c(ctx, x, v):
@@ -574,4 +574,4 @@ def _noop(ctx, args):
     return None
 
 
-__all__ = ["result_dtype", "promote", "numbers"]
+__all__ = ["result_dtype", "promote"]

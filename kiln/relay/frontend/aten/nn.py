@@ -6,7 +6,6 @@ import math
 import numpy as np
 
 from ....error import FrontendError
-from ...expr import Expr
 from .registry import register, relay_op
 
 
@@ -496,4 +495,4 @@ def _sdpa(ctx, args):
     return out
 
 
-__all__ = ["matmul", "Expr"]
+__all__ = ["matmul"]

@@ -22,9 +22,6 @@ from ..common import TypeCache, try_fold_call, c_array as _c_array
 
 ATEN_CONVERTERS: dict = {}
 
-# ops that PyTorch also spells with a trailing underscore (in-place) or a dunder; importers treat those as
-# the functional op (the traced graphs are in SSA form, so in-place results are read through their outputs)
-
 
 def register(*names: str) -> Callable:
     """Register a converter under one or more aten op names (without the ``aten::`` prefix)."""
@@ -36,7 +33,11 @@ def register(*names: str) -> Callable:
 
 
 def lookup(name: str, custom: dict | None = None):
-    """The converter for aten op ``name`` (``relu_`` falls back to ``relu``), or None."""
+    """The converter for aten op ``name``, or None.
+
+    In-place spellings (``relu_``, ``__iadd__``) use the functional op's converter: the importers see SSA
+    graphs, where an in-place op's result is read through its output value.
+    """
     if custom and name in custom:
         return custom[name]
     fn = ATEN_CONVERTERS.get(name)
