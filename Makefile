@@ -17,7 +17,11 @@ venv: $(PY)
 demo: venv
 	$(PY) -m kiln.demo
 
+# torch==2.13.0 resolves to the local CPU wheel; torchvision has no CPU build, so the CUDA build is
+# installed without its dependencies (it then works on the CPU with torch's CPU wheel).
 test-deps: venv
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q --no-deps torchvision==0.28.0
 	$(PY) -m pip install -q -e '.[test]'
 
 test: test-deps

@@ -259,19 +259,56 @@ def measure(kiln_timer, torch_fn, rounds: int, target_s: float) -> dict:
     return {name: {"best_s": min(r), "median_s": statistics.median(r)} for name, r in runs.items()}
 
 
+def run_models(names, rounds: int, target_s: float) -> list:
+    """Whole models, one thread each: kiln (PyTorch frontend -> relay.build, untuned) vs PyTorch eager, by
+    thread CPU time per inference."""
+    import torch
+    from .models import MODELS
+    from .run import _kiln_build
+    rows = []
+    for name in names:
+        if name not in MODELS:
+            raise SystemExit(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
+        model, inputs = MODELS[name][1]()
+        run, output, compile_s = _kiln_build(model, inputs)
+        with torch.no_grad():
+            ref = model(*inputs).numpy()
+        err = float(np.max(np.abs(output() - ref)))
+
+        def kiln_loop(number):
+            for _ in range(number):
+                run()
+
+        def torch_eager():
+            with torch.no_grad():
+                model(*inputs)
+        t = measure(kiln_loop, torch_eager, rounds, target_s)
+        row = {"name": name, "compile_s": compile_s, "max_abs_err": err,
+               "kiln_ms_best": t["kiln"]["best_s"] * 1e3, "kiln_ms_median": t["kiln"]["median_s"] * 1e3,
+               "pytorch_ms_best": t["pytorch"]["best_s"] * 1e3, "pytorch_ms_median": t["pytorch"]["median_s"] * 1e3}
+        row["speedup_best"] = row["pytorch_ms_best"] / row["kiln_ms_best"]
+        rows.append(row)
+        print(f"{name:<14} kiln {row['kiln_ms_best']:8.2f} ms  pytorch {row['pytorch_ms_best']:8.2f} ms  "
+              f"(kiln {row['speedup_best']:.2f}x PyTorch's speed; compile {compile_s:.1f} s, max err {err:.2g})",
+              flush=True)
+    return rows
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sets", default=",".join(SETS), help=f"comma-separated subset of {', '.join(SETS)}")
     p.add_argument("--filter", default="", help="only cases whose name contains this text")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--target-s", type=float, default=0.15, help="thread CPU seconds per timed batch")
+    p.add_argument("--models", default="", help="also whole models from benchmarks.models, e.g. resnet18,mlp_b1 "
+                   "(single thread, thread CPU time per inference)")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
     import torch
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     cases = []
-    for name in args.sets.split(","):
+    for name in [x for x in args.sets.split(",") if x]:
         if name not in SETS:
             raise SystemExit(f"unknown set {name!r}; choose from {', '.join(SETS)}")
         cases += [c for c in SETS[name]() if args.filter in c["name"]]
@@ -294,19 +331,29 @@ def main(argv=None) -> dict:
              f"Machine: {info['cpu']}, features {', '.join(info['features'])}; ONE thread each; thread CPU time, "
              f"{args.rounds} interleaved rounds of about {args.target_s} s; load average at the end "
              f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}. PyTorch {torch.__version__}.", "",
-             "| case | kiln layout | GFLOP | kiln GFLOP/s best (median) | PyTorch GFLOP/s best (median) | kiln/PyTorch |",
+             "| case | kiln layout | GFLOP | kiln GFLOP/s best (median) | PyTorch GFLOP/s best (median) "
+             "| kiln/PyTorch |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['name']} | {r['config']} | {r['gflop']:.3f} | {r['kiln_gflops_best']:.1f} "
-                     f"({r['kiln_gflops_median']:.1f}) | {r['pytorch_gflops_best']:.1f} ({r['pytorch_gflops_median']:.1f}) "
-                     f"| {r['pct_best']:.0f}% |")
+                     f"({r['kiln_gflops_median']:.1f}) | {r['pytorch_gflops_best']:.1f} "
+                     f"({r['pytorch_gflops_median']:.1f}) | {r['pct_best']:.0f}% |")
     if rows:
         geo = float(np.exp(np.mean([np.log(r["pct_best"] / 100.0) for r in rows])))
         lines += ["", f"Geometric mean of kiln/PyTorch: **{100 * geo:.0f}%** over {len(rows)} cases."]
+    model_rows = run_models([x for x in args.models.split(",") if x], args.rounds, args.target_s) \
+        if args.models else []
+    if model_rows:
+        lines += ["", "| model (one thread) | kiln ms best (median) | PyTorch eager ms best (median) | kiln speed / "
+                  "PyTorch | kiln compile s | max abs err |", "|---|---|---|---|---|---|"]
+        for r in model_rows:
+            lines.append(f"| {r['name']} | {r['kiln_ms_best']:.2f} ({r['kiln_ms_median']:.2f}) | "
+                         f"{r['pytorch_ms_best']:.2f} ({r['pytorch_ms_median']:.2f}) | {r['speedup_best']:.2f}x | "
+                         f"{r['compile_s']:.1f} | {r['max_abs_err']:.2g} |")
     text = "\n".join(lines) + "\n"
     print(text)
     data = {"benchmark": "single-thread kernels", "machine": info, "rounds": args.rounds, "target_s": args.target_s,
-            "sets": args.sets, "rows": rows}
+            "sets": args.sets, "rows": rows, "models": model_rows}
     if not args.no_write:
         jpath, mpath = write_results("kernels", data, text)
         print(f"wrote {jpath} and {mpath}", file=sys.stderr)

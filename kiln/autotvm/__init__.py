@@ -21,7 +21,9 @@ from .env import GLOBAL_SCOPE
 
 
 def __getattr__(name):
-    # `feature` walks lowered TIR and is loaded on first use.
-    if name == "feature":
-        return _importlib.import_module(".feature", __name__)
+    # `feature` walks lowered TIR and is loaded on first use; so is the (not built) graph tuner.
+    if name in ("feature", "graph_tuner"):
+        return _importlib.import_module(f".{name}", __name__)
+    if name == "apply_graph_best":
+        return _importlib.import_module(".graph_tuner", __name__).apply_graph_best
     raise AttributeError(f"module 'kiln.autotvm' has no attribute {name!r}")

@@ -3,7 +3,8 @@
 ``KilnBackend.prepare(model, "CPU")`` gives a :class:`KilnBackendRep`; its ``run(inputs)`` imports the model
 with ``relay.frontend.from_onnx`` (input shapes taken from the inputs, so models with symbolic dims work),
 compiles it with ``relay.build`` for the CPU like a user would, and runs it on the graph executor. Builds are
-cached per input signature; compiled kernels are reused across processes through kiln's disk cache.
+cached per input signature in memory, and the exported library on disk (``$KILN_CACHE_DIR/onnx_backend``, keyed by
+model, input signature and kiln's source), so a second run of the same model loads instead of compiling.
 
 This is what lets the ONNX backend test suite (``onnx.backend.test.BackendTest(KilnBackend, __name__)``)
 run against kiln. Setting ``KILN_ONNX_EXECUTOR=debug`` runs the reference interpreter instead of compiling
@@ -11,6 +12,7 @@ run against kiln. Setting ``KILN_ONNX_EXECUTOR=debug`` runs the reference interp
 """
 from __future__ import annotations
 
+import hashlib
 import os
 
 import numpy as np
@@ -104,16 +106,38 @@ class KilnBackendRep(BackendRep):
             names = [p.name_hint for p in mod["main"].params]
             runner = ("debug", fn, names, params)
         else:
-            from .. import cpu, transform
-            from ..relay.build_module import build
+            from .. import cpu
             from . import graph_executor
-            with transform.PassContext(opt_level=self.opt_level):
-                lib = build(mod, target=self.target, params=params)
+            lib = self._build(mod, params, named, bound)
             gmod = graph_executor.GraphModule(lib["default"](cpu(0)))
             runner = ("graph", gmod, None, None)
         runner = runner + (set(bound),)
         self._compiled[key] = runner
         return runner
+
+    def _build(self, mod, params, named: dict, bound: dict):
+        """relay.build, or the library a previous identical build exported to the artifact cache."""
+        from .. import transform
+        from ..relay.build_module import build
+        path = _artifact_path(self.model, named, bound, self.target, self.opt_level)
+        if path is not None and os.path.exists(path):
+            from ..runtime import load_module
+            try:
+                return load_module(path)
+            except Exception:  # noqa: BLE001 (a damaged cache entry is rebuilt)
+                pass
+        with transform.PassContext(opt_level=self.opt_level):
+            lib = build(mod, target=self.target, params=params)
+        if path is not None:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp.so"
+            try:
+                lib.export_library(tmp)
+                os.replace(tmp, path)  # atomic: parallel runners never see half a file
+            except Exception:  # noqa: BLE001 (caching is an optimization; the build itself succeeded)
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+        return lib
 
     def run(self, inputs, **kwargs) -> list:
         """Run the model; ``inputs`` is a list in graph-input order, a dict by name, or one array."""
@@ -133,6 +157,44 @@ class KilnBackendRep(BackendRep):
         if len(outs) != len(self.output_names):
             raise ArgumentError(f"kiln produced {len(outs)} outputs, the model declares {len(self.output_names)}")
         return outs
+
+
+_SOURCE_HASH: list = []
+
+
+def _kiln_source_hash() -> str:
+    """A hash of kiln's own source, so cached builds are never reused across compiler changes."""
+    if not _SOURCE_HASH:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        h = hashlib.sha256()
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for fn in sorted(filenames):
+                if fn.endswith(".py"):
+                    full = os.path.join(dirpath, fn)
+                    h.update(os.path.relpath(full, root).encode())
+                    with open(full, "rb") as f:
+                        h.update(f.read())
+        _SOURCE_HASH.append(h.hexdigest())
+    return _SOURCE_HASH[0]
+
+
+def _artifact_path(model, named: dict, bound: dict, target: str, opt_level: int) -> str | None:
+    """Where the compiled library for this model and input signature is cached (None: caching is off).
+
+    Keyed by the model bytes, the input shapes/dtypes, the values of inputs the build is specialized on, the
+    target, the opt level and kiln's source, under ``$KILN_CACHE_DIR/onnx_backend`` (``KILN_ONNX_CACHE=0``
+    turns it off)."""
+    if os.environ.get("KILN_ONNX_CACHE", "1") == "0":
+        return None
+    h = hashlib.sha256(model.SerializeToString())
+    for n, v in named.items():
+        h.update(f"{n}:{v.shape}:{v.dtype};".encode())
+        if n in bound:
+            h.update(np.ascontiguousarray(v).tobytes())
+    h.update(f"{target}|{opt_level}|{_kiln_source_hash()}".encode())
+    base = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
+    return os.path.join(base, "onnx_backend", h.hexdigest()[:40] + ".so")
 
 
 def _bind_inputs(model, values: dict):

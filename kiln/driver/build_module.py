@@ -2,8 +2,9 @@
 
 ``lower`` turns a TE schedule (or a PrimFunc / IRModule) into lowered TIR: TE lowering, then the
 TIR pipeline Simplify, StorageFlatten, LoopPartition, VectorizeLoop, UnrollLoop, Simplify,
-RemoveNoOp. ``build`` lowers, then hands the IRModule to the code generator registered as the
-global function ``target.build.<target kind>`` and returns the loaded ``runtime.Module``.
+RemoveNoOp. ``build`` lowers, applies the target's intrinsic lowering rules (``LowerIntrin``), hands
+the IRModule to the code generator registered as the global function ``target.build.<target kind>``
+and returns the loaded ``runtime.Module``.
 """
 from __future__ import annotations
 
@@ -121,6 +122,8 @@ def _codegen(mod, target, entry: str | None):
             f"no code generator is registered for target kind {kind!r}; register one as the global function "
             f"'target.build.{kind}' taking (IRModule, Target)"
         )
+    from ..tir.transform import LowerIntrin
+    mod = LowerIntrin(target)(mod)
     if entry is not None and entry in mod:
         mod = mod.with_attr("entry_name", entry)
     return builder(mod, target)

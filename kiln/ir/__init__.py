@@ -9,6 +9,6 @@ from .expr import BaseExpr, RelayExpr, GlobalVar
 from .function import BaseFunc, CallingConv
 from .module import IRModule
 from .op import (Op, OpPattern, OpArgument, OpRegistryError, register_op, register_op_attr, get_op_attr_map,
-                 register_type_relation)
+                 register_type_relation, register_intrin_lowering)
 from . import attrs, type, module, op, span
 from .type import TensorType as TensorType  # noqa: F811  (keep name after 'type' submodule import)

@@ -231,6 +231,28 @@ def register_op_attr(op_name: str, attr_key: str, value=None, level: int = 10):
     return _register(value)
 
 
+def register_intrin_lowering(op_name: str, target: str = "default", *, f: Callable | None = None,
+                             level: int = 10):
+    """Register ``f(call) -> PrimExpr`` lowering TIR intrinsic ``op_name`` for ``target`` (a target kind
+    name, or ``"default"`` for every target) -- TVM's ``tvm.ir.register_intrin_lowering``.
+
+    ``tir.transform.LowerIntrin`` (run by ``kiln.build`` before code generation) applies it; the rule
+    sees the ``tir.Call`` and returns its replacement (returning the call itself keeps it).
+    A decorator when ``f`` is omitted.
+    """
+    if not isinstance(target, str) or not target:
+        raise OpRegistryError(f"register_intrin_lowering({op_name!r}): target must be a target kind name such "
+                              f"as 'llvm', 'c' or 'default', got {target!r}")
+
+    def _register(fn):
+        if not callable(fn):
+            raise OpRegistryError(f"register_intrin_lowering({op_name!r}): the rule must be callable, got {fn!r}")
+        register_op(op_name).set_attr(f"{target}.FLowerIntrinsic", fn, level)
+        return fn
+
+    return _register if f is None else _register(f)
+
+
 def get_op_attr_map(attr_key: str) -> dict:
     """op name -> value for every op that has ``attr_key``."""
     return {name: op.get_attr(attr_key) for name, op in _OPS.items() if op.has_attr(attr_key)}

@@ -2,7 +2,11 @@
 
 Imports nothing of the compiler at import time: an exported model loads where no compiler exists.
 """
-from . import ndarray  # noqa: F401
+from .thread_policy import configure_openmp_env as _configure_openmp_env
+
+_configure_openmp_env()  # before any kernel library loads libgomp (see thread_policy)
+
+from . import ndarray  # noqa: E402,F401
 from .benchmark import BenchmarkResult  # noqa: F401
 from .device import Device, cpu, cuda, device  # noqa: F401
 from .dtype import DataType  # noqa: F401

@@ -14,6 +14,10 @@ Decisions:
   jump to the end of the iteration, and the function returns -1 after the loop.
 * allocations of constant size up to ``STACK_LIMIT_BYTES`` live on the stack (64-byte aligned);
   larger or symbolic ones on the heap (``aligned_alloc``).
+* a small allocation whose every access is at a constant index (after unrolling), all of one vector
+  width, becomes C local variables ``name_r0, name_r1, ...`` (one per vector): register-tiled
+  accumulators (GEMM/conv micro-kernels) then stay in registers; gcc left a stack array half in
+  memory (copies and spills around every FMA).
 """
 from __future__ import annotations
 
@@ -182,10 +186,10 @@ class _PromotableAccesses(StmtExprVisitor):
     ``index // w`` becomes one variable. This is the scalar replacement LLVM does for TVM: gcc keeps
     an accumulator array in registers only partly (copies and spills around the FMAs)."""
 
-    def __init__(self, data, elem_dtype: str, max_lanes: int):
+    def __init__(self, data, elem_dtype: str, max_vector_bytes: int):
         self.data = data
         self.elem_dtype = elem_dtype
-        self.max_lanes = max_lanes
+        self.max_vector_bytes = max_vector_bytes
         self.width = None
         self.slots: set = set()
         self.ok = True
@@ -193,8 +197,8 @@ class _PromotableAccesses(StmtExprVisitor):
     def _note(self, buf, indices):
         if buf.data is not self.data:
             return
-        if str(parse_dtype(buf.dtype).element_of()) != self.elem_dtype or len(indices) != 1 and \
-                len(indices) != len(buf.shape):
+        if str(parse_dtype(buf.dtype).element_of()) != self.elem_dtype or not _is_int_const(buf.elem_offset, 0) \
+                or (len(indices) != 1 and len(indices) != len(buf.shape)):
             self.ok = False
             return
         try:
@@ -229,7 +233,7 @@ class _PromotableAccesses(StmtExprVisitor):
 
     def visit_BufferStore(self, s):
         elem_bytes = max(parse_dtype(s.buffer.dtype).itemsize, 1)
-        pieces = split_store(s, self.max_lanes // elem_bytes) or [s]
+        pieces = split_store(s, self.max_vector_bytes // elem_bytes) or [s]
         for piece in pieces:
             self._note(piece.buffer, piece.indices)
             self.visit(piece.value)

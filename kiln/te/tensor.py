@@ -71,6 +71,32 @@ class Tensor(Node):
             idx.append(i)
         return E.ProducerLoad(self, idx)
 
+    # Arithmetic on whole tensors (``A + B``, ``A * 2.0``) is TOPI's broadcasting ops, as in TVM, where
+    # importing topi binds them; te itself sits below topi, so it only dispatches through this table.
+    def __add__(self, other):
+        return _tensor_binop("add", self, other)
+
+    def __radd__(self, other):
+        return _tensor_binop("add", other, self)
+
+    def __sub__(self, other):
+        return _tensor_binop("subtract", self, other)
+
+    def __rsub__(self, other):
+        return _tensor_binop("subtract", other, self)
+
+    def __mul__(self, other):
+        return _tensor_binop("multiply", self, other)
+
+    def __rmul__(self, other):
+        return _tensor_binop("multiply", other, self)
+
+    def __truediv__(self, other):
+        return _tensor_binop("divide", self, other)
+
+    def __rtruediv__(self, other):
+        return _tensor_binop("divide", other, self)
+
     def __hash__(self):
         return hash((id(self.op), self.value_index))
 
@@ -96,6 +122,27 @@ class Tensor(Node):
         return self.astext()
 
     __str__ = __repr__
+
+
+# name -> f(lhs, rhs) for tensor arithmetic; kiln.topi fills it when imported (register_tensor_binop).
+_TENSOR_BINOPS: dict = {}
+
+
+def register_tensor_binop(name: str, fn) -> None:
+    """Make ``fn(lhs, rhs)`` the implementation of tensor operator ``name`` (add, subtract, multiply,
+    divide) used by ``Tensor.__add__`` and friends."""
+    _TENSOR_BINOPS[name] = fn
+
+
+def _tensor_binop(name: str, lhs, rhs):
+    fn = _TENSOR_BINOPS.get(name)
+    if fn is None:
+        import importlib
+        importlib.import_module("kiln.topi")  # binds the broadcasting ops, as `from tvm import topi` does
+        fn = _TENSOR_BINOPS.get(name)
+    if fn is None:
+        raise KilnError(f"tensor arithmetic ({name}) needs kiln.topi's broadcasting ops, which are not registered")
+    return fn(lhs, rhs)
 
 
 class TensorSlice:

@@ -2,7 +2,7 @@
 from .expr import (PrimExpr, Var, SizeVar, IntImm, FloatImm, StringImm, Cast, Add, Sub, Mul, Div, Mod,
                    FloorDiv, FloorMod, Min, Max, EQ, NE, LT, LE, GT, GE, And, Or, Not, Select as _SelectNode,
                    BufferLoad, ProducerLoad, Ramp, Broadcast, Shuffle, Let, Call, CommReducer, Reduce, Any,
-                   Range, IterVar, EqualOp, NotEqualOp, BinaryOpExpr, CmpExpr)
+                   CallEffectKind, Range, IterVar, EqualOp, NotEqualOp, BinaryOpExpr, CmpExpr)
 from .stmt import (Stmt, ForKind, LetStmt, AttrStmt, AssertStmt, BufferStore, BufferRealize, ProducerStore,
                    ProducerRealize, Allocate, DeclBuffer, For, While, IfThenElse, SeqStmt, Evaluate, Prefetch,
                    stmt_seq, stmt_list)

@@ -450,15 +450,51 @@ class Let(PrimExpr):
         self.dtype = body.dtype
 
 
+class IntrinName(str):
+    """The name of a called intrinsic: a plain string (compares, hashes and prints as one) that also
+    answers ``.name`` the way TVM's ``tir.Call.op`` (an ``Op``) does, so ``call.op.name`` works."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return str.__str__(self)
+
+    def __reduce__(self):
+        return (IntrinName, (str.__str__(self),))
+
+
+def _intrin_name(op) -> IntrinName:
+    if isinstance(op, IntrinName):
+        return op
+    if not isinstance(op, str):
+        op = getattr(op, "name", None)  # an ir.Op, as TVM's Call accepts
+        if not isinstance(op, str):
+            raise KilnError(f"tir.Call: op must be an intrinsic name (str) or an Op, got {op!r}")
+    return IntrinName(op)
+
+
+class CallEffectKind:
+    """Side-effect classes of TIR intrinsics (TVM's ``tir.CallEffectKind``), as op attribute
+    ``TCallEffectKind`` values: ``register_op_attr("tir.mylog", "TCallEffectKind", CallEffectKind.Pure)``."""
+
+    ExprAnnotation = 0
+    Pure = 1
+    ReadState = 2
+    UpdateState = 3
+    Opaque = 4
+
+
 class Call(PrimExpr):
     """A call of an intrinsic (``"tir.exp"``, ``"tir.if_then_else"``, ``"tir.tvm_call_packed"``,
-    ``"tir.call_extern"`` ...). ``op`` is the intrinsic's name."""
+    ``"tir.call_extern"`` ...). ``op`` is the intrinsic's name (an :class:`IntrinName`; an ``ir.Op``
+    given here is stored by name)."""
 
     _fields = ("dtype", "op", "args")
 
     def __init__(self, dtype, op: str, args):
         self.dtype = str(parse_dtype(dtype))
-        self.op = op
+        self.op = _intrin_name(op)
         self.args = list(args)
 
 

@@ -112,6 +112,16 @@ left_shift = _binary(T.shift_left, "left_shift")
 right_shift = _binary(T.shift_right, "right_shift")
 
 
+def _bind_tensor_operators() -> None:
+    """``A + B``, ``A - 1``, ``2 * A``, ``A / B`` on te.Tensors broadcast with these ops (as TVM's topi binds)."""
+    from ..te.tensor import register_tensor_binop
+    for _name, _fn in (("add", add), ("subtract", subtract), ("multiply", multiply), ("divide", divide)):
+        register_tensor_binop(_name, _fn)
+
+
+_bind_tensor_operators()
+
+
 def broadcast_to(data, shape):
     """Repeat ``data`` along its size-1 (or missing leading) axes to ``shape``."""
     shape = list(get_const_tuple(shape))

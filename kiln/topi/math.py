@@ -107,6 +107,28 @@ def reinterpret(x, dtype):
     return te.compute(x.shape, lambda *i: T.reinterpret(dtype, x(*i)), name="T_reinterpret", tag=tag.ELEMWISE)
 
 
+def elemwise_sum(xs):
+    """The elementwise sum of a list of same-shape, same-dtype tensors."""
+    from ..error import KilnError
+    from .utils import get_const_tuple
+    xs = list(xs) if isinstance(xs, (list, tuple)) else None
+    if not xs:
+        raise KilnError("elemwise_sum expects a non-empty list of tensors, e.g. topi.elemwise_sum([a, b])")
+    first = xs[0]
+    for k, x in enumerate(xs[1:], 1):
+        if get_const_tuple(x.shape) != get_const_tuple(first.shape) or x.dtype != first.dtype:
+            raise KilnError(f"elemwise_sum: input {k} has shape {get_const_tuple(x.shape)} and dtype {x.dtype}, "
+                            f"but input 0 has shape {get_const_tuple(first.shape)} and dtype {first.dtype}; "
+                            "all inputs must match (use topi.add to broadcast)")
+
+    def f(*i):
+        total = xs[0](*i)
+        for x in xs[1:]:
+            total = total + x(*i)
+        return total
+    return te.compute(first.shape, f, name="T_elemwise_sum", tag=tag.ELEMWISE)
+
+
 def erf_gelu(x):
     """``x * 0.5 * (1 + erf(x / sqrt(2)))`` (exact GELU)."""
     def f(*i):

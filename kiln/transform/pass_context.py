@@ -17,6 +17,22 @@ def _stack() -> list:
     return st
 
 
+class PassInstrumentError(KilnError):
+    """A pass instrument's hook raised; the original exception is chained as ``__cause__``."""
+
+
+def _call_hook(inst, hook: str, *args):
+    """Run ``inst.<hook>(*args)``; a non-kiln exception becomes a PassInstrumentError (TVM reports it as a
+    TVMError, so scripts catch it with ``except tvm.TVMError``), naming the instrument and the hook."""
+    try:
+        return getattr(inst, hook)(*args)
+    except KilnError:
+        raise
+    except Exception as err:
+        name = getattr(inst, "name", type(inst).__name__)
+        raise PassInstrumentError(f"pass instrument {name}.{hook} raised {type(err).__name__}: {err}") from err
+
+
 class PassContext:
     """``with PassContext(opt_level=3, disabled_pass=["FoldConstant"], config={...}): ...``"""
 
@@ -54,13 +70,13 @@ class PassContext:
         self._entered = []
         try:
             for inst in self.instruments:
-                inst.enter_pass_ctx()
+                _call_hook(inst, "enter_pass_ctx")
                 self._entered.append(inst)
         except Exception:
             # leave the ones already entered, then drop all instruments (as TVM does)
             for inst in reversed(self._entered):
                 try:
-                    inst.exit_pass_ctx()
+                    _call_hook(inst, "exit_pass_ctx")
                 except Exception:  # pragma: no cover - best effort clean-up
                     pass
             self._entered = []
@@ -72,7 +88,7 @@ class PassContext:
         first_error = None
         for inst in entered:
             try:
-                inst.exit_pass_ctx()
+                _call_hook(inst, "exit_pass_ctx")
             except Exception as err:  # keep exiting the others
                 first_error = first_error or err
         if first_error is not None:
@@ -87,11 +103,18 @@ class PassContext:
 
     @staticmethod
     def current() -> "PassContext":
-        """The innermost entered context, or a default one (opt_level=2)."""
+        """The innermost entered context, or this thread's default one (opt_level=2).
+
+        The default context is one object (as in TVM), so ``PassContext.current().override_instruments(...)``
+        outside any ``with`` instruments the passes run afterwards.
+        """
         st = _stack()
         if st:
             return st[-1]
-        return PassContext()
+        default = getattr(_STATE, "default", None)
+        if default is None:
+            default = _STATE.default = PassContext()
+        return default
 
     @staticmethod
     def list_configs() -> dict:
@@ -112,15 +135,15 @@ class PassContext:
         should_run = True
         if info.name not in self.required_pass:
             for inst in self.instruments:
-                should_run = bool(inst.should_run(mod, info)) and should_run
+                should_run = bool(_call_hook(inst, "should_run", mod, info)) and should_run
         if should_run:
             for inst in self.instruments:
-                inst.run_before_pass(mod, info)
+                _call_hook(inst, "run_before_pass", mod, info)
         return should_run
 
     def instrument_after_pass(self, mod, info) -> None:
         for inst in self.instruments:
-            inst.run_after_pass(mod, info)
+            _call_hook(inst, "run_after_pass", mod, info)
 
     def get_config(self, key: str, default=None):
         return self.config.get(key, default)

@@ -7,7 +7,8 @@ fusion pattern, the last one on ties) schedules the whole group; its injective p
 elementwise epilogue are inlined by that schedule. The result is a PrimFunc whose arguments are the
 flattened inputs, then the flattened outputs (the graph executor's calling convention).
 
-Structurally equal primitive functions are lowered once and share one kernel.
+Structurally equal primitive functions are lowered once and share one kernel. Parallel loops with little
+work are made serial (:mod:`parallel_policy`), so small kernels never pay for an OpenMP fork/join.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from ...ir.node import structural_equal, structural_hash
 from ...ir.op import Op, OpPattern
 from ...ir.type import TensorType, TupleType
 from ..expr import Call, Constant, Function, Tuple, TupleGetItem, Var
+from .parallel_policy import apply_parallel_policy
 
 MAX_FUNC_NAME_LENGTH = 80
 
@@ -301,6 +303,7 @@ class TECompiler:
             all_inputs = inputs + [ph for ph, _ in builder.const_inputs]
             prim = te.schedule_to_primfunc(sch, all_inputs + outputs, name=name)
         prim = prim.with_attr({"global_symbol": name, "tir.noalias": True})
+        prim = apply_parallel_policy(prim)
         return CachedFunc(name, prim, all_inputs, outputs, builder.const_inputs, anchor_op.name, impl.name)
 
     @staticmethod

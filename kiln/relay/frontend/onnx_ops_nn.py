@@ -624,7 +624,7 @@ def nll_loss(ctx, x, target, weight, reduction, ignore_index):
     if ignore_index is not None:
         mask = _op.not_equal(t, scalar(int(ignore_index), "int64"))
         t = _op.where(mask, t, scalar(0, "int64"))
-    picked = _op.gather(x, 1, _op.reshape(t, [tshape[0], 1] + list(tshape[1:])))
+    picked = _op.gather(x, 1, _op.reshape(_op.cast(t, "int32"), [tshape[0], 1] + list(tshape[1:])))
     loss = _op.negative(_op.reshape(picked, list(tshape)))
     wt = _op.take(weight, t, axis=0) if weight is not None else None
     if mask is not None:

@@ -360,6 +360,8 @@ def _normalize_indices(ctx, idx, dim):
         if ((v < -dim) | (v >= dim)).any():
             raise ctx.error(f"indices {v.reshape(-1)[:8].tolist()} are out of range for an axis of size {dim}")
         return const(np.where(v < 0, v + dim, v).astype(str(v.dtype)))
+    if ctx.dtype(idx) in ("int64", "uint64", "uint32") and dim < 2 ** 31:
+        idx = _op.cast(idx, "int32")  # kiln's gather/take kernels index with int32
     dt = ctx.dtype(idx)
     return _op.where(_op.less(idx, scalar(0, dt)), _op.add(idx, scalar(dim, dt)), idx)
 

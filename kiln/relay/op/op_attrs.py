@@ -153,8 +153,9 @@ class Conv2DAttrs(Attrs):
               "dilation": Field((1, 1), _int_tuple), "groups": Field(1, _int),
               "channels": Field(None, _int), "kernel_size": Field(None, _opt_int_tuple),
               "data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "",
-              "auto_scheduler_rewritten_layout": "", "meta_schedule_original_shape": (),
               "out_dtype": Field("", _dtype_or_empty)}
+    # TVM's C++ struct also carries auto_scheduler_rewritten_layout / meta_schedule_original_shape, but not as
+    # declared fields, so dict(attrs) -- which alter-layout hooks pass back as relay.nn.conv2d(**attrs) -- omits them.
 
 
 class Conv2DTransposeAttrs(Attrs):
@@ -168,8 +169,7 @@ class Conv2DTransposeAttrs(Attrs):
 
 class DenseAttrs(Attrs):
     type_key = "relay.attrs.DenseAttrs"
-    fields = {"units": Field(None, _int), "auto_scheduler_rewritten_layout": "", "meta_schedule_original_shape": (),
-              "out_dtype": Field("", _dtype_or_empty)}
+    fields = {"units": Field(None, _int), "out_dtype": Field("", _dtype_or_empty)}  # as Conv2DAttrs: no auto_scheduler_*
 
 
 class MatmulAttrs(Attrs):

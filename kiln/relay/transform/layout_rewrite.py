@@ -3,16 +3,18 @@
 Walking a type-checked function, every rewritten tensor value is either in its original layout or
 *altered*: it carries (original layout, current layout), e.g. ("NCHW", "NCHW16c"). A chooser decides,
 per call, whether the op takes new layouts (an AlterOpLayout hook, a ConvertLayout desired layout).
-Then each op's layout rule says which layouts its inputs must be in and which layout its output has:
+Then the op's layout rule (TVM's FInferCorrectLayout idea) says which layouts its inputs are taken in,
+which attrs change, and which layout its output has. Rules live in :mod:`layout_rules`, registered per op
+name with :func:`register_layout_rule`; the generic ones, by attrs or fusion pattern, are:
 
 - conv-like ops (attrs with ``data_layout`` and ``kernel_layout``): inputs in the call's data/kernel
   layouts, output in ``out_layout`` (or the data layout);
-- pooling ops (attrs with ``layout``): follow an input whose layout is a permutation of the original;
-- ``nn.bias_add``: follows a permuted input by moving its ``axis``;
 - elementwise unary ops: the output keeps the input's layout;
-- broadcast binary ops: the other operand is brought to the altered layout (lower-rank operands get
-  leading axes first; scalars stay), or, when that cannot be done exactly, everything goes back;
-- any other op, tuples and the function result: inputs are transformed back to the original layout.
+- elementwise / broadcast ops: the other operands are brought to the altered layout (lower-rank operands
+  get leading axes first; scalars and all-ones shapes stay; a per-channel constant is expanded and
+  transformed, which FoldConstant folds), or, when that cannot be done exactly, everything goes back;
+- any op without a rule that accepts the layout, tuples and the function result: inputs go back to the
+  original layout.
 
 ``layout_transform`` calls are inserted only where a value crosses from one layout to another, so a
 chain of altered ops stays in the new layout; transforms of constant weights are left for FoldConstant.
@@ -67,6 +69,24 @@ def can_transform(shape, src: str, dst: str) -> bool:
 def default_kernel_layout(data_layout: str) -> str:
     return {"NCHW": "OIHW", "NHWC": "HWIO", "HWCN": "HWIO", "NCW": "OIW", "NWC": "WIO",
             "NCDHW": "OIDHW", "NDHWC": "DHWIO"}.get(data_layout, "")
+
+
+_RULES: dict = {}
+LAYOUT_ATTR_RULE = "<ops with a layout attr>"  # the rule for unregistered nn./image. ops with a ``layout`` attr
+
+
+def register_layout_rule(*op_names: str):
+    """Register ``rule(rewriter, call, op, attrs, args)`` as the layout rule of the named ops (TVM's
+    FInferCorrectLayout role). ``call`` is the original typed call, ``attrs`` the (possibly chosen) attrs,
+    ``args`` the rewritten arguments (``rewriter.altered`` says which are in which layout). The rule
+    returns the new expression (``rewriter.mark`` its output layout) or None to send every input back
+    to its original layout. For ops whose single argument is a tuple (concatenate), ``args`` holds the
+    rewritten tuple fields."""
+    def register(rule):
+        for name in op_names:
+            _RULES[name] = rule
+        return rule
+    return register
 
 
 def _has_layout_fields(attrs, *names) -> bool:
@@ -152,8 +172,16 @@ class LayoutRewriter(ExprMutator):
             op = self.visit(call.op)
             args = [self.to_original(self.visit(a)) for a in call.args]
             return Call(op, args, call.attrs, call.type_args, call.span)
-        args = [self.visit(a) for a in call.args]
         proposal = self.choose(call, list(call.args))
+        if (proposal is None and getattr(_RULES.get(call.op.name), "takes_tuple", False) and len(call.args) == 1
+                and isinstance(call.args[0], Tuple)):
+            fields = [self.visit(f) for f in call.args[0].fields]
+            out = _RULES[call.op.name](self, call, call.op, call.attrs, fields)
+            if out is not None:
+                return out
+            tup = Tuple([self.to_original(f) for f in fields], call.args[0].span)
+            return Call(call.op, [tup], call.attrs, call.type_args, call.span)
+        args = [self.visit(a) for a in call.args]
         if proposal is None:
             return self.apply_rule(call, call.op, call.attrs, args)
         if (isinstance(proposal, Call) and isinstance(proposal.op, Op) and len(proposal.args) == len(args)
@@ -168,22 +196,40 @@ class LayoutRewriter(ExprMutator):
         name = op.name
         if _has_layout_fields(attrs, "data_layout", "kernel_layout") and len(args) >= 2:
             return self.conv_rule(orig_call, op, attrs, args)
-        if _has_layout_fields(attrs, "layout") and len(args) == 1 and name.startswith(("nn.", "image.")):
-            return self.pool_rule(orig_call, op, attrs, args)
-        if name == "nn.bias_add":
-            return self.bias_add_rule(op, attrs, args)
-        if name == "layout_transform":
-            return self.layout_transform_rule(op, attrs, args)
-        if any(a in self.altered for a in args):
+        rule = _RULES.get(name)
+        if rule is None and _has_layout_fields(attrs, "layout") and name.startswith(("nn.", "image.")):
+            rule = _RULES.get(LAYOUT_ATTR_RULE)
+        if rule is not None:
+            out = rule(self, orig_call, op, attrs, args)
+            if out is not None:
+                return out
+        elif any(a in self.altered for a in args):
             pattern = op_pattern(op)
             if pattern == int(OpPattern.ELEMWISE) and len(args) == 1:
                 info = self.altered[args[0]]
                 return self.mark(Call(op, args, attrs, orig_call.type_args), *info)
-            if pattern in (int(OpPattern.ELEMWISE), int(OpPattern.BROADCAST)) and len(args) == 2:
+            if pattern in (int(OpPattern.ELEMWISE), int(OpPattern.BROADCAST)) and len(args) >= 2:
                 out = self.broadcast_rule(orig_call, op, attrs, args)
                 if out is not None:
                     return out
+        return self.keep_original(orig_call, op, attrs, args)
+
+    def keep_original(self, orig_call, op, attrs, args):
+        """The call with every input back in its original layout."""
         return Call(op, [self.to_original(a) for a in args], attrs, orig_call.type_args, orig_call.span)
+
+    def bring(self, e, shape, orig: str, cur: str):
+        """An operand of ``shape`` that broadcasts against an ``orig``-layout tensor, rewritten to broadcast
+        the same way against its ``cur``-layout form (None when no exact rewrite exists)."""
+        rank = len(shape)
+        if rank == 0 or (all(int(d) == 1 for d in shape) and rank <= len(parse_layout(cur))):
+            return e  # broadcasts the same way in any layout
+        n = len(parse_layout(orig))
+        full = (1,) * (n - rank) + tuple(int(d) for d in shape)
+        if rank > n or not can_transform(full, orig, cur):
+            return None
+        x = e if rank == n else op_call("expand_dims", [e], axis=0, num_newaxis=n - rank)
+        return self.transform(x, orig, cur)
 
     def conv_rule(self, orig_call, op, attrs, args):
         oa = orig_call.attrs
@@ -196,44 +242,11 @@ class LayoutRewriter(ExprMutator):
         new_out = getattr(attrs, "out_layout", "") or attrs.data_layout
         return self.mark(Call(op, new_args, attrs, orig_call.type_args, orig_call.span), orig_out, new_out)
 
-    def pool_rule(self, orig_call, op, attrs, args):
-        info = self.altered.get(args[0])
-        orig = orig_call.attrs.layout
-        if info is not None and is_permutation(info[1], orig) and attrs.layout == orig:
-            new_attrs = attrs.with_values(layout=info[1])
-            if "out_layout" in attrs.keys() and attrs.out_layout:
-                new_attrs = new_attrs.with_values(out_layout=info[1])
-            return self.mark(Call(op, args, new_attrs, orig_call.type_args), orig, info[1])
-        if attrs.layout != orig:  # the chooser asked for another layout
-            x = self.to_layout(args[0], orig, attrs.layout)
-            return self.mark(Call(op, [x], attrs, orig_call.type_args), orig, attrs.layout)
-        return Call(op, [self.to_original(args[0])], attrs, orig_call.type_args)
-
-    def bias_add_rule(self, op, attrs, args):
-        info = self.altered.get(args[0])
-        data_t = tensor_type(args[0])
-        if info is not None and is_permutation(info[1], info[0]):
-            orig, cur = info
-            axis = int(attrs.axis)
-            axis = axis + len(orig) if axis < 0 else axis
-            new_axis = cur.index(orig[axis])
-            return self.mark(Call(op, [args[0], self.to_original(args[1])], attrs.with_values(axis=new_axis)),
-                             orig, cur)
-        return Call(op, [self.to_original(a) for a in args], attrs)
-
-    def layout_transform_rule(self, op, attrs, args):
-        info = self.altered.get(args[0])
-        if info is not None and info[0] == attrs.src_layout:
-            if info[1] == attrs.dst_layout:
-                return args[0]
-            return op_call("layout_transform", [args[0]], src_layout=info[1], dst_layout=attrs.dst_layout)
-        return Call(op, [self.to_original(args[0])], attrs)
-
     def broadcast_rule(self, orig_call, op, attrs, args):
         altered = [i for i, a in enumerate(args) if a in self.altered]
         orig, cur = self.altered[args[altered[0]]]
         out_t = tensor_type(orig_call)
-        if out_t is None or len(out_t.shape) != len(parse_layout(orig)):
+        if out_t is None or len(out_t.shape) != len(parse_layout(orig)) or not primal(orig) == orig:
             return None
         new_args = []
         for i, a in enumerate(args):
@@ -241,21 +254,23 @@ class LayoutRewriter(ExprMutator):
             if info is not None:
                 if info[0] != orig:
                     return None
+                if info[1] != cur and not can_transform(_static(orig_call.args[i]), orig, cur):
+                    return None
                 new_args.append(a if info[1] == cur else self.to_layout(a, orig, cur))
                 continue
-            t = tensor_type(orig_call.args[i])
-            if t is None or t.is_dynamic():
+            shape = _static(orig_call.args[i])
+            x = None if shape is None else self.bring(a, shape, orig, cur)
+            if x is None:
                 return None
-            rank = len(t.shape)
-            if rank == 0 or (all(int(d) == 1 for d in t.shape) and rank <= len(parse_layout(cur))):
-                new_args.append(a)  # broadcasts the same way in any layout
-                continue
-            full = (1,) * (len(orig) - rank) + tuple(int(d) for d in t.shape)
-            if rank > len(orig) or not can_transform(full, orig, cur):
-                return None
-            x = a if rank == len(orig) else op_call("expand_dims", [a], axis=0, num_newaxis=len(orig) - rank)
-            new_args.append(self.transform(x, orig, cur))
+            new_args.append(x)
         return self.mark(Call(op, new_args, attrs, orig_call.type_args), orig, cur)
+
+
+def _static(expr):
+    t = tensor_type(expr)
+    if t is None or t.is_dynamic():
+        return None
+    return tuple(int(d) for d in t.shape)
 
 
 class _Replace(ExprMutator):
@@ -270,4 +285,5 @@ class _Replace(ExprMutator):
 
 
 def rewrite_layouts(func, choose):
+    from . import layout_rules  # noqa: F401  (registers the per-op rules)
     return LayoutRewriter(choose).visit(func)

@@ -10,8 +10,9 @@ from .storage_flatten import StorageFlatten, FlattenBuffer
 from .vectorize import VectorizeLoop
 from .unroll import UnrollLoop
 from .loop_partition import LoopPartition
+from .lower_intrin import LowerIntrin
 
 __all__ = [
     "PrimFuncPass", "prim_func_pass", "Simplify", "RemoveNoOp", "StorageFlatten", "FlattenBuffer",
-    "VectorizeLoop", "UnrollLoop", "LoopPartition", "simplify_stmt", "remove_no_op_stmt", "StmtSimplifier",
+    "VectorizeLoop", "UnrollLoop", "LoopPartition", "LowerIntrin", "simplify_stmt", "remove_no_op_stmt", "StmtSimplifier",
 ]

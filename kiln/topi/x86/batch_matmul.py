@@ -11,7 +11,7 @@ from ...error import KilnError
 from ...tir import op as T
 from ..utils import get_const_tuple
 from .dense import _ceil_div, _define_dense_space, schedule_gemm_block
-from .utils import as_list, traverse_inline
+from .utils import as_list, reduction_flops, traverse_inline, worth_parallel
 
 
 @autotvm.register_topi_compute("batch_matmul.x86")
@@ -67,7 +67,7 @@ def schedule_batch_matmul(cfg, outs):
         for t in op.input_tensors:
             if t.op.tag == "batch_matmul_pack":
                 packed = t
-        if packed is not None:
+        if packed is not None and worth_parallel(reduction_flops(op.output(0))):
             s[packed].parallel(s[packed].fuse(packed.op.axis[0], packed.op.axis[1]))
         schedule_gemm_block(s, cfg, op.output(0), outs[0].op, n_batch=1)
     traverse_inline(s, outs[0].op, callback)

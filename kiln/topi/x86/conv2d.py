@@ -18,7 +18,7 @@ from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..nn.pad import pad
 from ..utils import get_const_tuple
-from .utils import as_list, divisor_at_most, simd_width, traverse_inline
+from .utils import as_list, divisor_at_most, simd_width, reduction_flops, traverse_inline, worth_parallel
 
 MAX_REG_N = 12
 
@@ -192,8 +192,10 @@ def depthwise_conv2d_nchw(data, kernel, strides, padding, dilation, out_dtype="f
                                                out_dtype))
 
 
-def _schedule_producers(s, conv_op):
-    """Parallelize the data/kernel packing and padding stages of a conv (each is its own loop nest)."""
+def _schedule_producers(s, conv_op, local_pad: bool = False, parallel: bool = True):
+    """Parallelize the data/kernel packing and padding stages of a conv (each is its own loop nest); with
+    ``local_pad`` the padding stage is left to the caller (computed next to its consumer); returns it."""
+    pad_op = None
     for t in conv_op.input_tensors:
         op = t.op
         if not hasattr(op, "axis") or not op.input_tensors:
@@ -202,12 +204,34 @@ def _schedule_producers(s, conv_op):
             inner = op.input_tensors[0].op
             if hasattr(inner, "axis") and inner.input_tensors and "pack_nchwc" in inner.tag:
                 s[inner].compute_inline()
+            pad_op = op
+            if local_pad:
+                continue
         axes = list(s[op].op.axis)
         if len(axes) >= 3:
             fused = s[op].fuse(axes[0], axes[1], axes[2])
-            s[op].parallel(fused)
+            if parallel:
+                s[op].parallel(fused)
         if len(axes) == 5:
             s[op].vectorize(axes[-1]) if get_const_tuple(op.output(0).shape)[-1] <= 16 else None
+    return pad_op
+
+
+def _pad_of(conv_op):
+    for t in conv_op.input_tensors:
+        if t.op.name == "data_pad" and t.op.tag.startswith("injective"):
+            return t.op
+    return None
+
+
+def _strided(pad_op, C) -> bool:
+    """Whether the conv ``C`` reading the padded input ``pad_op`` has a row stride above 1 (from the
+    shapes: padded rows vs output rows)."""
+    if pad_op is None:
+        return False
+    hp = get_const_tuple(pad_op.output(0).shape)[2]
+    oh = get_const_tuple(C.shape)[2]
+    return oh > 1 and hp >= 2 * oh
 
 
 def _schedule_nchwc(s, cfg, C, O, depthwise: bool):
@@ -222,7 +246,8 @@ def _schedule_nchwc(s, cfg, C, O, depthwise: bool):
     reg_n = cfg["tile_ow"].size[-1]
     oc_bn = get_const_tuple(C.shape)[-1]
     unroll_kw = (not depthwise) and bool(cfg["unroll_kw"].val)
-    _schedule_producers(s, C.op)
+    parallel = worth_parallel(reduction_flops(C))
+    pad_op = _schedule_producers(s, C.op, local_pad=depthwise and _strided(_pad_of(C.op), C), parallel=parallel)
     if C.op is O:
         CC = s.cache_write(C, "global")
     else:
@@ -240,9 +265,17 @@ def _schedule_nchwc(s, cfg, C, O, depthwise: bool):
     else:
         raise KilnError(f"conv2d_NCHWc schedule: unexpected output rank {len(out_axes)}")
     par = s[O].fuse(b, oco, y)
-    s[O].parallel(par)
+    if parallel:
+        s[O].parallel(par)
     s[O].unroll(xi)
     s[O].vectorize(ocb)
+    if pad_op is not None and depthwise and _strided(pad_op, C):
+        # depthwise: the few padded input rows one output row needs, copied next to it (in cache), instead
+        # of a padded copy of the whole input (as large as the input, for 9 FMAs per output)
+        s[pad_op].compute_at(s[O], par)
+        pad_axes = list(s[pad_op].op.axis)
+        if get_const_tuple(pad_op.output(0).shape)[-1] <= 16:
+            s[pad_op].vectorize(pad_axes[-1])
     s[CC].compute_at(s[O], xo)
     _, _, _, cx, cocb = s[CC].op.axis
     cxo, cxi = s[CC].split(cx, factor=reg_n)

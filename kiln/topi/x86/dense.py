@@ -16,7 +16,7 @@ from ... import autotvm, te
 from ...error import KilnError
 from ...tir import op as T
 from ..utils import get_const_tuple
-from .utils import as_list, divisor_at_most, simd_width, traverse_inline
+from .utils import as_list, divisor_at_most, simd_width, reduction_flops, traverse_inline, worth_parallel
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -32,13 +32,30 @@ def _define_dense_space(cfg, M: int, N: int, K: int, bn_fixed: int | None = None
     else:
         cfg.define_split("tile_x", N, num_outputs=3, policy="candidate",
                          candidate=[[-1, o, bn_fixed] for o in (1, 2, 4)])
-    cfg.define_split("tile_y", M, num_outputs=3, policy="factors", filter=lambda e: e.size[-1] <= 16)
+    rows = [r for r in range(1, 9) if r <= M] or [1]
+    cfg.define_split("tile_y", M, num_outputs=3, policy="candidate",
+                     candidate=[[-1, o, r] for r in rows for o in (1, 2)])
     cfg.define_split("tile_k", K, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 16)
     if cfg.is_fallback:
         bn = bn_fixed or (2 * lanes if N >= 2 * lanes else lanes)
-        cfg["tile_x"] = autotvm.task.SplitEntity([-1, 1, bn])
-        cfg["tile_y"] = autotvm.task.SplitEntity([-1, 1, divisor_at_most(M, 4)])
-        cfg["tile_k"] = autotvm.task.SplitEntity([-1, divisor_at_most(K, 4)])
+        mr, panels = gemm_block(M, N, bn, lanes)
+        cfg["tile_x"] = autotvm.task.SplitEntity([-1, panels, bn])
+        cfg["tile_y"] = autotvm.task.SplitEntity([-1, 1, mr])
+        cfg["tile_k"] = autotvm.task.SplitEntity([-1, 1])
+
+
+def gemm_block(M: int, N: int, bn: int, lanes: int, max_acc: int = 12) -> tuple:
+    """The fallback register block ``(rows, weight panels)``: 6 rows of one ``bn``-wide panel (12 AVX2
+    accumulators for bn = 16: 2 weight vector loads and 6 broadcasts per 12 FMAs; rows that do not divide M
+    leave a guarded last block, which gcc unswitches out of the reduction loop); with fewer rows (batch-1
+    GEMV-like shapes) more panels, so that enough independent FMA chains hide the FMA latency."""
+    vecs = max(1, -(-bn // lanes))
+    mr = max(1, min(M, 6, max_acc // vecs))
+    panels = 1
+    n_panels = -(-N // bn)
+    while panels * 2 * mr * vecs <= max_acc and n_panels % (panels * 2) == 0:
+        panels *= 2
+    return mr, panels
 
 
 def pack_weight(weight, bn: int, name: str = "packed_weight"):
@@ -89,9 +106,13 @@ def dense_pack(cfg, data, weight, bias=None, out_dtype=None):
 
 
 def schedule_gemm_block(s, cfg, C, O, n_batch: int = 0):
-    """Tile output stage ``O``'s last two axes (rows, columns) by the cfg's tile_y / tile_x, accumulate ``C``
-    in a block-local cache at the block and vectorize; the ``n_batch`` leading axes of ``O`` join the
-    parallel loop."""
+    """Tile output stage ``O``'s last two axes (rows, columns) into ``mr x (panels * bn)`` blocks (tile_y's
+    inner factor, tile_x's two inner factors), accumulate ``C`` in a block-local cache at the block and
+    vectorize: the reduction (split by tile_k, the inner part unrolled) runs outside the unrolled rows and
+    panels, so every step broadcasts ``mr`` data values against ``panels * bn / simd`` weight vectors and
+    the C code generator keeps the ``mr * panels * bn / simd`` accumulators in registers. Blocks are
+    ordered column-panel outer, rows inner (a weight panel stays in cache while the rows stream); the
+    ``n_batch`` leading axes of ``O`` and the block loops form the parallel loop."""
     if C.op is O:
         CC = s.cache_write(C, "global")
     else:
@@ -100,27 +121,39 @@ def schedule_gemm_block(s, cfg, C, O, n_batch: int = 0):
     extra_outer, y, x = out_axes[:n_batch], out_axes[-2], out_axes[-1]
     yt, yo, yi = cfg["tile_y"].apply(s, O, y)
     xt, xo, xi = cfg["tile_x"].apply(s, O, x)
-    s[O].reorder(*extra_outer, xt, yt, yo, xo, yi, xi)
+    s[O].reorder(*extra_outer, xt, yt, yo, yi, xo, xi)
     par = s[O].fuse(*extra_outer, xt, yt)
-    s[O].parallel(par)
+    if worth_parallel(reduction_flops(C)):
+        s[O].parallel(par)
+    s[O].unroll(yi)
+    s[O].unroll(xo)
     s[O].vectorize(xi)
-    s[CC].compute_at(s[O], xo)
+    s[CC].compute_at(s[O], yo)
     axes = list(s[CC].op.axis)
     cy, cx = axes[-2], axes[-1]
+    bn = cfg["tile_x"].size[-1]
+    cxo, cxi = s[CC].split(cx, factor=bn)
     (kk,) = s[CC].op.reduce_axis
     ko, ki = cfg["tile_k"].apply(s, CC, kk)
-    s[CC].reorder(ko, ki, cy, cx)
+    s[CC].reorder(ko, ki, cy, cxo, cxi)
     s[CC].unroll(ki)
     s[CC].unroll(cy)
-    s[CC].vectorize(cx)
+    s[CC].unroll(cxo)
+    s[CC].vectorize(cxi)
     return CC
 
 
-def _schedule_pack_stage(s, packw):
+def _schedule_pack_stage(s, packw, parallel: bool = True):
+    """The per-call weight packing (when the weight was not packed at compile time): vectorized along the
+    panel width when it is a SIMD-friendly size, parallel over panels for enough work."""
     if not hasattr(packw.op, "axis") or packw.op.name == "placeholder" or not packw.op.input_tensors:
         return
-    z = packw.op.axis[0]
-    s[packw].parallel(z)
+    z, _, x = packw.op.axis
+    if parallel:
+        s[packw].parallel(z)
+    if get_const_tuple(packw.shape)[-1] <= 4 * simd_width() and packw.op.tag == "dense_weight_pack" and \
+            "if_then_else" not in str(packw.op.body):
+        s[packw].vectorize(x)
 
 
 @autotvm.register_topi_schedule("dense_pack.x86")
@@ -135,7 +168,7 @@ def schedule_dense_pack(cfg, outs):
         C = op.output(0)
         O = outs[0].op
         packw = op.input_tensors[1]
-        _schedule_pack_stage(s, packw)
+        _schedule_pack_stage(s, packw, worth_parallel(reduction_flops(C)))
         schedule_gemm_block(s, cfg, C, O)
     traverse_inline(s, outs[0].op, callback)
     return s

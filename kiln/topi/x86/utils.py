@@ -97,9 +97,30 @@ def parallel_outer(stage, axes, extents, min_chunks: int | None = None) -> None:
     return outer
 
 
+# Below this many flops a kernel runs on the calling thread: starting an OpenMP team (a few microseconds)
+# costs more than it saves (e.g. batch-1 MLP layers of ~10k flops).
+MIN_PARALLEL_FLOPS = 200_000
+
+
+def worth_parallel(flops: float) -> bool:
+    """Whether a kernel of ``flops`` work should get a parallel loop at all."""
+    return flops >= MIN_PARALLEL_FLOPS and num_cores() > 1
+
+
+def reduction_flops(C) -> int:
+    """2 x output elements x reduction length of a multiply-accumulate compute such as a GEMM or a conv."""
+    out = 1
+    for d in get_const_tuple(C.shape):
+        out *= d
+    red = 1
+    for iv in C.op.reduce_axis:
+        red *= extent(iv)
+    return 2 * out * red
+
+
 def shape_of(t) -> tuple:
     return get_const_tuple(t.shape)
 
 
 __all__ = ["simd_width", "num_cores", "as_list", "extent", "traverse_inline", "divisor_at_most", "split_vector",
-           "parallel_outer", "shape_of", "te"]
+           "parallel_outer", "shape_of", "worth_parallel", "reduction_flops", "MIN_PARALLEL_FLOPS", "te"]

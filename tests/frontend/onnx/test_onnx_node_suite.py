@@ -21,6 +21,9 @@ from kiln.contrib.onnx_backend import KilnBackend  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# ~1900 tests: a few minutes with kiln's caches warm (compiled libraries are kept under $KILN_CACHE_DIR)
+pytestmark = pytest.mark.slow
+
 
 def load_expected_failures(path: str = os.path.join(HERE, "expected_failures.txt")) -> dict:
     """Test name (without the device suffix) -> reason."""

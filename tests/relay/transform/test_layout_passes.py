@@ -46,8 +46,8 @@ def test_convert_layout_nhwc():
       %6 = nn.conv2d(%5, %1, padding=[1, 1, 1, 1], channels=8, kernel_size=[3, 3], data_layout="NHWC",
                      kernel_layout="HWIO");
       %7 = add(%6, %5);
-      %8 = layout_transform(%7, src_layout="NHWC", dst_layout="NCHW");
-      nn.softmax(%8, axis=1)
+      %8 = nn.softmax(%7, axis=3);
+      layout_transform(%8, src_layout="NHWC", dst_layout="NCHW")
     }}"""
     out = check(ConvertLayout({"nn.conv2d": ["NHWC", "default"]}), BLOCK, expected)
     assert_same_numerics(parse(BLOCK), out, rtol=1e-4, atol=1e-4)

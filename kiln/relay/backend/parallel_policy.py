@@ -1,0 +1,118 @@
+"""Which parallel loops of a lowered Relay kernel really open an OpenMP region.
+
+A parallel region costs a fork and a join: a few microseconds on an idle machine, but on a loaded one the
+join waits until every worker thread has been scheduled, often milliseconds. A graph of small kernels (an
+MLP at batch 1) then spends almost all its time in joins: measured on a 2-core machine at load 8-10, the
+MLP ran 0.07 ms of CPU per call single-threaded but 1.8 ms wall with two threads. So, like PyTorch's grain
+size, a parallel loop whose estimated work is small runs serially.
+
+Work is estimated on the loop nest before lowering: the number of statement executions (stores and
+evaluations) under the loop, i.e. the product of the loop extents above each store summed over the stores
+(vector lanes count as iterations; loops of unknown extent count as large). The threshold is the PassContext
+config ``relay.backend.parallel_min_work`` (default :data:`DEFAULT_MIN_WORK`), or ``$KILN_PARALLEL_MIN_WORK``;
+0 keeps every parallel loop. Each kernel's PrimFunc records its estimate in the attr ``kiln.work``.
+"""
+from __future__ import annotations
+
+import os
+
+from ...error import KilnError
+from ...tir import stmt as S
+from ...transform.config import register_pass_config
+
+# About 1M scalar iterations: ~50-250 us of vectorized work on one core, the point from which a fork/join
+# (even a slow one on a busy machine) is a small fraction of the kernel.
+DEFAULT_MIN_WORK = 1 << 20
+UNKNOWN_EXTENT = 1 << 16
+CONFIG_KEY = "relay.backend.parallel_min_work"
+
+register_pass_config(CONFIG_KEY, int, DEFAULT_MIN_WORK,
+                     "parallel loops of relay kernels with less estimated work than this run serially (0: never)")
+
+
+def min_work() -> int:
+    """The threshold in effect: PassContext config, else $KILN_PARALLEL_MIN_WORK, else the default."""
+    from ...transform import PassContext
+    ctx = PassContext.current()
+    config = getattr(ctx, "config", None) or {}
+    if CONFIG_KEY in config:
+        return int(config[CONFIG_KEY])
+    text = os.environ.get("KILN_PARALLEL_MIN_WORK", "").strip()
+    if text:
+        try:
+            return int(text)
+        except ValueError:
+            raise KilnError(f"$KILN_PARALLEL_MIN_WORK must be an integer, got {text!r}") from None
+    return DEFAULT_MIN_WORK
+
+
+def _extent(loop: S.For) -> int:
+    value = getattr(loop.extent, "value", None)
+    return int(value) if isinstance(value, int) else UNKNOWN_EXTENT
+
+
+def estimate_work(stmt) -> int:
+    """Statement executions under ``stmt`` (see the module doc)."""
+    if stmt is None:
+        return 0
+    if isinstance(stmt, S.For):
+        return _extent(stmt) * estimate_work(stmt.body)
+    if isinstance(stmt, S.SeqStmt):
+        return sum(estimate_work(s) for s in stmt.seq)
+    if isinstance(stmt, S.IfThenElse):
+        return max(estimate_work(stmt.then_case), estimate_work(stmt.else_case))
+    if isinstance(stmt, S.While):
+        return UNKNOWN_EXTENT * max(1, estimate_work(stmt.body))
+    body = getattr(stmt, "body", None)
+    if isinstance(body, S.Stmt):
+        return estimate_work(body)
+    return 1  # a store, an evaluation, an assert
+
+
+class _Serialize:
+    """Rebuilds a statement with every parallel loop of small work made serial."""
+
+    def __init__(self, threshold: int):
+        self.threshold = threshold
+        self.changed = 0
+
+    def visit(self, stmt):
+        if stmt is None or not isinstance(stmt, S.Stmt):
+            return stmt
+        if isinstance(stmt, S.For):
+            body = self.visit(stmt.body)
+            kind = stmt.kind
+            if kind == S.ForKind.PARALLEL and (_extent(stmt) < 2 or _extent(stmt) * estimate_work(body) <
+                                               self.threshold):
+                kind = S.ForKind.SERIAL
+                self.changed += 1
+            if body is stmt.body and kind == stmt.kind:
+                return stmt
+            return S.For(stmt.loop_var, stmt.min, stmt.extent, kind, body, stmt.thread_binding, stmt.annotations)
+        if isinstance(stmt, S.SeqStmt):
+            seq = [self.visit(s) for s in stmt.seq]
+            return stmt if all(a is b for a, b in zip(seq, stmt.seq)) else S.SeqStmt(seq)
+        if isinstance(stmt, S.IfThenElse):
+            then_case, else_case = self.visit(stmt.then_case), self.visit(stmt.else_case)
+            if then_case is stmt.then_case and else_case is stmt.else_case:
+                return stmt
+            return S.IfThenElse(stmt.condition, then_case, else_case)
+        body = getattr(stmt, "body", None)
+        if isinstance(body, S.Stmt):
+            new = self.visit(body)
+            if new is not body:
+                return stmt.with_fields(body=new)
+        return stmt
+
+
+def apply_parallel_policy(prim_func, threshold: int | None = None):
+    """``prim_func`` with its small parallel loops made serial and its ``kiln.work`` attr set."""
+    threshold = min_work() if threshold is None else int(threshold)
+    work = estimate_work(prim_func.body)
+    out = prim_func
+    if threshold > 0:
+        pass_ = _Serialize(threshold)
+        body = pass_.visit(prim_func.body)
+        if body is not prim_func.body:
+            out = prim_func.with_body(body)
+    return out.with_attr("kiln.work", int(work))

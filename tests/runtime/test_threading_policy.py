@@ -1,0 +1,133 @@
+"""Threading policy: the OpenMP wait-policy default set at kiln.runtime import, and relay.build making the
+parallel loops of small kernels serial (numerics unchanged, big kernels still parallel)."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.runtime.thread_policy import configure_openmp_env, openmp_status
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _fresh(code: str, **env) -> dict:
+    """Run ``code`` in a fresh interpreter with a clean OpenMP environment plus ``env``; it prints JSON."""
+    e = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KILN_OMP_WAIT_POLICY")}
+    e.update(env)
+    e["PYTHONPATH"] = ROOT + os.pathsep + e.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+STATUS = ("import json, os, kiln.runtime; from kiln.runtime.thread_policy import openmp_status; "
+          "print(json.dumps({'env': os.environ.get('OMP_WAIT_POLICY'), **openmp_status()}))")
+
+
+def test_default_is_passive_and_set_before_libgomp_loads():
+    st = _fresh(STATUS)
+    assert st["env"] == "PASSIVE" and st["set_by_kiln"] and not st["libgomp_preloaded"] and "warning" not in st
+
+
+@pytest.mark.parametrize("env, expected, by_kiln", [
+    ({"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE", False),
+    ({"GOMP_SPINCOUNT": "1000"}, None, False),
+    ({"KILN_OMP_WAIT_POLICY": "keep"}, None, False),
+    ({"KILN_OMP_WAIT_POLICY": "active"}, "ACTIVE", True),
+])
+def test_user_choice_is_respected(env, expected, by_kiln):
+    st = _fresh(STATUS, **env)
+    assert st["env"] == expected and st["set_by_kiln"] == by_kiln
+
+
+def test_bad_choice_and_dict_environment():
+    env = {}
+    assert configure_openmp_env(env)["policy"] == "PASSIVE" and env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    with pytest.raises(kiln.error.KilnError, match="KILN_OMP_WAIT_POLICY"):
+        configure_openmp_env({"KILN_OMP_WAIT_POLICY": "spin"})
+    assert "libgomp_loaded" in openmp_status()
+
+
+def test_runtime_loaded_earlier_is_reported():
+    pytest.importorskip("torch")
+    st = _fresh("import torch\n" + STATUS.replace("; ", "\n"))
+    assert st["libgomp_preloaded"] and "warning" in st
+
+
+# -- small kernels run serially -----------------------------------------------------------------------------
+def _mlp_and_big():
+    from kiln import relay
+    rng = np.random.default_rng(0)
+    x = relay.var("x", shape=(1, 40))
+    small = relay.nn.relu(relay.nn.dense(x, relay.const(rng.standard_normal((256, 40)).astype("float32"))))
+    z = relay.var("z", shape=(1, 16, 70, 90))
+    big = relay.nn.relu(z * relay.const(np.float32(2.0)))  # 100800 elements: above a threshold of 2**16
+    mod = kiln.IRModule.from_expr(relay.Function([x, z], relay.Tuple([small, big])))
+    inputs = {"x": rng.standard_normal((1, 40)).astype("float32"),
+              "z": rng.standard_normal((1, 16, 70, 90)).astype("float32")}
+    return mod, inputs
+
+
+def _build(mod, **config):
+    from kiln import relay
+    target = kiln.target.Target("llvm")
+    with kiln.transform.PassContext(opt_level=3, config=config), target:
+        return relay.build(mod, target=target)
+
+
+def _parallel(cached) -> bool:
+    return "T.parallel" in str(cached.prim_func)
+
+
+def test_small_kernels_become_serial_and_numerics_hold():
+    from kiln.runtime.graph_executor import GraphModule
+    mod, inputs = _mlp_and_big()
+    ref = None
+    for threshold, expect_small, expect_big in ((1 << 16, False, True), (0, True, True), (1 << 30, False, False)):
+        lib = _build(mod, **{"relay.backend.parallel_min_work": threshold})
+        by_anchor = {c.anchor_op: c for c in lib.lowered}
+        dense = [c for a, c in by_anchor.items() if "dense" in a][0]
+        elem = [c for c in lib.lowered if "dense" not in c.anchor_op][0]
+        assert dense.prim_func.attrs["kiln.work"] < 1 << 16 <= elem.prim_func.attrs["kiln.work"]
+        assert _parallel(dense) == expect_small and _parallel(elem) == expect_big, threshold
+        m = GraphModule(lib["default"](kiln.cpu(0)))
+        m.set_input(**inputs)
+        m.run()
+        outs = [m.get_output(i).numpy() for i in range(2)]
+        if ref is None:
+            ref = outs
+        for a, b in zip(outs, ref):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    w_small = np.maximum(inputs["z"] * 2, 0)
+    np.testing.assert_allclose(ref[1], w_small, rtol=1e-6)
+
+
+def test_threshold_from_environment_and_validation(monkeypatch):
+    from kiln.relay.backend import parallel_policy as P
+    monkeypatch.setenv("KILN_PARALLEL_MIN_WORK", "123")
+    assert P.min_work() == 123
+    with kiln.transform.PassContext(config={"relay.backend.parallel_min_work": 7}):
+        assert P.min_work() == 7
+    monkeypatch.setenv("KILN_PARALLEL_MIN_WORK", "lots")
+    with pytest.raises(kiln.error.KilnError, match="KILN_PARALLEL_MIN_WORK"):
+        P.min_work()
+    with pytest.raises(kiln.error.KilnError):
+        kiln.transform.PassContext(config={"relay.backend.parallel_min_work": "big"})
+
+
+def test_work_estimate_counts_loop_nests():
+    from kiln import te
+    from kiln.relay.backend.parallel_policy import apply_parallel_policy, estimate_work
+    a = te.placeholder((37, 50), name="a")
+    k = te.reduce_axis((0, 50), name="k")
+    b = te.compute((37,), lambda i: te.sum(a[i, k] * 2.0, axis=k), name="b")
+    s = te.create_schedule(b.op)
+    s[b].parallel(b.op.axis[0])
+    f = te.schedule_to_primfunc(s, [a, b], name="rowsum")
+    assert estimate_work(f.body) == 37 * 50 + 37  # the reduction updates plus the initialisations
+    assert "T.parallel" not in str(apply_parallel_policy(f, 37 * 51 + 1).body)
+    assert "T.parallel" in str(apply_parallel_policy(f, 37 * 51).body)
