@@ -150,7 +150,8 @@ def to_markdown(data: dict) -> str:
     lines = ["# kiln benchmark", "",
              f"Machine: {m['cpu']}, {m['cores']} cores, features {', '.join(m['features'])}; {data['threads']} "
              f"threads for every contender; fp32; {data['rounds']} interleaved rounds of {data['number']} calls after "
-             f"{data['warmup']} warm-up calls; load average at the end {', '.join(f'{x:.1f}' for x in m['load_average'])}."
+             f"{data['warmup']} warm-up calls; load average at the end {', '.join(f'{x:.1f}' for x in m['load_average'])}; "
+             f"OpenMP wait policy {data.get('openmp', {}).get('policy') or 'libgomp default'} (shared by kiln and PyTorch)."
              , "", "Median ms per call (min ms) [compile s] {max abs error vs PyTorch}.", "",
              "| workload | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     notes = []
@@ -175,6 +176,9 @@ def to_markdown(data: dict) -> str:
 
 def main(argv=None) -> dict:
     import tempfile
+    # kiln first: it sets its OpenMP wait-policy default before libgomp is loaded (torch ships one too and the
+    # two libraries then share it), so both contenders run under the policy recorded in the results
+    from kiln.runtime.thread_policy import openmp_status
     import torch
     from kiln.target.x86 import host_cpu_info
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -202,7 +206,7 @@ def main(argv=None) -> dict:
             print(f"[benchmarks.run] {key} ...", file=sys.stderr, flush=True)
             rows.append(bench_one(key, args, tmpdir))
     data = {"machine": machine_info(), "threads": args.threads, "rounds": args.rounds, "number": args.number,
-            "warmup": args.warmup, "tuning_log": args.tuning_log,
+            "warmup": args.warmup, "tuning_log": args.tuning_log, "openmp": openmp_status(),
             "versions": {"torch": torch.__version__, "numpy": np.__version__}, "rows": rows}
     try:
         import onnxruntime

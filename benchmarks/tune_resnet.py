@@ -5,8 +5,8 @@
 
 1. ``autotvm.task.extract_from_program`` on ``relay.testing.resnet`` (18 layers, batch 1, 224x224), conv2d
    tasks only (TVM's tutorial flow);
-2. each task tuned for at most ``--trials`` configs (early stopping), LocalBuilder + LocalRunner, appended
-   to the log (``--skip-tuning`` reuses an existing log);
+2. each task's fallback (untuned) config measured first, then the task tuned for at most ``--trials`` configs
+   (early stopping), LocalBuilder + LocalRunner, all appended to the log (``--skip-tuning`` reuses a log);
 3. the network built untuned (fallback configs) and tuned (``autotvm.apply_history_best(log)``), and, when
    torchvision is importable, the same for torchvision's resnet18 through the PyTorch frontend (its conv
    workloads are the same as relay.testing's, so the log applies) beside PyTorch eager on that model;
@@ -52,6 +52,26 @@ def make_tuner(kind: str, task):
     raise SystemExit(f"unknown tuner {kind!r}: choose xgb, ga or random")
 
 
+def fallback_index(task):
+    """Index in the task's space of the config its template falls back to when untuned (None if absent)."""
+    from kiln.autotvm.task.space import FallbackConfigEntity
+    fb = FallbackConfigEntity()
+    with task.target:
+        task.instantiate(fb)
+    space = task.config_space
+
+    def same(name, ent):
+        want = fb[name]
+        if hasattr(want, "size"):
+            return list(ent.size[1:]) == list(want.size[1:])
+        return getattr(ent, "val", None) == getattr(want, "val", None)
+    for i in range(len(space)):
+        e = space.get(i)
+        if all(same(name, e[name]) for name in space.space_map):
+            return e.index
+    return None
+
+
 def tune_tasks(tasks, log_path: str, args) -> list:
     from kiln import autotvm
     measure_option = autotvm.measure_option(
@@ -61,12 +81,21 @@ def tune_tasks(tasks, log_path: str, args) -> list:
     rows = []
     for i, task in enumerate(tasks):
         n_trial = min(args.trials, len(task.config_space))
-        tuner = make_tuner(args.tuner, task)
         t0 = time.perf_counter()
+        seeded = 0
+        if args.seed_fallback:
+            # measure the untuned (fallback) config first, under the same conditions as the search, so the
+            # log's best is never a config measured slower than what the untuned build runs
+            idx = fallback_index(task)
+            if idx is not None:
+                autotvm.tuner.GridSearchTuner(task, range_idx=(idx, idx)).tune(
+                    n_trial=1, measure_option=measure_option, callbacks=[autotvm.callback.log_to_file(log_path)])
+                seeded = 1
+        tuner = make_tuner(args.tuner, task)
         tuner.tune(n_trial=n_trial, measure_option=measure_option, early_stopping=args.early_stopping,
                    callbacks=[autotvm.callback.log_to_file(log_path)])
         dt = time.perf_counter() - t0
-        measured = len(getattr(tuner, "visited", ())) or n_trial
+        measured = (len(getattr(tuner, "visited", ())) or n_trial) + seeded
         rows.append({"task": i, "name": task.name, "data": list(task.args[0][1]), "kernel": list(task.args[1][1]),
                      "strides": list(task.args[2]), "space": len(task.config_space), "trials": measured,
                      "best_gflops": tuner.best_flops / 1e9, "seconds": dt, "best_config": str(tuner.best_config)})
@@ -118,9 +147,11 @@ def to_markdown(data: dict) -> str:
     lines = ["# AutoTVM on resnet-18 (issue 7 acceptance)", "",
              f"Machine: {m['cpu']}, {m['cores']} cores, features {', '.join(m['features'])}; {data['threads']} "
              f"threads; fp32, batch 1, 224x224; load average at the end "
-             f"{', '.join(f'{x:.1f}' for x in m['load_average'])}.", "",
+             f"{', '.join(f'{x:.1f}' for x in m['load_average'])}; OpenMP wait policy "
+             f"{data.get('openmp', {}).get('policy') or 'libgomp default'}.", "",
              f"Tuning: {data['n_tasks']} conv2d tasks from relay.testing resnet-18, tuner {data['tuner']}, at most "
-             f"{data['trials']} trials per task, early stopping {data['early_stopping']}; "
+             f"{data['trials']} trials per task (plus the fallback config, measured first), early stopping "
+             f"{data['early_stopping']}, kernels measured with {data['measure_threads']} thread(s); "
              f"total tuning time {data['tuning_seconds']:.0f} s ({data['tuning_seconds'] / 60:.1f} min); "
              f"task extraction {data['extract_seconds']:.1f} s.", "",
              f"Latency: {data['rounds']} interleaved rounds of {data['number']} calls after warm-up.", "",
@@ -143,6 +174,7 @@ def to_markdown(data: dict) -> str:
 
 
 def main(argv=None) -> dict:
+    from kiln.runtime.thread_policy import openmp_status  # before torch: kiln's OpenMP default applies to both
     import kiln
     from kiln.target.x86 import host_cpu_info
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -151,6 +183,9 @@ def main(argv=None) -> dict:
     p.add_argument("--tuner", default="xgb", choices=("xgb", "ga", "random"))
     p.add_argument("--log", default=os.path.join(RESULTS_DIR, "tune_resnet.log"))
     p.add_argument("--skip-tuning", action="store_true", help="reuse the records already in --log")
+    p.add_argument("--no-seed-fallback", dest="seed_fallback", action="store_false",
+                   help="do not measure each task's fallback config before the search")
+    p.add_argument("--measure-threads", type=int, default=1, help="threads of the kernels measured while tuning")
     p.add_argument("--measure-number", type=int, default=4)
     p.add_argument("--measure-repeat", type=int, default=3)
     p.add_argument("--rounds", type=int, default=9)
@@ -175,14 +210,27 @@ def main(argv=None) -> dict:
             with open(args.log + ".tasks.json", encoding="utf-8") as f:
                 old = json.load(f)
             task_rows, tuning_s = old["tasks"], old["tuning_seconds"]
+            for key in ("trials", "early_stopping", "tuner", "measure_threads"):
+                if key in old:
+                    setattr(args, key, old[key])
     else:
         if os.path.exists(args.log):
             os.remove(args.log)
         t0 = time.perf_counter()
-        task_rows = tune_tasks(tasks, args.log, args)
+        # kernels are measured with --measure-threads threads (default 1): on a shared machine a 2-thread
+        # measurement mostly measures how long the join waited for a descheduled worker, which buries the
+        # differences between configs; single-thread times rank configs by the work they do
+        saved = os.environ.get("KILN_NUM_THREADS")
+        os.environ["KILN_NUM_THREADS"] = str(args.measure_threads)
+        try:
+            task_rows = tune_tasks(tasks, args.log, args)
+        finally:
+            os.environ["KILN_NUM_THREADS"] = saved if saved is not None else str(args.threads)
         tuning_s = time.perf_counter() - t0
         with open(args.log + ".tasks.json", "w", encoding="utf-8") as f:  # for a later --skip-tuning run
-            json.dump({"tasks": task_rows, "tuning_seconds": tuning_s}, f, indent=1, default=float)
+            json.dump({"tasks": task_rows, "tuning_seconds": tuning_s, "trials": args.trials,
+                       "early_stopping": args.early_stopping, "tuner": args.tuner,
+                       "measure_threads": args.measure_threads}, f, indent=1, default=float)
 
     _log("building untuned and tuned ...")
     rng = np.random.default_rng(0)
@@ -240,9 +288,9 @@ def main(argv=None) -> dict:
         speedups["PyTorch eager / kiln tuned (>1: kiln faster)"] = (med["torchvision resnet18 / PyTorch eager"]
                                                                     / med["torchvision resnet18 / kiln tuned"])
     data = {"machine": machine_info(), "threads": args.threads, "tuner": args.tuner, "trials": args.trials,
-            "early_stopping": args.early_stopping, "n_tasks": len(tasks), "extract_seconds": extract_s,
+            "early_stopping": args.early_stopping, "measure_threads": args.measure_threads, "n_tasks": len(tasks), "extract_seconds": extract_s,
             "tuning_seconds": tuning_s, "rounds": args.rounds, "number": args.number, "tasks": task_rows,
-            "latency": latency, "speedups": speedups, "log": os.path.relpath(args.log, RESULTS_DIR), "notes": notes}
+            "latency": latency, "speedups": speedups, "openmp": openmp_status(), "log": os.path.relpath(args.log, RESULTS_DIR), "notes": notes}
     text = to_markdown(data)
     print(text)
     jpath, mpath = write_results(args.out, data, text)

@@ -8,6 +8,7 @@ serialized form (tensors as ``("TENSOR", shape, dtype)``), which is also how the
 from __future__ import annotations
 
 import functools
+import importlib
 import pickle
 
 import numpy as np
@@ -115,6 +116,15 @@ class TaskTemplate:
         if self.fcustomized is not None:
             return self.fcustomized(*args, **kwargs)
         return self._default_func(*args, **kwargs)
+
+    def defining_modules(self) -> list:
+        """Modules whose import registers this template (used to restore it in worker processes)."""
+        mods = []
+        for f in (self.fcustomized, self.fcompute, self.fschedule):
+            mod = getattr(f, "__module__", None)
+            if mod and mod != "__main__" and mod not in mods:
+                mods.append(mod)
+        return mods
 
     def _default_func(self, *args, **kwargs):
         if not (callable(self.fcompute) and callable(self.fschedule)):
@@ -246,8 +256,10 @@ class Task:
                 func_bytes = pickle.dumps(func)
             except Exception:
                 func_bytes = None
+        modules = func.defining_modules() if isinstance(func, TaskTemplate) else []
         return {"name": self.name, "args": self.args, "kwargs": self.kwargs, "config_space": self.config_space,
-                "flop": self.flop, "target": self.target, "target_host": self.target_host, "func": func_bytes}
+                "flop": self.flop, "target": self.target, "target_host": self.target_host, "func": func_bytes,
+                "modules": modules}
 
     def __setstate__(self, state):
         self.name = state["name"]
@@ -258,6 +270,14 @@ class Task:
         self.target = state["target"]
         self.target_host = state["target_host"]
         func = TASK_TABLE.get(self.name)
+        if func is None:
+            # Importing the module that defines the template registers it (no cloudpickle needed).
+            for mod in state.get("modules", ()):
+                try:
+                    importlib.import_module(mod)
+                except Exception:  # noqa: BLE001 - fall back to the pickled function below
+                    continue
+            func = TASK_TABLE.get(self.name)
         if func is None and state.get("func") is not None:
             try:
                 func = pickle.loads(state["func"])
