@@ -198,3 +198,19 @@ def test_pre_08_top_level_names_resolve():
     from kiln.contrib import util
     with util.tempdir() as tmp:
         assert tmp.relpath("x").endswith("x")
+
+
+def test_runtime_convert_and_param_dict():
+    import numpy as np
+    import kiln as tvm
+    f = tvm.runtime.convert(lambda x: x + 1)
+    assert f(2) == 3
+    nd_list = tvm.runtime.convert([np.arange(3, dtype="float32")])
+    assert isinstance(nd_list[0], tvm.nd.NDArray)
+    params = {"w": tvm.nd.array(np.random.rand(2, 3).astype("float32"))}
+    data = tvm.runtime.save_param_dict(params)
+    back = tvm.runtime.load_param_dict(data)
+    np.testing.assert_array_equal(back["w"].numpy(), params["w"].numpy())
+    # the same bytes as relay.save_param_dict (TVM's format)
+    from kiln import relay
+    assert relay.save_param_dict(params) == data

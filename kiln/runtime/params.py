@@ -141,3 +141,14 @@ def load_params(data) -> dict:
         raw = r.take(nbytes, f"the data of {name!r}")
         out[name] = np.frombuffer(bytes(raw), dtype=dtype).reshape(shape).copy()
     return out
+
+
+def save_param_dict(params: dict) -> bytearray:
+    """Serialize ``{name: NDArray | numpy array}`` to bytes in TVM's format (``tvm.runtime.save_param_dict``)."""
+    return bytearray(save_params(params))
+
+
+def load_param_dict(param_bytes) -> dict:
+    """``{name: NDArray}`` from bytes written by ``save_param_dict`` (or by TVM)."""
+    from .ndarray import array
+    return {k: array(v) for k, v in load_params(param_bytes).items()}

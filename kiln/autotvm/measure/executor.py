@@ -8,6 +8,7 @@ and the caller keeps going.
 """
 from __future__ import annotations
 
+import contextlib
 import enum
 import multiprocessing
 import multiprocessing.connection
@@ -74,11 +75,37 @@ def _worker_main(conn, initializer, initargs) -> None:
                 conn.send(("error", (out[1][0], KilnError(f"{type(out[1][1]).__name__}: {out[1][1]}"))))
 
 
+@contextlib.contextmanager
+def _without_main_reimport():
+    """Start spawned workers without re-running the user's ``__main__`` script.
+
+    multiprocessing's "spawn" re-imports the parent's main module in the child; a tuning script
+    written like TVM's tutorials (no ``if __name__ == "__main__":`` guard) would then start tuning
+    again in every worker. Nothing a worker receives needs the user's main module: task templates
+    travel by value (cloudpickle) or are restored by importing their defining module.
+    """
+    import multiprocessing.spawn as mp_spawn
+    original = mp_spawn.get_preparation_data
+
+    def preparation_data(name):
+        data = original(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    mp_spawn.get_preparation_data = preparation_data
+    try:
+        yield
+    finally:
+        mp_spawn.get_preparation_data = original
+
+
 class _Worker:
     def __init__(self, ctx, initializer, initargs, startup_timeout: float):
         parent, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(target=_worker_main, args=(child, initializer, initargs), daemon=True)
-        self.proc.start()
+        with _without_main_reimport():
+            self.proc.start()
         child.close()
         self.conn = parent
         self.ready = False

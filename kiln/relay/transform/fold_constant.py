@@ -61,7 +61,7 @@ def _to_expr(value, ty):
             if arr.size != int(np.prod(ty.shape, dtype=np.int64)):
                 raise RelayError(f"reference produced shape {arr.shape}, the type relation says {ty.shape}")
             arr = arr.reshape(ty.shape)
-    return Constant(np.ascontiguousarray(arr))
+    return Constant(np.array(arr, order="C"))  # keeps 0-d results 0-d (ascontiguousarray makes them 1-d)
 
 
 def evaluate_call(call: Call):
