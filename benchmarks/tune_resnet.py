@@ -151,15 +151,18 @@ def to_markdown(data: dict) -> str:
              f"{data.get('openmp', {}).get('policy') or 'libgomp default'}.", "",
              f"Tuning: {data['n_tasks']} conv2d tasks from relay.testing resnet-18, tuner {data['tuner']}, at most "
              f"{data['trials']} trials per task (plus the fallback config, measured first), early stopping "
-             f"{data['early_stopping']}, kernels measured with {data['measure_threads']} thread(s); "
+             f"{data['early_stopping']}, kernels measured with {data['measure_threads']} thread(s) by "
+             f"{data.get('measure_clock', 'wall')} time; "
              f"total tuning time {data['tuning_seconds']:.0f} s ({data['tuning_seconds'] / 60:.1f} min); "
              f"task extraction {data['extract_seconds']:.1f} s.", "",
              f"Latency: {data['rounds']} interleaved rounds of {data['number']} calls after warm-up.", "",
-             "| model | contender | median ms | min ms | compile s | max abs err |", "|---|---|---|---|---|---|"]
+             "| model | contender | median ms | min ms | CPU ms/call (median) | compile s | max abs err |",
+             "|---|---|---|---|---|---|---|"]
     for r in data["latency"]:
         err = "" if r.get("max_abs_err") is None else f"{r['max_abs_err']:.1e} ({r['err_ref']})"
         comp = "" if r.get("compile_s") is None else f"{r['compile_s']:.1f}"
-        lines.append(f"| {r['model']} | {r['contender']} | {r['median_ms']:.2f} | {r['min_ms']:.2f} | {comp} | {err} |")
+        lines.append(f"| {r['model']} | {r['contender']} | {r['median_ms']:.2f} | {r['min_ms']:.2f} | "
+                     f"{r.get('cpu_ms', float('nan')):.2f} | {comp} | {err} |")
     sp = data.get("speedups", {})
     if sp:
         lines += ["", "Speed-ups: " + "; ".join(f"{k}: {v:.2f}x" for k, v in sp.items()) + "."]
@@ -186,6 +189,8 @@ def main(argv=None) -> dict:
     p.add_argument("--no-seed-fallback", dest="seed_fallback", action="store_false",
                    help="do not measure each task's fallback config before the search")
     p.add_argument("--measure-threads", type=int, default=1, help="threads of the kernels measured while tuning")
+    p.add_argument("--measure-clock", default="cpu", choices=("cpu", "wall"),
+                   help="what the tuning measurements time (KILN_TIME_EVALUATOR_CLOCK)")
     p.add_argument("--measure-number", type=int, default=4)
     p.add_argument("--measure-repeat", type=int, default=3)
     p.add_argument("--rounds", type=int, default=9)
@@ -210,7 +215,7 @@ def main(argv=None) -> dict:
             with open(args.log + ".tasks.json", encoding="utf-8") as f:
                 old = json.load(f)
             task_rows, tuning_s = old["tasks"], old["tuning_seconds"]
-            for key in ("trials", "early_stopping", "tuner", "measure_threads"):
+            for key in ("trials", "early_stopping", "tuner", "measure_threads", "measure_clock"):
                 if key in old:
                     setattr(args, key, old[key])
     else:
@@ -220,17 +225,24 @@ def main(argv=None) -> dict:
         # kernels are measured with --measure-threads threads (default 1): on a shared machine a 2-thread
         # measurement mostly measures how long the join waited for a descheduled worker, which buries the
         # differences between configs; single-thread times rank configs by the work they do
-        saved = os.environ.get("KILN_NUM_THREADS")
+        # and timed by CPU time (KILN_TIME_EVALUATOR_CLOCK=cpu): wall time under load ranks configs by noise
+        saved = {k: os.environ.get(k) for k in ("KILN_NUM_THREADS", "KILN_TIME_EVALUATOR_CLOCK")}
         os.environ["KILN_NUM_THREADS"] = str(args.measure_threads)
+        os.environ["KILN_TIME_EVALUATOR_CLOCK"] = args.measure_clock
         try:
             task_rows = tune_tasks(tasks, args.log, args)
         finally:
-            os.environ["KILN_NUM_THREADS"] = saved if saved is not None else str(args.threads)
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         tuning_s = time.perf_counter() - t0
         with open(args.log + ".tasks.json", "w", encoding="utf-8") as f:  # for a later --skip-tuning run
             json.dump({"tasks": task_rows, "tuning_seconds": tuning_s, "trials": args.trials,
                        "early_stopping": args.early_stopping, "tuner": args.tuner,
-                       "measure_threads": args.measure_threads}, f, indent=1, default=float)
+                       "measure_threads": args.measure_threads, "measure_clock": args.measure_clock}, f, indent=1,
+                      default=float)
 
     _log("building untuned and tuned ...")
     rng = np.random.default_rng(0)
@@ -273,22 +285,43 @@ def main(argv=None) -> dict:
             notes.append(f"torchvision rows not measured: {type(err).__name__}: {str(err).splitlines()[0][:160]}")
 
     _log("timing ...")
-    timings = interleaved(contenders, rounds=args.rounds, number=args.number, warmup=2)
+    cpu_runs: dict = {name: [] for name in contenders}
+
+    def with_cpu_time(name, fn):
+        """A ("timer", f(n)) contender that also records the process CPU time per call: on a shared machine
+        the wall time is mostly the scheduler's doing, the CPU time is the work done."""
+        def timer(n):
+            c0, t0 = time.process_time(), time.perf_counter()
+            for _ in range(n):
+                fn()
+            cpu_runs[name].append((time.process_time() - c0) / n)
+            return (time.perf_counter() - t0) / n
+        return ("timer", timer)
+    timings = interleaved({n: with_cpu_time(n, f) for n, f in contenders.items()}, rounds=args.rounds,
+                          number=args.number, warmup=2)
+    import statistics
     latency = []
     for name, t in timings.items():
         model_name, contender = name.split(" / ")
         latency.append({"model": model_name, "contender": contender, "median_ms": t["median_s"] * 1e3,
-                        "min_ms": t["best_s"] * 1e3, **info[name]})
+                        "min_ms": t["best_s"] * 1e3, "cpu_ms": statistics.median(cpu_runs[name][1:]) * 1e3,
+                        **info[name]})
     med = {n: t["median_s"] for n, t in timings.items()}
+    cpu = {n: statistics.median(cpu_runs[n][1:]) for n in timings}
     speedups = {"relay.testing tuned vs untuned": med["relay.testing resnet-18 / kiln untuned"]
                 / med["relay.testing resnet-18 / kiln tuned"]}
+    speedups["relay.testing tuned vs untuned, CPU time"] = (cpu["relay.testing resnet-18 / kiln untuned"]
+                                                           / cpu["relay.testing resnet-18 / kiln tuned"])
     if "torchvision resnet18 / kiln tuned" in med:
+        speedups["torchvision tuned vs untuned, CPU time"] = (cpu["torchvision resnet18 / kiln untuned"]
+                                                             / cpu["torchvision resnet18 / kiln tuned"])
         speedups["torchvision tuned vs untuned"] = (med["torchvision resnet18 / kiln untuned"]
                                                     / med["torchvision resnet18 / kiln tuned"])
         speedups["PyTorch eager / kiln tuned (>1: kiln faster)"] = (med["torchvision resnet18 / PyTorch eager"]
                                                                     / med["torchvision resnet18 / kiln tuned"])
     data = {"machine": machine_info(), "threads": args.threads, "tuner": args.tuner, "trials": args.trials,
-            "early_stopping": args.early_stopping, "measure_threads": args.measure_threads, "n_tasks": len(tasks), "extract_seconds": extract_s,
+            "early_stopping": args.early_stopping, "measure_threads": args.measure_threads,
+            "measure_clock": args.measure_clock, "n_tasks": len(tasks), "extract_seconds": extract_s,
             "tuning_seconds": tuning_s, "rounds": args.rounds, "number": args.number, "tasks": task_rows,
             "latency": latency, "speedups": speedups, "openmp": openmp_status(), "log": os.path.relpath(args.log, RESULTS_DIR), "notes": notes}
     text = to_markdown(data)

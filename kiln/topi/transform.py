@@ -184,34 +184,65 @@ def split(ary, indices_or_sections, axis: int = 0):
     return outs
 
 
-def _canonical_slice(dim, b, e, s):
-    """numpy slice semantics: (begin, length) for one axis."""
-    start, stop, step = slice(b, e, s).indices(dim)
-    return start, len(range(start, stop, step)), step
+def strided_slice_plan(shape, begin, end, strides=None, axes=None, slice_mode: str = "end") -> list:
+    """(start, stop, step) per axis with numpy slice semantics; the one rule shared by the Relay type
+    relation, its numpy reference and this compute.
+
+    Negative begin/end count from the end, out-of-range values (including INT_MIN/INT_MAX sentinels) clamp,
+    and ``stop`` may be -1 for a negative step that runs through index 0 (so pass it to ``range``, or
+    turn it into a ``slice`` with :func:`plan_slices`). Missing strides are 1, as in TVM.
+    """
+    shape = [int(n) for n in shape]
+    ndim = len(shape)
+    begin = [int(x) for x in (begin or ())]
+    end = [int(x) for x in (end or ())]
+    strides = [int(x) for x in (strides or ())]
+    if slice_mode not in ("end", "size"):
+        raise KilnError(f"strided_slice: slice_mode must be 'end' or 'size', got {slice_mode!r}")
+    if axes is None:
+        if len(begin) > ndim:
+            raise KilnError(f"strided_slice: begin {begin} is longer than the rank {ndim}")
+        axes = list(range(len(begin)))
+    else:
+        axes = [normalize_axis(int(a), ndim, "strided_slice axis") for a in axes]
+    plan = [(0, n, 1) for n in shape]
+    for k, ax in enumerate(axes):
+        b = begin[k] if k < len(begin) else None
+        e = end[k] if k < len(end) else None
+        s = strides[k] if k < len(strides) else 1
+        if slice_mode == "size":
+            s = 1
+            b = b or 0
+            e = None if (e is None or e < 0) else b + e
+        if s == 0:
+            raise KilnError(f"strided_slice: a stride of 0 is invalid (axis {ax})")
+        plan[ax] = slice(b, e, s).indices(shape[ax])
+    return plan
+
+
+def plan_slices(plan) -> tuple:
+    """numpy ``slice`` objects for a plan from :func:`strided_slice_plan` (a stop of -1 means 'through 0')."""
+    # slice.indices() uses -1 for "before index 0"; numpy would read that as "the last element"
+    return tuple(slice(b, e if e >= 0 else None, s) if len(range(b, e, s)) else slice(0, 0, 1)
+                 for b, e, s in plan)
+
+
+def _const_ints(values):
+    """Python ints from a list of ints / IntImms (None stays None); big sentinels pass through untouched."""
+    if values is None:
+        return None
+    return [int(v) if isinstance(v, int) else int(get_const_tuple([v])[0]) for v in values]
 
 
 def strided_slice(a, begin, end, strides=None, axes=None, slice_mode="end"):
     """``a[begin:end:strides]`` per axis, with numpy semantics (negative begin/end/strides allowed)."""
     shape = get_const_tuple(a.shape)
     ndim = len(shape)
-    begin = list(get_const_tuple(begin))
-    end = list(get_const_tuple(end)) if end is not None else []
-    strides = list(get_const_tuple(strides)) if strides is not None else []
-    if axes is None:
-        axes = list(range(len(begin)))
-    else:
-        axes = [normalize_axis(int(x), ndim, "strided_slice axis") for x in axes]
-    starts, steps, lengths = [0] * ndim, [1] * ndim, list(shape)
-    for k, ax in enumerate(axes):
-        b = begin[k] if k < len(begin) else None
-        e = end[k] if k < len(end) else None
-        s = strides[k] if k < len(strides) else 1
-        if s == 0:
-            raise KilnError("strided_slice: a stride of 0 is invalid")
-        if slice_mode == "size":
-            s = 1
-            e = None if (e is None or e < 0) else (b or 0) + e
-        starts[ax], lengths[ax], steps[ax] = _canonical_slice(shape[ax], b, e, s)
+    plan = strided_slice_plan(shape, _const_ints(begin), _const_ints(end), _const_ints(strides), _const_ints(axes),
+                              slice_mode)
+    starts = [p[0] for p in plan]
+    steps = [p[2] for p in plan]
+    lengths = [len(range(*p)) for p in plan]
 
     def f(*i):
         return a(*[starts[d] + i[d] * steps[d] for d in range(ndim)])

@@ -134,3 +134,26 @@ def test_work_estimate_counts_loop_nests():
     assert estimate_work(f.body) == 37 * 50 + 37  # the reduction updates plus the initialisations
     assert "T.parallel" not in str(apply_parallel_policy(f, 37 * 51 + 1).body)
     assert "T.parallel" in str(apply_parallel_policy(f, 37 * 51).body)
+
+
+# -- time_evaluator's clock -------------------------------------------------------------------------------
+def test_time_evaluator_cpu_clock_ignores_waiting(monkeypatch):
+    import time as _time
+    from kiln.runtime.benchmark import measure
+
+    def sleepy():
+        _time.sleep(0.02)  # waiting, as a descheduled kernel would: wall time, no CPU time
+
+    wall = measure(sleepy, (), None, number=2, repeat=2)
+    monkeypatch.setenv("KILN_TIME_EVALUATOR_CLOCK", "cpu")
+    cpu = measure(sleepy, (), None, number=2, repeat=2)
+    assert wall.min >= 0.019 and cpu.max < 0.01
+
+    def busy():
+        end = _time.process_time() + 0.01
+        while _time.process_time() < end:
+            pass
+    assert measure(busy, (), None, number=1, repeat=2).min >= 0.009
+    monkeypatch.setenv("KILN_TIME_EVALUATOR_CLOCK", "sundial")
+    with pytest.raises(kiln.error.KilnError, match="KILN_TIME_EVALUATOR_CLOCK"):
+        measure(busy, (), None)

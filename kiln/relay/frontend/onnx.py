@@ -226,14 +226,7 @@ class GraphConverter:
             return expr
         from ..transform.fold_constant import fold_constant
         folded = fold_constant(expr)
-        if not isinstance(folded, Constant):
-            return expr
-        ty = self.types.type_of(expr)
-        shape = tuple(int(d) for d in ty.shape)
-        arr = folded.numpy()
-        if arr.shape != shape:  # FoldConstant turns 0-d results into 1-element 1-d arrays
-            return const(arr.reshape(shape))
-        return folded
+        return folded if isinstance(folded, Constant) else expr
 
     def try_evaluate(self, expr):
         """The value of an expression that depends only on constants and known params, else None."""

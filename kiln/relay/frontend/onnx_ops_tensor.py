@@ -316,26 +316,12 @@ def slice_expr(ctx, x, starts, ends, axes, steps):
     steps = [1] * len(starts) if steps is None else steps
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ctx.error(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} differ in length")
-    begin, end, stride, flip = [], [], [], []
-    for s, e, a, st in zip(starts, ends, axes, steps):
-        if st == 0:
+    for st in steps:
+        if int(st) == 0:
             raise ctx.error("a step of 0")
-        b, f, st = slice(int(s), int(e), int(st)).indices(shape[a])
-        if st < 0:
-            # a negative step as a positive-step slice of the same elements, then a reverse
-            cnt = len(range(b, f, st))
-            if cnt:
-                b, f, st = b + st * (cnt - 1), b + 1, -st
-                flip.append(a)
-            else:
-                b, f, st = 0, 0, 1
-        begin.append(b)
-        end.append(f)
-        stride.append(st)
-    y = _op.strided_slice(x, begin, end, strides=stride, axes=axes)
-    for a in flip:
-        y = _op.reverse(y, a)
-    return y
+    # strided_slice has numpy semantics: negative steps and out-of-range (INT_MIN/INT_MAX) ends clamp
+    return _op.strided_slice(x, [int(s) for s in starts], [int(e) for e in ends],
+                             strides=[int(st) for st in steps], axes=axes)
 
 
 @register("Slice")
@@ -360,8 +346,6 @@ def _normalize_indices(ctx, idx, dim):
         if ((v < -dim) | (v >= dim)).any():
             raise ctx.error(f"indices {v.reshape(-1)[:8].tolist()} are out of range for an axis of size {dim}")
         return const(np.where(v < 0, v + dim, v).astype(str(v.dtype)))
-    if ctx.dtype(idx) in ("int64", "uint64", "uint32") and dim < 2 ** 31:
-        idx = _op.cast(idx, "int32")  # kiln's gather/take kernels index with int32
     dt = ctx.dtype(idx)
     return _op.where(_op.less(idx, scalar(0, dt)), _op.add(idx, scalar(dim, dt)), idx)
 

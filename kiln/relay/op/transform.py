@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ...error import OpNotImplemented, TypeInferenceError
+from ...error import KilnError, OpNotImplemented, TypeInferenceError
 from ...ir.expr import RelayExpr
 from ...ir.op import Op, OpPattern
 from ...ir.type import TensorType, TupleType
@@ -326,32 +326,14 @@ def split(data, indices_or_sections, axis=0):
 
 # -- strided_slice ------------------------------------------------------------------------------------------------------
 def slice_plan(shape, attrs) -> list:
-    """(start, stop, step) per axis, with numpy slice semantics."""
-    ndim = len(shape)
-    begin = list(attrs.begin or ())
-    end = list(attrs.end or ())
-    strides = list(attrs.strides or ())
-    if attrs.axes is not None:
-        axes = [normalize_axis(a, ndim, "strided_slice axis") for a in attrs.axes]
-    else:
-        if len(begin) > ndim:
-            raise TypeInferenceError(f"strided_slice: begin {begin} is longer than the rank {ndim}")
-        axes = list(range(len(begin)))
-    plan = [(0, n, 1) for n in shape]
-    for k, ax in enumerate(axes):
-        b = begin[k] if k < len(begin) else None
-        e = end[k] if k < len(end) else None
-        s = strides[k] if k < len(strides) else (strides[0] if len(strides) == 1 else 1)
-        if attrs.slice_mode == "size":
-            s = 1
-            b = b or 0
-            e = None if (e is None or e < 0) else b + e
-        elif attrs.slice_mode != "end":
-            raise TypeInferenceError(f"strided_slice: slice_mode must be 'end' or 'size', got {attrs.slice_mode!r}")
-        if s == 0:
-            raise TypeInferenceError("strided_slice: a stride of 0 is invalid")
-        plan[ax] = slice(b, e, s).indices(shape[ax])
-    return plan
+    """(start, stop, step) per axis, with numpy slice semantics (TOPI's rule; stop -1 means 'through 0')."""
+    from ...topi.transform import strided_slice_plan
+    try:
+        return strided_slice_plan(shape, attrs.begin, attrs.end, attrs.strides, attrs.axes, attrs.slice_mode)
+    except TypeInferenceError:
+        raise
+    except KilnError as err:
+        raise TypeInferenceError(str(err)) from None
 
 
 def _strided_slice_rel(arg_types, attrs):
@@ -361,8 +343,8 @@ def _strided_slice_rel(arg_types, attrs):
 
 
 def _strided_slice_ref(attrs, inputs, out_type):
-    plan = slice_plan(inputs[0].shape, attrs)
-    return inputs[0][tuple(slice(*p) for p in plan)]
+    from ...topi.transform import plan_slices
+    return inputs[0][plan_slices(slice_plan(inputs[0].shape, attrs))]
 
 
 define_op("strided_slice", num_inputs=1, attrs=A.StridedSliceAttrs, rel=_strided_slice_rel, rel_name="StridedSlice",

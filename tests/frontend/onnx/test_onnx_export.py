@@ -123,5 +123,12 @@ def test_vit_small_config():
     from torchvision.models.vision_transformer import VisionTransformer
     torch.manual_seed(0)
     model = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128,
-                              num_classes=10)
-    check_model(model, torch.randn(2, 3, 32, 32))
+                              num_classes=10).eval()
+    # In eval mode torch routes nn.MultiheadAttention through a fused fast path
+    # (aten::_native_multi_head_attention) that its ONNX exporter cannot export; use the plain path.
+    enabled = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        check_model(model, torch.randn(2, 3, 32, 32))
+    finally:
+        torch.backends.mha.set_fastpath_enabled(enabled)

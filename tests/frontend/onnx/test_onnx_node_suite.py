@@ -48,3 +48,7 @@ for _name in EXPECTED_FAILURES:
 
 # node tests only: the model-zoo categories need downloads
 OnnxBackendNodeModelTest = _backend_test.test_cases["OnnxBackendNodeModelTest"]
+# The generator makes a _cuda twin of every test; kiln's backend is CPU-only, so drop them rather than
+# report thousands of skips.
+for _attr in [a for a in vars(OnnxBackendNodeModelTest) if a.startswith("test_") and a.endswith("_cuda")]:
+    delattr(OnnxBackendNodeModelTest, _attr)
