@@ -3,7 +3,7 @@ arguments with a KilnError naming the argument, and TE / schedule misuse fails w
 message (instead of hanging, computing garbage or failing deep inside codegen).
 
 The argument checks of hand-made modules are in tests/runtime/test_module.py and most invalid
-schedules in tests/te/test_errors.py; this file covers the kiln.build path and the cases those
+schedules in tests/te/test_te_errors.py; this file covers the kiln.build path and the cases those
 do not.
 """
 import numpy as np
