@@ -132,3 +132,52 @@ def test_vit_small_config():
         check_model(model, torch.randn(2, 3, 32, 32))
     finally:
         torch.backends.mha.set_fastpath_enabled(enabled)
+
+
+class _HiddenStates(torch.nn.Module):
+    """transformers 5 returns ModelOutputs; export the last hidden state as a plain tensor."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask)
+        return out[0] if isinstance(out, tuple) else out.last_hidden_state
+
+
+def _small_transformer(kind):
+    _torchvision()  # transformers imports torchvision when it is installed
+    tf = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    if kind == "bert":
+        model = tf.BertModel(tf.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                           intermediate_size=37, max_position_embeddings=64))
+    elif kind == "gpt2":
+        model = tf.GPT2Model(tf.GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                                           use_cache=False))
+    else:
+        model = tf.DistilBertModel(tf.DistilBertConfig(vocab_size=100, dim=32, n_layers=2, n_heads=2, hidden_dim=37,
+                                                       max_position_embeddings=64))
+    return _HiddenStates(model.eval()).eval()
+
+
+@pytest.mark.parametrize("kind", ["bert", pytest.param("gpt2", marks=pytest.mark.slow),
+                                  pytest.param("distilbert", marks=pytest.mark.slow)])
+def test_transformers_models(kind):
+    """BertModel / GPT2Model / DistilBert (small random configs) through torch.onnx.export + from_onnx."""
+    model = _small_transformer(kind)
+    ids = torch.randint(0, 100, (2, 7))
+    mask = torch.ones(2, 7, dtype=torch.int64)
+    mask[-1, 5:] = 0  # padding in the last sequence
+    buf = io.BytesIO()
+    kwargs = {"dynamo": False} if "dynamo" in torch.onnx.export.__code__.co_varnames else {}
+    with torch.no_grad():
+        torch.onnx.export(model, (ids, mask), buf, opset_version=17, input_names=["input_ids", "attention_mask"],
+                          output_names=["output"], **kwargs)
+        expected = model(ids, mask).numpy()
+    proto = onnx.load_from_string(buf.getvalue())
+    feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+    ours = run_kiln(proto, feeds)[0]
+    np.testing.assert_allclose(ours, run_ort(proto, feeds)[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)
