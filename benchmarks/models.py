@@ -19,10 +19,16 @@ def _mlp(batch):
     return make
 
 
+def _stub_torchvision_meta():
+    """torchvision 0.28 is a CUDA build; its meta registrations fail on the CPU torch wheel. transformers
+    imports torchvision too, so every factory that imports either sets this up first."""
+    sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
+
+
 def _torchvision(name):
     def make():
         import torch
-        sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
+        _stub_torchvision_meta()
         import torchvision
         torch.manual_seed(0)
         model = getattr(torchvision.models, name)(weights=None)
@@ -50,6 +56,7 @@ class _Tensors:
 
 def _bert():
     import torch
+    _stub_torchvision_meta()
     from transformers import BertConfig, BertModel
     torch.manual_seed(0)
     model = BertModel(BertConfig()).eval()
@@ -58,6 +65,7 @@ def _bert():
 
 def _gpt2():
     import torch
+    _stub_torchvision_meta()
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config()).eval()

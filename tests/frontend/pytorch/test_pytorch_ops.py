@@ -109,6 +109,8 @@ REDUCE = {
     "argmax": (lambda a: torch.argmax(a, dim=1), [r(3, 5)]),
     "var_std": (lambda a: torch.var(a, dim=1) + torch.std(a, dim=1, unbiased=False), [r(3, 5)]),
     "prod": (lambda a: torch.prod(a, 1), [r(3, 4)]),
+    "diff": (lambda a: torch.diff(a, dim=1) + torch.diff(a, n=2, dim=0, prepend=a[:1]).sum(), [r(4, 5)]),
+    "diff_bool": (lambda a: torch.diff(a > 0).float(), [r(3, 6)]),
 }
 
 MATH = {

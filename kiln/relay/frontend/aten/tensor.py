@@ -308,6 +308,26 @@ def _slice(ctx, args):
     return ctx.fold(_op().strided_slice(x, [start], [end], [step], axes=[dim]))
 
 
+@register("diff")
+def _diff(ctx, args):
+    """torch.diff: n-th forward difference along ``dim`` (after optional prepend/append);
+    boolean inputs use "not equal", as torch does."""
+    op = _op()
+    x = args[0]
+    dim = _axis(args.get("dim", -1), ctx.ndim(x))
+    parts = [t for t in (args.get("prepend"), x, args.get("append")) if t is not None]
+    if len(parts) > 1:
+        x = ctx.fold(op.concatenate(parts, axis=dim))
+    for _ in range(int(args.get("n", 1))):
+        size = ctx.shape(x)[dim]
+        if size <= 1:
+            raise ValueError(f"aten::diff: dimension {dim} has {size} element(s); needs at least 2 per order")
+        hi = op.strided_slice(x, [1], [size], [1], axes=[dim])
+        lo = op.strided_slice(x, [0], [size - 1], [1], axes=[dim])
+        x = ctx.fold(op.not_equal(hi, lo) if ctx.dtype(x) == "bool" else op.subtract(hi, lo))
+    return x
+
+
 @register("select")
 def _select(ctx, args):
     x = args[0]
