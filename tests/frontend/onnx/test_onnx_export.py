@@ -181,3 +181,12 @@ def test_transformers_models(kind):
     ours = run_kiln(proto, feeds)[0]
     np.testing.assert_allclose(ours, run_ort(proto, feeds)[0], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_vgg11():
+    """torchvision vgg11 (random weights) at 224x224 (torch's ONNX exporter needs the adaptive pool's output
+    size to divide its input, which holds at the real size)."""
+    tv = _torchvision()
+    torch.manual_seed(0)
+    check_model(tv.models.vgg11(weights=None), torch.randn(1, 3, 224, 224), rtol=1e-4, atol=1e-4)
