@@ -5,38 +5,12 @@ its primal axis. Type relations use this to find axes and to convert shapes betw
 """
 from __future__ import annotations
 
-import re
-
 from ...error import TypeInferenceError
-
-_TOKEN = re.compile(r"(\d*)([A-Za-z])")
-
+from ...tir.layout import parse_layout as _parse_layout
 
 def parse_layout(layout: str) -> list:
-    """``"NCHW8c"`` -> ``[("N", None), ("C", None), ("H", None), ("W", None), ("c", 8)]``."""
-    pos, axes = 0, []
-    for m in _TOKEN.finditer(layout):
-        if m.start() != pos:
-            break
-        pos = m.end()
-        digits, letter = m.groups()
-        if letter.isupper():
-            if digits:
-                raise TypeInferenceError(f"layout {layout!r}: primal axis {letter} cannot carry a factor")
-            axes.append((letter, None))
-        else:
-            if not digits or int(digits) <= 0:
-                raise TypeInferenceError(f"layout {layout!r}: sub-axis {letter} needs a positive factor (e.g. 8{letter})")
-            axes.append((letter, int(digits)))
-    if pos != len(layout) or not axes:
-        raise TypeInferenceError(f"cannot parse layout {layout!r}; expected e.g. 'NCHW', 'NHWC' or 'NCHW8c'")
-    names = [a for a, _ in axes]
-    if len(set(names)) != len(names):
-        raise TypeInferenceError(f"layout {layout!r} repeats an axis")
-    for name, _ in axes:
-        if name.islower() and name.upper() not in names:
-            raise TypeInferenceError(f"layout {layout!r}: sub-axis {name} has no primal axis {name.upper()}")
-    return axes
+    """``"NCHW8c"`` -> ``[("N", None), ..., ("c", 8)]`` (kiln.tir.layout), errors as TypeInferenceError."""
+    return _parse_layout(layout, TypeInferenceError)
 
 
 def to_primal(shape, layout: str) -> dict:

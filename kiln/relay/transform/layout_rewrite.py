@@ -21,23 +21,16 @@ chain of altered ops stays in the new layout; transforms of constant weights are
 """
 from __future__ import annotations
 
-import re
-
 from ...error import RelayError
+from ...tir.layout import parse_layout as _parse_layout
 from ...ir.op import Op, OpPattern
 from ..expr import Call, Function, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator
 from ._util import op_call, op_pattern, tensor_type, type_of
 
-_AXIS = re.compile(r"(\d*)([A-Za-z])")
-
-
 def parse_layout(layout: str) -> list:
-    """"NCHW16c" -> [("N", 0), ("C", 0), ("H", 0), ("W", 0), ("c", 16)]."""
-    out = [(m.group(2), int(m.group(1) or 0)) for m in _AXIS.finditer(layout)]
-    if "".join(f"{n or ''}{a}" for a, n in out) != layout:
-        raise RelayError(f"cannot parse layout {layout!r}")
-    return out
+    """"NCHW16c" -> [("N", 0), ("C", 0), ("H", 0), ("W", 0), ("c", 16)] (kiln.tir.layout, factor 0 = primal)."""
+    return [(a, f or 0) for a, f in _parse_layout(layout, RelayError)]
 
 
 def primal(layout: str) -> str:

@@ -1,43 +1,11 @@
 """Data layouts as TVM writes them ("NCHW", "NHWC", "NCHW8c", "OIHW4i8o") and a numpy converter."""
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ...error import KilnError
 
-_TOKEN = re.compile(r"(\d*)([A-Za-z])")
-
-
-def parse_layout(layout: str) -> list:
-    """``"NCHW8c"`` -> ``[("N", None), ("C", None), ("H", None), ("W", None), ("c", 8)]``.
-
-    Upper-case letters are primal axes; a lower-case letter with a factor splits its primal axis.
-    """
-    pos, axes = 0, []
-    for m in _TOKEN.finditer(layout):
-        if m.start() != pos:
-            break
-        pos = m.end()
-        digits, letter = m.groups()
-        if letter.isupper():
-            if digits:
-                raise KilnError(f"layout {layout!r}: a primal axis {letter} cannot carry a factor")
-            axes.append((letter, None))
-        else:
-            if not digits or int(digits) <= 0:
-                raise KilnError(f"layout {layout!r}: sub-axis {letter} needs a positive factor, e.g. 8{letter}")
-            axes.append((letter, int(digits)))
-    if pos != len(layout) or not axes:
-        raise KilnError(f"cannot parse layout {layout!r}; expected e.g. 'NCHW', 'NHWC' or 'NCHW8c'")
-    names = [a for a, _ in axes]
-    if len(set(names)) != len(names):
-        raise KilnError(f"layout {layout!r} repeats an axis")
-    for name, f in axes:
-        if f is not None and name.upper() not in names:
-            raise KilnError(f"layout {layout!r}: sub-axis {name} has no primal axis {name.upper()}")
-    return axes
+from ...tir.layout import parse_layout  # noqa: E402  (the one layout parser)
 
 
 def primal_letters(layout: str) -> str:
