@@ -239,7 +239,9 @@ def test_tuning_through_two_servers_matches_the_local_runner(cluster2, tmp_path)
 
 @pytest.mark.slow
 def test_a_server_killed_mid_measurement_costs_one_result():
-    task = autotvm.task.create("test_rpc_runner/slow", args=(8, 2 ** 24), target="llvm")  # ~0.5 s a call
+    # ~1 s a call on an idle machine (more under load): the kill below, 0.5 s after both servers are
+    # busy, must land while a measurement is still running.
+    task = autotvm.task.create("test_rpc_runner/slow", args=(8, 2 ** 27), target="llvm")
     cluster = LocalCluster(n_servers=2)
     victim = cluster.servers[0]
     killed = {}
