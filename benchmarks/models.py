@@ -49,7 +49,10 @@ class _Tensors:
                 self.model = model
 
             def forward(self, ids):
-                out = self.model(ids, use_cache=False) if key == "logits" else self.model(ids)
+                # GPT-2 gets an explicit all-ones attention mask: without one, transformers checks position ids
+                # for packed sequences with aten::diff, which torch.onnx cannot export (same math either way).
+                out = self.model(ids, attention_mask=torch.ones_like(ids), use_cache=False) if key == "logits" \
+                    else self.model(ids)
                 return out[key] if isinstance(out, dict) or hasattr(out, "keys") else out[0]
         return Wrapped().eval()
 

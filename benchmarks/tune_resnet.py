@@ -6,7 +6,9 @@
 1. ``autotvm.task.extract_from_program`` on ``relay.testing.resnet`` (18 layers, batch 1, 224x224), conv2d
    tasks only (TVM's tutorial flow);
 2. each task's fallback (untuned) config measured first, then the task tuned for at most ``--trials`` configs
-   (early stopping), LocalBuilder + LocalRunner, all appended to the log (``--skip-tuning`` reuses a log);
+   (early stopping), LocalBuilder + LocalRunner, all appended to ``<log>.search``; then TVM's pick-best step,
+   made robust to a shared machine: the ``--verify-top`` fastest configs and the fallback are measured again
+   ``--verify-passes`` times, interleaved, and their records written to the log (``--skip-tuning`` reuses it);
 3. the network built untuned (fallback configs) and tuned (``autotvm.apply_history_best(log)``), and, when
    torchvision is importable, the same for torchvision's resnet18 through the PyTorch frontend (its conv
    workloads are the same as relay.testing's, so the log applies) beside PyTorch eager on that model;
@@ -65,42 +67,111 @@ def fallback_index(task):
         if hasattr(want, "size"):
             return list(ent.size[1:]) == list(want.size[1:])
         return getattr(ent, "val", None) == getattr(want, "val", None)
-    for i in range(len(space)):
+    for i in range(space.range_length):  # the space may carry a multi_filter: skip its invalid indices
+        if not space.is_index_valid(i):
+            continue
         e = space.get(i)
         if all(same(name, e[name]) for name in space.space_map):
             return e.index
     return None
 
 
+def verify_best(task, search_log: str, final_log: str, measure_option, args, fallback_idx) -> dict:
+    """TVM's ``pick_best`` step, made robust to a shared machine: the ``--verify-top`` fastest configs of the
+    search and the fallback are measured again ``--verify-passes`` times, interleaved (alternating order), and
+    each gets one record in ``final_log`` whose costs are its per-pass means. A config that won the search by
+    one lucky measurement then competes on equal terms with the fallback. Returns {"index", "gflops", "fallback_
+    gflops"} of the verified best."""
+    from kiln import autotvm
+    from kiln.autotvm.measure import MeasureInput, MeasureResult
+    from kiln.autotvm.measure.measure import create_measure_batch
+    space = task.config_space
+    recs = sorted((float(np.mean(r.costs)), inp.config.index) for inp, r in autotvm.record.load_from_file(search_log)
+                  if r.error_no == 0 and inp.task.workload == task.workload)
+    picked: list = []
+    for _, idx in recs:
+        if idx not in picked:
+            picked.append(idx)
+        if len(picked) >= args.verify_top:
+            break
+    if fallback_idx is not None and fallback_idx not in picked:
+        picked.append(fallback_idx)
+    cands = [space.get(i) for i in picked]
+    costs: dict = {c.index: [] for c in cands}
+    last: dict = {}
+    measure_batch = create_measure_batch(task, measure_option)
+    try:
+        for p in range(args.verify_passes):
+            order = cands if p % 2 == 0 else cands[::-1]
+            inputs = [MeasureInput(task.target, task, c) for c in order]
+            for inp, res in zip(inputs, measure_batch(inputs)):
+                if res.error_no == 0:
+                    costs[inp.config.index].append(float(np.mean(res.costs)))
+                    last[inp.config.index] = (inp, res)
+    finally:
+        for obj in (measure_batch.builder, measure_batch.runner):
+            executor = getattr(obj, "executor", None)
+            if executor is not None and hasattr(executor, "close"):
+                executor.close()
+    with open(final_log, "a", encoding="utf-8") as f:
+        for idx, cs in costs.items():
+            if cs:
+                inp, res = last[idx]
+                f.write(autotvm.record.encode(inp, MeasureResult(tuple(cs), 0, res.all_cost, res.timestamp)) + "\n")
+    mean = {idx: float(np.mean(cs)) for idx, cs in costs.items() if cs}
+    best = min(mean, key=mean.get) if mean else None
+    return {"index": best, "gflops": task.flop / mean[best] / 1e9 if best is not None else 0.0,
+            "fallback_gflops": task.flop / mean[fallback_idx] / 1e9 if fallback_idx in mean else None}
+
+
 def tune_tasks(tasks, log_path: str, args) -> list:
+    """Search each task (records appended to ``<log>.search``), then write the verified best records (or, with
+    ``--verify-top 0``, ``pick_best`` of the search) to ``log_path``, the log the tuned build applies."""
     from kiln import autotvm
     measure_option = autotvm.measure_option(
         builder=autotvm.LocalBuilder(timeout=60),
         runner=autotvm.LocalRunner(number=args.measure_number, repeat=args.measure_repeat, min_repeat_ms=50,
                                    timeout=30, cooldown_interval=0.0))
+    search_log = log_path + ".search"
+    for path in (search_log, log_path):
+        if os.path.exists(path):
+            os.remove(path)
     rows = []
     for i, task in enumerate(tasks):
         n_trial = min(args.trials, len(task.config_space))
         t0 = time.perf_counter()
         seeded = 0
-        if args.seed_fallback:
+        idx = fallback_index(task)
+        if args.seed_fallback and idx is not None:
             # measure the untuned (fallback) config first, under the same conditions as the search, so the
             # log's best is never a config measured slower than what the untuned build runs
-            idx = fallback_index(task)
-            if idx is not None:
-                autotvm.tuner.GridSearchTuner(task, range_idx=(idx, idx)).tune(
-                    n_trial=1, measure_option=measure_option, callbacks=[autotvm.callback.log_to_file(log_path)])
-                seeded = 1
+            autotvm.tuner.GridSearchTuner(task, range_idx=(idx, idx)).tune(
+                n_trial=1, measure_option=measure_option, callbacks=[autotvm.callback.log_to_file(search_log)])
+            seeded = 1
         tuner = make_tuner(args.tuner, task)
         tuner.tune(n_trial=n_trial, measure_option=measure_option, early_stopping=args.early_stopping,
-                   callbacks=[autotvm.callback.log_to_file(log_path)])
-        dt = time.perf_counter() - t0
+                   callbacks=[autotvm.callback.log_to_file(search_log)])
         measured = (len(getattr(tuner, "visited", ())) or n_trial) + seeded
-        rows.append({"task": i, "name": task.name, "data": list(task.args[0][1]), "kernel": list(task.args[1][1]),
-                     "strides": list(task.args[2]), "space": len(task.config_space), "trials": measured,
-                     "best_gflops": tuner.best_flops / 1e9, "seconds": dt, "best_config": str(tuner.best_config)})
-        _log(f"task {i + 1}/{len(tasks)} {task.args[0][1]} x {task.args[1][1]}: {measured} trials, best "
-             f"{tuner.best_flops / 1e9:.1f} GFLOPS, {dt:.0f} s")
+        row = {"task": i, "name": task.name, "data": list(task.args[0][1]), "kernel": list(task.args[1][1]),
+               "strides": list(task.args[2]), "space": len(task.config_space), "trials": measured,
+               "best_gflops": tuner.best_flops / 1e9, "best_config": str(tuner.best_config)}
+        if args.verify_top > 0:
+            v = verify_best(task, search_log, log_path, measure_option, args, idx)
+            row.update(verified_gflops=v["gflops"], fallback_gflops=v["fallback_gflops"],
+                       verified_is_fallback=v["index"] == idx,
+                       best_config=str(task.config_space.get(v["index"])) if v["index"] is not None else None)
+        row["seconds"] = time.perf_counter() - t0
+        rows.append(row)
+        extra = ""
+        if args.verify_top > 0:
+            fb = row["fallback_gflops"]
+            extra = (f"; verified best {row['verified_gflops']:.1f} GFLOPS"
+                     f"{' (the fallback)' if row['verified_is_fallback'] else ''}"
+                     + (f" vs fallback {fb:.1f}" if fb else ""))
+        _log(f"task {i + 1}/{len(tasks)} {task.args[0][1]} x {task.args[1][1]}: {measured} trials, search best "
+             f"{tuner.best_flops / 1e9:.1f} GFLOPS{extra}, {row['seconds']:.0f} s")
+    if args.verify_top <= 0:
+        autotvm.record.pick_best(search_log, log_path)
     return rows
 
 
@@ -154,7 +225,10 @@ def to_markdown(data: dict) -> str:
              f"{data['early_stopping']}, kernels measured with {data['measure_threads']} thread(s) by "
              f"{data.get('measure_clock', 'wall')} time; "
              f"total tuning time {data['tuning_seconds']:.0f} s ({data['tuning_seconds'] / 60:.1f} min); "
-             f"task extraction {data['extract_seconds']:.1f} s.", "",
+             f"task extraction {data['extract_seconds']:.1f} s. "
+             + (f"Then the {data['verify_top']} fastest configs of each task and its fallback were measured again "
+                f"{data['verify_passes']} times, interleaved, and the tuned build applies those records."
+                if data.get("verify_top") else "The tuned build applies pick_best of the search log."), "",
              f"Latency: {data['rounds']} interleaved rounds of {data['number']} calls after warm-up.", "",
              "| model | contender | median ms | min ms | CPU ms/call (median) | compile s | max abs err |",
              "|---|---|---|---|---|---|---|"]
@@ -166,11 +240,17 @@ def to_markdown(data: dict) -> str:
     sp = data.get("speedups", {})
     if sp:
         lines += ["", "Speed-ups: " + "; ".join(f"{k}: {v:.2f}x" for k, v in sp.items()) + "."]
-    lines += ["", "Per task (tuning):", "", "| # | data | kernel | strides | space | trials | best GFLOPS | s |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "Per task (tuning; GFLOPS of one thread):", "",
+              "| # | data | kernel | strides | space | trials | search best GFLOPS | verified: best / fallback GFLOPS "
+              "| chosen config | s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for t in data["tasks"]:
+        ver = ""
+        if t.get("verified_gflops") is not None:
+            fb = t.get("fallback_gflops")
+            ver = f"{t['verified_gflops']:.1f} / " + (f"{fb:.1f}" if fb else "n/a")
+        chosen = "fallback" if t.get("verified_is_fallback") else (t.get("best_config") or "")
         lines.append(f"| {t['task']} | {t['data']} | {t['kernel']} | {t['strides']} | {t['space']} | {t['trials']} | "
-                     f"{t['best_gflops']:.1f} | {t['seconds']:.0f} |")
+                     f"{t['best_gflops']:.1f} | {ver} | {chosen} | {t['seconds']:.0f} |")
     if data.get("notes"):
         lines += ["", "Notes:", *[f"- {n}" for n in data["notes"]]]
     return "\n".join(lines) + "\n"
@@ -188,6 +268,9 @@ def main(argv=None) -> dict:
     p.add_argument("--skip-tuning", action="store_true", help="reuse the records already in --log")
     p.add_argument("--no-seed-fallback", dest="seed_fallback", action="store_false",
                    help="do not measure each task's fallback config before the search")
+    p.add_argument("--verify-top", type=int, default=3, help="re-measure this many of each task's fastest "
+                   "configs with the fallback, interleaved, and build with those records (0: pick_best of the search)")
+    p.add_argument("--verify-passes", type=int, default=3)
     p.add_argument("--measure-threads", type=int, default=1, help="threads of the kernels measured while tuning")
     p.add_argument("--measure-clock", default="cpu", choices=("cpu", "wall"),
                    help="what the tuning measurements time (KILN_TIME_EVALUATOR_CLOCK)")
@@ -215,12 +298,11 @@ def main(argv=None) -> dict:
             with open(args.log + ".tasks.json", encoding="utf-8") as f:
                 old = json.load(f)
             task_rows, tuning_s = old["tasks"], old["tuning_seconds"]
-            for key in ("trials", "early_stopping", "tuner", "measure_threads", "measure_clock"):
+            for key in ("trials", "early_stopping", "tuner", "measure_threads", "measure_clock", "verify_top",
+                        "verify_passes"):
                 if key in old:
                     setattr(args, key, old[key])
     else:
-        if os.path.exists(args.log):
-            os.remove(args.log)
         t0 = time.perf_counter()
         # kernels are measured with --measure-threads threads (default 1): on a shared machine a 2-thread
         # measurement mostly measures how long the join waited for a descheduled worker, which buries the
@@ -240,6 +322,7 @@ def main(argv=None) -> dict:
         tuning_s = time.perf_counter() - t0
         with open(args.log + ".tasks.json", "w", encoding="utf-8") as f:  # for a later --skip-tuning run
             json.dump({"tasks": task_rows, "tuning_seconds": tuning_s, "trials": args.trials,
+                       "verify_top": args.verify_top, "verify_passes": args.verify_passes,
                        "early_stopping": args.early_stopping, "tuner": args.tuner,
                        "measure_threads": args.measure_threads, "measure_clock": args.measure_clock}, f, indent=1,
                       default=float)
@@ -321,6 +404,7 @@ def main(argv=None) -> dict:
                                                                     / med["torchvision resnet18 / kiln tuned"])
     data = {"machine": machine_info(), "threads": args.threads, "tuner": args.tuner, "trials": args.trials,
             "early_stopping": args.early_stopping, "measure_threads": args.measure_threads,
+            "verify_top": args.verify_top, "verify_passes": args.verify_passes,
             "measure_clock": args.measure_clock, "n_tasks": len(tasks), "extract_seconds": extract_s,
             "tuning_seconds": tuning_s, "rounds": args.rounds, "number": args.number, "tasks": task_rows,
             "latency": latency, "speedups": speedups, "openmp": openmp_status(), "log": os.path.relpath(args.log, RESULTS_DIR), "notes": notes}

@@ -24,14 +24,31 @@ class DebugResult:
 
     def __init__(self, executor: GraphExecutor):
         self._exec = executor
-        self.outputs: dict = {}   # node name -> [numpy array per output]
-        self.times: dict = {}     # node name -> seconds (op nodes only)
+        # keyed by node index: a graph may (from another producer) give two nodes one name
+        self.node_outputs: dict = {}   # node index -> [numpy array per output]
+        self.node_times: dict = {}     # node index -> seconds (op nodes only)
+
+    def clear(self) -> None:
+        self.node_outputs.clear()
+        self.node_times.clear()
+
+    @property
+    def outputs(self) -> dict:
+        """node name -> [numpy array per output] of the last run."""
+        nodes = self._exec.spec.nodes
+        return {nodes[nid]["name"]: v for nid, v in self.node_outputs.items()}
+
+    @property
+    def times(self) -> dict:
+        """node name -> seconds of the last run (op nodes only)."""
+        nodes = self._exec.spec.nodes
+        return {nodes[nid]["name"]: v for nid, v in self.node_times.items()}
 
     def get_output_tensors(self) -> dict:
         """``{"<node name>____topo-index:<i>____output-num:<k>": NDArray}`` as TVM names them."""
         out = {}
         for i, node in enumerate(self._exec.spec.nodes):
-            for k, arr in enumerate(self.outputs.get(node["name"], [])):
+            for k, arr in enumerate(self.node_outputs.get(i, [])):
                 out[f"{node['name']}____topo-index:{i}____output-num:{k}"] = nd.array(arr)
         return out
 
@@ -39,11 +56,11 @@ class DebugResult:
         """The per-op time table: node, kernel, time, share of the total, output shape."""
         spec = self._exec.spec
         rows = []
-        total = sum(self.times.values()) or 1e-12
+        total = sum(self.node_times.values()) or 1e-12
         for nid, node in enumerate(spec.nodes):
-            if node["op"] != "tvm_op" or node["name"] not in self.times:
+            if node["op"] != "tvm_op" or nid not in self.node_times:
                 continue
-            t = self.times[node["name"]]
+            t = self.node_times[nid]
             shape = spec.shapes[spec.entry_id(nid, 0)]
             rows.append((node["name"], node["attrs"]["func_name"], t * 1e6, 100.0 * t / total, str(list(shape)),
                          len(node["inputs"]), spec.num_outputs(nid)))
@@ -69,10 +86,10 @@ class DebugResult:
         """[(kernel name, seconds, share)] summed per kernel, slowest first."""
         spec = self._exec.spec
         per: dict = {}
-        for node in spec.nodes:
-            if node["op"] == "tvm_op" and node["name"] in self.times:
+        for nid, node in enumerate(spec.nodes):
+            if node["op"] == "tvm_op" and nid in self.node_times:
                 fn = node["attrs"]["func_name"]
-                per[fn] = per.get(fn, 0.0) + self.times[node["name"]]
+                per[fn] = per.get(fn, 0.0) + self.node_times[nid]
         total = sum(per.values()) or 1e-12
         return sorted(((k, v, v / total) for k, v in per.items()), key=lambda r: -r[1])
 
@@ -92,18 +109,17 @@ class GraphModuleDebug(GraphModule):
             ex._copy_in(ex._index_of(name), value)
         spec = ex.spec
         datum = self.debug_datum
-        datum.outputs.clear()
-        datum.times.clear()
+        datum.clear()
         for nid in spec.input_nodes:
-            datum.outputs[spec.nodes[nid]["name"]] = [ex.entries[spec.entry_id(nid, 0)].numpy()]
+            datum.node_outputs[nid] = [ex.entries[spec.entry_id(nid, 0)].numpy()]
         perf = time.perf_counter
         for nid, call in ex.op_calls:
             t0 = perf()
             call()
             t1 = perf()
-            name = spec.nodes[nid]["name"]
-            datum.times[name] = t1 - t0
-            datum.outputs[name] = [ex.entries[spec.entry_id(nid, k)].numpy() for k in range(spec.num_outputs(nid))]
+            datum.node_times[nid] = t1 - t0
+            datum.node_outputs[nid] = [ex.entries[spec.entry_id(nid, k)].numpy()
+                                       for k in range(spec.num_outputs(nid))]
         if self._dump_root:
             self._dump()
 
@@ -117,23 +133,28 @@ class GraphModuleDebug(GraphModule):
         with open(os.path.join(folder, "profile.txt"), "w", encoding="utf-8") as f:
             f.write(self.debug_datum.get_debug_result())
 
-    def _node_name(self, node) -> str:
+    def _node_index(self, node) -> int:
         spec = self._exec.spec
         if isinstance(node, str):
-            if not any(n["name"] == node for n in spec.nodes):
+            found = [i for i, n in enumerate(spec.nodes) if n["name"] == node]
+            if not found:
                 names = [n["name"] for n in spec.nodes]
                 raise ArgumentError(f"the graph has no node named {node!r}; its nodes: {', '.join(names)}")
-            return node
+            if len(found) > 1:
+                raise ArgumentError(f"{len(found)} nodes are named {node!r} (indices {found}); name the node by "
+                                    "its index instead")
+            return found[0]
         if isinstance(node, (int, np.integer)) and not isinstance(node, bool):
             if not 0 <= int(node) < len(spec.nodes):
                 raise ArgumentError(f"node index {int(node)} is out of range: the graph has {len(spec.nodes)} nodes")
-            return spec.nodes[int(node)]["name"]
+            return int(node)
         raise ArgumentError(f"a node is named by a string or an index, got {type(node).__name__}")
 
     def debug_get_output(self, node, out=None, index: int = 0):
         """Output ``index`` of ``node`` (name or index) from the last ``run()``."""
-        name = self._node_name(node)
-        outs = self.debug_datum.outputs.get(name)
+        nid = self._node_index(node)
+        name = self._exec.spec.nodes[nid]["name"]
+        outs = self.debug_datum.node_outputs.get(nid)
         if outs is None:
             raise KilnError(f"no output recorded for node {name!r}: call run() first")
         if not 0 <= index < len(outs):

@@ -77,13 +77,20 @@ class GraphExecutorCodegen:
         self.memo: dict = {}
         self.var_entries: dict = {}
         self._names: dict = {}
+        self._issued: set = set()
         self._const_nodes: dict = {}
 
     # -- nodes ---------------------------------------------------------------------------------
     def _unique(self, name: str) -> str:
+        # "f_1" (the second call of f) must not collide with a function itself named "f_1"
         count = self._names.get(name, 0)
+        candidate = name if count == 0 else f"{name}_{count}"
+        while candidate in self._issued:
+            count += 1
+            candidate = f"{name}_{count}"
         self._names[name] = count + 1
-        return name if count == 0 else f"{name}_{count}"
+        self._issued.add(candidate)
+        return candidate
 
     def _add(self, node: _Node) -> list:
         self.nodes.append(node)

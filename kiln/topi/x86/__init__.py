@@ -4,8 +4,9 @@ parallel injective / reduction schedules. The tunable ones are AutoTVM templates
 shapes and the target's SIMD width."""
 from .dense import dense_pack, schedule_dense_pack, pack_weight
 from .batch_matmul import batch_matmul, schedule_batch_matmul
-from .conv2d import (conv2d_NCHWc, schedule_conv2d_NCHWc, depthwise_conv2d_NCHWc, schedule_depthwise_conv2d_NCHWc,
-                     conv2d_nchw, schedule_conv2d_nchw, depthwise_conv2d_nchw, schedule_depthwise_conv2d_nchw)
+from .conv2d import conv2d_NCHWc, schedule_conv2d_NCHWc, conv2d_nchw, schedule_conv2d_nchw
+from .depthwise_conv2d import (depthwise_conv2d_NCHWc, schedule_depthwise_conv2d_NCHWc, depthwise_conv2d_nchw,
+                               schedule_depthwise_conv2d_nchw)
 from .injective import (schedule_injective, schedule_injective_from_existing, schedule_elemwise, schedule_broadcast,
                         schedule_concatenate, schedule_reduce, schedule_pool, schedule_adaptive_pool,
                         schedule_global_pool, schedule_softmax, schedule_log_softmax, schedule_layer_norm)

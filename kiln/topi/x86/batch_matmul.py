@@ -2,7 +2,9 @@
 
 The right operand is packed per call into ``[B, ceil(N / bn), K, bn]`` panels (both operands are usually
 activations, e.g. attention scores, so nothing can be packed at compile time); the packing costs
-``B·N·K`` copies against ``2·B·M·N·K`` flops. Batch and row/column blocks form the parallel loop.
+``B·N·K`` copies against ``2·B·M·N·K`` flops. Batch and row/column blocks form the parallel loop. When ``bn``
+does not divide N the GEMM runs over whole (zero-padded) panels and a copy stage drops the padding, as in
+``dense_pack``.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from ... import autotvm, te
 from ...error import KilnError
 from ...tir import op as T
 from ..utils import get_const_tuple
-from .dense import _ceil_div, _define_dense_space, schedule_gemm_block
+from .dense import _ceil_div, _define_dense_space, padded_units, schedule_gemm_block
 from .utils import as_list, reduction_flops, traverse_inline, worth_parallel
 
 
@@ -51,7 +53,13 @@ def batch_matmul(cfg, tensor_a, tensor_b, out_shape=None, out_dtype=None, transp
         a = tensor_a[a_b, k, i] if transpose_a else tensor_a[a_b, i, k]
         return te.sum(T.cast(a, out_dtype) * T.cast(packed[b_b, j // bn, k, j % bn], out_dtype), axis=k)
     cfg.add_flop(2 * batch * M * N * K)
-    return te.compute((batch, M, N), body, name="T_batch_matmul", tag="batch_matmul")
+    n_pad = nb * bn
+    if n_pad == N:
+        return te.compute((batch, M, N), body, name="T_batch_matmul", tag="batch_matmul")
+    # columns padded to whole panels: every micro-kernel block full; the copy to [batch, M, N] is guarded
+    padded = te.compute((batch, M, n_pad), body, name="T_batch_matmul", tag="batch_matmul", attrs={"units": N})
+    return te.compute((batch, M, N), lambda b, i, j: padded[b, i, j], name="T_batch_matmul_unpad",
+                      tag="injective")
 
 
 @autotvm.register_topi_schedule("batch_matmul.x86")
@@ -69,6 +77,6 @@ def schedule_batch_matmul(cfg, outs):
                 packed = t
         if packed is not None and worth_parallel(reduction_flops(op.output(0))):
             s[packed].parallel(s[packed].fuse(packed.op.axis[0], packed.op.axis[1]))
-        schedule_gemm_block(s, cfg, op.output(0), outs[0].op, n_batch=1)
+        schedule_gemm_block(s, cfg, op.output(0), outs[0].op, n_batch=1, staged=padded_units(op) is not None)
     traverse_inline(s, outs[0].op, callback)
     return s

@@ -1,4 +1,4 @@
-"""conv2d in NCHW[x]c on x86 (TVM's ``conv2d_NCHWc.x86`` and ``depthwise_conv2d_NCHWc.x86``).
+"""conv2d in NCHW[x]c on x86 (TVM's ``conv2d_NCHWc.x86``; depthwise is in ``depthwise_conv2d.py``).
 
 Data ``[N, C/ic_bn, H, W, ic_bn]``, kernel ``[O/oc_bn, C/ic_bn, KH, KW, ic_bn, oc_bn]`` (``OIHW{i}i{o}o``), output
 ``[N, O/oc_bn, OH, OW, oc_bn]``: the innermost ``oc_bn`` output channels are one SIMD vector, and a row of
@@ -7,10 +7,19 @@ runs. Given plain NCHW tensors (no AlterOpLayout), the computes pack data and ke
 ``conv2d_nchw`` unpacks the result; with AlterOpLayout the graph carries NCHW{x}c between convolutions and the
 kernel is packed once at compile time (FoldConstant).
 
-Knobs: ``tile_ic`` / ``tile_oc`` (channel blocks), ``tile_ow`` (register row), ``unroll_kw``. The fallback takes
-the SIMD width for the channel blocks (the largest divisor not above it) and a row of at most 12 pixels.
+Knobs of the regular conv (``conv2d_NCHWc.x86``): ``tile_ic`` / ``tile_oc`` (the channel blocks: only the rule
+of :func:`channel_block`, so a tuned layer reads and writes the layouts its neighbours use and the graph needs
+no layout transform the tuner could not see), ``tile_oh`` x ``tile_ow`` (the 2-D pixel tile held in registers
+with its ``oc_bn`` lanes: 12 to 14 accumulator vectors where the shape allows; smaller tiles measured 25-30%
+slower), ``order`` (0: output-channel chunks
+outside the rows, the weights of a chunk stay in cache; 1: rows outside the chunks, the input rows stay in cache
+while all weights stream) and ``unroll_kw``. The fallback takes a row of at most 14 accumulators, 2 rows when
+one vector of channels leaves room, ``order`` from a traffic estimate (:func:`fallback_order`) and unrolls the
+kernel row for strided, narrow-block or single-tile-row layers.
 """
 from __future__ import annotations
+
+from itertools import product
 
 from ... import autotvm, te
 from ...error import KilnError
@@ -19,9 +28,6 @@ from ..nn.conv2d import _out_size, _params
 from ..nn.pad import pad
 from ..utils import get_const_tuple
 from .utils import as_list, divisor_at_most, simd_width, reduction_flops, traverse_inline, worth_parallel
-
-MAX_REG_N = 12
-
 
 def _parse_blocked(layout: str, letter: str) -> int:
     """The block factor of sub-axis ``letter`` in a layout such as ``NCHW8c`` (0 when absent)."""
@@ -54,22 +60,82 @@ def row_tile(ow: int, vecs_per_pixel: int, max_acc: int = 14) -> int:
     return best
 
 
-def _define_conv_space(cfg, ic: int, oc: int, ow: int, ic_bn=None, oc_bn=None, depthwise=False):
+# Register budget of a pixel tile: 16 AVX2 registers less the weight vector(s) and a broadcast.
+MAX_ACC = 14
+MIN_ACC = 12
+# Per-core cache a reused operand should fit in (half of Zen 3 / Skylake's L2, the rest for the streams).
+CACHE_BYTES = 256 * 1024
+LLC_SHARE_BYTES = 4 * 1024 * 1024
+
+
+def _block_candidates(c: int, lanes: int) -> list:
+    """Channel-block choices of ``c`` channels: the :func:`channel_block` rule only. A tuned block other than
+    the rule's changes the graph's layout (a layout_transform before the next conv and its residual add)
+    that a kernel measured alone does not see: on resnet-18, records choosing 8-channel output blocks made
+    the tuned network 5-7% slower than the untuned one although each kernel measured faster."""
+    return [[-1, channel_block(c, lanes)]]
+
+
+def _ow_candidates(ow: int) -> list:
+    """Register-row lengths to try: the divisors of ``ow`` up to :data:`MAX_ACC`, plus the non-dividing
+    fallback rows (for widths such as 13 whose divisors are all small)."""
+    sizes = {d for d in range(1, min(ow, MAX_ACC) + 1) if ow % d == 0}
+    sizes |= {row_tile(ow, v, MAX_ACC) for v in (1, 2)}
+    return [[-1, t] for t in sorted(sizes)]
+
+
+def _oh_candidates(oh: int) -> list:
+    return [[-1, t] for t in (1, 2, 3, 4) if t <= oh and oh % t == 0]
+
+
+def fallback_order(ic: int, oc: int, ih: int, iw: int, oh: int, kh: int, kw: int, ic_bn: int, oc_bn: int) -> int:
+    """``order`` of the fallback config. Order 0 re-reads the whole input once per output-channel chunk
+    (cheap while the input stays in cache); order 1 re-reads all the weights once per output row (cheap while
+    they stay in cache). With many input-channel chunks the order-0 input re-read is a stream per chunk that
+    the prefetchers follow badly, so order 1 is taken when its weight traffic is not much above that, and the
+    weights fit a core's share of the last-level cache (8 MB of them streamed per row measured 12% slower)."""
+    data_bytes = 4 * ic * ih * iw
+    weight_bytes = 4 * ic * oc * kh * kw
+    if ic // max(1, ic_bn) < 16 or weight_bytes > LLC_SHARE_BYTES:
+        return 0
+    oy = (oc // max(1, oc_bn)) * data_bytes if data_bytes > CACHE_BYTES else 0
+    yo = oh * weight_bytes if weight_bytes > CACHE_BYTES else 0
+    return 1 if yo <= 1.5 * oy else 0
+
+
+def _define_nchwc_space(cfg, ic: int, oc: int, ih: int, iw: int, oh: int, ow: int, kh: int, kw: int,
+                        stride_w: int = 1, ic_bn=None, oc_bn=None) -> None:
+    """The ``conv2d_NCHWc.x86`` config space and its fallback (see the module doc)."""
     lanes = simd_width()
-    cfg.define_split("tile_ic", ic, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 4 * lanes)
-    cfg.define_split("tile_oc", oc, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 4 * lanes)
-    cfg.define_split("tile_ow", ow, num_outputs=2, policy="verbose", filter=lambda e: e.size[-1] <= 32)
-    if not depthwise:
-        cfg.define_knob("unroll_kw", [True, False])
+    cfg.define_split("tile_ic", ic, num_outputs=2, policy="candidate", candidate=_block_candidates(ic, lanes))
+    cfg.define_split("tile_oc", oc, num_outputs=2, policy="candidate", candidate=_block_candidates(oc, lanes))
+    cfg.define_split("tile_oh", oh, num_outputs=2, policy="candidate", candidate=_oh_candidates(oh))
+    cfg.define_split("tile_ow", ow, num_outputs=2, policy="candidate", candidate=_ow_candidates(ow))
+    cfg.define_knob("order", [0, 1])
+    cfg.define_knob("unroll_kw", [False, True] if kw > 1 else [False])
+
+    def fits(e) -> bool:
+        vecs = -(-e["tile_oc"].size[-1] // lanes)
+        acc = vecs * e["tile_oh"].size[-1] * e["tile_ow"].size[-1]
+        most = max(vecs * a * b for (_, a), (_, b) in product(_oh_candidates(oh), _ow_candidates(ow))
+                   if vecs * a * b <= MAX_ACC)  # a 1x1 tile always fits (vecs <= 2)
+        # tiles well under the register budget measured 25-30% slower: not worth a trial
+        return min(MIN_ACC, most) <= acc <= MAX_ACC
+    cfg.multi_filter(fits)
     if cfg.is_fallback:
         ic_bn = ic_bn or channel_block(ic, lanes)
         oc_bn = oc_bn or channel_block(oc, lanes)
         vecs = -(-oc_bn // lanes)
+        row = row_tile(ow, vecs, MAX_ACC)
+        rows = 2 if vecs * row * 2 <= MAX_ACC and oh % 2 == 0 and row == ow else 1
         cfg["tile_ic"] = autotvm.task.SplitEntity([-1, ic_bn])
         cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn])
-        cfg["tile_ow"] = autotvm.task.SplitEntity([-1, row_tile(ow, vecs, 12 if depthwise else 14)])
-        if not depthwise:
-            cfg["unroll_kw"] = autotvm.task.OtherOptionEntity(False)
+        cfg["tile_oh"] = autotvm.task.SplitEntity([-1, rows])
+        cfg["tile_ow"] = autotvm.task.SplitEntity([-1, row])
+        cfg["order"] = autotvm.task.OtherOptionEntity(fallback_order(ic, oc, ih, iw, oh, kh, kw, ic_bn, oc_bn))
+        # unrolling the kernel row folded the strided / narrow-block input offsets (stem: 46 -> 68 GFLOP/s);
+        # on stride-1 layers with full blocks it was even
+        cfg["unroll_kw"] = autotvm.task.OtherOptionEntity(kw > 1 and (stride_w > 1 or ic_bn < lanes or ow <= row))
 
 
 def pack_data(data, ic_bn: int, name="data_vec"):
@@ -108,12 +174,16 @@ def conv2d_NCHWc(cfg, data, kernel, strides, padding, dilation, layout, out_layo
     s_h, s_w, d_h, d_w, (pt, pl, pb, pr), dk_h, dk_w = _params(strides, dilation, padding, kh, kw)
     oh = _out_size(h, pt + pb, dk_h, s_h, "conv2d_NCHWc")
     ow = _out_size(w, pl + pr, dk_w, s_w, "conv2d_NCHWc")
+    ih, iw = h + pt + pb, w + pl + pr
     if packed:
-        _define_conv_space(cfg, ic, oc, ow, ic_bn, oc_bn)
+        _define_nchwc_space(cfg, ic, oc, ih, iw, oh, ow, kh, kw, s_w, ic_bn, oc_bn)
         data_vec, kernel_vec = data, kernel
     else:
-        _define_conv_space(cfg, ic, oc, ow)
+        _define_nchwc_space(cfg, ic, oc, ih, iw, oh, ow, kh, kw, s_w)
         ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
+        if ic % ic_bn or oc % oc_bn:
+            raise KilnError(f"conv2d_NCHWc.x86: config blocks ic_bn={ic_bn}, oc_bn={oc_bn} do not divide the "
+                            f"{ic} input / {oc} output channels")
         data_vec = pack_data(data, ic_bn)
         kernel_vec = te.compute((oc // oc_bn, ic // ic_bn, kh, kw, ic_bn, oc_bn),
                                 lambda o, i, y, x, ib, ob: kernel[o * oc_bn + ob, i * ic_bn + ib, y, x],
@@ -134,68 +204,13 @@ def conv2d_NCHWc(cfg, data, kernel, strides, padding, dilation, layout, out_layo
         name="conv2d_NCHWc", tag="conv2d_NCHWc")
 
 
-@autotvm.register_topi_compute("depthwise_conv2d_NCHWc.x86")
-def depthwise_conv2d_NCHWc(cfg, data, kernel, strides, padding, dilation, layout, out_layout, out_dtype="float32"):
-    """Depthwise conv2d (channel multiplier 1) of NCHW{b}c data and an OIHW1i{b}o kernel -> NCHW{b}c; plain
-    NCHW data with a [C, 1, KH, KW] kernel is packed inside."""
-    out_dtype = out_dtype or data.dtype
-    d_shape, k_shape = get_const_tuple(data.shape), get_const_tuple(kernel.shape)
-    if len(d_shape) == 4 and len(k_shape) == 4:
-        n, c, h, w = d_shape
-        kc, mult, kh, kw = k_shape
-        packed = False
-    elif len(d_shape) == 5 and len(k_shape) == 6:
-        n, cc, h, w, cb = d_shape
-        kcc, mult, kh, kw, _one, kb = k_shape
-        c, kc = cc * cb, kcc * kb
-        packed = True
-    else:
-        raise KilnError(f"depthwise_conv2d_NCHWc.x86: expects NCHW{{x}}c data with an OIHW1i{{x}}o kernel, got "
-                        f"shapes {d_shape} and {k_shape}")
-    if kc != c or mult != 1:
-        raise KilnError(f"depthwise_conv2d_NCHWc.x86: needs a kernel with {c} channels and multiplier 1, got kernel "
-                        f"shape {k_shape} for data {d_shape}")
-    s_h, s_w, d_h, d_w, (pt, pl, pb, pr), dk_h, dk_w = _params(strides, dilation, padding, kh, kw)
-    oh = _out_size(h, pt + pb, dk_h, s_h, "depthwise_conv2d_NCHWc")
-    ow = _out_size(w, pl + pr, dk_w, s_w, "depthwise_conv2d_NCHWc")
-    if packed:
-        _define_conv_space(cfg, c, c, ow, cb, cb, depthwise=True)
-        data_vec, kernel_vec = data, kernel
-    else:
-        _define_conv_space(cfg, c, c, ow, depthwise=True)
-        cb = cfg["tile_oc"].size[-1]
-        data_vec = pack_data(data, cb)
-        kernel_vec = te.compute((c // cb, 1, kh, kw, 1, cb), lambda o, i, y, x, ib, ob: kernel[o * cb + ob, 0, y, x],
-                                name="kernel_vec", tag="conv2d_kernel_pack")
-    data_pad = data_vec
-    if pt or pl or pb or pr:
-        data_pad = pad(data_vec, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], name="data_pad")
-    ry = te.reduce_axis((0, kh), name="kh")
-    rx = te.reduce_axis((0, kw), name="kw")
-    cfg.add_flop(2 * n * c * oh * ow * kh * kw)
-    return te.compute(
-        (n, c // cb, oh, ow, cb),
-        lambda b, co, y, x, ci: te.sum(
-            T.cast(data_pad[b, co, y * s_h + ry * d_h, x * s_w + rx * d_w, ci], out_dtype)
-            * T.cast(kernel_vec[co, 0, ry, rx, 0, ci], out_dtype), axis=[ry, rx]),
-        name="depthwise_conv2d_NCHWc", tag="depthwise_conv2d_NCHWc")
-
-
 def conv2d_nchw(data, kernel, strides, padding, dilation, out_dtype="float32"):
     """NCHW conv2d through the NCHWc kernel (packs inside, unpacks the result)."""
     return unpack_nchwc(conv2d_NCHWc(data, kernel, strides, padding, dilation, "NCHW", "NCHW", out_dtype))
 
 
-def depthwise_conv2d_nchw(data, kernel, strides, padding, dilation, out_dtype="float32"):
-    """NCHW depthwise conv2d (multiplier 1) through the NCHWc kernel."""
-    return unpack_nchwc(depthwise_conv2d_NCHWc(data, kernel, strides, padding, dilation, "NCHW", "NCHW",
-                                               out_dtype))
-
-
-def _schedule_producers(s, conv_op, local_pad: bool = False, parallel: bool = True):
-    """Parallelize the data/kernel packing and padding stages of a conv (each is its own loop nest); with
-    ``local_pad`` the padding stage is left to the caller (computed next to its consumer); returns it."""
-    pad_op = None
+def _schedule_producers(s, conv_op, parallel: bool = True) -> None:
+    """Parallelize the data/kernel packing and padding stages of a conv (each is its own loop nest)."""
     for t in conv_op.input_tensors:
         op = t.op
         if not hasattr(op, "axis") or not op.input_tensors:
@@ -204,112 +219,90 @@ def _schedule_producers(s, conv_op, local_pad: bool = False, parallel: bool = Tr
             inner = op.input_tensors[0].op
             if hasattr(inner, "axis") and inner.input_tensors and "pack_nchwc" in inner.tag:
                 s[inner].compute_inline()
-            pad_op = op
-            if local_pad:
-                continue
         axes = list(s[op].op.axis)
         if len(axes) >= 3:
             fused = s[op].fuse(axes[0], axes[1], axes[2])
             if parallel:
                 s[op].parallel(fused)
-        if len(axes) == 5:
-            s[op].vectorize(axes[-1]) if get_const_tuple(op.output(0).shape)[-1] <= 16 else None
-    return pad_op
+        if len(axes) == 5 and get_const_tuple(op.output(0).shape)[-1] <= 16:
+            s[op].vectorize(axes[-1])
 
 
-def _pad_of(conv_op):
-    for t in conv_op.input_tensors:
-        if t.op.name == "data_pad" and t.op.tag.startswith("injective"):
-            return t.op
-    return None
+def _knob(cfg, name: str, default):
+    """A knob's entity, or ``default`` for configs from before the knob existed (old logs)."""
+    try:
+        return cfg[name]
+    except (KeyError, TypeError):
+        return default
 
 
-def _strided(pad_op, C) -> bool:
-    """Whether the conv ``C`` reading the padded input ``pad_op`` has a row stride above 1 (from the
-    shapes: padded rows vs output rows)."""
-    if pad_op is None:
-        return False
-    hp = get_const_tuple(pad_op.output(0).shape)[2]
-    oh = get_const_tuple(C.shape)[2]
-    return oh > 1 and hp >= 2 * oh
+def _schedule_conv(s, cfg, C, O):
+    """The register-tiled schedule of a regular NCHWc conv ``C`` whose fused output is ``O`` (5-D, or 4-D
+    unpacked).
 
-
-def _schedule_nchwc(s, cfg, C, O, depthwise: bool):
-    """The register-blocked schedule of an NCHWc conv ``C`` whose fused output is ``O`` (5-D, or 4-D unpacked).
-
-    Per (batch, oc chunk, output row, row tile) the ``reg_n x oc_bn`` accumulator block is a cache_write
-    stage whose loops are all unrolled except the reduction, so the C code generator holds it in vector
-    registers: the reduction runs ic chunk, kh, kw, ic block (kept a loop: unrolling it made gcc hoist the
-    scalar loads and spill), and each step broadcasts one input value per pixel against the ``oc_bn``
-    weights (one or two vector loads). The write-back of the block (with the fused epilogue) is unrolled too.
-    """
-    reg_n = cfg["tile_ow"].size[-1]
+    Per (batch, oc chunk, row tile, column tile) the ``tile_oh x tile_ow x oc_bn`` accumulator block is a
+    cache_write stage whose loops are all unrolled except the reduction, so the C code generator holds it in
+    vector registers: the reduction runs ic chunk, kh, kw, ic block (kept a loop: unrolling it made gcc hoist
+    the scalar loads and spill), and each step broadcasts one input value per pixel against the ``oc_bn``
+    weights. ``order`` puts the oc chunks outside (0) or inside (1) the row tiles; the parallel loop is the
+    fused (batch, chunk, row tile) nest either way. The write-back of the block (with the fused epilogue) is
+    unrolled too."""
     oc_bn = get_const_tuple(C.shape)[-1]
-    unroll_kw = (not depthwise) and bool(cfg["unroll_kw"].val)
+    _, _, oh, ow, _ = get_const_tuple(C.shape)
+    ow_t = min(int(cfg["tile_ow"].size[-1]), ow)
+    oh_t = int(_knob(cfg, "tile_oh", autotvm.task.SplitEntity([-1, 1])).size[-1])
+    if oh_t < 1 or oh % oh_t:
+        oh_t = 1
+    order = int(_knob(cfg, "order", autotvm.task.OtherOptionEntity(0)).val)
+    unroll_kw = bool(_knob(cfg, "unroll_kw", autotvm.task.OtherOptionEntity(False)).val)
     parallel = worth_parallel(reduction_flops(C))
-    pad_op = _schedule_producers(s, C.op, local_pad=depthwise and _strided(_pad_of(C.op), C), parallel=parallel)
-    if C.op is O:
-        CC = s.cache_write(C, "global")
-    else:
-        CC = C
+    _schedule_producers(s, C.op, parallel=parallel)
+    CC = s.cache_write(C, "global") if C.op is O else C
     out_axes = list(s[O].op.axis)
     if len(out_axes) == 5:
         b, oco, y, x, ocb = out_axes
-        xo, xi = s[O].split(x, factor=reg_n)
-        s[O].reorder(b, oco, y, xo, xi, ocb)
     elif len(out_axes) == 4:
         b, oc, y, x = out_axes
         oco, ocb = s[O].split(oc, factor=oc_bn)
-        xo, xi = s[O].split(x, factor=reg_n)
-        s[O].reorder(b, oco, y, xo, xi, ocb)
     else:
         raise KilnError(f"conv2d_NCHWc schedule: unexpected output rank {len(out_axes)}")
-    par = s[O].fuse(b, oco, y)
+    yo, yi = s[O].split(y, factor=oh_t)
+    xo, xi = s[O].split(x, factor=ow_t)
+    if order == 1:
+        s[O].reorder(b, yo, oco, xo, yi, xi, ocb)
+        par = s[O].fuse(b, yo, oco)
+    else:
+        s[O].reorder(b, oco, yo, xo, yi, xi, ocb)
+        par = s[O].fuse(b, oco, yo)
     if parallel:
         s[O].parallel(par)
+    s[O].unroll(yi)
     s[O].unroll(xi)
     s[O].vectorize(ocb)
-    if pad_op is not None and depthwise and _strided(pad_op, C):
-        # depthwise: the few padded input rows one output row needs, copied next to it (in cache), instead
-        # of a padded copy of the whole input (as large as the input, for 9 FMAs per output)
-        s[pad_op].compute_at(s[O], par)
-        pad_axes = list(s[pad_op].op.axis)
-        if get_const_tuple(pad_op.output(0).shape)[-1] <= 16:
-            s[pad_op].vectorize(pad_axes[-1])
     s[CC].compute_at(s[O], xo)
-    _, _, _, cx, cocb = s[CC].op.axis
-    cxo, cxi = s[CC].split(cx, factor=reg_n)
-    if depthwise:
-        ry, rx = s[CC].op.reduce_axis
-        s[CC].reorder(cxo, ry, rx, cxi, cocb)
+    _, _, cy, cx, cocb = s[CC].op.axis
+    icc, ry, rx, icb = s[CC].op.reduce_axis
+    cyo, cyi = s[CC].split(cy, factor=oh_t)
+    cxo, cxi = s[CC].split(cx, factor=ow_t)
+    s[CC].reorder(cyo, cxo, icc, ry, rx, icb, cyi, cxi, cocb)
+    if unroll_kw:
         s[CC].unroll(rx)
-    else:
-        icc, ry, rx, icb = s[CC].op.reduce_axis
-        s[CC].reorder(cxo, icc, ry, rx, icb, cxi, cocb)
-        if unroll_kw:
-            s[CC].unroll(rx)
+    s[CC].unroll(cyi)
     s[CC].unroll(cxi)
     s[CC].vectorize(cocb)
 
 
-def _make_schedule(tag: str, depthwise: bool):
-    def schedule(cfg, outs):
-        outs = as_list(outs)
-        s = te.create_schedule([o.op for o in outs])
+@autotvm.register_topi_schedule("conv2d_NCHWc.x86")
+def schedule_conv2d_NCHWc(cfg, outs):  # noqa: N802
+    """Schedule of conv2d_NCHWc (5-D output) or conv2d_nchw (unpacked 4-D output)."""
+    outs = as_list(outs)
+    s = te.create_schedule([o.op for o in outs])
 
-        def callback(op):
-            if op.tag == tag:
-                _schedule_nchwc(s, cfg, op.output(0), outs[0].op, depthwise)
-        traverse_inline(s, outs[0].op, callback)
-        return s
-    return schedule
+    def callback(op):
+        if op.tag == "conv2d_NCHWc":
+            _schedule_conv(s, cfg, op.output(0), outs[0].op)
+    traverse_inline(s, outs[0].op, callback)
+    return s
 
 
-schedule_conv2d_NCHWc = autotvm.register_topi_schedule("conv2d_NCHWc.x86")(
-    _make_schedule("conv2d_NCHWc", depthwise=False))
-schedule_conv2d_NCHWc.__doc__ = "Schedule of conv2d_NCHWc (5-D output) or conv2d_nchw (unpacked 4-D output)."
-schedule_depthwise_conv2d_NCHWc = autotvm.register_topi_schedule("depthwise_conv2d_NCHWc.x86")(
-    _make_schedule("depthwise_conv2d_NCHWc", depthwise=True))
-schedule_depthwise_conv2d_NCHWc.__doc__ = "Schedule of depthwise_conv2d_NCHWc (or its unpacked NCHW form)."
 schedule_conv2d_nchw = schedule_conv2d_NCHWc
-schedule_depthwise_conv2d_nchw = schedule_depthwise_conv2d_NCHWc

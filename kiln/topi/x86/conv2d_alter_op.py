@@ -5,8 +5,10 @@
   ``nn.contrib_depthwise_conv2d_NCHWc`` with kernel ``OIHW1i{bn}o``. The block sizes are the ones the
   ``conv2d_NCHWc.x86`` template picks for the NCHW workload (tuned config or fallback); a tuned config is
   also registered for the packed workload (``DispatchContext.update``) so the kernel built later uses its tiles.
-* ``nn.dense`` with a 2-D data and a weight whose rows split by the packing width ->
-  ``nn.contrib_dense_pack`` over ``layout_transform(weight, "NC", "NC{bn}n")`` (``bn`` tuned or default).
+* ``nn.dense`` with a 2-D data and a weight of at least one SIMD vector of rows ->
+  ``nn.contrib_dense_pack`` over ``layout_transform(weight, "NC", "NC{bn}n")`` (``bn`` tuned or default); rows
+  that ``bn`` does not divide (GPT-2's 50257-word LM head) are zero-padded first (``nn.pad``) and the packed
+  dense keeps ``units``.
 
 The layout rewriter places ``layout_transform`` where values cross layouts (graph boundaries, ops that must
 see NCHW); FoldConstant then packs constant weights once at compile time. Hooks act only under a CPU target
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from ... import te
 from ..utils import get_const_tuple
+from .depthwise_conv2d import dw_channel_block
 
 
 def _cpu_target():
@@ -113,7 +116,11 @@ def conv2d_alter_layout(attrs, inputs, tinfos, out_type):
         new_kernel = te.placeholder((oc // oc_bn, ic // ic_bn, kh, kw, ic_bn, oc_bn), str(k_t.dtype), name="kernel")
         make = relay.nn.contrib_conv2d_nchwc
     else:
-        bn = oc_bn
+        # depthwise (kiln.topi.x86.depthwise_conv2d): one channel block for data, kernel and output, the
+        # config's tile_oc (the fallback is dw_channel_block, the block of the neighbouring 1x1 convs)
+        bn = oc_bn or dw_channel_block(oc)
+        if oc % bn:
+            return None
         new_data = te.placeholder((n, ic // bn, h, w, bn), dtype, name="data")
         data_layout, kernel_layout, out_layout = f"NCHW{bn}c", f"OIHW1i{bn}o", f"NCHW{bn}c"
         new_kernel = te.placeholder((oc // bn, 1, kh, kw, 1, bn), str(k_t.dtype), name="kernel")
@@ -132,10 +139,22 @@ def dense_pack_width(units: int, lanes: int) -> int:
     return 0
 
 
+def dense_pack_block(units: int, lanes: int) -> int:
+    """Packing width AlterOpLayout uses: the dividing one of :func:`dense_pack_width`, else 2 SIMD vectors
+    (1 below that many rows) with the last panel zero-padded; 0 for fewer rows than one vector (such a
+    GEMV-like layer keeps the per-call packing)."""
+    bn = dense_pack_width(units, lanes)
+    if bn or units < lanes:
+        return bn
+    return 2 * lanes if units >= 2 * lanes else lanes
+
+
 def dense_alter_layout(attrs, inputs, tinfos, out_type):
     """The x86 layout choice for one ``nn.dense`` call: pack the weight into NC{bn}n panels, ``bn`` from the
     ``dense_pack.x86`` config when it is tuned (else 2 or 1 SIMD vectors), forwarding a tuned config to the
-    packed workload as :func:`conv2d_alter_layout` does."""
+    packed workload as :func:`conv2d_alter_layout` does. When ``bn`` does not divide the units the weight is
+    zero-padded to whole panels first (``nn.pad``; FoldConstant does both at compile time) and the packed
+    dense keeps ``units``, so its output has the original width."""
     target = _cpu_target()
     if target is None:
         return None
@@ -150,16 +169,20 @@ def dense_alter_layout(attrs, inputs, tinfos, out_type):
         return None
     if cfg is not None and not getattr(cfg, "is_fallback", True):
         bn = int(cfg["tile_x"].size[-1])
-        if units % bn:
-            return None
     else:
-        bn = dense_pack_width(units, simd_width())
+        bn = dense_pack_block(units, simd_width())
     if not bn:
         return None
+    nb = -(-units // bn)
+    pad = nb * bn - units
     out_dtype = attrs.out_dtype or str(out_type.dtype)
-    new_weight = te.placeholder((units // bn, k, bn), str(w_t.dtype), name="weight")
+    new_weight = te.placeholder((nb, k, bn), str(w_t.dtype), name="weight")
     new_data = te.placeholder(_shape(d_t), str(d_t.dtype), name="data")
-    _remember_config(target, workload, cfg, [new_data, new_weight, None, out_dtype], "dense_pack.x86")
-    weight = relay.layout_transform(inputs[1], "NC", f"NC{bn}n")
+    new_args = [new_data, new_weight, None, out_dtype] + ([units] if pad else [])
+    _remember_config(target, workload, cfg, new_args, "dense_pack.x86")
+    weight = inputs[1]
+    if pad:
+        weight = relay.nn.pad(weight, ((0, pad), (0, 0)))
+    weight = relay.layout_transform(weight, "NC", f"NC{bn}n")
     from ...relay.op.strategy.x86 import contrib_dense_pack
     return contrib_dense_pack(inputs[0], weight, units=units, out_dtype=attrs.out_dtype, weight_layout=f"NC{bn}n")

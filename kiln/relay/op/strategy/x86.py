@@ -43,6 +43,19 @@ def _schedule(name: str):
     return schedule
 
 
+def _dw():
+    """The x86 depthwise conv2d module (``depthwise_conv2d_NCHWc.x86``)."""
+    from ....topi.x86 import depthwise_conv2d
+    return depthwise_conv2d
+
+
+def _dw_schedule(name: str):
+    def schedule(attrs, outs, target):
+        return getattr(_dw(), name)(outs)
+    schedule.__name__ = name
+    return schedule
+
+
 # -- nn.contrib_dense_pack ----------------------------------------------------------------------------------
 def _dtype_or_empty(value) -> str:
     from ....runtime.dtype import dtype_str
@@ -62,20 +75,29 @@ def _dense_pack_rel(arg_types, attrs):
     if len(data.shape) != 2 or len(weight.shape) != 3 or int(data.shape[1]) != int(weight.shape[1]):
         raise TypeInferenceError(f"nn.contrib_dense_pack: expects data [M, K] and a packed weight [N/bn, K, bn], got "
                                  f"{shape_text(data.shape)} and {shape_text(weight.shape)}")
-    units = int(weight.shape[0]) * int(weight.shape[2])
+    n_pad = int(weight.shape[0]) * int(weight.shape[2])
+    units = n_pad if attrs.units is None else int(attrs.units)
+    if not n_pad - int(weight.shape[2]) < units <= n_pad:
+        raise TypeInferenceError(f"nn.contrib_dense_pack: units={units} does not fit the packed weight "
+                                 f"{shape_text(weight.shape)} (its last panel may pad at most "
+                                 f"{int(weight.shape[2]) - 1} rows)")
     return TensorType((data.shape[0], units), attrs.out_dtype or data.dtype)
 
 
 def _dense_pack_ref(attrs, inputs, out_type):
     data, w = inputs
     nb, k, bn = w.shape
-    weight = w.transpose(0, 2, 1).reshape(nb * bn, k)
+    units = nb * bn if attrs.units is None else int(attrs.units)
+    weight = w.transpose(0, 2, 1).reshape(nb * bn, k)[:units]
     dt = out_type.dtype
     return np.matmul(data.astype(dt), weight.astype(dt).T)
 
 
 def _dense_pack_compute(attrs, inputs, out_type):
-    return [_x86().dense_pack(inputs[0], inputs[1], None, attrs.out_dtype or out_type.dtype)]
+    nb, _, bn = (int(d) for d in inputs[1].shape)
+    units = None if attrs.units is None or int(attrs.units) == nb * bn else int(attrs.units)
+    extra = () if units is None else (units,)  # the workload of an unpadded weight stays TVM's 4 arguments
+    return [_x86().dense_pack(inputs[0], inputs[1], None, attrs.out_dtype or out_type.dtype, *extra)]
 
 
 define_op("nn.contrib_dense_pack", num_inputs=2, args=("data", "weight"), attrs=DensePackAttrs, rel=_dense_pack_rel,
@@ -112,7 +134,7 @@ def _conv2d_nchw_compute(attrs, inputs, out_type):
 
 def _depthwise_nchw_compute(attrs, inputs, out_type):
     strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
-    return [_x86().depthwise_conv2d_nchw(inputs[0], inputs[1], strides, padding, dilation, out_dtype)]
+    return [_dw().depthwise_conv2d_nchw(inputs[0], inputs[1], strides, padding, dilation, out_dtype)]
 
 
 def _is_depthwise(attrs, inputs) -> bool:
@@ -129,15 +151,15 @@ def conv2d_strategy_cpu(attrs, inputs, out_type, target):
             strategy.add_implementation(_conv2d_nchw_compute, _schedule("schedule_conv2d_nchw"),
                                         name="conv2d_NCHWc.x86", plevel=X86_PLEVEL)
         elif _is_depthwise(attrs, inputs):
-            strategy.add_implementation(_depthwise_nchw_compute, _schedule("schedule_depthwise_conv2d_nchw"),
+            strategy.add_implementation(_depthwise_nchw_compute, _dw_schedule("schedule_depthwise_conv2d_nchw"),
                                         name="depthwise_conv2d_NCHWc.x86", plevel=X86_PLEVEL)
     return strategy
 
 
-def _nchwc_compute(fn_name):
+def _nchwc_compute(fn_name, module=None):
     def compute(attrs, inputs, out_type):
         strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
-        fn = getattr(_x86(), fn_name)
+        fn = getattr((module or _x86)(), fn_name)
         return [fn(inputs[0], inputs[1], strides, padding, dilation, attrs.data_layout,
                    attrs.out_layout or attrs.data_layout, out_dtype)]
     return compute
@@ -160,8 +182,8 @@ def depthwise_conv2d_NCHWc_strategy(attrs, inputs, out_type, target):  # noqa: N
 @depthwise_conv2d_NCHWc_strategy.register("cpu")
 def depthwise_conv2d_NCHWc_strategy_cpu(attrs, inputs, out_type, target):  # noqa: N802
     strategy = OpStrategy()
-    strategy.add_implementation(_nchwc_compute("depthwise_conv2d_NCHWc"),
-                                _schedule("schedule_depthwise_conv2d_NCHWc"),
+    strategy.add_implementation(_nchwc_compute("depthwise_conv2d_NCHWc", _dw),
+                                _dw_schedule("schedule_depthwise_conv2d_NCHWc"),
                                 name="depthwise_conv2d_NCHWc.x86", plevel=X86_PLEVEL)
     return strategy
 
@@ -199,9 +221,24 @@ X86_SCHEDULES = ("schedule_injective", "schedule_reduce", "schedule_pool", "sche
                  "schedule_global_pool", "schedule_softmax", "schedule_log_softmax", "schedule_layer_norm")
 
 
-def _with_x86_schedules(fstrategy):
+# Elementwise ops whose x86 twin computes a vectorizable expression instead of a libm call (which the C code
+# runs lane by lane): float32 tanh / erf by the rational approximations of topi.fast_tanh / fast_erf (within
+# 3.5e-7 / 4.2e-7 of the exact value). GELU (BERT's erf form, GPT-2's tanh form) is the common user.
+X86_VECTOR_COMPUTES = {"tanh": "fast_tanh", "erf": "fast_erf"}
+
+
+def _vector_compute(topi_name: str):
+    def compute(attrs, inputs, out_type):
+        from .... import topi
+        return [getattr(topi, topi_name)(inputs[0])]
+    compute.__name__ = topi_name
+    return compute
+
+
+def _with_x86_schedules(fstrategy, op_name: str | None = None):
     """Wrap an op's strategy: on CPU targets every implementation scheduled by a generic schedule named in
-    X86_SCHEDULES gets a twin with the x86 schedule of that name, at a higher plevel."""
+    X86_SCHEDULES gets a twin with the x86 schedule of that name, at a higher plevel (for the ops of
+    X86_VECTOR_COMPUTES, with the vectorizable compute)."""
     def strategy_fn(attrs, inputs, out_type, target):
         strategy = fstrategy(attrs, inputs, out_type, target)
         if not _is_cpu(target) or not hasattr(strategy, "implementations"):
@@ -209,7 +246,10 @@ def _with_x86_schedules(fstrategy):
         for impl in list(strategy.implementations()):
             name = getattr(impl._schedule, "__name__", "")
             if name in X86_SCHEDULES and not impl.name.endswith(".x86"):
-                strategy.add_implementation(impl._compute, _schedule(name), name=impl.name.replace(".generic", "")
+                compute = impl._compute
+                if op_name in X86_VECTOR_COMPUTES:
+                    compute = _vector_compute(X86_VECTOR_COMPUTES[op_name])
+                strategy.add_implementation(compute, _schedule(name), name=impl.name.replace(".generic", "")
                                             + ".x86", plevel=impl.plevel + 5)
         return strategy
     strategy_fn.__name__ = getattr(fstrategy, "__name__", "strategy") + "_x86"
@@ -224,7 +264,7 @@ def register_x86_schedules() -> None:
         fstrategy = op.get_attr("FTVMStrategy")
         if fstrategy is None or getattr(fstrategy, "x86_wrapped", False) or name.startswith("test."):
             continue
-        op.set_attr("FTVMStrategy", _with_x86_schedules(fstrategy), 11, _replace=True)
+        op.set_attr("FTVMStrategy", _with_x86_schedules(fstrategy, name), 11, _replace=True)
 
 
 def _register_alter_hooks() -> None:

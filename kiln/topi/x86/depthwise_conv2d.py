@@ -1,0 +1,228 @@
+"""Depthwise conv2d in NCHW[x]c on x86 (TVM's ``depthwise_conv2d_NCHWc.x86`` template).
+
+Data ``[N, C/bn, H, W, bn]``, kernel ``[C/bn, 1, KH, KW, 1, bn]`` (``OIHW1i{bn}o``), output
+``[N, C/bn, OH, OW, bn]``; channel multiplier 1. A depthwise conv does only ``KH*KW`` multiply-adds per
+output value, so it is bound by moving data, and the schedule is built around not moving it twice:
+
+* no padded copy of the input: the zero padding is read through a condition on the input row / column
+  (the compute's ``data_pad`` stage is inlined). The row condition is invariant along a row and the column
+  conditions are the same for every kernel row, so the compiler keeps them cheap; interior pixels take the
+  always-true branch;
+* per (channel block, output row, tile of ``reg_n`` pixels) the ``reg_n x bn`` accumulators are a local
+  stage whose loops are all unrolled (kernel window, pixels, channel vector), so they live in vector
+  registers; each input pixel vector is loaded once per kernel row and used by every accumulator that
+  needs it (``(reg_n - 1) * stride + KW`` loads for ``reg_n * KW`` multiply-adds);
+* the fused epilogue (clip / add / ...) is applied to the accumulators in registers as they are stored;
+* parallel over (batch x channel blocks x output rows).
+
+Knobs (TVM's names): ``tile_ic`` / ``tile_oc`` (channel block, equal for a depthwise conv), ``tile_ow``
+(pixels per register tile) and ``unroll_kw`` (unroll the kernel width; the kernel rows are always unrolled
+when the window is at most 5x5). Fallback: the NCHWc channel block of ``conv2d_alter_layout`` and the widest
+register tile that fits the 16 AVX2 registers.
+
+Given plain NCHW data with a ``[C, 1, KH, KW]`` kernel (no AlterOpLayout), the compute packs both inside
+(with the config's channel block) and :func:`depthwise_conv2d_nchw` unpacks the result.
+"""
+from __future__ import annotations
+
+from ... import autotvm, te
+from ...error import KilnError
+from ...tir import op as T
+from ..nn.conv2d import _out_size, _params
+from ..utils import get_const_tuple
+from .utils import as_list, divisor_at_most, simd_width, traverse_inline, worth_parallel
+
+TASK = "depthwise_conv2d_NCHWc.x86"
+
+
+def dw_channel_block(c: int, lanes: int | None = None) -> int:
+    """The fallback channel block of a depthwise conv over ``c`` channels: the NCHWc block the neighbouring
+    1x1 convolutions use (two SIMD vectors when they divide ``c``, else one, else the largest divisor not
+    above one vector), so no layout transform sits between them."""
+    from .conv2d import channel_block
+    return channel_block(c, lanes)
+
+
+def dw_row_tile(ow: int, vecs_per_pixel: int, stride_w: int = 1) -> int:
+    """The fallback register tile along the output row: as many pixels as fit in 8 vector registers of
+    accumulators (the other 8 hold input and weight vectors; wider tiles measured slower: gcc starts to
+    spill), preferring a divisor of ``ow``; a non-dividing tile is taken when ``ow`` has only small
+    divisors (the tail is guarded). ``stride_w`` is part of the signature for tuned variants."""
+    limit = max(1, 8 // max(1, vecs_per_pixel))
+    best = divisor_at_most(ow, limit)
+    if ow > limit and best * 2 <= limit:
+        return limit
+    return best
+
+
+def _define_space(cfg, c: int, ow: int, kw: int, stride_w: int, bn: int | None) -> None:
+    lanes = simd_width()
+    cfg.define_split("tile_ic", c, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 4 * lanes)
+    cfg.define_split("tile_oc", c, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 4 * lanes)
+    cfg.define_split("tile_ow", ow, num_outputs=2, policy="verbose", filter=lambda e: e.size[-1] <= 16)
+    cfg.define_knob("unroll_kw", [True, False])
+    if cfg.is_fallback:
+        bn = bn or dw_channel_block(c, lanes)
+        vecs = -(-bn // lanes)
+        cfg["tile_ic"] = autotvm.task.SplitEntity([-1, bn])
+        cfg["tile_oc"] = autotvm.task.SplitEntity([-1, bn])
+        cfg["tile_ow"] = autotvm.task.SplitEntity([-1, dw_row_tile(ow, vecs, stride_w)])
+        cfg["unroll_kw"] = autotvm.task.OtherOptionEntity(kw <= 5)
+
+
+@autotvm.register_topi_compute(TASK)
+def depthwise_conv2d_NCHWc(cfg, data, kernel, strides, padding, dilation, layout, out_layout,  # noqa: N802
+                           out_dtype="float32"):
+    """Depthwise conv2d (multiplier 1) of NCHW{bn}c data and an OIHW1i{bn}o kernel -> NCHW{bn}c; plain NCHW data
+    with a [C, 1, KH, KW] kernel is packed inside with the config's channel block."""
+    out_dtype = out_dtype or data.dtype
+    d_shape, k_shape = get_const_tuple(data.shape), get_const_tuple(kernel.shape)
+    if len(d_shape) == 4 and len(k_shape) == 4:
+        n, c, h, w = d_shape
+        kc, mult, kh, kw = k_shape
+        packed = False
+    elif len(d_shape) == 5 and len(k_shape) == 6:
+        n, cc, h, w, bn = d_shape
+        kcc, mult, kh, kw, one, kbn = k_shape
+        c, kc = cc * bn, kcc * kbn
+        if one != 1 or kbn != bn:
+            raise KilnError(f"{TASK}: the kernel must be OIHW1i{bn}o for NCHW{bn}c data, got kernel shape {k_shape} "
+                            f"for data {d_shape}")
+        packed = True
+    else:
+        raise KilnError(f"{TASK}: expects NCHW{{x}}c data with an OIHW1i{{x}}o kernel (or NCHW data with a "
+                        f"[C, 1, KH, KW] kernel), got shapes {d_shape} and {k_shape}")
+    if kc != c or mult != 1:
+        raise KilnError(f"{TASK}: needs a kernel with {c} channels and channel multiplier 1, got kernel shape "
+                        f"{k_shape} for data {d_shape}")
+    s_h, s_w, d_h, d_w, (pt, pl, pb, pr), dk_h, dk_w = _params(strides, dilation, padding, kh, kw)
+    oh = _out_size(h, pt + pb, dk_h, s_h, "depthwise_conv2d_NCHWc")
+    ow = _out_size(w, pl + pr, dk_w, s_w, "depthwise_conv2d_NCHWc")
+    _define_space(cfg, c, ow, kw, s_w, bn if packed else None)
+    if packed:
+        data_vec, kernel_vec = data, kernel
+    else:
+        bn = cfg["tile_oc"].size[-1]
+        if c % bn:
+            raise KilnError(f"{TASK}: channel block {bn} does not divide the {c} channels")
+        data_vec = te.compute((n, c // bn, h, w, bn), lambda b, co, y, x, ci: data[b, co * bn + ci, y, x],
+                              name="data_vec", tag="dw_pack_data")
+        kernel_vec = te.compute((c // bn, 1, kh, kw, 1, bn),
+                                lambda co, i, y, x, j, ci: kernel[co * bn + ci, i, y, x],
+                                name="kernel_vec", tag="dw_pack_kernel")
+    hp, wp = h + pt + pb, w + pl + pr
+
+    def pad_read(b, co, y, x, ci):
+        conds = []
+        if pt:
+            conds.append(y >= pt)
+        if pb:
+            conds.append(y < h + pt)
+        if pl:
+            conds.append(x >= pl)
+        if pr:
+            conds.append(x < w + pl)
+        value = data_vec[b, co, y - pt, x - pl, ci]
+        if not conds:
+            return value
+        return T.if_then_else(T.all(*conds), value, T.const(0, data_vec.dtype))
+
+    # the padded input as a stage of its own (TVM's structure, and what AutoTVM features see); the schedule
+    # inlines it, so the padding is a condition on the read and no padded copy is made
+    data_pad = te.compute((n, c // bn, hp, wp, bn), pad_read, name="data_pad", tag="dw_pad")
+    ry = te.reduce_axis((0, kh), name="kh")
+    rx = te.reduce_axis((0, kw), name="kw")
+    cfg.add_flop(2 * n * c * oh * ow * kh * kw)
+    return te.compute(
+        (n, c // bn, oh, ow, bn),
+        lambda b, co, y, x, ci: te.sum(
+            T.cast(data_pad[b, co, y * s_h + ry * d_h, x * s_w + rx * d_w, ci], out_dtype)
+            * T.cast(kernel_vec[co, 0, ry, rx, 0, ci], out_dtype), axis=[ry, rx]),
+        name="depthwise_conv2d_NCHWc", tag="depthwise_conv2d_NCHWc")
+
+
+def depthwise_conv2d_nchw(data, kernel, strides, padding, dilation, out_dtype="float32"):
+    """NCHW depthwise conv2d (multiplier 1) through the NCHWc kernel: packs inside, unpacks the result."""
+    out = depthwise_conv2d_NCHWc(data, kernel, strides, padding, dilation, "NCHW", "NCHW", out_dtype)
+    n, cc, h, w, bn = get_const_tuple(out.shape)
+    return te.compute((n, cc * bn, h, w), lambda b, c, y, x: out[b, c // bn, y, x, c % bn],
+                      name="output_unpack", tag="injective,unpack_nchwc")
+
+
+def _schedule_inputs(s, conv_op, parallel: bool) -> None:
+    """Inline the padding stage; the packing stages of an unpacked call are their own parallel loops."""
+    for t in conv_op.input_tensors:
+        op = t.op
+        if op.tag == "dw_pad":
+            s[op].compute_inline()
+            for u in op.input_tensors:
+                if u.op.tag == "dw_pack_data":
+                    _schedule_pack(s, u.op, parallel)
+        elif op.tag in ("dw_pack_kernel", "dw_pack_data"):
+            _schedule_pack(s, op, parallel)
+
+
+def _schedule_pack(s, op, parallel: bool) -> None:
+    axes = list(s[op].op.axis)
+    fused = s[op].fuse(*axes[:3]) if len(axes) >= 3 else axes[0]
+    if parallel and op.tag == "dw_pack_data":
+        s[op].parallel(fused)
+
+
+def _schedule_dw(s, cfg, C, O) -> None:
+    """The register-tiled schedule of depthwise conv ``C`` whose fused output is ``O`` (5-D, or the 4-D
+    unpacked form)."""
+    reg_n = int(cfg["tile_ow"].size[-1])
+    unroll_kw = bool(cfg["unroll_kw"].val)
+    bn = get_const_tuple(C.shape)[-1]
+    n, cc, oh, ow, _ = get_const_tuple(C.shape)
+    ry, rx = C.op.reduce_axis
+    kh = int(ry.dom.extent.value)
+    flops = 2 * n * cc * oh * ow * bn * kh * int(rx.dom.extent.value)
+    parallel = worth_parallel(flops)
+    _schedule_inputs(s, C.op, parallel)
+    CC = s.cache_write(C, "global") if C.op is O else C
+    axes = list(s[O].op.axis)
+    if len(axes) == 5:
+        b, co, y, x, ci = axes
+    elif len(axes) == 4:
+        b, c, y, x = axes
+        co, ci = s[O].split(c, factor=bn)
+    else:
+        raise KilnError(f"depthwise_conv2d_NCHWc schedule: unexpected output rank {len(axes)}")
+    xo, xi = s[O].split(x, factor=reg_n)
+    s[O].reorder(b, co, y, xo, xi, ci)
+    par = s[O].fuse(b, co, y)
+    if parallel:
+        s[O].parallel(par)
+    s[O].unroll(xi)
+    s[O].vectorize(ci)
+    s[CC].compute_at(s[O], xo)
+    _, _, _, cx, cci = s[CC].op.axis
+    cry, crx = s[CC].op.reduce_axis
+    s[CC].reorder(cry, crx, cx, cci)
+    if kh <= 5:
+        s[CC].unroll(cry)
+    if unroll_kw:
+        s[CC].unroll(crx)
+    s[CC].unroll(cx)
+    s[CC].vectorize(cci)
+
+
+@autotvm.register_topi_schedule(TASK)
+def schedule_depthwise_conv2d_NCHWc(cfg, outs):  # noqa: N802
+    """Schedule of depthwise_conv2d_NCHWc (5-D output, with a fused epilogue) or of its unpacked NCHW form."""
+    outs = as_list(outs)
+    s = te.create_schedule([o.op for o in outs])
+
+    def callback(op):
+        if op.tag == "depthwise_conv2d_NCHWc":
+            _schedule_dw(s, cfg, op.output(0), outs[0].op)
+    traverse_inline(s, outs[0].op, callback)
+    return s
+
+
+schedule_depthwise_conv2d_nchw = schedule_depthwise_conv2d_NCHWc
+
+__all__ = ["depthwise_conv2d_NCHWc", "schedule_depthwise_conv2d_NCHWc", "depthwise_conv2d_nchw",
+           "schedule_depthwise_conv2d_nchw", "dw_channel_block", "dw_row_tile"]

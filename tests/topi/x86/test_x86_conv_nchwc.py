@@ -1,0 +1,177 @@
+"""conv2d_NCHWc.x86 (regular conv): its config space (pixel tiles, loop order, unroll_kw, oc blocks), every
+config of small spaces checked against numpy on odd shapes, the fallback rules, and fused epilogues through
+relay.build under a tuned record."""
+import time
+
+import numpy as np
+import pytest
+
+import kiln as tvm
+from kiln import autotvm, relay, te
+from kiln.autotvm.measure import MeasureInput, MeasureResult
+from kiln.runtime.graph_executor import GraphModule
+from kiln.topi import x86
+from kiln.topi.testing import conv2d_nchw_python
+from kiln.topi.testing import layout_transform_python as lt
+from kiln.topi.x86.conv2d import MAX_ACC, channel_block, fallback_order
+
+TARGET = "llvm"
+
+
+def _task(ic, h, w, oc, k, s, p):
+    with tvm.target.Target(TARGET):
+        return autotvm.task.create(
+            "conv2d_NCHWc.x86", args=(("TENSOR", (1, ic, h, w), "float32"), ("TENSOR", (oc, ic, k, k), "float32"),
+                                      (s, s), (p,) * 4, (1, 1), "NCHW", "NCHW", "float32"), target=TARGET)
+
+
+def _configs(space):
+    return [space.get(i) for i in range(space.range_length) if space.is_index_valid(i)]
+
+
+def _run_packed(cfg, a, wt, s, p, bias=None):
+    """Build the packed conv (+ optional bias/relu epilogue) with ``cfg``; return the NCHW result."""
+    ic, oc = a.shape[1], wt.shape[0]
+    icb = cfg["tile_ic"].size[-1] if cfg is not None else channel_block(ic)
+    ocb = cfg["tile_oc"].size[-1] if cfg is not None else channel_block(oc)
+    a5, w6 = lt(a, "NCHW", f"NCHW{icb}c"), lt(wt, "OIHW", f"OIHW{icb}i{ocb}o")
+    with tvm.target.Target(TARGET):
+        A = te.placeholder(a5.shape, name="data")
+        W = te.placeholder(w6.shape, name="kernel")
+        args = [a5, w6]
+
+        def make():
+            out = x86.conv2d_NCHWc(A, W, (s, s), (p,) * 4, (1, 1), f"NCHW{icb}c", f"NCHW{ocb}c", "float32")
+            tensors = [A, W]
+            if bias is not None:
+                B = te.placeholder((1, oc // ocb, 1, 1, ocb), name="bias")
+                out = te.compute(out.shape, lambda n, c, y, x, cb: te.max(out[n, c, y, x, cb] + B[0, c, 0, 0, cb],
+                                                                         tvm.tir.const(0.0, "float32")),
+                                 name="relu", tag="elemwise")
+                tensors.append(B)
+                args.append(bias.reshape(1, oc // ocb, 1, 1, ocb))
+            return tensors, out, x86.schedule_conv2d_NCHWc([out])
+        if cfg is None:
+            tensors, out, s_ = make()
+        else:
+            with autotvm.task.ApplyConfig(cfg):
+                tensors, out, s_ = make()
+        f = tvm.build(s_, tensors + [out], target=TARGET)
+    res = tvm.nd.array(np.zeros([int(d) for d in out.shape], "float32"))
+    f(*[tvm.nd.array(x) for x in args], res)
+    return lt(res.numpy(), f"NCHW{ocb}c", "NCHW")
+
+
+def test_space_knobs_and_register_budget():
+    def tiles_of(cfgs):
+        out = set()
+        for c in cfgs:
+            vecs = -(-c["tile_oc"].size[-1] // 8)
+            acc = vecs * c["tile_oh"].size[-1] * c["tile_ow"].size[-1]
+            assert 12 <= acc <= MAX_ACC, c
+            out.add((c["tile_oc"].size[-1], c["tile_oh"].size[-1], c["tile_ow"].size[-1]))
+        return out
+    task = _task(64, 56, 56, 64, 3, 1, 1)
+    space = task.config_space
+    assert {"tile_ic", "tile_oc", "tile_oh", "tile_ow", "order", "unroll_kw"} <= set(space.space_map)
+    cfgs = _configs(space)
+    assert len(cfgs) == len(space) == 4
+    # two vectors of output channels take a row of 7; the blocks follow the channel_block rule (no layout
+    # the tuner cannot see)
+    assert tiles_of(cfgs) == {(16, 1, 7)}
+    assert {c["order"].val for c in cfgs} == {0, 1} and {c["unroll_kw"].val for c in cfgs} == {False, True}
+    assert {c["tile_ic"].size[-1] for c in cfgs} == {16}
+    # one vector of output channels (24 = 3 x 8) opens 2-D pixel tiles
+    assert tiles_of(_configs(_task(16, 14, 14, 24, 3, 1, 1).config_space)) == {(8, 1, 14), (8, 2, 7)}
+    # a 1x1 kernel has nothing to unroll
+    assert {c["unroll_kw"].val for c in _configs(_task(32, 7, 7, 32, 1, 1, 0).config_space)} == {False}
+
+
+def test_fallback_rules():
+    assert fallback_order(64, 64, 58, 58, 56, 3, 3, 16, 16) == 0           # few ic chunks: weights resident
+    assert fallback_order(512, 256, 28, 28, 28, 1, 1, 16, 16) == 1         # many chunks, input > cache
+    assert fallback_order(1024, 512, 14, 14, 14, 1, 1, 16, 16) == 1
+    assert fallback_order(512, 512, 9, 9, 7, 3, 3, 16, 16) == 0            # 9 MB of weights per row: no
+    from kiln.autotvm.task.space import FallbackConfigEntity
+    for args, want in [((3, 224, 224, 64, 7, 2, 3), (3, 16, 1, 7, 0, True)),
+                       ((64, 56, 56, 64, 3, 1, 1), (16, 16, 1, 7, 0, False)),
+                       ((512, 7, 7, 512, 3, 1, 1), (16, 16, 1, 7, 0, True)),
+                       ((24, 8, 7, 24, 1, 1, 0), (8, 8, 2, 7, 0, False))]:
+        task = _task(*args)
+        fb = FallbackConfigEntity()
+        with task.target:
+            task.instantiate(fb)
+        got = (fb["tile_ic"].size[-1], fb["tile_oc"].size[-1], fb["tile_oh"].size[-1], fb["tile_ow"].size[-1],
+               fb["order"].val, bool(fb["unroll_kw"].val))
+        assert got == want, (args, got)
+
+
+@pytest.mark.parametrize("ic,h,w,oc,k,s,p", [
+    (24, 13, 13, 40, 3, 1, 1),     # 8-blocks, odd size with a non-dividing 7-pixel row
+    (16, 7, 9, 32, 1, 2, 0),       # strided 1x1
+    (3, 15, 15, 16, 7, 2, 3),      # a 7x7 stem with 3 input channels
+])
+def test_every_config_of_the_space(ic, h, w, oc, k, s, p):
+    rng = np.random.default_rng(ic + 7 * oc)
+    a = rng.standard_normal((1, ic, h, w)).astype("float32")
+    wt = rng.standard_normal((oc, ic, k, k)).astype("float32")
+    ref = conv2d_nchw_python(a, wt, (s, s), (p,) * 4)
+    cfgs = _configs(_task(ic, h, w, oc, k, s, p).config_space)
+    assert cfgs
+    for cfg in cfgs:
+        np.testing.assert_allclose(_run_packed(cfg, a, wt, s, p), ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+
+
+def test_last_config_and_fallback_with_epilogue():
+    """The last index of the space (order 1, unroll), a 2-row tile of 8-channel blocks and the fallback, with a
+    fused bias + relu, on a shape whose channels are no multiple of 16."""
+    ic, h, w, oc, k, s, p = 40, 14, 14, 24, 3, 1, 1
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((1, ic, h, w)).astype("float32")
+    wt = rng.standard_normal((oc, ic, k, k)).astype("float32")
+    bias = rng.standard_normal(oc).astype("float32")
+    ref = np.maximum(conv2d_nchw_python(a, wt, (s, s), (p,) * 4) + bias[None, :, None, None], 0)
+    space = _task(ic, h, w, oc, k, s, p).config_space
+    cfgs = _configs(space)
+    last = space.get(max(i for i in range(space.range_length) if space.is_index_valid(i)))
+    assert (last["order"].val, bool(last["unroll_kw"].val)) == (1, True)
+    two_rows = next(c for c in cfgs if c["tile_oh"].size[-1] == 2 and c["order"].val == 0)
+    for cfg in (last, two_rows, None):
+        np.testing.assert_allclose(_run_packed(cfg, a, wt, s, p, bias), ref, rtol=1e-4, atol=1e-4)
+
+
+def _net(rng):
+    """conv3x3(8->24, stride 2) + bias + relu -> conv1x1(24->16) + residual-free add of a bias, NCHW 13x11."""
+    x = relay.var("data", shape=(1, 8, 13, 11))
+    w1 = relay.const(rng.standard_normal((24, 8, 3, 3)).astype("float32") * 0.3)
+    b1 = relay.const(rng.standard_normal((24,)).astype("float32"))
+    w2 = relay.const(rng.standard_normal((16, 24, 1, 1)).astype("float32") * 0.3)
+    y = relay.nn.conv2d(x, w1, strides=(2, 2), padding=(1, 1), channels=24, kernel_size=(3, 3))
+    y = relay.nn.relu(relay.nn.bias_add(y, b1))
+    y = relay.nn.conv2d(y, w2, channels=16, kernel_size=(1, 1))
+    return tvm.IRModule.from_expr(relay.Function([x], relay.nn.relu(y)))
+
+
+@pytest.mark.parametrize("pick", ["first", "last"])
+def test_relay_build_with_tuned_records(tmp_path, pick):
+    rng = np.random.default_rng(11)
+    mod = _net(rng)
+    xv = rng.standard_normal((1, 8, 13, 11)).astype("float32")
+    ref = relay.create_executor("debug", mod=mod).evaluate()(xv).numpy()
+    tasks = autotvm.task.extract_from_program(mod["main"], target=TARGET, params={},
+                                              ops=(relay.op.get("nn.conv2d"),))
+    assert len(tasks) == 2
+    log = tmp_path / "t.log"
+    with open(log, "w") as f:
+        for task in tasks:
+            cfgs = _configs(task.config_space)
+            cfg = cfgs[0] if pick == "first" else cfgs[-1]
+            f.write(autotvm.record.encode(MeasureInput(task.target, task, cfg),
+                                          MeasureResult((1e-5,), 0, 0.1, time.time())) + "\n")
+    target = tvm.target.Target(TARGET)
+    with tvm.transform.PassContext(opt_level=3), target, autotvm.apply_history_best(str(log)):
+        lib = relay.build(mod, target=target)
+    m = GraphModule(lib["default"](tvm.cpu(0)))
+    m.set_input("data", xv)
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-4)
