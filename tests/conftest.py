@@ -1,2 +1,9 @@
-"""Suite-wide pytest configuration: TVM's test plugin (markers, target parametrization)."""
+"""Suite-wide pytest configuration: TVM's test plugin (markers, target parametrization).
+
+The suite runs as two pytest workers on CI's two cores, each starting kernels with two threads: idle OpenMP
+workers sleep at once instead of spinning against the other worker (kiln's default spins briefly, which is
+right for a machine running one model; see kiln/runtime/thread_policy.py). Set before kiln is imported."""
+import os
+
+os.environ.setdefault("KILN_OMP_WAIT_POLICY", "passive")
 pytest_plugins = ["kiln.testing.plugin"]

@@ -1,13 +1,20 @@
 """OpenMP defaults for kiln's kernels, applied when ``kiln.runtime`` is imported.
 
-kiln's parallel loops run on GNU OpenMP (libgomp). Left at its defaults, libgomp makes idle worker threads
-spin for about 300,000 iterations (milliseconds) after every parallel region. On a machine whose cores are
-busy with other processes this is harmful twice: the spinning threads take CPU from the thread doing the
-work, and a join waits for workers that were descheduled. Measured on a shared 2-core EPYC at load 10:
-resnet-18 took 724 ms wall / 178 ms CPU per run with spinning workers, 419 ms / 65 ms with
-``OMP_WAIT_POLICY=PASSIVE`` (and 318 ms / 63 ms with one thread). So, unless the user chose a policy
-(``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` set, or ``KILN_OMP_WAIT_POLICY=keep``), kiln sets
-``OMP_WAIT_POLICY=PASSIVE``; ``KILN_OMP_WAIT_POLICY=active|passive`` picks one explicitly.
+kiln's parallel loops run on GNU OpenMP (libgomp). After a parallel region its worker threads wait for the
+next one: spinning for ``GOMP_SPINCOUNT`` iterations, then sleeping on a futex. Both extremes hurt:
+
+* sleeping at once (``OMP_WAIT_POLICY=PASSIVE``) makes every parallel region pay a wake-up. Inside a VM that
+  is tens of microseconds, and a model is a chain of short regions: on a quiet 2-core EPYC VM mobilenet_v2
+  ran in 18-20 ms with 2 threads, slower than with one (14 ms);
+* libgomp's default (300,000 spins, milliseconds) keeps idle workers burning CPU long after a run; on a
+  machine whose cores are busy with other processes they take time from the thread doing the work.
+
+So unless the user chose (``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` set, or ``KILN_OMP_WAIT_POLICY``), kiln
+sets ``GOMP_SPINCOUNT=10000``: workers spin a fraction of a millisecond, which covers the gap between the
+kernels of one graph run, then sleep. The same mobilenet_v2 ran in 7.2-7.6 ms (ACTIVE: 7.6). On a machine
+kept busy by other processes spinning still costs (2.6x on mobilenet_v2 beside two CPU hogs); there
+``KILN_OMP_WAIT_POLICY=passive`` (the test suite's setting) is the better choice.
+``KILN_OMP_WAIT_POLICY=active|passive|keep`` picks explicitly (``keep``: leave libgomp's own default).
 
 libgomp reads the environment once, when it is loaded. kiln's kernel libraries load it on first use, but a
 library imported earlier may have loaded it already: PyTorch ships its own ``libgomp.so.1``, which the
@@ -21,6 +28,8 @@ from __future__ import annotations
 import os
 
 _STATUS: dict = {}
+# spins before an idle OpenMP worker sleeps (see the module doc for the measurements behind it)
+DEFAULT_SPINCOUNT = 10000
 
 
 def libgomp_loaded() -> bool:
@@ -35,8 +44,8 @@ def libgomp_loaded() -> bool:
 def configure_openmp_env(environ=None) -> dict:
     """Set kiln's OpenMP wait-policy default in ``environ`` (``os.environ``) unless the user chose one.
 
-    Returns (and remembers for :func:`openmp_status`) what was decided: ``policy`` (the value in effect for
-    a libgomp loaded from now on, or None for libgomp's own default), ``set_by_kiln``, ``reason`` and
+    Returns (and remembers for :func:`openmp_status`) what was decided: ``policy`` (``ACTIVE`` / ``PASSIVE`` /
+    ``GOMP_SPINCOUNT=<n>`` in effect for a libgomp loaded from now on, or None for libgomp's own default), ``set_by_kiln``, ``reason`` and
     ``libgomp_preloaded`` (True when a runtime was already loaded, so the setting cannot reach it)."""
     env = os.environ if environ is None else environ
     choice = env.get("KILN_OMP_WAIT_POLICY", "").strip().lower()
@@ -53,8 +62,8 @@ def configure_openmp_env(environ=None) -> dict:
     elif "OMP_WAIT_POLICY" in env or "GOMP_SPINCOUNT" in env:
         status.update(policy=env.get("OMP_WAIT_POLICY"), reason="set by the user (OMP_WAIT_POLICY / GOMP_SPINCOUNT)")
     else:
-        env["OMP_WAIT_POLICY"] = "PASSIVE"
-        status.update(policy="PASSIVE", set_by_kiln=True, reason="kiln default")
+        env["GOMP_SPINCOUNT"] = str(DEFAULT_SPINCOUNT)
+        status.update(policy=f"GOMP_SPINCOUNT={DEFAULT_SPINCOUNT}", set_by_kiln=True, reason="kiln default")
     if environ is None:
         _STATUS.clear()
         _STATUS.update(status)
@@ -68,6 +77,6 @@ def openmp_status() -> dict:
     out["libgomp_loaded"] = libgomp_loaded()
     if out.get("set_by_kiln") and out.get("libgomp_preloaded"):
         out["warning"] = ("an OpenMP runtime was loaded before kiln (e.g. by `import torch`); it keeps the wait "
-                          "policy it was started with. Import kiln first or set OMP_WAIT_POLICY in the "
-                          "environment.")
+                          "policy it was started with. Import kiln first or set OMP_WAIT_POLICY / GOMP_SPINCOUNT "
+                          "in the environment.")
     return out

@@ -25,12 +25,22 @@ def _fresh(code: str, **env) -> dict:
 
 
 STATUS = ("import json, os, kiln.runtime; from kiln.runtime.thread_policy import openmp_status; "
-          "print(json.dumps({'env': os.environ.get('OMP_WAIT_POLICY'), **openmp_status()}))")
+          "print(json.dumps({'env': os.environ.get('OMP_WAIT_POLICY'), 'spin': os.environ.get('GOMP_SPINCOUNT'), "
+          "**openmp_status()}))")
 
 
-def test_default_is_passive_and_set_before_libgomp_loads():
+def test_default_is_a_bounded_spin_set_before_libgomp_loads():
     st = _fresh(STATUS)
-    assert st["env"] == "PASSIVE" and st["set_by_kiln"] and not st["libgomp_preloaded"] and "warning" not in st
+    assert st["env"] is None and st["spin"] == "10000" and st["policy"] == "GOMP_SPINCOUNT=10000"
+    assert st["set_by_kiln"] and not st["libgomp_preloaded"] and "warning" not in st
+
+
+def test_suite_runs_passive():
+    # tests/conftest.py: two pytest workers on two cores must not spin against each other
+    choice = os.environ.get("KILN_OMP_WAIT_POLICY")
+    assert choice is not None, "tests/conftest.py did not choose a wait policy before importing kiln"
+    if choice == "passive":
+        assert openmp_status()["policy"] == "PASSIVE" and os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
 
 
 @pytest.mark.parametrize("env, expected, by_kiln", [
@@ -46,7 +56,9 @@ def test_user_choice_is_respected(env, expected, by_kiln):
 
 def test_bad_choice_and_dict_environment():
     env = {}
-    assert configure_openmp_env(env)["policy"] == "PASSIVE" and env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert configure_openmp_env(env)["policy"] == "GOMP_SPINCOUNT=10000" and env == {"GOMP_SPINCOUNT": "10000"}
+    env = {"KILN_OMP_WAIT_POLICY": "passive"}
+    assert configure_openmp_env(env)["policy"] == "PASSIVE" and env["OMP_WAIT_POLICY"] == "PASSIVE"
     with pytest.raises(kiln.error.KilnError, match="KILN_OMP_WAIT_POLICY"):
         configure_openmp_env({"KILN_OMP_WAIT_POLICY": "spin"})
     assert "libgomp_loaded" in openmp_status()
