@@ -27,6 +27,9 @@ def time_call(fn: Callable[[], object], number: int) -> float:
     return (time.perf_counter() - t0) / number
 
 
+SETTLE_S = 0.05
+
+
 def interleaved(contenders: dict, rounds: int = 7, number: int = 3, warmup: int = 2) -> dict:
     """Time each contender ``rounds`` times, alternating between them so that machine noise hits all
     alike. ``contenders`` maps a name to a zero-argument callable, or to a callable ``(number) ->
@@ -41,6 +44,11 @@ def interleaved(contenders: dict, rounds: int = 7, number: int = 3, warmup: int 
     runs: dict = {name: [] for name in contenders}
     for _ in range(rounds):
         for name, entry in contenders.items():
+            # The previous contender's thread pool may still be spinning (ONNX Runtime's and OpenMP's
+            # workers spin a while after a run before they sleep) and would take this one's cores: let it
+            # settle, then wake this contender's own pool with one untimed call.
+            time.sleep(SETTLE_S)
+            run(entry, 1)
             runs[name].append(run(entry, number))
     return {name: {"median_s": statistics.median(r), "best_s": min(r), "runs_s": r} for name, r in runs.items()}
 
