@@ -69,11 +69,13 @@ def _horner(x, coeffs, dtype):
 
 
 def _odd_rational(v, clamp: float, p, q, dtype):
-    x = T.max(T.min(v, T.const(clamp, dtype)), T.const(-clamp, dtype))
+    # min/max compile to ``a < b ? a : b``, which gives ``b`` for a NaN lane: the constant goes first so
+    # that a NaN input stays NaN (as libm's tanh / erf give) instead of being clamped to +-1
+    x = T.max(T.const(-clamp, dtype), T.min(T.const(clamp, dtype), v))
     x2 = x * x
     y = x * _horner(x2, p, dtype) / _horner(x2, q, dtype)
     one = T.const(1.0, dtype)
-    return T.max(T.min(y, one), -one)  # the approximation may overshoot 1 by an ulp; tanh and erf never do
+    return T.max(-one, T.min(one, y))  # the approximation may overshoot 1 by an ulp; tanh and erf never do
 
 
 def fast_tanh_expr(v):

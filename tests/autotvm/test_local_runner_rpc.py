@@ -75,13 +75,15 @@ def built():
 def test_set_task_starts_a_tracker_and_server_and_close_stops_them(built):
     task, inputs, builds, _ = built
     loader = CountingLoader()
-    runner = autotvm.LocalRunner(number=2, repeat=3, cooldown_interval=0.2, module_loader=loader)
+    # generous timeout and deadline: under CI's load (two workers compiling on two cores) a measurement's
+    # RPC round trip or the server's re-registration can take seconds
+    runner = autotvm.LocalRunner(number=2, repeat=3, cooldown_interval=0.2, timeout=60, module_loader=loader)
     server, tracker = runner.set_task(task)
     pids = [server.pid, tracker.proc.pid]
     try:
         assert runner.key == f"$local$device${tracker.port}" and runner.host == "127.0.0.1"
         assert runner.port == tracker.port and runner.n_parallel == 1
-        deadline = time.time() + 10  # the server registers again right after set_task's check
+        deadline = time.time() + 30  # the server registers again right after set_task's check
         while count_servers(runner.key, runner.host, runner.port) != (1, 1) and time.time() < deadline:
             time.sleep(0.02)
         assert count_servers(runner.key, runner.host, runner.port) == (1, 1)
@@ -96,7 +98,7 @@ def test_set_task_starts_a_tracker_and_server_and_close_stops_them(built):
     finally:
         runner.executor.close()  # what the tuner calls when tuning ends
     assert runner.tracker is None and runner.server is None
-    assert _wait_gone(pids)
+    assert _wait_gone(pids, timeout=30)
 
 
 def test_fixed_inputs_reference_outputs_and_cache_flush(built):
