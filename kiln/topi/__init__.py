@@ -10,6 +10,9 @@ from .broadcast import *  # noqa: F401,F403
 from .broadcast import broadcast_to  # noqa: F401
 from .reduction import sum, max, min, prod, all, any, argmax, argmin, mean, variance, std  # noqa: F401,A004
 from .transform import *  # noqa: F401,F403
+from .scan import cumsum, cumprod, scanop  # noqa: F401
+from .sort import argsort, sort, topk  # noqa: F401
+from .shape_ops import collapse_sum, ndarray_size, slice_like  # noqa: F401
 from . import nn, image, generic, testing  # noqa: F401
 from .nn.dilate import dilate  # noqa: F401
 

@@ -9,12 +9,12 @@ from .utils import get_const_tuple, normalize_axis, ravel_index
 
 
 def reduce_axes(ndim: int, axis=None, exclude: bool = False) -> list:
-    """The sorted list of axes a reduction covers (``None``: all; ``exclude``: all but these)."""
-    if axis is None:
-        axes = list(range(ndim))
-    else:
-        axes = [axis] if isinstance(axis, int) else list(get_const_tuple(axis))
-        axes = sorted({normalize_axis(int(a), ndim) for a in axes})
+    """The sorted list of axes a reduction covers (``None`` or an empty list: all, as TVM's GetRealAxis;
+    ``exclude``: all but these)."""
+    axes = None if axis is None else ([axis] if isinstance(axis, int) else list(get_const_tuple(axis)))
+    if not axes:
+        return list(range(ndim))
+    axes = sorted({normalize_axis(int(a), ndim) for a in axes})
     if exclude:
         axes = [a for a in range(ndim) if a not in axes]
     return axes

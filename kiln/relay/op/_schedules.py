@@ -67,6 +67,49 @@ def _dropout_compute(attrs, inputs, out_type):
                            "dropout at inference)")
 
 
+def _topk_compute(attrs, inputs, out_type):
+    fn = topi_fn("topk", "topk")
+    out = fn(inputs[0], attrs.k, attrs.axis, attrs.ret_type, attrs.is_ascend, attrs.dtype or "int32")
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def _scan_compute(name):
+    def compute(attrs, inputs, out_type):
+        return [topi_fn(name, name)(inputs[0], attrs.axis, out_type.dtype, attrs.exclusive)]
+    compute.__name__ = f"compute_{name}"
+    return compute
+
+
+def _pool1d_compute(pool_type):
+    def compute(attrs, inputs, out_type):
+        from .nn._nn_extra import _pad2
+        fn = topi_fn("nn.pool1d", f"nn.{pool_type}_pool1d")
+        return [fn(inputs[0], tuple(attrs.pool_size), tuple(attrs.strides), tuple(attrs.dilation),
+                   tuple(_pad2(attrs.padding)), pool_type, attrs.ceil_mode, attrs.layout,
+                   getattr(attrs, "count_include_pad", False))]
+    return compute
+
+
+def _conv1d_compute(attrs, inputs, out_type):
+    from .nn._nn_extra import _pad2
+    fn = topi_fn("nn.group_conv1d_ncw", "nn.conv1d")
+    if attrs.data_layout != "NCW" or attrs.kernel_layout != "OIW":
+        from ...error import OpNotImplemented
+        raise OpNotImplemented(f"nn.conv1d with {attrs.data_layout}/{attrs.kernel_layout} has no TOPI compute in "
+                               "kiln (supported: NCW/OIW)")
+    return [fn(inputs[0], inputs[1], attrs.strides[0], tuple(_pad2(attrs.padding)), attrs.dilation[0], attrs.groups,
+               attrs.out_dtype or out_type.dtype)]
+
+
+def _instance_norm_compute(attrs, inputs, out_type):
+    fn = topi_fn("nn.instance_norm_nd", "nn.instance_norm")
+    return [fn(inputs[0], inputs[1], inputs[2], attrs.axis, attrs.epsilon, attrs.center, attrs.scale)]
+
+
+def _collapse_sum_like_compute(attrs, inputs, out_type):
+    return [topi_fn("collapse_sum", "collapse_sum_like")(inputs[0], list(out_type.shape))]
+
+
 _NN_COMPUTES = {
     "nn.relu": topi_compute("nn.relu", "nn.relu"),
     "nn.leaky_relu": topi_compute("nn.leaky_relu", "nn.leaky_relu", lambda a, i, t: [i[0], a.alpha]),
@@ -77,6 +120,17 @@ _NN_COMPUTES = {
     "nn.upsampling": _upsampling_compute,
     "image.resize2d": _resize2d_compute,
     "nn.dropout": _dropout_compute,
+    "nn.depth_to_space": topi_compute("nn.depth_to_space", "nn.depth_to_space",
+                                      lambda a, i, t: [i[0], a.block_size, a.layout, a.mode]),
+    "nn.space_to_depth": topi_compute("nn.space_to_depth", "nn.space_to_depth",
+                                      lambda a, i, t: [i[0], a.block_size, a.layout]),
+    "slice_like": topi_compute("slice_like", "slice_like", lambda a, i, t: [i[0], i[1], a.axes]),
+    "collapse_sum_like": _collapse_sum_like_compute,
+    "ndarray_size": topi_compute("ndarray_size", "ndarray_size", lambda a, i, t: [i[0], a.dtype]),
+    "nn.l2_normalize": topi_compute("nn.l2_normalize", "nn.l2_normalize",
+                                    lambda a, i, t: [i[0], a.eps, list(a.axis) or None]),
+    "nn.lrn": topi_compute("nn.lrn", "nn.lrn", lambda a, i, t: [i[0], a.size, a.axis, a.alpha, a.beta, a.bias]),
+    "nn.instance_norm": _instance_norm_compute,
 }
 
 _NN_STRATEGIES = {
@@ -101,6 +155,24 @@ _NN_STRATEGIES = {
     "nn.global_max_pool2d": G.global_pool_strategy_for("max"),
     "nn.adaptive_avg_pool2d": G.adaptive_pool_strategy_for("avg"),
     "nn.adaptive_max_pool2d": G.adaptive_pool_strategy_for("max"),
+    "nn.conv1d": G.GenericStrategy("conv1d_strategy", lambda a, i, t, tg: G._one(
+        "conv1d_ncw", "nn.conv1d", _conv1d_compute,
+        "schedule_conv1d_ncw" if a.groups == 1 else "schedule_group_conv1d_ncw")),
+    "nn.max_pool1d": G.GenericStrategy("max_pool1d_strategy", lambda a, i, t, tg: G._one(
+        "pool1d", "nn.max_pool1d", _pool1d_compute("max"), "schedule_pool")),
+    "nn.avg_pool1d": G.GenericStrategy("avg_pool1d_strategy", lambda a, i, t, tg: G._one(
+        "pool1d", "nn.avg_pool1d", _pool1d_compute("avg"), "schedule_pool")),
+    "cumsum": G.GenericStrategy("cumsum_strategy", lambda a, i, t, tg: G._one(
+        "cumsum", "cumsum", _scan_compute("cumsum"), "schedule_scan")),
+    "cumprod": G.GenericStrategy("cumprod_strategy", lambda a, i, t, tg: G._one(
+        "cumprod", "cumprod", _scan_compute("cumprod"), "schedule_scan")),
+    "argsort": G.GenericStrategy("argsort_strategy", lambda a, i, t, tg: G._one(
+        "argsort", "argsort", topi_compute("argsort", "argsort", lambda a, i, t: [
+            i[0], None, a.axis, a.is_ascend, a.dtype or "int32"]), "schedule_argsort")),
+    "sort": G.GenericStrategy("sort_strategy", lambda a, i, t, tg: G._one(
+        "sort", "sort", topi_compute("sort", "sort", lambda a, i, t: [i[0], a.axis, a.is_ascend]), "schedule_sort")),
+    "topk": G.GenericStrategy("topk_strategy", lambda a, i, t, tg: G._one(
+        "topk", "topk", _topk_compute, "schedule_topk")),
 }
 
 

@@ -117,10 +117,13 @@ def same_as_first_rel(arg_types, attrs):
 
 
 def reduce_axes(ndim: int, axis, exclude: bool) -> list:
-    """The axes a reduction removes (TVM's GetReduceAxes)."""
+    """The axes a reduction removes (TVM's GetReduceAxes: an empty axis list means every axis, whatever
+    ``exclude`` says)."""
     if axis is None:
         axes = list(range(ndim))
         return [] if exclude else axes
+    if len(list(axis)) == 0:
+        return list(range(ndim))
     axes = sorted({normalize_axis(a, ndim, "reduction axis") for a in axis})
     if len(axes) != len(list(axis)):
         raise TypeInferenceError(f"reduction axes {list(axis)} repeat an axis")

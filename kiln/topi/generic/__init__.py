@@ -23,6 +23,8 @@ _NAMES = [
     "schedule_softmax", "schedule_fast_softmax", "schedule_log_softmax",
     "schedule_pool", "schedule_adaptive_pool", "schedule_global_pool",
     "schedule_layer_norm", "schedule_group_norm", "schedule_batch_norm", "schedule_lrn",
+    "schedule_conv1d_ncw", "schedule_group_conv1d_ncw", "schedule_argsort", "schedule_sort", "schedule_topk",
+    "schedule_scan", "schedule_l2_normalize", "schedule_instance_norm",
 ]
 for _n in _NAMES:
     globals()[_n] = _make(_n)

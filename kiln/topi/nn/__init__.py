@@ -11,3 +11,6 @@ from .pooling import (adaptive_pool, adaptive_pool1d, adaptive_pool3d, global_po
 from .softmax import log_softmax, softmax
 from .upsampling import upsampling
 from .utils import get_pad_tuple, get_pad_tuple1d, infer_pad
+from .conv1d import conv1d, conv1d_ncw, group_conv1d_ncw
+from .depth_to_space import depth_to_space, space_to_depth
+from .norm_extra import instance_norm_nd, l2_normalize, lrn

@@ -1,0 +1,56 @@
+"""Shape-following ops (TVM's ``topi.slice_like``, ``topi.collapse_sum``, ``topi.ndarray_size``)."""
+from __future__ import annotations
+
+from .. import te
+from ..error import KilnError
+from ..tir import op as T
+from . import tag
+from .reduction import sum as _sum
+from .utils import get_const_tuple, normalize_axis
+
+__all__ = ["slice_like", "collapse_sum", "ndarray_size"]
+
+
+def slice_like(data, shape_like, axes=None):
+    """The leading corner of ``data`` with the size of ``shape_like`` on ``axes`` (None: every axis both have)."""
+    shape = list(get_const_tuple(data.shape))
+    like = get_const_tuple(shape_like.shape)
+    if axes is None or len(axes) == 0:
+        axes = list(range(min(len(shape), len(like))))
+    else:
+        axes = [normalize_axis(int(a), len(shape), "slice_like axis") for a in axes]
+    for a in axes:
+        if a >= len(like) or like[a] > shape[a]:
+            raise KilnError(f"slice_like: shape_like {like} does not fit data {tuple(shape)} on axis {a}")
+        shape[a] = like[a]
+    return te.compute(shape, lambda *i: data(*i), name="T_slice_like", tag=tag.INJECTIVE)
+
+
+def collapse_sum(data, target_shape):
+    """Sum ``data`` down to ``target_shape`` (undo numpy broadcasting: leading axes and axes of size 1)."""
+    shape = get_const_tuple(data.shape)
+    target = [int(d) for d in get_const_tuple(target_shape)]
+    lead = len(shape) - len(target)
+    if lead < 0:
+        raise KilnError(f"collapse_sum: target {tuple(target)} has more dimensions than data {shape}")
+    axes = list(range(lead))
+    for i, d in enumerate(target):
+        if d == 1 and shape[lead + i] != 1:
+            axes.append(lead + i)
+        elif d != shape[lead + i]:
+            raise KilnError(f"collapse_sum: data {shape} does not broadcast from {tuple(target)}")
+    if not axes:
+        return te.compute(shape, lambda *i: data(*i), name="T_collapse_sum", tag=tag.INJECTIVE)
+    summed = _sum(data, axes, keepdims=True)
+    if lead == 0:
+        return summed
+    return te.compute(target, lambda *i: summed(*([0] * lead + list(i))), name="T_collapse_sum",
+                      tag=tag.INJECTIVE)
+
+
+def ndarray_size(array, dtype="int32"):
+    """The number of elements of ``array`` as a 0-d tensor of ``dtype``."""
+    n = 1
+    for d in get_const_tuple(array.shape):
+        n *= int(d)
+    return te.compute((), lambda: T.const(n, dtype), name="ndarray_size", tag=tag.ELEMWISE)
