@@ -43,7 +43,42 @@ abs = _unary(T.abs, "abs")  # noqa: A001
 isnan = _unary(T.isnan, "isnan")
 isinf = _unary(T.isinf, "isinf")
 isfinite = _unary(T.isfinite, "isfinite")
-fast_exp = exp
+
+
+# exp as Cephes' expf does it: e^x = 2^n * e^r with n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two
+# constants so r is exact), e^r by a degree-7 polynomial, 2^n built in the exponent bits. Only +, *, floor,
+# min/max, a cast, a shift and a reinterpret: it vectorizes. Inputs below -87.3 (results that would be
+# denormal) give 0, above ln(FLT_MAX) inf.
+_EXP_LO, _EXP_HI = -87.3, 88.3762626647949
+_LOG2E = 1.44269504088896341
+_LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4
+_EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+          5.0000001201e-1)
+
+
+def fast_exp_expr(v):
+    """``exp(v)`` for float32 ``v`` as a vectorizable expression, within 2 ulp of libm's expf over the normal
+    range; NaN stays NaN."""
+    dt = v.dtype
+    c = lambda val: T.const(val, dt)  # noqa: E731
+    x = T.max(c(_EXP_LO), T.min(c(_EXP_HI), v))  # constant first: a NaN lane stays NaN (see _odd_rational)
+    n = T.floor(x * c(_LOG2E) + c(0.5))
+    r = x - n * c(_LN2_HI) - n * c(_LN2_LO)
+    p = c(_EXP_P[0])
+    for coef in _EXP_P[1:]:
+        p = p * r + c(coef)
+    y = p * (r * r) + r + c(1.0)
+    two_n = T.reinterpret(dt, T.shift_left(T.cast(n, "int32") + T.const(127, "int32"), T.const(23, "int32")))
+    # beyond the clamp: 0 below (a masked attention score, exp(-inf), is exactly 0), inf above
+    return T.Select(v < c(_EXP_LO), c(0.0), T.Select(v > c(88.7228390520684), c(float("inf")), y * two_n))
+
+
+def fast_exp(x):
+    """Elementwise exp by :func:`fast_exp_expr` for float32 (TVM's ``topi.fast_exp``); other dtypes use
+    :func:`exp`."""
+    if x.dtype != "float32":
+        return exp(x)
+    return te.compute(x.shape, lambda *i: fast_exp_expr(x(*i)), name="T_fast_exp", tag=tag.ELEMWISE)
 
 
 # Rational minimax approximations x * P(x^2) / Q(x^2) on a clamped input, the coefficients Eigen publishes

@@ -9,7 +9,7 @@ size, a parallel loop whose estimated work is small runs serially.
 Work is estimated on the loop nest before lowering: the number of statement executions (stores and
 evaluations) under the loop, i.e. the product of the loop extents above each store summed over the stores
 (vector lanes count as iterations; loops of unknown extent count as large). The threshold is the PassContext
-config ``relay.backend.parallel_min_work`` (default :data:`DEFAULT_MIN_WORK`), or ``$KILN_PARALLEL_MIN_WORK``;
+config ``relay.backend.parallel_min_work``, or ``$KILN_PARALLEL_MIN_WORK``, else :func:`default_min_work`;
 0 keeps every parallel loop. Each kernel's PrimFunc records its estimate in the attr ``kiln.work``.
 """
 from __future__ import annotations
@@ -20,9 +20,14 @@ from ...error import KilnError
 from ...tir import stmt as S
 from ...transform.config import register_pass_config
 
-# About 1M scalar iterations: ~50-250 us of vectorized work on one core, the point from which a fork/join
-# (even a slow one on a busy machine) is a small fraction of the kernel.
+# The default depends on what a parallel region costs, which the OpenMP wait policy decides
+# (kiln/runtime/thread_policy.py). Workers that sleep at once (PASSIVE) make every region pay a wake-up, tens
+# of microseconds in a VM and milliseconds on a busy machine: about 1M scalar iterations (~50-250 us of
+# vectorized work on one core) is where that becomes a small fraction of the kernel. Workers that spin for a
+# while (kiln's default) join in a few microseconds: 64K iterations is enough (BERT-base's softmax and GELU
+# kernels: 12.6 -> 3.4 ms and 2.7 -> 1.5 ms per run with 2 threads).
 DEFAULT_MIN_WORK = 1 << 20
+SPINNING_MIN_WORK = 1 << 16
 UNKNOWN_EXTENT = 1 << 16
 CONFIG_KEY = "relay.backend.parallel_min_work"
 
@@ -43,7 +48,14 @@ def min_work() -> int:
             return int(text)
         except ValueError:
             raise KilnError(f"$KILN_PARALLEL_MIN_WORK must be an integer, got {text!r}") from None
-    return DEFAULT_MIN_WORK
+    return default_min_work()
+
+
+def default_min_work() -> int:
+    """:data:`DEFAULT_MIN_WORK` when idle OpenMP workers sleep at once (PASSIVE), else
+    :data:`SPINNING_MIN_WORK`."""
+    from ...runtime.thread_policy import openmp_status
+    return DEFAULT_MIN_WORK if openmp_status().get("policy") == "PASSIVE" else SPINNING_MIN_WORK
 
 
 def _extent(loop: S.For) -> int:

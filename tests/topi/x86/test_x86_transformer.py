@@ -217,3 +217,47 @@ def test_gelu_vectorizes_without_libm(form):
     src = lib.get_lib().get_source()
     for fn in ("tanhf(", "erff(", "powf("):
         assert fn not in src
+
+
+# -- fast exp and the row-local softmax -------------------------------------------------------------------------
+def test_fast_exp_accuracy_and_special_values():
+    v = np.concatenate([np.linspace(-87, 88, 100003), np.logspace(-30, 1, 301), -np.logspace(-30, 1, 301),
+                        [0.0, -0.0, np.nan, np.inf, -np.inf, -87.5, -100.0, 88.5, 100.0]]).astype("float32")
+    A = te.placeholder(v.shape, name="a")
+    out = topi.fast_exp(A)
+    s = te.create_schedule(out.op)
+    _, xi = s[out].split(out.op.axis[0], factor=8)
+    s[out].vectorize(xi)
+    f = tvm.build(s, [A, out], target=TARGET)
+    assert "expf" not in f.get_source()
+    res = tvm.nd.empty(v.shape, "float32")
+    f(tvm.nd.array(v), res)
+    got, want = res.numpy(), np.exp(v.astype(np.float64))
+    normal = np.abs(v) <= 87
+    assert (np.abs(got[normal] - want[normal]) / want[normal]).max() < 2.5 * 2.0 ** -24  # within ~2 ulp
+    assert np.isnan(got[np.isnan(v)]).all()
+    assert (got[v < -87.3] == 0).all() and np.isinf(got[v > 88.8]).all()
+
+
+@pytest.mark.parametrize("shape,axis", [((12, 128, 128), -1), ((3, 37), -1), ((2, 5, 7), 1), ((4, 16), 0),
+                                        ((37,), 0), ((2, 3, 24), 2)])
+def test_relay_softmax_on_cpu_is_fast_and_row_local(shape, axis):
+    x = relay.var("x", shape=shape)
+    mod = tvm.IRModule.from_expr(relay.Function([x], relay.nn.softmax(x, axis=axis)))
+    with tvm.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target=TARGET)
+    a = (np.random.default_rng(3).standard_normal(shape) * 6).astype("float32")
+    a.reshape(-1)[::7] = -np.inf  # masked scores
+    m = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    m.set_input("x", a)
+    m.run()
+    e = np.exp(a.astype(np.float64) - a.max(axis=axis, keepdims=True))
+    np.testing.assert_allclose(m.get_output(0).numpy(), e / e.sum(axis=axis, keepdims=True), rtol=1e-5, atol=1e-7)
+    (kernel,) = lib.lowered
+    text = str(kernel.prim_func)
+    assert "expf" not in lib.get_lib().get_source() and "tir.exp" not in text
+    if axis % len(shape) == len(shape) - 1 and len(shape) > 1:
+        # the exponentials are realized one row at a time inside the loop over rows, not as a whole tensor
+        import re
+        region = re.search(r"T\.realize\(T_softmax_exp\[([^\]]*)\]", text).group(1)
+        assert region.count("+ 1") == len(shape) - 1 and region.endswith(f"0:{shape[-1]}"), region

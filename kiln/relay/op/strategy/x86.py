@@ -224,15 +224,20 @@ X86_SCHEDULES = ("schedule_injective", "schedule_reduce", "schedule_pool", "sche
 # Elementwise ops whose x86 twin computes a vectorizable expression instead of a libm call (which the C code
 # runs lane by lane): float32 tanh / erf by the rational approximations of topi.fast_tanh / fast_erf (within
 # 3.5e-7 / 4.2e-7 of the exact value). GELU (BERT's erf form, GPT-2's tanh form) is the common user.
-X86_VECTOR_COMPUTES = {"tanh": "fast_tanh", "erf": "fast_erf"}
-
-
-def _vector_compute(topi_name: str):
+def _vector_compute(topi_name: str, with_axis: bool = False):
     def compute(attrs, inputs, out_type):
         from .... import topi
-        return [getattr(topi, topi_name)(inputs[0])]
+        fn = topi
+        for part in topi_name.split("."):
+            fn = getattr(fn, part)
+        return [fn(inputs[0], attrs.axis) if with_axis else fn(inputs[0])]
     compute.__name__ = topi_name
     return compute
+
+
+# ops whose CPU compute uses a vectorizable approximation of a libm function (docs/architecture.md)
+X86_VECTOR_COMPUTES = {"tanh": _vector_compute("fast_tanh"), "erf": _vector_compute("fast_erf"),
+                       "nn.softmax": _vector_compute("nn.fast_softmax", with_axis=True)}
 
 
 def _with_x86_schedules(fstrategy, op_name: str | None = None):
@@ -248,7 +253,7 @@ def _with_x86_schedules(fstrategy, op_name: str | None = None):
             if name in X86_SCHEDULES and not impl.name.endswith(".x86"):
                 compute = impl._compute
                 if op_name in X86_VECTOR_COMPUTES:
-                    compute = _vector_compute(X86_VECTOR_COMPUTES[op_name])
+                    compute = X86_VECTOR_COMPUTES[op_name]
                 strategy.add_implementation(compute, _schedule(name), name=impl.name.replace(".generic", "")
                                             + ".x86", plevel=impl.plevel + 5)
         return strategy
