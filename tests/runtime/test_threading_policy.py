@@ -134,16 +134,6 @@ def test_threshold_from_environment_and_validation(monkeypatch):
         kiln.transform.PassContext(config={"relay.backend.parallel_min_work": "big"})
 
 
-@pytest.mark.parametrize("policy, expected", [("PASSIVE", 1 << 20), ("GOMP_SPINCOUNT=10000", 1 << 16),
-                                              ("ACTIVE", 1 << 16), (None, 1 << 16)])
-def test_default_threshold_follows_the_wait_policy(monkeypatch, policy, expected):
-    from kiln.relay.backend import parallel_policy as P
-    from kiln.runtime import thread_policy
-    monkeypatch.delenv("KILN_PARALLEL_MIN_WORK", raising=False)
-    monkeypatch.setitem(thread_policy._STATUS, "policy", policy)
-    assert P.min_work() == expected
-
-
 def test_work_estimate_counts_loop_nests():
     from kiln import te
     from kiln.relay.backend.parallel_policy import apply_parallel_policy, estimate_work

@@ -9,7 +9,7 @@ size, a parallel loop whose estimated work is small runs serially.
 Work is estimated on the loop nest before lowering: the number of statement executions (stores and
 evaluations) under the loop, i.e. the product of the loop extents above each store summed over the stores
 (vector lanes count as iterations; loops of unknown extent count as large). The threshold is the PassContext
-config ``relay.backend.parallel_min_work``, or ``$KILN_PARALLEL_MIN_WORK``, else :func:`default_min_work`;
+config ``relay.backend.parallel_min_work`` (default :data:`DEFAULT_MIN_WORK`), or ``$KILN_PARALLEL_MIN_WORK``;
 0 keeps every parallel loop. Each kernel's PrimFunc records its estimate in the attr ``kiln.work``.
 """
 from __future__ import annotations
@@ -20,14 +20,12 @@ from ...error import KilnError
 from ...tir import stmt as S
 from ...transform.config import register_pass_config
 
-# The default depends on what a parallel region costs, which the OpenMP wait policy decides
-# (kiln/runtime/thread_policy.py). Workers that sleep at once (PASSIVE) make every region pay a wake-up, tens
-# of microseconds in a VM and milliseconds on a busy machine: about 1M scalar iterations (~50-250 us of
-# vectorized work on one core) is where that becomes a small fraction of the kernel. Workers that spin for a
-# while (kiln's default) join in a few microseconds: 64K iterations is enough (BERT-base's softmax and GELU
-# kernels: 12.6 -> 3.4 ms and 2.7 -> 1.5 ms per run with 2 threads).
+# About 1M scalar iterations: ~50-250 us of vectorized work on one core, the point from which a fork/join is a
+# small fraction of the kernel even when it is slow: on a busy machine, with workers that sleep at once
+# (PASSIVE), or right after the process was idle, when a worker's vCPU must be woken. Measured: an MLP at batch
+# 1 called every 50 ms took 1.3 ms per call with its dense kernels parallel (64K threshold), 0.08 ms serial.
+# The 64K threshold helped BERT-base by ~3% on a warm, quiet machine (softmax and GELU); not worth that.
 DEFAULT_MIN_WORK = 1 << 20
-SPINNING_MIN_WORK = 1 << 16
 UNKNOWN_EXTENT = 1 << 16
 CONFIG_KEY = "relay.backend.parallel_min_work"
 
@@ -48,14 +46,7 @@ def min_work() -> int:
             return int(text)
         except ValueError:
             raise KilnError(f"$KILN_PARALLEL_MIN_WORK must be an integer, got {text!r}") from None
-    return default_min_work()
-
-
-def default_min_work() -> int:
-    """:data:`DEFAULT_MIN_WORK` when idle OpenMP workers sleep at once (PASSIVE), else
-    :data:`SPINNING_MIN_WORK`."""
-    from ...runtime.thread_policy import openmp_status
-    return DEFAULT_MIN_WORK if openmp_status().get("policy") == "PASSIVE" else SPINNING_MIN_WORK
+    return DEFAULT_MIN_WORK
 
 
 def _extent(loop: S.For) -> int:
