@@ -1,7 +1,7 @@
 """ONNX converters for tensor-manipulation ops: shapes and constants (Shape, Size, Constant, ConstantOfShape,
 Range, EyeLike), reshaping (Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand, Tile, DepthToSpace,
 SpaceToDepth), joining and splitting (Concat, Split), indexing (Slice, Gather, GatherElements, GatherND,
-OneHot, Trilu, NonZero of constants), Pad, CumSum, and the reductions (Reduce*, ArgMax, ArgMin).
+OneHot, Trilu, NonZero of constants), Pad, CumSum, CumProd, TopK, and the reductions (Reduce*, ArgMax, ArgMin).
 
 Shapes are static: anything that determines an output shape (a Reshape target, Slice bounds, split sizes,
 pads) must be known at import time; the importer folds shape arithmetic on constants to make it so.
@@ -549,6 +549,51 @@ class CumSum(OnnxOpConverter):
         if axis != nd - 1:
             out = _op.transpose(out, list(np.argsort(perm)))
         return out
+
+
+# -- CumProd / TopK (relay.cumprod / relay.topk) ----------------------------------------------------------------------
+@register("CumProd")
+class CumProd(OnnxOpConverter):
+    @classmethod
+    def _impl_v26(cls, inputs, attr, ctx):
+        x = inputs[0]
+        nd = ctx.ndim(x)
+        axis = _axis(ctx, int(np.asarray(ctx.require_value(inputs[1], "axis")).reshape(-1)[0]), nd)
+        exclusive, reverse = bool(int(attr.get("exclusive", 0))), bool(int(attr.get("reverse", 0)))
+        if reverse:
+            x = _op.reverse(x, axis)
+        out = _op.cumprod(x, axis=axis, exclusive=exclusive)
+        return _op.reverse(out, axis) if reverse else out
+
+
+@register("TopK")
+class TopK(OnnxOpConverter):
+    @classmethod
+    def _topk(cls, ctx, x, k, axis, largest):
+        nd = ctx.ndim(x)
+        axis = _axis(ctx, axis, nd)
+        n = ctx.shape(x)[axis]
+        if not 0 <= k <= n:
+            from ...error import KilnError
+            raise KilnError(f"TopK: k={k} is outside [0, {n}] for axis {axis} of shape {ctx.shape(x)}")
+        # ties: the lower index first, for both largest and smallest (ONNX's rule; relay.topk's too)
+        values, indices = _op.topk(x, k=k, axis=axis, ret_type="both", is_ascend=not largest, dtype="int64")
+        return [values, indices]
+
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        return cls._topk(ctx, inputs[0], int(attr["k"]), int(attr.get("axis", -1)), True)
+
+    @classmethod
+    def _impl_v10(cls, inputs, attr, ctx):
+        k = int(np.asarray(ctx.require_value(inputs[1], "K")).reshape(-1)[0])
+        return cls._topk(ctx, inputs[0], k, int(attr.get("axis", -1)), True)
+
+    @classmethod
+    def _impl_v11(cls, inputs, attr, ctx):
+        # sorted=0 lets the output be in any order: the sorted order is one valid answer
+        k = int(np.asarray(ctx.require_value(inputs[1], "K")).reshape(-1)[0])
+        return cls._topk(ctx, inputs[0], k, int(attr.get("axis", -1)), bool(int(attr.get("largest", 1))))
 
 
 # -- reductions -----------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ def _relu_model(shape=(2, 3)):
 
 def test_every_unsupported_op_is_listed_at_once():
     nodes = [helper.make_node("Relu", ["x"], ["a"]),
-             helper.make_node("TopK", ["a", "k"], ["v", "i"], name="topk0"),
+             helper.make_node("GridSample", ["a", "grid"], ["v"], name="gs0"),
              helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["sel"], name="nms0"),
              helper.make_node("Unique", ["a"], ["u"], name="uniq0")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
@@ -28,12 +28,12 @@ def test_every_unsupported_op_is_listed_at_once():
                               [helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 2]),
                                helper.make_tensor_value_info("sel", TensorProto.INT64, [None, 3]),
                                helper.make_tensor_value_info("u", TensorProto.FLOAT, [None])],
-                              initializer=[onnx.numpy_helper.from_array(np.array([2]), "k")])
+                              initializer=[onnx.numpy_helper.from_array(np.zeros((1, 1, 2, 2), "float32"), "grid")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(OpNotImplemented) as info:
         relay.frontend.from_onnx(model)
     msg = str(info.value)
-    for name in ("TopK", "NonMaxSuppression", "Unique", "topk0", "nms0", "uniq0"):
+    for name in ("GridSample", "NonMaxSuppression", "Unique", "gs0", "nms0", "uniq0"):
         assert name in msg
     assert "Relu" not in msg
 
@@ -112,3 +112,14 @@ def test_not_a_model():
         relay.frontend.from_onnx({"not": "a model"})
     with pytest.raises(FrontendError, match="cannot parse"):
         relay.frontend.from_onnx(b"\x01\x02garbage")
+
+
+def test_topk_with_k_beyond_the_axis_is_a_clear_error():
+    node = helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk0")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+                              [helper.make_tensor_value_info("v", TensorProto.FLOAT, [2, 7]),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, [2, 7])],
+                              initializer=[onnx.numpy_helper.from_array(np.array([7], "int64"), "k")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(KilnError, match=r"TopK: k=7 is outside \[0, 5\]"):
+        relay.frontend.from_onnx(model)
