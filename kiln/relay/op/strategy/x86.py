@@ -43,19 +43,6 @@ def _schedule(name: str):
     return schedule
 
 
-def _dw():
-    """The x86 depthwise conv2d module (``depthwise_conv2d_NCHWc.x86``)."""
-    from ....topi.x86 import depthwise_conv2d
-    return depthwise_conv2d
-
-
-def _dw_schedule(name: str):
-    def schedule(attrs, outs, target):
-        return getattr(_dw(), name)(outs)
-    schedule.__name__ = name
-    return schedule
-
-
 # -- nn.contrib_dense_pack ----------------------------------------------------------------------------------
 def _dtype_or_empty(value) -> str:
     from ....runtime.dtype import dtype_str
@@ -134,7 +121,7 @@ def _conv2d_nchw_compute(attrs, inputs, out_type):
 
 def _depthwise_nchw_compute(attrs, inputs, out_type):
     strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
-    return [_dw().depthwise_conv2d_nchw(inputs[0], inputs[1], strides, padding, dilation, out_dtype)]
+    return [_x86().depthwise_conv2d_nchw(inputs[0], inputs[1], strides, padding, dilation, out_dtype)]
 
 
 def _is_depthwise(attrs, inputs) -> bool:
@@ -151,15 +138,15 @@ def conv2d_strategy_cpu(attrs, inputs, out_type, target):
             strategy.add_implementation(_conv2d_nchw_compute, _schedule("schedule_conv2d_nchw"),
                                         name="conv2d_NCHWc.x86", plevel=X86_PLEVEL)
         elif _is_depthwise(attrs, inputs):
-            strategy.add_implementation(_depthwise_nchw_compute, _dw_schedule("schedule_depthwise_conv2d_nchw"),
+            strategy.add_implementation(_depthwise_nchw_compute, _schedule("schedule_depthwise_conv2d_nchw"),
                                         name="depthwise_conv2d_NCHWc.x86", plevel=X86_PLEVEL)
     return strategy
 
 
-def _nchwc_compute(fn_name, module=None):
+def _nchwc_compute(fn_name):
     def compute(attrs, inputs, out_type):
         strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
-        fn = getattr((module or _x86)(), fn_name)
+        fn = getattr(_x86(), fn_name)
         return [fn(inputs[0], inputs[1], strides, padding, dilation, attrs.data_layout,
                    attrs.out_layout or attrs.data_layout, out_dtype)]
     return compute
@@ -182,8 +169,8 @@ def depthwise_conv2d_NCHWc_strategy(attrs, inputs, out_type, target):  # noqa: N
 @depthwise_conv2d_NCHWc_strategy.register("cpu")
 def depthwise_conv2d_NCHWc_strategy_cpu(attrs, inputs, out_type, target):  # noqa: N802
     strategy = OpStrategy()
-    strategy.add_implementation(_nchwc_compute("depthwise_conv2d_NCHWc", _dw),
-                                _dw_schedule("schedule_depthwise_conv2d_NCHWc"),
+    strategy.add_implementation(_nchwc_compute("depthwise_conv2d_NCHWc"),
+                                _schedule("schedule_depthwise_conv2d_NCHWc"),
                                 name="depthwise_conv2d_NCHWc.x86", plevel=X86_PLEVEL)
     return strategy
 
