@@ -53,6 +53,22 @@ def interleaved(contenders: dict, rounds: int = 7, number: int = 3, warmup: int 
     return {name: {"median_s": statistics.median(r), "best_s": min(r), "runs_s": r} for name, r in runs.items()}
 
 
+def paired_speedup(base: list, new: list, resamples: int = 2000, seed: int = 0) -> dict:
+    """Speed-up of ``new`` over ``base`` from runs taken in the same interleaved rounds (``base[i]`` and
+    ``new[i]`` ran back to back): the median of the per-round ratios base/new, a 95% bootstrap interval of
+    that median, and in how many rounds ``new`` was faster. Pairing cancels the slow drifts of a shared
+    machine (a busy neighbour slows both runs of a round), so a few-percent difference shows where the
+    spread of either series alone would hide it; an interval above 1 means measurably faster."""
+    import random
+    ratios = [b / n for b, n in zip(base, new) if n > 0]
+    if not ratios:
+        return {"median": float("nan"), "ci95": [float("nan"), float("nan")], "wins": 0, "rounds": 0}
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples))
+    return {"median": statistics.median(ratios), "ci95": [meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]],
+            "wins": sum(r > 1 for r in ratios), "rounds": len(ratios)}
+
+
 def write_results(name: str, data: dict, markdown: str) -> tuple[str, str]:
     os.makedirs(RESULTS_DIR, exist_ok=True)
     jpath = os.path.join(RESULTS_DIR, name + ".json")

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from .common import RESULTS_DIR, interleaved, machine_info, write_results
+from .common import RESULTS_DIR, interleaved, machine_info, paired_speedup, write_results
 
 
 def _log(msg: str) -> None:
@@ -79,8 +79,9 @@ def fallback_index(task):
 def verify_best(task, search_log: str, final_log: str, measure_option, args, fallback_idx) -> dict:
     """TVM's ``pick_best`` step, made robust to a shared machine: the ``--verify-top`` fastest configs of the
     search and the fallback are measured again ``--verify-passes`` times, interleaved (alternating order), and
-    each gets one record in ``final_log`` whose costs are its per-pass means. A config that won the search by
-    one lucky measurement then competes on equal terms with the fallback. Returns {"index", "gflops", "fallback_
+    each gets one record in ``final_log`` whose costs are its per-pass bests (a pass's fastest repeat: the
+    interference of a shared machine only ever adds time); the median over passes decides. A config that won
+    the search by one lucky measurement then competes on equal terms with the fallback. Returns {"index", "gflops", "fallback_
     gflops"} of the verified best."""
     from kiln import autotvm
     from kiln.autotvm.measure import MeasureInput, MeasureResult
@@ -106,7 +107,7 @@ def verify_best(task, search_log: str, final_log: str, measure_option, args, fal
             inputs = [MeasureInput(task.target, task, c) for c in order]
             for inp, res in zip(inputs, measure_batch(inputs)):
                 if res.error_no == 0:
-                    costs[inp.config.index].append(float(np.mean(res.costs)))
+                    costs[inp.config.index].append(float(np.min(res.costs)))
                     last[inp.config.index] = (inp, res)
     finally:
         for obj in (measure_batch.builder, measure_batch.runner):
@@ -118,7 +119,7 @@ def verify_best(task, search_log: str, final_log: str, measure_option, args, fal
             if cs:
                 inp, res = last[idx]
                 f.write(autotvm.record.encode(inp, MeasureResult(tuple(cs), 0, res.all_cost, res.timestamp)) + "\n")
-    mean = {idx: float(np.mean(cs)) for idx, cs in costs.items() if cs}
+    mean = {idx: float(np.median(cs)) for idx, cs in costs.items() if cs}
     best = min(mean, key=mean.get) if mean else None
     return {"index": best, "gflops": task.flop / mean[best] / 1e9 if best is not None else 0.0,
             "fallback_gflops": task.flop / mean[fallback_idx] / 1e9 if fallback_idx in mean else None}
@@ -239,7 +240,15 @@ def to_markdown(data: dict) -> str:
                      f"{r.get('cpu_ms', float('nan')):.2f} | {comp} | {err} |")
     sp = data.get("speedups", {})
     if sp:
-        lines += ["", "Speed-ups: " + "; ".join(f"{k}: {v:.2f}x" for k, v in sp.items()) + "."]
+        lines += ["", "Speed-ups (ratios of medians): " + "; ".join(f"{k}: {v:.2f}x" for k, v in sp.items()) + "."]
+    pr = data.get("paired_speedups", {})
+    if pr:
+        lines += ["", "Tuned vs untuned, paired by round (the two builds ran back to back in each round; median of "
+                  "the per-round ratios untuned/tuned, 95% bootstrap interval, rounds the tuned build won):", "",
+                  "| model, clock | speed-up | 95% interval | tuned faster in |", "|---|---|---|---|"]
+        for k, v in pr.items():
+            lines.append(f"| {k} | {v['median']:.3f}x | {v['ci95'][0]:.3f} - {v['ci95'][1]:.3f} | "
+                         f"{v['wins']}/{v['rounds']} rounds |")
     lines += ["", "Per task (tuning; GFLOPS of one thread):", "",
               "| # | data | kernel | strides | space | trials | search best GFLOPS | verified: best / fallback GFLOPS "
               "| chosen config | s |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -389,6 +398,12 @@ def main(argv=None) -> dict:
         latency.append({"model": model_name, "contender": contender, "median_ms": t["median_s"] * 1e3,
                         "min_ms": t["best_s"] * 1e3, "cpu_ms": statistics.median(cpu_runs[name][1:]) * 1e3,
                         **info[name]})
+    paired = {}
+    for model_name in ("relay.testing resnet-18", "torchvision resnet18"):
+        u, t = f"{model_name} / kiln untuned", f"{model_name} / kiln tuned"
+        if u in timings and t in timings:
+            paired[f"{model_name}, wall"] = paired_speedup(timings[u]["runs_s"], timings[t]["runs_s"])
+            paired[f"{model_name}, CPU"] = paired_speedup(cpu_runs[u][1:], cpu_runs[t][1:])
     med = {n: t["median_s"] for n, t in timings.items()}
     cpu = {n: statistics.median(cpu_runs[n][1:]) for n in timings}
     speedups = {"relay.testing tuned vs untuned": med["relay.testing resnet-18 / kiln untuned"]
@@ -407,7 +422,7 @@ def main(argv=None) -> dict:
             "verify_top": args.verify_top, "verify_passes": args.verify_passes,
             "measure_clock": args.measure_clock, "n_tasks": len(tasks), "extract_seconds": extract_s,
             "tuning_seconds": tuning_s, "rounds": args.rounds, "number": args.number, "tasks": task_rows,
-            "latency": latency, "speedups": speedups, "openmp": openmp_status(), "log": os.path.relpath(args.log, RESULTS_DIR), "notes": notes}
+            "latency": latency, "speedups": speedups, "paired_speedups": paired, "openmp": openmp_status(), "log": os.path.relpath(args.log, RESULTS_DIR), "notes": notes}
     text = to_markdown(data)
     print(text)
     jpath, mpath = write_results(args.out, data, text)

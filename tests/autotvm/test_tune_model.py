@@ -114,7 +114,7 @@ def test_tuned_record_with_non_default_config_is_honoured(tmp_path):
     text = str(first[0].prim_func)
     untuned_text = str(conv_kernels(untuned)[0].prim_func)
     assert "T.unroll(3)" in text and "T.unroll(3)" not in untuned_text
-    assert "i0_i2_outer_fused_i1_fused" in text and "i0_i2_outer_fused_i1_fused" not in untuned_text
+    assert "i0_i2_outer_fused_i1_outer_fused" in text and "i0_i2_outer_fused_i1_outer_fused" not in untuned_text
 
 
 def test_tuned_dense_block_is_honoured(tmp_path):

@@ -63,22 +63,30 @@ def _run_packed(cfg, a, wt, s, p, bias=None):
 
 
 def test_space_knobs_and_register_budget():
-    def tiles_of(cfgs):
+    def tiles_of(cfgs, occ=1):
         out = set()
         for c in cfgs:
-            vecs = -(-c["tile_oc"].size[-1] // 8)
+            if c["tile_occ"].val != occ:
+                continue
+            vecs = -(-c["tile_oc"].size[-1] // 8) * occ
             acc = vecs * c["tile_oh"].size[-1] * c["tile_ow"].size[-1]
-            assert 12 <= acc <= MAX_ACC, c
+            assert (12 if occ == 1 else 8) <= acc <= MAX_ACC, c
             out.add((c["tile_oc"].size[-1], c["tile_oh"].size[-1], c["tile_ow"].size[-1]))
         return out
     task = _task(64, 56, 56, 64, 3, 1, 1)
     space = task.config_space
-    assert {"tile_ic", "tile_oc", "tile_oh", "tile_ow", "order", "unroll_kw"} <= set(space.space_map)
+    assert {"tile_ic", "tile_oc", "tile_oh", "tile_ow", "order", "unroll_kw", "tile_occ"} <= set(space.space_map)
     cfgs = _configs(space)
-    assert len(cfgs) == len(space) == 4
+    assert len(cfgs) == len(space) == 12
     # two vectors of output channels take a row of 7; the blocks follow the channel_block rule (no layout
     # the tuner cannot see)
     assert tiles_of(cfgs) == {(16, 1, 7)}
+    # two chunks (four vectors): 2 pixels in a row or a column, the most that fit in 14 registers
+    assert tiles_of(cfgs, occ=2) == {(16, 1, 2), (16, 2, 1)}
+    # a 7-pixel row: 3 pixels (a peeled tail) fit four vectors
+    assert tiles_of(_configs(_task(64, 7, 7, 64, 3, 1, 1).config_space), occ=2) == {(16, 1, 3)}
+    # an odd number of chunks has no 2-chunk tiles
+    assert {c["tile_occ"].val for c in _configs(_task(16, 14, 14, 48, 3, 1, 1).config_space)} == {1}
     assert {c["order"].val for c in cfgs} == {0, 1} and {c["unroll_kw"].val for c in cfgs} == {False, True}
     assert {c["tile_ic"].size[-1] for c in cfgs} == {16}
     # one vector of output channels (24 = 3 x 8) opens 2-D pixel tiles
@@ -108,8 +116,8 @@ def test_fallback_rules():
 
 @pytest.mark.parametrize("ic,h,w,oc,k,s,p", [
     (24, 13, 13, 40, 3, 1, 1),     # 8-blocks, odd size with a non-dividing 7-pixel row
-    (16, 7, 9, 32, 1, 2, 0),       # strided 1x1
-    (3, 15, 15, 16, 7, 2, 3),      # a 7x7 stem with 3 input channels
+    (16, 7, 9, 64, 1, 2, 0),       # strided 1x1 (2-chunk tiles too)
+    (3, 15, 15, 32, 7, 2, 3),      # a 7x7 stem with 3 input channels (2-chunk tiles too)
 ])
 def test_every_config_of_the_space(ic, h, w, oc, k, s, p):
     rng = np.random.default_rng(ic + 7 * oc)
@@ -175,3 +183,33 @@ def test_relay_build_with_tuned_records(tmp_path, pick):
     m.set_input("data", xv)
     m.run()
     np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_tuning_measures_the_packed_kernel():
+    """While tuning, the NCHW task's kernel takes packed data and weights (as the network runs it), so the
+    measurement does not include packing the weights; it still computes the conv."""
+    from kiln.autotvm.env import GLOBAL_SCOPE
+    ic, h, w, oc, k, s, p = 16, 9, 11, 64, 3, 1, 1
+    task = _task(ic, h, w, oc, k, s, p)
+    cfg = next(c for c in _configs(task.config_space) if c["tile_occ"].val == 2)
+    with task.target:
+        _, plain_args = task.instantiate(cfg)
+    assert [len(a.shape) for a in plain_args[1:]] == [4, 4]
+    old = GLOBAL_SCOPE.in_tuning
+    GLOBAL_SCOPE.in_tuning = True
+    try:
+        with task.target:
+            sch, args = task.instantiate(cfg)
+            f = tvm.build(sch, args, target=TARGET)
+    finally:
+        GLOBAL_SCOPE.in_tuning = old
+    out, ins = args[0], sorted(args[1:], key=lambda t: len(t.shape))
+    assert [tuple(int(d) for d in t.shape) for t in ins] == [(1, 1, h, w, 16), (4, 1, k, k, 16, 16)]
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((1, ic, h, w)).astype("float32")
+    wt = rng.standard_normal((oc, ic, k, k)).astype("float32")
+    res = tvm.nd.array(np.zeros([int(d) for d in out.shape], "float32"))
+    packed = {ins[0]: lt(a, "NCHW", "NCHW16c"), ins[1]: lt(wt, "OIHW", "OIHW16i16o")}
+    f(res, *[tvm.nd.array(packed[t]) for t in args[1:]])
+    np.testing.assert_allclose(lt(res.numpy(), "NCHW16c", "NCHW"), conv2d_nchw_python(a, wt, (s, s), (p,) * 4),
+                               rtol=1e-4, atol=1e-4)
