@@ -188,7 +188,19 @@ def build_relay(mod, params, target, log_path=None):
         else:
             lib = relay.build(mod, target=target, params=params)
     compile_s = time.perf_counter() - t0
-    return GraphModule(lib["default"](kiln.cpu(0))), compile_s
+    return GraphModule(lib["default"](kiln.cpu(0))), compile_s, _conv_templates(lib)
+
+
+def _conv_templates(lib) -> dict:
+    """How many fused kernels of the build run each conv implementation (direct NCHWc / Winograd / depthwise)."""
+    names = {"nn.contrib_conv2d_NCHWc": "direct", "nn.contrib_conv2d_winograd_without_weight_transform": "winograd",
+             "nn.contrib_depthwise_conv2d_NCHWc": "depthwise"}
+    counts: dict = {}
+    for k in getattr(lib, "lowered", []):
+        kind = names.get(getattr(k, "anchor_op", None))
+        if kind:
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
 
 
 def _runner(gmod, inputs: dict):
@@ -249,16 +261,17 @@ def to_markdown(data: dict) -> str:
         for k, v in pr.items():
             lines.append(f"| {k} | {v['median']:.3f}x | {v['ci95'][0]:.3f} - {v['ci95'][1]:.3f} | "
                          f"{v['wins']}/{v['rounds']} rounds |")
-    lines += ["", "Per task (tuning; GFLOPS of one thread):", "",
-              "| # | data | kernel | strides | space | trials | search best GFLOPS | verified: best / fallback GFLOPS "
-              "| chosen config | s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "Per task (tuning; GFLOPS of one thread, counting the direct conv's flops for both templates):", "",
+              "| # | template | data | kernel | strides | space | trials | search best GFLOPS | verified: best / "
+              "fallback GFLOPS | chosen config | s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in data["tasks"]:
         ver = ""
         if t.get("verified_gflops") is not None:
             fb = t.get("fallback_gflops")
             ver = f"{t['verified_gflops']:.1f} / " + (f"{fb:.1f}" if fb else "n/a")
         chosen = "fallback" if t.get("verified_is_fallback") else (t.get("best_config") or "")
-        lines.append(f"| {t['task']} | {t['data']} | {t['kernel']} | {t['strides']} | {t['space']} | {t['trials']} | "
+        template = "winograd" if "winograd" in t.get("name", "") else "direct"
+        lines.append(f"| {t['task']} | {template} | {t['data']} | {t['kernel']} | {t['strides']} | {t['space']} | {t['trials']} | "
                      f"{t['best_gflops']:.1f} | {ver} | {chosen} | {t['seconds']:.0f} |")
     if data.get("notes"):
         lines += ["", "Notes:", *[f"- {n}" for n in data["notes"]]]
@@ -339,8 +352,10 @@ def main(argv=None) -> dict:
     _log("building untuned and tuned ...")
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 3, 224, 224)).astype("float32")
-    g_untuned, c_untuned = build_relay(mod, params, target)
-    g_tuned, c_tuned = build_relay(mod, params, target, args.log)
+    g_untuned, c_untuned, k_untuned = build_relay(mod, params, target)
+    g_tuned, c_tuned, k_tuned = build_relay(mod, params, target, args.log)
+    notes.append(f"conv kernels of the relay.testing builds: untuned {k_untuned}, tuned {k_tuned} (the tuned build "
+                 "takes, per conv, the template whose best record is faster)")
     contenders, info = {}, {}
     run_u, out_u = _runner(g_untuned, {"data": x})
     run_t, out_t = _runner(g_tuned, {"data": x})
@@ -362,7 +377,7 @@ def main(argv=None) -> dict:
             scripted = torch.jit.trace(model, (xt,)).eval()
             tmod, tparams = relay.frontend.from_pytorch(scripted, [("input0", ((1, 3, 224, 224), "float32"))])
             for label, log in (("untuned", None), ("tuned", args.log)):
-                g, c = build_relay(tmod, tparams, target, log)
+                g, c, _ = build_relay(tmod, tparams, target, log)
                 run, out = _runner(g, {"input0": x})
                 name = f"torchvision resnet18 / kiln {label}"
                 contenders[name] = run

@@ -72,8 +72,10 @@ def test_extract_tasks():
     mod, params, _, _ = get_network()
     tasks = autotvm.task.extract_from_program(mod["main"], target=TARGET, params=params,
                                               ops=(relay.op.get("nn.conv2d"),))
-    assert len(tasks) == 2
-    assert all(t.name == "conv2d_NCHWc.x86" and len(t.config_space) > 1 for t in tasks)
+    # the direct template for both convs, and Winograd for the 3x3 stride-1 one (kiln's x86 strategy has it,
+    # TVM's has not: relay.build takes it only where its record is faster)
+    assert sorted(t.name for t in tasks) == ["conv2d_NCHWc.x86", "conv2d_NCHWc.x86", "conv2d_NCHWc_winograd.x86"]
+    assert all(len(t.config_space) > 1 for t in tasks)
 
 
 @pytest.mark.slow
@@ -90,7 +92,7 @@ def test_tune_and_evaluate(tuner, capsys):
     tune_kernels(tasks, measure_option, tuner=tuner, log_filename=log_file)
     assert "Done." in capsys.readouterr().out  # the progress bar
     records = list(autotvm.record.load_from_file(log_file))
-    assert len(records) == 4 and all(r.error_no == 0 for _, r in records)
+    assert len(records) == 2 * len(tasks) == 6 and all(r.error_no == 0 for _, r in records)
 
     with autotvm.apply_history_best(log_file):
         with tvm.transform.PassContext(opt_level=3):

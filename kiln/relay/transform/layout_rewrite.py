@@ -180,8 +180,15 @@ class LayoutRewriter(ExprMutator):
         if (isinstance(proposal, Call) and isinstance(proposal.op, Op) and len(proposal.args) == len(args)
                 and all(p is a for p, a in zip(proposal.args, call.args))):
             return self.apply_rule(call, proposal.op, proposal.attrs, args)
-        # a general expression over the original-layout inputs: feed it the inputs in their original layout
         subst = {a: self.to_original(n) for a, n in zip(call.args, args)}
+        if (isinstance(proposal, Call) and isinstance(proposal.op, Op) and proposal.args
+                and proposal.args[0] is call.args[0] and len(call.args) >= 2
+                and _has_layout_fields(proposal.attrs, "data_layout", "kernel_layout")):
+            # a conv-like call of the data whose other operands are expressions of the original inputs (a
+            # Winograd weight transform): the data comes in the call's layout, the operands as given
+            operands = [_Replace(subst).visit(p) for p in proposal.args[1:]]
+            return self.conv_rule(call, proposal.op, proposal.attrs, args, operands)
+        # a general expression over the original-layout inputs: feed it the inputs in their original layout
         return _Replace(subst).visit(proposal)
 
     # -- the per-op layout rules -------------------------------------------------------------------
@@ -224,14 +231,19 @@ class LayoutRewriter(ExprMutator):
         x = e if rank == n else op_call("expand_dims", [e], axis=0, num_newaxis=n - rank)
         return self.transform(x, orig, cur)
 
-    def conv_rule(self, orig_call, op, attrs, args):
+    def conv_rule(self, orig_call, op, attrs, args, operands=None):
+        """Data in ``attrs.data_layout``; the kernel in ``attrs.kernel_layout`` (or ``operands``, the
+        non-data arguments already built), output marked as ``out_layout``."""
         oa = orig_call.attrs
         orig_data = oa.data_layout if _has_layout_fields(oa, "data_layout") else attrs.data_layout
         orig_kernel = oa.kernel_layout if _has_layout_fields(oa, "kernel_layout") else attrs.kernel_layout
         orig_out = (getattr(oa, "out_layout", "") or orig_data) if oa is not None else orig_data
-        new_args = [self.to_layout(args[0], orig_data, attrs.data_layout),
-                    self.to_layout(args[1], orig_kernel, attrs.kernel_layout)]
-        new_args += [self.to_original(a) for a in args[2:]]
+        new_args = [self.to_layout(args[0], orig_data, attrs.data_layout)]
+        if operands is None:
+            new_args.append(self.to_layout(args[1], orig_kernel, attrs.kernel_layout))
+            new_args += [self.to_original(a) for a in args[2:]]
+        else:
+            new_args += list(operands)
         new_out = getattr(attrs, "out_layout", "") or attrs.data_layout
         return self.mark(Call(op, new_args, attrs, orig_call.type_args, orig_call.span), orig_out, new_out)
 

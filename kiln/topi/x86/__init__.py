@@ -11,3 +11,6 @@ from .injective import (schedule_injective, schedule_injective_from_existing, sc
                         schedule_concatenate, schedule_reduce, schedule_pool, schedule_adaptive_pool,
                         schedule_global_pool, schedule_softmax, schedule_log_softmax, schedule_layer_norm)
 from . import conv2d_alter_op  # noqa: F401
+from .conv2d_winograd import (conv2d_NCHWc_winograd, schedule_conv2d_NCHWc_winograd, conv2d_nchw_winograd,
+                              schedule_conv2d_nchw_winograd, winograd_weight_transform,
+                              schedule_winograd_weight_transform, winograd_matrices)

@@ -5,6 +5,10 @@
   ``nn.contrib_depthwise_conv2d_NCHWc`` with kernel ``OIHW1i{bn}o``. The block sizes are the ones the
   ``conv2d_NCHWc.x86`` template picks for the NCHW workload (tuned config or fallback); a tuned config is
   also registered for the packed workload (``DispatchContext.update``) so the kernel built later uses its tiles.
+  When a tuning log makes ``conv2d_NCHWc_winograd.x86`` the choice (a 3x3, stride-1 conv whose Winograd record
+  is faster than its direct one), the call becomes ``nn.contrib_conv2d_winograd_without_weight_transform`` on
+  ``NCHW{ic_bn}c`` data with the weight ``layout_transform(contrib_conv2d_winograd_weight_transform(w, m),
+  "HWOI", "HWOI{oc_bn}o")``, which FoldConstant computes once.
 * ``nn.dense`` with a 2-D data and a weight of at least one SIMD vector of rows ->
   ``nn.contrib_dense_pack`` over ``layout_transform(weight, "NC", "NC{bn}n")`` (``bn`` tuned or default); rows
   that ``bn`` does not divide (GPT-2's 50257-word LM head) are zero-padded first (``nn.pad``) and the packed
@@ -15,6 +19,8 @@ see NCHW); FoldConstant then packs constant weights once at compile time. Hooks 
 (``with kiln.target.Target("llvm")``), and import Relay lazily (topi sits below relay).
 """
 from __future__ import annotations
+
+import copy
 
 from ... import te
 from ..utils import get_const_tuple
@@ -56,7 +62,10 @@ def _remember_config(target, workload, cfg, new_args, task_name: str) -> None:
     if cfg is None or getattr(cfg, "is_fallback", True):
         return
     new_workload = autotvm.task.args_to_workload(new_args, task_name)
-    autotvm.task.DispatchContext.current.update(target, new_workload, cfg)
+    # a copy: update() marks its config cost 0 (user-provided, assumed best), and the original keeps its
+    # measured cost for the next call of the same workload, where select_implementation compares costs
+    # across templates (direct vs Winograd)
+    autotvm.task.DispatchContext.current.update(target, new_workload, copy.copy(cfg))
 
 
 def _conv_blocks(cfg, outs) -> tuple:
@@ -81,6 +90,24 @@ def _conv_blocks(cfg, outs) -> tuple:
     return get_const_tuple(conv.input_tensors[1].shape)[-2], get_const_tuple(conv.output(0).shape)[-1]
 
 
+def _winograd_tile(cfg, outs) -> int:
+    """The output tile m of a Winograd conv: from the config, else from its transformed weight (alpha - 2)."""
+    try:
+        return int(cfg["tile_size"].val)
+    except (KeyError, TypeError, AttributeError):
+        pass
+    stack, seen = [t.op for t in outs], set()
+    while stack:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        if "winograd_weight_transform" in getattr(op, "tag", ""):
+            return int(get_const_tuple(op.output(0).shape)[0]) - 2
+        stack.extend(t.op for t in getattr(op, "input_tensors", []))
+    return 4
+
+
 def conv2d_alter_layout(attrs, inputs, tinfos, out_type):
     """The x86 layout choice for one ``nn.conv2d`` call (None keeps it as it is).
 
@@ -99,7 +126,8 @@ def conv2d_alter_layout(attrs, inputs, tinfos, out_type):
     if len(d_t.shape) != 4 or len(k_t.shape) != 4 or str(d_t.dtype) != "float32":
         return None
     _, outs, workload, cfg = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)
-    if workload is None or workload[0] not in ("conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86"):
+    if workload is None or workload[0] not in ("conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
+                                               "conv2d_NCHWc_winograd.x86"):
         return None
     n, ic, h, w = _shape(d_t)
     oc, kic, kh, kw = _shape(k_t)
@@ -111,6 +139,19 @@ def conv2d_alter_layout(attrs, inputs, tinfos, out_type):
                   channels=oc, kernel_size=(kh, kw), out_dtype=attrs.out_dtype)
     dtype = str(d_t.dtype)
     new_data = te.placeholder((n, ic // ic_bn, h, w, ic_bn), dtype, name="data")
+    if workload[0] == "conv2d_NCHWc_winograd.x86":
+        # tuned to Winograd: the weight is transformed (and blocked) once, by FoldConstant
+        m = _winograd_tile(cfg, outs)
+        alpha = m + 2
+        data_layout, kernel_layout, out_layout = f"NCHW{ic_bn}c", f"HWOI{oc_bn}o", f"NCHW{oc_bn}c"
+        new_kernel = te.placeholder((alpha, alpha, oc // oc_bn, ic, oc_bn), str(k_t.dtype), name="kernel")
+        _remember_config(target, workload, cfg, [new_data, new_kernel, strides, padding, dilation, data_layout,
+                                                 out_layout, out_dtype], workload[0])
+        weight = relay.layout_transform(relay.nn.contrib_conv2d_winograd_weight_transform(inputs[1], m), "HWOI",
+                                        kernel_layout)
+        return relay.nn.contrib_conv2d_winograd_without_weight_transform(
+            inputs[0], weight, m, data_layout=data_layout, kernel_layout=kernel_layout, out_layout=out_layout,
+            **common)
     if workload[0] == "conv2d_NCHWc.x86":
         data_layout, kernel_layout, out_layout = f"NCHW{ic_bn}c", f"OIHW{ic_bn}i{oc_bn}o", f"NCHW{oc_bn}c"
         new_kernel = te.placeholder((oc // oc_bn, ic // ic_bn, kh, kw, ic_bn, oc_bn), str(k_t.dtype), name="kernel")

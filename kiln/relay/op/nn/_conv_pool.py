@@ -109,6 +109,95 @@ for _name in ("nn.conv2d", "nn.contrib_conv2d_NCHWc", "nn.contrib_depthwise_conv
               rel_name="Conv2D", pattern=_P.OUT_ELEMWISE_FUSABLE, reference=conv2d_ref, level=2 if _name == "nn.conv2d" else 10)
 
 
+# -- Winograd conv2d (TVM's contrib_conv2d_winograd_weight_transform / _without_weight_transform) ------------
+def _winograd_g(tile_size: int, k: int) -> np.ndarray:
+    if k != 3:
+        raise TypeInferenceError(f"winograd conv2d: only 3x3 kernels are supported, got {k}x{k}")
+    from ....topi.nn.winograd_util import winograd_matrices
+    return winograd_matrices(int(tile_size))[2]
+
+
+def winograd_weight_transform_rel(arg_types, attrs):
+    weight = tensor_arg(arg_types, 0, "weight")
+    if len(weight.shape) != 4:
+        raise TypeInferenceError(f"contrib_conv2d_winograd_weight_transform: expects an OIHW weight, got "
+                                 f"{shape_text(weight.shape)}")
+    co, ci, kh, kw = (int(x) for x in weight.shape)
+    if kh != kw:
+        raise TypeInferenceError(f"contrib_conv2d_winograd_weight_transform: needs a square kernel, got {kh}x{kw}")
+    if attrs.tile_size not in (2, 4):
+        raise TypeInferenceError(f"contrib_conv2d_winograd_weight_transform: tile_size must be 2 or 4, got "
+                                 f"{attrs.tile_size}")
+    alpha = attrs.tile_size + kh - 1
+    return TensorType((alpha, alpha, co, ci), weight.dtype)
+
+
+def winograd_weight_transform_ref(attrs, inputs, out_type):
+    (w,) = inputs
+    g = _winograd_g(attrs.tile_size, w.shape[2])
+    u = np.einsum("ea,oiab,nb->enoi", g, w.astype(np.float64), g)
+    return u.astype(out_type.dtype)
+
+
+def _winograd_kernel_layout(attrs) -> str:
+    """The layout of a transformed weight: TVM's default kernel_layout "OIHW" names the (alpha, alpha, O, I)
+    tensor the weight transform returns, which kiln calls HWOI."""
+    return "HWOI" if attrs.kernel_layout in ("", "OIHW") else attrs.kernel_layout
+
+
+def winograd_conv2d_rel(arg_types, attrs):
+    data = tensor_arg(arg_types, 0, "data")
+    weight = tensor_arg(arg_types, 1, "weight")
+    d = to_primal(data.shape, attrs.data_layout)
+    w = to_primal(weight.shape, _winograd_kernel_layout(attrs))
+    name = "contrib_conv2d_winograd_without_weight_transform"
+    if set(d) != set("NCHW") or set(w) != set("HWOI"):
+        raise TypeInferenceError(f"{name}: expects data in NCHW (or NCHW<x>c) and the transformed weight in "
+                                 f"HWOI (alpha, alpha, O, I; or HWOI<o>o), got data_layout={attrs.data_layout}, "
+                                 f"kernel_layout={attrs.kernel_layout}")
+    alpha = attrs.tile_size + 2
+    if (w["H"], w["W"]) != (alpha, alpha):
+        raise TypeInferenceError(f"{name}: tile_size={attrs.tile_size} needs a {alpha}x{alpha} transformed weight, "
+                                 f"got {shape_text(weight.shape)} ({attrs.kernel_layout})")
+    if attrs.kernel_size is not None and tuple(attrs.kernel_size) != (3, 3):
+        raise TypeInferenceError(f"{name}: only 3x3 kernels are supported, got kernel_size={tuple(attrs.kernel_size)}")
+    if attrs.groups != 1 or pair(attrs.strides, "strides") != (1, 1) or pair(attrs.dilation, "dilation") != (1, 1):
+        raise TypeInferenceError(f"{name}: needs groups=1, strides (1, 1) and dilation (1, 1), got groups="
+                                 f"{attrs.groups}, strides={tuple(attrs.strides)}, dilation={tuple(attrs.dilation)}")
+    if w["I"] != d["C"]:
+        raise TypeInferenceError(f"{name}: data {shape_text(data.shape)} has {d['C']} channels but the weight "
+                                 f"{shape_text(weight.shape)} ({attrs.kernel_layout}) has {w['I']} input channels")
+    if attrs.channels is not None and attrs.channels != w["O"]:
+        raise TypeInferenceError(f"{name}: channels={attrs.channels} but the weight has {w['O']} output channels")
+    pt, pl, pb, pr = pad4(attrs.padding)
+    oh, ow = d["H"] + pt + pb - 2, d["W"] + pl + pr - 2
+    if oh <= 0 or ow <= 0:
+        raise TypeInferenceError(f"{name}: a 3x3 kernel does not fit the padded input {shape_text(data.shape)}")
+    shape = from_primal({"N": d["N"], "C": w["O"], "H": oh, "W": ow}, attrs.out_layout or attrs.data_layout)
+    return TensorType(shape, attrs.out_dtype or data.dtype)
+
+
+def winograd_conv2d_ref(attrs, inputs, out_type):
+    """The conv with the kernel recovered from its transform (g = G^+ U G^+T, exact for U = G g G^T)."""
+    from ....topi.testing import conv2d_nchw_python
+    data, u = inputs
+    x = _to_nchw(data, attrs.data_layout)
+    u = _to_nchw(u, _winograd_kernel_layout(attrs), "HWOI").astype(np.float64)
+    gi = np.linalg.pinv(_winograd_g(attrs.tile_size, 3))
+    k = np.einsum("ae,enoi,bn->oiab", gi, u, gi).astype(out_type.dtype)
+    out = conv2d_nchw_python(x.astype(out_type.dtype), k, (1, 1), pad4(attrs.padding))
+    return _from_nchw(out, attrs.out_layout or attrs.data_layout)
+
+
+define_op("nn.contrib_conv2d_winograd_weight_transform", num_inputs=1, args=("weight",),
+          attrs=A.ConvWinogradWeightTransformAttrs, rel=winograd_weight_transform_rel,
+          rel_name="Conv2DWinogradWeightTransform", pattern=_P.OUT_ELEMWISE_FUSABLE,
+          reference=winograd_weight_transform_ref, level=10)
+define_op("nn.contrib_conv2d_winograd_without_weight_transform", num_inputs=2, args=("data", "weight"),
+          attrs=A.Conv2DWinogradAttrs, rel=winograd_conv2d_rel, rel_name="Conv2DWinograd",
+          pattern=_P.OUT_ELEMWISE_FUSABLE, reference=winograd_conv2d_ref, level=10)
+
+
 # -- conv2d_transpose ---------------------------------------------------------------------------------------
 def _transpose_kernel_dims(weight_shape, layout):
     """(in_channels, out_channels_per_group, kh, kw) of a conv2d_transpose weight."""

@@ -6,7 +6,8 @@ from ....ir.op import Op
 from ...expr import Call, TupleWrapper, const
 from ....runtime.dtype import dtype_str
 
-__all__ = ["conv2d", "conv2d_transpose", "contrib_conv2d_nchwc", "contrib_depthwise_conv2d_nchwc", "dense",
+__all__ = ["conv2d", "conv2d_transpose", "contrib_conv2d_nchwc", "contrib_conv2d_winograd_weight_transform",
+           "contrib_conv2d_winograd_without_weight_transform", "contrib_depthwise_conv2d_nchwc", "dense",
            "matmul", "batch_matmul", "bias_add", "batch_norm", "layer_norm", "group_norm", "softmax", "fast_softmax",
            "log_softmax", "relu", "leaky_relu", "prelu", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
            "global_max_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "dropout", "dropout_raw", "pad",
@@ -54,6 +55,25 @@ def contrib_conv2d_nchwc(data, kernel, strides=(1, 1), padding=(0, 0), dilation=
                  dilation=_pair(dilation), groups=groups, channels=channels,
                  kernel_size=_pair(kernel_size) if kernel_size is not None else None, data_layout=data_layout,
                  kernel_layout=kernel_layout, out_layout=out_layout, out_dtype=_dtype(out_dtype))
+
+
+def contrib_conv2d_winograd_weight_transform(weight, tile_size):
+    """The Winograd F(tile_size x tile_size, 3x3) transform of an OIHW weight: (alpha, alpha, O, I),
+    alpha = tile_size + 2 (FoldConstant computes it at compile time for constant weights)."""
+    return _call("nn.contrib_conv2d_winograd_weight_transform", [weight], tile_size=tile_size)
+
+
+def contrib_conv2d_winograd_without_weight_transform(data, weight, tile_size, strides=(1, 1), padding=(0, 0),
+                                                     dilation=(1, 1), groups=1, channels=None, kernel_size=None,
+                                                     data_layout="NCHW", kernel_layout="OIHW", out_layout="",
+                                                     out_dtype=""):
+    """3x3 conv2d by Winograd F(tile_size x tile_size, 3x3) on a weight already transformed by
+    :func:`contrib_conv2d_winograd_weight_transform` (kernel_layout describes it: HWOI, or HWOI<o>o)."""
+    return _call("nn.contrib_conv2d_winograd_without_weight_transform", [data, weight], tile_size=tile_size,
+                 strides=_pair(strides), padding=get_pad_tuple2d(padding), dilation=_pair(dilation), groups=groups,
+                 channels=channels, kernel_size=_pair(kernel_size) if kernel_size is not None else None,
+                 data_layout=data_layout, kernel_layout=kernel_layout, out_layout=out_layout,
+                 out_dtype=_dtype(out_dtype))
 
 
 def contrib_depthwise_conv2d_nchwc(data, kernel, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,

@@ -130,6 +130,23 @@ def _is_depthwise(attrs, inputs) -> bool:
     return attrs.groups == d[1] and k[1] == 1 and k[0] == d[1]
 
 
+def _winograd_nchw_compute(attrs, inputs, out_type):
+    strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
+    return [_x86().conv2d_nchw_winograd(inputs[0], inputs[1], strides, padding, dilation, out_dtype)]
+
+
+def _winograd_applies(attrs, inputs) -> bool:
+    k = [int(x) for x in inputs[1].shape]
+    return (attrs.groups == 1 and k[2:] == [3, 3] and tuple(attrs.strides) == (1, 1)
+            and tuple(attrs.dilation) == (1, 1))
+
+
+# Winograd joins below the direct conv: like TVM, relay.build takes it only where a tuning log says it is
+# faster (select_implementation compares the tuned costs of both templates); its float32 rounding error is
+# larger (F(4x4, 3x3) ~1e-5 relative), so it is no default.
+WINOGRAD_PLEVEL = X86_PLEVEL - 5
+
+
 @G.conv2d_strategy.register("cpu")
 def conv2d_strategy_cpu(attrs, inputs, out_type, target):
     strategy = G.conv2d_strategy.default(attrs, inputs, out_type, target)
@@ -137,6 +154,9 @@ def conv2d_strategy_cpu(attrs, inputs, out_type, target):
         if attrs.groups == 1:
             strategy.add_implementation(_conv2d_nchw_compute, _schedule("schedule_conv2d_nchw"),
                                         name="conv2d_NCHWc.x86", plevel=X86_PLEVEL)
+            if _winograd_applies(attrs, inputs):
+                strategy.add_implementation(_winograd_nchw_compute, _schedule("schedule_conv2d_nchw_winograd"),
+                                            name="conv2d_NCHWc_winograd.x86", plevel=WINOGRAD_PLEVEL)
         elif _is_depthwise(attrs, inputs):
             strategy.add_implementation(_depthwise_nchw_compute, _schedule("schedule_depthwise_conv2d_nchw"),
                                         name="depthwise_conv2d_NCHWc.x86", plevel=X86_PLEVEL)
@@ -158,6 +178,47 @@ def conv2d_NCHWc_strategy_cpu(attrs, inputs, out_type, target):  # noqa: N802 (T
     strategy.add_implementation(_nchwc_compute("conv2d_NCHWc"), _schedule("schedule_conv2d_NCHWc"),
                                 name="conv2d_NCHWc.x86", plevel=X86_PLEVEL)
     return strategy
+
+
+@G.generic_strategy
+def conv2d_winograd_without_weight_transform_strategy(attrs, inputs, out_type, target):
+    raise OpNotImplemented(f"nn.contrib_conv2d_winograd_without_weight_transform has an implementation for CPU "
+                           f"targets only, not {target}")
+
+
+@conv2d_winograd_without_weight_transform_strategy.register("cpu")
+def conv2d_winograd_without_weight_transform_strategy_cpu(attrs, inputs, out_type, target):
+    if len(inputs[0].shape) != 5 or len(inputs[1].shape) != 5:
+        raise OpNotImplemented(
+            "nn.contrib_conv2d_winograd_without_weight_transform on CPU computes on NCHW<x>c data with an "
+            f"HWOI<o>o transformed weight (what AlterOpLayout produces); got data_layout={attrs.data_layout}, "
+            f"kernel_layout={attrs.kernel_layout}: run relay.build at opt_level 3, or use nn.conv2d")
+    strategy = OpStrategy()
+    strategy.add_implementation(_nchwc_compute("conv2d_NCHWc_winograd"), _schedule("schedule_conv2d_NCHWc_winograd"),
+                                name="conv2d_NCHWc_winograd.x86", plevel=X86_PLEVEL)
+    return strategy
+
+
+@G.generic_strategy
+def conv2d_winograd_weight_transform_strategy(attrs, inputs, out_type, target):
+    from ....topi.nn.winograd_util import conv2d_winograd_weight_transform
+
+    def compute(attrs, inputs, out_type):
+        return [conv2d_winograd_weight_transform(inputs[0], attrs.tile_size)]
+
+    def schedule(attrs, outs, target):
+        from .... import te
+        return te.create_schedule([o.op for o in outs])
+    strategy = OpStrategy()
+    strategy.add_implementation(compute, schedule, name="conv2d_winograd_weight_transform.generic")
+    return strategy
+
+
+for _op_name, _strategy in (("nn.contrib_conv2d_winograd_without_weight_transform",
+                             conv2d_winograd_without_weight_transform_strategy),
+                            ("nn.contrib_conv2d_winograd_weight_transform", conv2d_winograd_weight_transform_strategy)):
+    if not Op.get(_op_name).has_attr("FTVMStrategy"):
+        register_op_attr(_op_name, "FTVMStrategy", _strategy)
 
 
 @G.generic_strategy
