@@ -13,7 +13,7 @@ Decisions:
   heap buffers live at that point, and return -1; inside a parallel loop they record the failure,
   jump to the end of the iteration, and the function returns -1 after the loop.
 * allocations of constant size up to ``STACK_LIMIT_BYTES`` live on the stack (64-byte aligned);
-  larger or symbolic ones on the heap (``aligned_alloc``).
+  larger or symbolic ones on the heap (``kiln_alloc``: ``aligned_alloc`` behind a per-thread block cache).
 * a small allocation whose every access is at a constant index (after unrolling), all of one vector
   width, becomes C local variables ``name_r0, name_r1, ...`` (one per vector): register-tiled
   accumulators (GEMM/conv micro-kernels) then stay in registers; gcc left a stack array half in
@@ -351,7 +351,7 @@ class FunctionCodegen(StmtExprVisitor):
         out = []
         for entry in reversed(self.cleanup):
             if entry[0] == "heap":
-                out.append(f"free({entry[1]});")
+                out.append(f"kiln_free({entry[1]});")
             else:
                 entry[3][0] = True
                 record = self.c.record_failure()
@@ -589,7 +589,7 @@ class FunctionCodegen(StmtExprVisitor):
         self.cleanup.append(("heap", name))
         self.visit(s.body)
         self.cleanup.pop()
-        self.emit(f"free({name});")
+        self.emit(f"kiln_free({name});")
 
     def _try_promote(self, s, name: str, elem: str, count: int) -> bool:
         """Declare a small constant-indexed allocation as local variables (see _PromotableAccesses)."""
