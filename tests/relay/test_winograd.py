@@ -150,3 +150,33 @@ def test_relay_build_takes_winograd_where_its_record_is_faster(tmp_path, winogra
     if winograd_faster:
         # the weight transform was folded at compile time: no kernel computes it
         assert not any("winograd_weight_transform" in (k.anchor_op or "") for k in tuned.lowered)
+
+
+def test_weight_as_graph_input_is_transformed_at_run_time(tmp_path):
+    """With the weight an input (not a constant), the tuned build computes the weight transform in a kernel."""
+    rng = np.random.default_rng(7)
+    x = relay.var("data", shape=(1, 16, 9, 10))
+    w = relay.var("w", shape=(16, 16, 3, 3))
+    mod = kiln.IRModule.from_expr(relay.Function([x, w], relay.nn.conv2d(x, w, padding=(1, 1), channels=16,
+                                                                         kernel_size=(3, 3))))
+    tasks = autotvm.task.extract_from_program(mod["main"], target=TARGET, params={},
+                                              ops=(relay.op.get("nn.conv2d"),))
+    wino = next(t for t in tasks if t.name == "conv2d_NCHWc_winograd.x86")
+    space = wino.config_space
+    cfg = next(space.get(i) for i in range(space.range_length)
+               if space.is_index_valid(i) and space.get(i)["tile_size"].val == 2)
+    log = tmp_path / "w.log"
+    log.write_text(autotvm.record.encode(MeasureInput(wino.target, wino, cfg),
+                                         MeasureResult((1e-6,), 0, 0.1, time.time())) + "\n")
+    xv = rng.standard_normal((1, 16, 9, 10)).astype("float32")
+    wv = rng.standard_normal((16, 16, 3, 3)).astype("float32")
+    with kiln.transform.PassContext(opt_level=3), kiln.target.Target(TARGET) as target:
+        with autotvm.apply_history_best(str(log)):
+            lib = relay.build(mod, target=target)
+    assert "nn.contrib_conv2d_winograd_weight_transform" in [k.anchor_op for k in lib.lowered]
+    m = GraphModule(lib["default"](kiln.cpu(0)))
+    m.set_input("data", xv)
+    m.set_input("w", wv)
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), conv2d_nchw_python(xv, wv, (1, 1), (1, 1, 1, 1)),
+                               rtol=1e-4, atol=1e-4)
