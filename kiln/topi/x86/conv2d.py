@@ -31,7 +31,8 @@ from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..nn.pad import pad
 from ..utils import get_const_tuple
-from .utils import as_list, divisor_at_most, simd_width, reduction_flops, traverse_inline, worth_parallel
+from .utils import (as_list, divisor_at_most, nchwc_output_axes, reduction_flops, simd_width, traverse_inline,
+                    worth_parallel)
 
 def _parse_blocked(layout: str, letter: str) -> int:
     """The block factor of sub-axis ``letter`` in a layout such as ``NCHW8c`` (0 when absent)."""
@@ -275,14 +276,7 @@ def _schedule_conv(s, cfg, C, O):
     parallel = worth_parallel(reduction_flops(C))
     _schedule_producers(s, C.op, parallel=parallel)
     CC = s.cache_write(C, "global") if C.op is O else C
-    out_axes = list(s[O].op.axis)
-    if len(out_axes) == 5:
-        b, oco, y, x, ocb = out_axes
-    elif len(out_axes) == 4:
-        b, oc, y, x = out_axes
-        oco, ocb = s[O].split(oc, factor=oc_bn)
-    else:
-        raise KilnError(f"conv2d_NCHWc schedule: unexpected output rank {len(out_axes)}")
+    b, oco, y, x, ocb = nchwc_output_axes(s, O, oc_bn, "conv2d_NCHWc")
     yo, yi = s[O].split(y, factor=oh_t)
     xo, xi = s[O].split(x, factor=ow_t)
     ooo, ooi = s[O].split(oco, factor=occ)

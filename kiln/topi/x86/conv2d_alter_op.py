@@ -68,23 +68,27 @@ def _remember_config(target, workload, cfg, new_args, task_name: str) -> None:
     autotvm.task.DispatchContext.current.update(target, new_workload, copy.copy(cfg))
 
 
-def _conv_blocks(cfg, outs) -> tuple:
-    """(ic_bn, oc_bn) of an NCHWc conv template: from the config, else from its packed tensors."""
-    try:
-        return int(cfg["tile_ic"].size[-1]), int(cfg["tile_oc"].size[-1])
-    except (KeyError, TypeError, AttributeError, IndexError):
-        pass
-    conv = None
+def _find_op(outs, tag_part: str):
+    """The first op feeding ``outs`` (them included) whose tag contains ``tag_part``, or None."""
     stack, seen = [t.op for t in outs], set()
     while stack:
         op = stack.pop()
         if id(op) in seen:
             continue
         seen.add(id(op))
-        if "NCHWc" in getattr(op, "tag", ""):
-            conv = op
-            break
+        if tag_part in getattr(op, "tag", ""):
+            return op
         stack.extend(t.op for t in getattr(op, "input_tensors", []))
+    return None
+
+
+def _conv_blocks(cfg, outs) -> tuple:
+    """(ic_bn, oc_bn) of an NCHWc conv template: from the config, else from its packed tensors."""
+    try:
+        return int(cfg["tile_ic"].size[-1]), int(cfg["tile_oc"].size[-1])
+    except (KeyError, TypeError, AttributeError, IndexError):
+        pass
+    conv = _find_op(outs, "NCHWc")
     if conv is None:
         return 0, 0
     return get_const_tuple(conv.input_tensors[1].shape)[-2], get_const_tuple(conv.output(0).shape)[-1]
@@ -96,16 +100,8 @@ def _winograd_tile(cfg, outs) -> int:
         return int(cfg["tile_size"].val)
     except (KeyError, TypeError, AttributeError):
         pass
-    stack, seen = [t.op for t in outs], set()
-    while stack:
-        op = stack.pop()
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        if "winograd_weight_transform" in getattr(op, "tag", ""):
-            return int(get_const_tuple(op.output(0).shape)[0]) - 2
-        stack.extend(t.op for t in getattr(op, "input_tensors", []))
-    return 4
+    op = _find_op(outs, "winograd_weight_transform")
+    return int(get_const_tuple(op.output(0).shape)[0]) - 2 if op is not None else 4
 
 
 def conv2d_alter_layout(attrs, inputs, tinfos, out_type):

@@ -44,7 +44,7 @@ from ..nn.pad import pad
 from ..nn.winograd_util import by_column, winograd_matrices
 from ..utils import get_const_tuple
 from .conv2d import _block_candidates, _knob, channel_block, pack_data, unpack_nchwc
-from .utils import as_list, simd_width, traverse_inline, worth_parallel
+from .utils import as_list, nchwc_output_axes, simd_width, traverse_inline, worth_parallel
 
 # Accumulator vectors of the GEMM's register tile (16 AVX2 registers less a broadcast and a weight vector).
 # 8 measured 20-40% slower than 12 on resnet-18's layers, so the space starts at 10.
@@ -307,14 +307,7 @@ def _schedule_winograd(s, cfg, C, O):
     # output transform: per output tile, A^T M in registers then the m x m pixels (with the fused epilogue)
     if C.op is not O:
         s[C].compute_inline()
-    axes = list(s[O].op.axis)
-    if len(axes) == 5:
-        b, oco, y, x, ocb = axes
-    elif len(axes) == 4:
-        b, oc_, y, x = axes
-        oco, ocb = s[O].split(oc_, factor=oc_bn)
-    else:
-        raise KilnError(f"conv2d_NCHWc_winograd schedule: unexpected output rank {len(axes)}")
+    b, oco, y, x, ocb = nchwc_output_axes(s, O, oc_bn, "conv2d_NCHWc_winograd")
     yo, yi = s[O].split(y, factor=m)
     xo, xi = s[O].split(x, factor=m)
     s[O].reorder(b, oco, yo, xo, yi, xi, ocb)

@@ -30,7 +30,7 @@ from ...error import KilnError
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..utils import get_const_tuple
-from .utils import as_list, divisor_at_most, simd_width, traverse_inline, worth_parallel
+from .utils import as_list, divisor_at_most, nchwc_output_axes, simd_width, traverse_inline, worth_parallel
 
 TASK = "depthwise_conv2d_NCHWc.x86"
 
@@ -182,14 +182,7 @@ def _schedule_dw(s, cfg, C, O) -> None:
     parallel = worth_parallel(flops)
     _schedule_inputs(s, C.op, parallel)
     CC = s.cache_write(C, "global") if C.op is O else C
-    axes = list(s[O].op.axis)
-    if len(axes) == 5:
-        b, co, y, x, ci = axes
-    elif len(axes) == 4:
-        b, c, y, x = axes
-        co, ci = s[O].split(c, factor=bn)
-    else:
-        raise KilnError(f"depthwise_conv2d_NCHWc schedule: unexpected output rank {len(axes)}")
+    b, co, y, x, ci = nchwc_output_axes(s, O, bn, "depthwise_conv2d_NCHWc")
     xo, xi = s[O].split(x, factor=reg_n)
     s[O].reorder(b, co, y, xo, xi, ci)
     par = s[O].fuse(b, co, y)

@@ -124,3 +124,18 @@ def shape_of(t) -> tuple:
 
 __all__ = ["simd_width", "num_cores", "as_list", "extent", "traverse_inline", "divisor_at_most", "split_vector",
            "parallel_outer", "shape_of", "worth_parallel", "reduction_flops", "MIN_PARALLEL_FLOPS", "te"]
+
+
+def nchwc_output_axes(s, out, block: int, what: str) -> list:
+    """``[batch, channel chunk, y, x, channel block]`` loops of a conv schedule's output stage: the axes of a
+    5-D NCHW{block}c output, or a 4-D NCHW one (a conv computed in blocks, then unpacked) split by
+    ``block``."""
+    axes = list(s[out].op.axis)
+    if len(axes) == 5:
+        return axes
+    if len(axes) == 4:
+        b, c, y, x = axes
+        co, cb = s[out].split(c, factor=block)
+        return [b, co, y, x, cb]
+    from ...error import KilnError
+    raise KilnError(f"{what} schedule: unexpected output rank {len(axes)} (expects NCHW{{x}}c or NCHW)")
