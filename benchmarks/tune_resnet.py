@@ -304,6 +304,8 @@ def main(argv=None) -> dict:
     p.add_argument("--no-torchvision", action="store_true")
     p.add_argument("--out", default="tune_resnet")
     args = p.parse_args(argv)
+    if args.number < 3:
+        p.error("--number must be at least 3 (calls of 1 and 2 are the wake-up and warm-up calls, not timed)")
     os.environ.setdefault("KILN_NUM_THREADS", str(args.threads))
     target = kiln.target.Target("llvm")
     notes = []
@@ -401,7 +403,8 @@ def main(argv=None) -> dict:
             c0, t0 = time.process_time(), time.perf_counter()
             for _ in range(n):
                 fn()
-            cpu_runs[name].append((time.process_time() - c0) / n)
+            if n == args.number:  # the timed calls of each round (not the warm-up or the wake-up call)
+                cpu_runs[name].append((time.process_time() - c0) / n)
             return (time.perf_counter() - t0) / n
         return ("timer", timer)
     timings = interleaved({n: with_cpu_time(n, f) for n, f in contenders.items()}, rounds=args.rounds,
@@ -411,16 +414,16 @@ def main(argv=None) -> dict:
     for name, t in timings.items():
         model_name, contender = name.split(" / ")
         latency.append({"model": model_name, "contender": contender, "median_ms": t["median_s"] * 1e3,
-                        "min_ms": t["best_s"] * 1e3, "cpu_ms": statistics.median(cpu_runs[name][1:]) * 1e3,
+                        "min_ms": t["best_s"] * 1e3, "cpu_ms": statistics.median(cpu_runs[name]) * 1e3,
                         **info[name]})
     paired = {}
     for model_name in ("relay.testing resnet-18", "torchvision resnet18"):
         u, t = f"{model_name} / kiln untuned", f"{model_name} / kiln tuned"
         if u in timings and t in timings:
             paired[f"{model_name}, wall"] = paired_speedup(timings[u]["runs_s"], timings[t]["runs_s"])
-            paired[f"{model_name}, CPU"] = paired_speedup(cpu_runs[u][1:], cpu_runs[t][1:])
+            paired[f"{model_name}, CPU"] = paired_speedup(cpu_runs[u], cpu_runs[t])
     med = {n: t["median_s"] for n, t in timings.items()}
-    cpu = {n: statistics.median(cpu_runs[n][1:]) for n in timings}
+    cpu = {n: statistics.median(cpu_runs[n]) for n in timings}
     speedups = {"relay.testing tuned vs untuned": med["relay.testing resnet-18 / kiln untuned"]
                 / med["relay.testing resnet-18 / kiln tuned"]}
     speedups["relay.testing tuned vs untuned, CPU time"] = (cpu["relay.testing resnet-18 / kiln untuned"]
