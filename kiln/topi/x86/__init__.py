@@ -1,7 +1,7 @@
 """x86 schedules (TVM's ``topi.x86``): blocked GEMM with packed weights, NCHW[x]c convolutions, and vectorized,
 parallel injective / reduction schedules. The tunable ones are AutoTVM templates (``dense_pack.x86``,
-``batch_matmul.x86``, ``conv2d_NCHWc.x86``, ``depthwise_conv2d_NCHWc.x86``) whose fallback configs come from the
-shapes and the target's SIMD width."""
+``batch_matmul.x86``, ``conv2d_NCHWc.x86``, ``depthwise_conv2d_NCHWc.x86``, ``conv2d_NCHWc_winograd.x86``) whose
+fallback configs come from the shapes and the target's SIMD width."""
 from .dense import dense_pack, schedule_dense_pack, pack_weight
 from .batch_matmul import batch_matmul, schedule_batch_matmul
 from .conv2d import conv2d_NCHWc, schedule_conv2d_NCHWc, conv2d_nchw, schedule_conv2d_nchw

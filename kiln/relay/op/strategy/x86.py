@@ -3,7 +3,9 @@
 
 * conv2d (NCHW, groups 1 / depthwise) -> ``conv2d_NCHWc.x86`` / ``depthwise_conv2d_NCHWc.x86`` (packing inside
   the kernel when AlterOpLayout did not run), ``nn.contrib_conv2d_NCHWc`` / ``nn.contrib_depthwise_conv2d_NCHWc``
-  -> the packed kernels;
+  -> the packed kernels; 3x3 stride-1 conv2d also -> ``conv2d_NCHWc_winograd.x86`` at a lower plevel (taken
+  only where a tuning record is faster), ``nn.contrib_conv2d_winograd_without_weight_transform`` -> its packed
+  form, ``nn.contrib_conv2d_winograd_weight_transform`` -> the generic transform;
 * dense (2-D data) -> ``dense_pack.x86``; ``nn.contrib_dense_pack`` (weight pre-packed by AlterOpLayout);
   batch_matmul -> ``batch_matmul.x86``;
 * every op whose strategy uses a generic injective / reduce / pool / softmax / layer_norm schedule gets the
