@@ -26,19 +26,28 @@ def slice_like(data, shape_like, axes=None):
     return te.compute(shape, lambda *i: data(*i), name="T_slice_like", tag=tag.INJECTIVE)
 
 
-def collapse_sum(data, target_shape):
-    """Sum ``data`` down to ``target_shape`` (undo numpy broadcasting: leading axes and axes of size 1)."""
-    shape = get_const_tuple(data.shape)
-    target = [int(d) for d in get_const_tuple(target_shape)]
+def collapse_axes(shape, target, what: str = "collapse_sum", error=KilnError) -> list:
+    """Axes of ``shape`` summed away to give ``target`` (numpy broadcasting run backwards: the leading axes,
+    and axes of size 1 in ``target``); ``error`` (naming ``what``) when ``target`` does not broadcast."""
+    shape, target = tuple(int(d) for d in shape), tuple(int(d) for d in target)
     lead = len(shape) - len(target)
     if lead < 0:
-        raise KilnError(f"collapse_sum: target {tuple(target)} has more dimensions than data {shape}")
+        raise error(f"{what}: target {target} has more dimensions than data {shape}")
     axes = list(range(lead))
     for i, d in enumerate(target):
         if d == 1 and shape[lead + i] != 1:
             axes.append(lead + i)
         elif d != shape[lead + i]:
-            raise KilnError(f"collapse_sum: data {shape} does not broadcast from {tuple(target)}")
+            raise error(f"{what}: data {shape} does not broadcast from {target}")
+    return axes
+
+
+def collapse_sum(data, target_shape):
+    """Sum ``data`` down to ``target_shape`` (undo numpy broadcasting: leading axes and axes of size 1)."""
+    shape = get_const_tuple(data.shape)
+    target = get_const_tuple(target_shape)
+    lead = len(shape) - len(target)
+    axes = collapse_axes(shape, target)
     if not axes:
         return te.compute(shape, lambda *i: data(*i), name="T_collapse_sum", tag=tag.INJECTIVE)
     summed = _sum(data, axes, keepdims=True)

@@ -160,11 +160,7 @@ class Conv2DAttrs(Attrs):
 
 class Conv2DWinogradAttrs(Attrs):
     type_key = "relay.attrs.Conv2DWinogradAttrs"
-    fields = {"tile_size": Field(4, _int), "strides": Field((1, 1), _int_tuple), "padding": Field((0, 0, 0, 0), _int_tuple),
-              "dilation": Field((1, 1), _int_tuple), "groups": Field(1, _int),
-              "channels": Field(None, _int), "kernel_size": Field(None, _opt_int_tuple),
-              "data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "",
-              "out_dtype": Field("", _dtype_or_empty)}
+    fields = {"tile_size": Field(4, _int), **Conv2DAttrs.fields}
 
 
 class ConvWinogradWeightTransformAttrs(Attrs):

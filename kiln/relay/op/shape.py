@@ -81,17 +81,8 @@ define_op("broadcast_to_like", num_inputs=2, args=("data", "broadcast_type"), re
 
 def _collapse_axes(shape, target):
     """Axes of ``shape`` summed away to give ``target`` (numpy broadcasting run backwards)."""
-    lead = len(shape) - len(target)
-    if lead < 0:
-        raise TypeInferenceError(f"collapse_sum_like: {shape_text(target)} has more dimensions than {shape_text(shape)}")
-    axes = list(range(lead))
-    for i, d in enumerate(target):
-        if d == 1 and shape[lead + i] != 1:
-            axes.append(lead + i)
-        elif d != shape[lead + i]:
-            raise TypeInferenceError(f"collapse_sum_like: {shape_text(shape)} does not broadcast from "
-                                     f"{shape_text(target)}")
-    return axes
+    from ...topi.shape_ops import collapse_axes
+    return collapse_axes(shape, target, "collapse_sum_like", TypeInferenceError)
 
 
 def _collapse_rel(arg_types, attrs):

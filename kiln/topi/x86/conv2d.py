@@ -31,8 +31,7 @@ from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..nn.pad import pad
 from ..utils import get_const_tuple
-from .utils import (as_list, divisor_at_most, nchwc_output_axes, reduction_flops, simd_width, traverse_inline,
-                    worth_parallel)
+from .utils import divisor_at_most, nchwc_output_axes, reduction_flops, schedule_anchored, simd_width, worth_parallel
 
 def _parse_blocked(layout: str, letter: str) -> int:
     """The block factor of sub-axis ``letter`` in a layout such as ``NCHW8c`` (0 when absent)."""
@@ -310,14 +309,7 @@ def _schedule_conv(s, cfg, C, O):
 @autotvm.register_topi_schedule("conv2d_NCHWc.x86")
 def schedule_conv2d_NCHWc(cfg, outs):  # noqa: N802
     """Schedule of conv2d_NCHWc (5-D output) or conv2d_nchw (unpacked 4-D output)."""
-    outs = as_list(outs)
-    s = te.create_schedule([o.op for o in outs])
-
-    def callback(op):
-        if op.tag == "conv2d_NCHWc":
-            _schedule_conv(s, cfg, op.output(0), outs[0].op)
-    traverse_inline(s, outs[0].op, callback)
-    return s
+    return schedule_anchored(outs, "conv2d_NCHWc", lambda s, C, O: _schedule_conv(s, cfg, C, O))
 
 
 schedule_conv2d_nchw = schedule_conv2d_NCHWc

@@ -44,7 +44,7 @@ from ..nn.pad import pad
 from ..nn.winograd_util import by_column, winograd_matrices
 from ..utils import get_const_tuple
 from .conv2d import _block_candidates, _knob, channel_block, pack_data, unpack_nchwc
-from .utils import as_list, nchwc_output_axes, simd_width, traverse_inline, worth_parallel
+from .utils import nchwc_output_axes, schedule_anchored, simd_width, worth_parallel
 
 # Accumulator vectors of the GEMM's register tile (16 AVX2 registers less a broadcast and a weight vector).
 # 8 measured 20-40% slower than 12 on resnet-18's layers, so the space starts at 10.
@@ -92,14 +92,8 @@ def _schedule_weight_transform(s, U, parallel: bool) -> None:
 def schedule_winograd_weight_transform(outs):
     """A plain schedule of the kernel transform (it runs at compile time under FoldConstant): the transform
     indices unrolled so each element keeps only its nonzero terms, the output-channel block vectorized."""
-    outs = as_list(outs)
-    s = te.create_schedule([o.op for o in outs])
-
-    def callback(op):
-        if op.tag == "winograd_weight_transform":
-            _schedule_weight_transform(s, op.output(0), parallel=False)
-    traverse_inline(s, outs[0].op, callback)
-    return s
+    return schedule_anchored(outs, "winograd_weight_transform",
+                             lambda s, U, _: _schedule_weight_transform(s, U, parallel=False))
 
 
 def _tile_p_candidates(oc_bn: int, lanes: int) -> list:
@@ -327,14 +321,7 @@ def _schedule_winograd(s, cfg, C, O):
 @autotvm.register_topi_schedule("conv2d_NCHWc_winograd.x86")
 def schedule_conv2d_NCHWc_winograd(cfg, outs):  # noqa: N802
     """Schedule of conv2d_NCHWc_winograd (5-D output, fused epilogues) or conv2d_nchw_winograd (4-D)."""
-    outs = as_list(outs)
-    s = te.create_schedule([o.op for o in outs])
-
-    def callback(op):
-        if "conv2d_NCHWc_winograd" in op.tag:
-            _schedule_winograd(s, cfg, op.output(0), outs[0].op)
-    traverse_inline(s, outs[0].op, callback)
-    return s
+    return schedule_anchored(outs, "conv2d_NCHWc_winograd", lambda s, C, O: _schedule_winograd(s, cfg, C, O))
 
 
 schedule_conv2d_nchw_winograd = schedule_conv2d_NCHWc_winograd

@@ -30,7 +30,7 @@ from ...error import KilnError
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..utils import get_const_tuple
-from .utils import as_list, divisor_at_most, nchwc_output_axes, simd_width, traverse_inline, worth_parallel
+from .utils import divisor_at_most, nchwc_output_axes, schedule_anchored, simd_width, worth_parallel
 
 TASK = "depthwise_conv2d_NCHWc.x86"
 
@@ -205,14 +205,7 @@ def _schedule_dw(s, cfg, C, O) -> None:
 @autotvm.register_topi_schedule(TASK)
 def schedule_depthwise_conv2d_NCHWc(cfg, outs):  # noqa: N802
     """Schedule of depthwise_conv2d_NCHWc (5-D output, with a fused epilogue) or of its unpacked NCHW form."""
-    outs = as_list(outs)
-    s = te.create_schedule([o.op for o in outs])
-
-    def callback(op):
-        if op.tag == "depthwise_conv2d_NCHWc":
-            _schedule_dw(s, cfg, op.output(0), outs[0].op)
-    traverse_inline(s, outs[0].op, callback)
-    return s
+    return schedule_anchored(outs, "depthwise_conv2d_NCHWc", lambda s, C, O: _schedule_dw(s, cfg, C, O))
 
 
 schedule_depthwise_conv2d_nchw = schedule_depthwise_conv2d_NCHWc

@@ -54,6 +54,20 @@ def traverse_inline(s, final_op, callback) -> None:
     visit(final_op)
 
 
+def schedule_anchored(outs, anchor_tag: str, schedule_anchor):
+    """The schedule of a template whose anchor op is tagged ``anchor_tag``: fused injective stages inlined,
+    then ``schedule_anchor(s, anchor_output, final_op)`` (the final op is the anchor itself, a fused
+    epilogue, or an unpack)."""
+    outs = as_list(outs)
+    s = te.create_schedule([o.op for o in outs])
+
+    def callback(op):
+        if op.tag == anchor_tag:
+            schedule_anchor(s, op.output(0), outs[0].op)
+    traverse_inline(s, outs[0].op, callback)
+    return s
+
+
 def divisor_at_most(n: int, limit: int) -> int:
     """The largest divisor of ``n`` that is at most ``limit`` (>= 1)."""
     best = 1
