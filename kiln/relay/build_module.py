@@ -119,6 +119,8 @@ def _bind_params(mod: IRModule, params) -> IRModule:
 def _run_optimizations(mod: IRModule, fuse: bool = True) -> IRModule:
     from ..transform import Sequential
     from . import transform as T
+    from .op.annotation import strip_on_device
+    mod = strip_on_device(mod)  # one device: on_device annotations have nothing left to say (TVM's PlanDevices)
     seq = Sequential(_optimize_passes(), opt_level=0, name="relay.build.optimize")
     mod = seq(mod)
     mod = T.InferType()(mod)

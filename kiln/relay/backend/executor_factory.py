@@ -6,7 +6,8 @@ params into one file that ``kiln.runtime.load_module`` turns back into the facto
 """
 from __future__ import annotations
 
-from ...error import KilnError
+import warnings as _warnings
+
 from ...runtime.graph_executor import GraphExecutorFactory
 
 
@@ -70,6 +71,9 @@ class GraphExecutorFactoryModule(ExecutorFactoryModule):
         return self.lib.get_source(fmt)
 
     def __getitem__(self, item):
+        if isinstance(item, int) and not isinstance(item, bool):
+            # TVM v0.13 still lets old code index the build result as (graph_json, lib, params)
+            return self._legacy_parts()[item]
         return self.module.__getitem__(item)
 
     def get_function(self, name: str, query_imports: bool = False):
@@ -79,12 +83,19 @@ class GraphExecutorFactoryModule(ExecutorFactoryModule):
     def imported_modules(self) -> list:
         return self.module.imported_modules
 
+    def _legacy_parts(self) -> tuple:
+        return (self.graph_json, self.lib, self.params)
+
     def __iter__(self):
-        raise KilnError(
-            "relay.build no longer returns (graph_json, lib, params); it returns one factory module. Migrate:\n"
-            "    lib = relay.build(mod, target, params=params)\n"
-            "    m = graph_executor.GraphModule(lib['default'](dev))\n"
-            "or, for the three parts: lib.get_graph_json(), lib.get_lib(), lib.get_params()")
+        """``graph_json, lib, params = relay.build(...)``: TVM v0.13's legacy unpacking, deprecated there too."""
+        _warnings.warn(
+            "unpacking relay.build's result as (graph_json, lib, params) is legacy behaviour (TVM removes it after "
+            "v0.13); use graph_executor.GraphModule(lib['default'](dev)), or lib.get_graph_json(), lib.get_lib() "
+            "and lib.get_params()", DeprecationWarning, stacklevel=2)
+        return iter(self._legacy_parts())
+
+    def __len__(self) -> int:
+        return 3
 
     def __repr__(self) -> str:
         return (f"GraphExecutorFactoryModule({self.libmod_name!r}, target={self.target}, "

@@ -15,6 +15,8 @@ from .algorithm import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from . import nn, image, strategy  # noqa: F401
 from . import arg_types  # noqa: F401  (FInferArgTypes hooks; needs the nn ops registered)
+from . import annotation, compat_ops  # noqa: F401  (relay.annotation; strided_set, mean_variance)
+from .compat_ops import *  # noqa: F401,F403
 from . import _schedules
 
 _schedules.register_all()
@@ -23,4 +25,4 @@ if hasattr(strategy, "x86"):  # vectorized x86 schedules wrap the strategies reg
 
 __all__ = (list(_op_all) + list(tensor.__all__) + list(reduce.__all__) + list(transform.__all__) + list(shape.__all__)
            + list(algorithm.__all__) + list(indexing.__all__)
-           + ["nn", "image", "strategy", "op_attrs"])
+           + list(compat_ops.__all__) + ["nn", "image", "strategy", "op_attrs", "annotation"])
