@@ -11,6 +11,7 @@ from ..ir.node import structural_equal, structural_hash, assert_structural_equal
 from .expr import (Expr, ExprWithOp, Var, Constant, Tuple, TupleGetItem, Call, Let, If, Function, TupleWrapper,
                    var, const, bind)
 from .expr_functor import ExprFunctor, ExprVisitor, ExprMutator, post_order_visit
+from .ref import RefCreate, RefRead, RefWrite, RefType
 from . import expr, expr_functor, analysis, transform, build_module, printer
 from .printer import RelayTextPrinter
 from .build_module import bind_params_by_name

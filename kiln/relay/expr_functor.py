@@ -116,6 +116,17 @@ class ExprVisitor(ExprFunctor):
             self.visit(p)
         self.visit(fn.body)
 
+    # reference cells (kiln/relay/ref.py)
+    def visit_ref_create(self, r):
+        self.visit(r.value)
+
+    def visit_ref_read(self, r):
+        self.visit(r.ref)
+
+    def visit_ref_write(self, r):
+        self.visit(r.ref)
+        self.visit(r.value)
+
 
 class ExprMutator(ExprFunctor):
     """Rebuilds an expression bottom-up; unchanged subtrees are returned as they are (same object)."""
@@ -171,6 +182,19 @@ class ExprMutator(ExprFunctor):
         if body is fn.body and all(a is b for a, b in zip(params, fn.params)):
             return fn
         return Function(params, body, fn.ret_type, fn.type_params, fn.attrs, fn.span)
+
+    # reference cells (kiln/relay/ref.py)
+    def visit_ref_create(self, r):
+        value = self.visit(r.value)
+        return r if value is r.value else type(r)(value, r.span)
+
+    def visit_ref_read(self, r):
+        ref = self.visit(r.ref)
+        return r if ref is r.ref else type(r)(ref, r.span)
+
+    def visit_ref_write(self, r):
+        ref, value = self.visit(r.ref), self.visit(r.value)
+        return r if ref is r.ref and value is r.value else type(r)(ref, value, r.span)
 
 
 def post_order_visit(expr, fvisit) -> None:

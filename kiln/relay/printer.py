@@ -231,6 +231,8 @@ class RelayTextPrinter:
             return f"if ({cond}) {t} else {f}"
         if isinstance(e, Let):
             return self.print_block(e)
+        if hasattr(e, "_print_text"):  # nodes defined outside the core (reference cells)
+            return e._print_text(self.atom)
         raise TypeError(f"cannot print {type(e).__name__}")
 
     def print_constant(self, c: Constant) -> str:

@@ -184,6 +184,8 @@ class _Runner:
             return self.global_closure(e)
         if isinstance(e, Op):
             raise OpNotImplemented(f"operator {e.name} used as a value; the interpreter can only call it")
+        if hasattr(e, "_interpret"):  # nodes defined outside the core (reference cells)
+            return e._interpret(self, frame)
         raise OpNotImplemented(f"the interpreter does not support {type(e).__name__} nodes")
 
     def eval_call(self, call: Call, frame: _Frame):

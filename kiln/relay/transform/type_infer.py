@@ -271,6 +271,8 @@ class TypeInferencer:
             return self.global_type(e, e)
         if isinstance(e, Op):
             self.fail(e, f"operator {e.name} used as a value; call it instead")
+        if hasattr(e, "_infer_type"):  # nodes defined outside the core (reference cells)
+            return e._infer_type(self)
         self.fail(e, f"cannot infer the type of a {type(e).__name__}")
 
     def infer_function(self, fn: Function) -> FuncType:
