@@ -31,6 +31,9 @@ _LAZY = {
     "list_global_func_names": "kiln.runtime.registry:list_global_func_names",
     "remove_global_func": "kiln.runtime.registry:remove_global_func",
     "DataType": "kiln.runtime.dtype:DataType",
+    "container": "kiln.container",
+    "save_json": "kiln.ir.serialization:save_json",
+    "load_json": "kiln.ir.serialization:load_json",
     # IR
     "IRModule": "kiln.ir.module:IRModule",
     "structural_equal": "kiln.ir.node:structural_equal",

@@ -12,6 +12,7 @@ from .expr import (Expr, ExprWithOp, Var, Constant, Tuple, TupleGetItem, Call, L
                    var, const, bind)
 from .expr_functor import ExprFunctor, ExprVisitor, ExprMutator, post_order_visit
 from .ref import RefCreate, RefRead, RefWrite, RefType
+from ..ir.span import Span, SourceName
 from . import expr, expr_functor, analysis, transform, build_module, printer
 from .printer import RelayTextPrinter
 from .build_module import bind_params_by_name

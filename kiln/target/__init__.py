@@ -4,6 +4,7 @@ from . import x86
 from .flags import target_cflags
 from . import build_c as _build_c  # registers target.build.c / target.build.llvm  # noqa: F401
 from .codegen_c import CodeGenC, codegen_c
+from .virtual_device import VirtualDevice
 
 __all__ = ["Target", "TargetKind", "TargetError", "create", "current_target", "arm_cpu", "cuda", "x86",
-           "target_cflags", "CodeGenC", "codegen_c"]
+           "target_cflags", "CodeGenC", "codegen_c", "VirtualDevice"]

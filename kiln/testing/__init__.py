@@ -6,6 +6,8 @@ from .targets import (DEFAULT_TEST_TARGETS, Feature, device_enabled, enabled_tar
                       requires_metal, requires_micro, requires_nvptx, requires_opencl, requires_package,
                       requires_rocm, requires_rpc, requires_tensorcore, requires_vulkan, requires_x86,
                       skip_if_32bit, slow, target_marks, uses_gpu)
+from .cpu_features import *  # noqa: F401,F403  (requires_cascadelake, requires_x86_vnni, ...)
+from .spans import enable_span_filling, disable_span_filling
 
 
 def __getattr__(name):

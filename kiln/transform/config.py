@@ -100,5 +100,7 @@ for _key, _ty, _default in [
     ("tir.Simplify", dict, None),
     ("tir.enable_debug", bool, False),
     ("testing.immutable_module", bool, False),
+    ("relay.frontend.fill_span", bool, True),
+    ("te.keep_schedule_record", bool, False),
 ]:
     register_pass_config(_key, _ty, _default)

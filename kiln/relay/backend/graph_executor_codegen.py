@@ -176,6 +176,11 @@ class GraphExecutorCodegen:
         inputs = []
         for a in call.args:
             inputs.extend(self.visit(a))
+        if len(inputs) == 1 and len(out_types) == 1 and _is_reshape_only(func):
+            # TVM's rule: a reshape moves no data; the node runs nothing and its output shares the
+            # input's storage (plan_memory aliases "__nop" outputs)
+            attrs = {"func_name": "__nop", "num_inputs": "1", "num_outputs": "1", "flatten_data": "0"}
+            return self._add(_Node("tvm_op", self._unique("reshape_nop"), inputs, attrs, out_types))
         cached = self.compiler.lower(func)
         for k, (_, value) in enumerate(cached.const_inputs):
             key = (cached.func_name, k)
@@ -220,6 +225,25 @@ class GraphExecutorCodegen:
                 "lowered": list(self.compiler.lowered)}
 
 
+_RESHAPE_OPS = frozenset({"reshape", "squeeze", "expand_dims", "reshape_like", "contrib_reverse_reshape",
+                          "nn.batch_flatten"})
+
+
+def _is_reshape_only(func: Function) -> bool:
+    """A fused function that only reshapes its one tensor parameter (same dtype, same element count)."""
+    if len(func.params) != 1:
+        return False
+    e = func.body
+    while isinstance(e, Call) and isinstance(e.op, Op) and e.op.name in _RESHAPE_OPS and e.args:
+        e = e.args[0]
+    if e is not func.params[0] or e is func.body:
+        return False
+    pt, rt = _type_of(func.params[0]), _type_of(func.body)
+    return (isinstance(pt, TensorType) and isinstance(rt, TensorType) and pt.dtype == rt.dtype
+            and _nbytes(_static_shape(pt, "a reshape input"), pt.dtype)
+            == _nbytes(_static_shape(rt, "a reshape result"), rt.dtype))
+
+
 def plan_memory(nodes: list, row_ptr: list, shapes: list, dtypes: list, head_eids: list) -> tuple:
     """Storage id per node output (liveness-based reuse for intermediates) and the MemoryPlan."""
     num_entries = row_ptr[-1]
@@ -255,8 +279,21 @@ def plan_memory(nodes: list, row_ptr: list, shapes: list, dtypes: list, head_eid
         block_size[sid] = max(block_size[sid], size)
         return sid
 
+    root = list(range(num_entries))  # the entry whose block a "__nop" (reshape) output shares
     for nid, n in enumerate(nodes):
         eids = list(range(row_ptr[nid], row_ptr[nid + 1]))
+        if n.op == "tvm_op" and n.attrs.get("func_name") == "__nop":
+            pnid, idx = n.inputs[0]
+            src = root[row_ptr[pnid] + idx]
+            root[eids[0]] = src
+            storage[eids[0]] = storage[src]
+            refs[src] += refs[eids[0]] - 1  # the block stays live while the alias is read; minus this read
+            if eids[0] in heads and storage[src] in shared:  # a graph output: its block is never reused
+                shared.discard(storage[src])
+                plan.io_bytes += block_size[storage[src]]
+            elif refs[src] == 0 and src not in heads and storage[src] in shared and storage[src] not in free:
+                free.append(storage[src])
+            continue
         if n.op == "null":
             for e in eids:
                 storage[e] = new_block(sizes[e])
@@ -271,7 +308,7 @@ def plan_memory(nodes: list, row_ptr: list, shapes: list, dtypes: list, head_eid
                 plan.intermediate_bytes += sizes[e]
                 plan.num_intermediate_tensors += 1
         for pnid, idx in n.inputs:
-            e = row_ptr[pnid] + idx
+            e = root[row_ptr[pnid] + idx]
             refs[e] -= 1
             if refs[e] == 0 and storage[e] in shared and e not in heads and storage[e] not in free:
                 free.append(storage[e])

@@ -17,3 +17,4 @@ from .combine_parallel import CombineParallelConv2D, CombineParallelDense
 from .alter_op_layout import AlterOpLayout, ConvertLayout
 from .fast_math import FastMath
 from .defuse_ops import DefuseOps
+from .annotate_spans import AnnotateSpans
