@@ -12,3 +12,4 @@ from .op import (Op, OpPattern, OpArgument, OpRegistryError, register_op, regist
                  register_type_relation, register_intrin_lowering)
 from . import attrs, type, module, op, span
 from .type import TensorType as TensorType  # noqa: F811  (keep name after 'type' submodule import)
+from .serialization import save_json, load_json  # noqa: E402

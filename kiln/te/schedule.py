@@ -551,3 +551,13 @@ class Schedule(Node):
 def create_schedule(ops) -> Schedule:
     """A default schedule (every stage at root, loops in axis order) for the output ops/tensors."""
     return Schedule(ops)
+
+
+def __getattr__(name):
+    # TVM's te.schedule.* lowering steps (kiln/te/schedule_passes.py) and its IterVar name
+    if name in ("InferBound", "ScheduleOps", "AutoInlineElemWise", "AutoInlineBroadcast", "AutoInlineInjective"):
+        from . import schedule_passes
+        return getattr(schedule_passes, name)
+    if name == "IterVar":
+        return E.IterVar
+    raise AttributeError(f"module 'kiln.te.schedule' has no attribute {name!r}")
