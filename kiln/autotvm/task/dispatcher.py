@@ -133,20 +133,30 @@ class ApplyHistoryBest(DispatchContext):
             self.load(records)
 
     def load(self, records) -> None:
-        """Add records (path, list of paths, or iterable of (input, result) pairs)."""
+        """Add records: a log path, a list of paths, an iterable of (MeasureInput, MeasureResult) pairs
+        (read lazily, so a generator over a huge log is loaded as it goes), or an autotvm Database.
+        ``load`` may be called repeatedly to add records in batches; the best per workload wins."""
+        from ..database import Database
         from ..record import load_from_file
 
         if isinstance(records, (str, Path)):
             records = [records]
+        elif isinstance(records, Database):
+            records = records.filter(lambda inp, res: True)
+        elif isinstance(records, tuple) and len(records) == 2 and hasattr(records[1], "error_no"):
+            records = [records]  # one (input, result) pair
         if not isinstance(records, Iterable):
-            raise KilnError(f"apply_history_best: expected a log path, a list of paths or (input, result) "
-                            f"pairs, got {type(records).__name__}")
+            raise KilnError(f"apply_history_best: expected a log path, a list of paths, (input, result) "
+                            f"pairs or an autotvm Database, got {type(records).__name__}")
         counter = 0
         for rec in records:
             pairs = load_from_file(str(rec)) if isinstance(rec, (str, Path)) else [rec]
             for pair in pairs:
                 if pair is None:
                     continue
+                if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                    raise KilnError(f"apply_history_best: a record must be a (MeasureInput, MeasureResult) "
+                                    f"pair, got {type(pair).__name__}")
                 counter += 1
                 self._add(*pair)
         logger.debug("Finish loading %d records", counter)

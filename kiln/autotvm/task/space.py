@@ -160,11 +160,19 @@ class SplitSpace(TransformSpace):
         self.num_output = int(kwargs.get("num_outputs", 0))
         if self.num_output <= 0:
             raise ConfigSpaceError(f"define_split: num_outputs must be a positive integer, got {self.num_output}")
-        max_factor = kwargs.get("max_factor", 1 << 31)
-        fil = kwargs.get("filter", lambda _: True)
+        # TVM's callers pass max_factor=None / filter=None to mean "no bound" / "keep all"
+        max_factor = kwargs.get("max_factor")
+        max_factor = (1 << 31) if max_factor is None else int(max_factor)
+        fil = kwargs.get("filter")
+        if fil is None:
+            fil = lambda _: True  # noqa: E731
+        elif not callable(fil):
+            raise ConfigSpaceError(f"define_split: filter must be a callable (SplitEntity -> bool), got {fil!r}")
 
         if policy == "candidate":
-            for size in kwargs.get("candidate", []):
+            if not kwargs.get("candidate"):
+                raise ConfigSpaceError("define_split with policy='candidate' needs candidate=[[...], ...]")
+            for size in kwargs["candidate"]:
                 if len(size) != self.num_output:
                     raise ConfigSpaceError(
                         f"define_split candidate {size} has {len(size)} entries, expected num_outputs="

@@ -209,10 +209,14 @@ def get_config():
 # --------------------------------------------------------------------------------------------
 # tasks
 # --------------------------------------------------------------------------------------------
-def _missing_template(name):
+def _missing_template(name, why: str = ""):
     def _raise(*args, **kwargs):
-        raise TemplateError(f"AutoTVM template {name!r} is not registered in this process: import the module "
-                            "that defines it (decorated with @autotvm.template / register_topi_compute)")
+        raise TemplateError(
+            f"AutoTVM template {name!r} is not registered in this measurement process"
+            + (f" ({why})" if why else "") + ". Templates travel to workers by value with cloudpickle (pip install "
+            "'kiln[autotvm]'), by importing the module that defines them, or, for a template in the script "
+            "being run, by executing that script's imports and definitions only; define the template in an "
+            "importable module (decorated with @autotvm.template / register_topi_compute)")
     return _raise
 
 
@@ -257,9 +261,10 @@ class Task:
             except Exception:
                 func_bytes = None
         modules = func.defining_modules() if isinstance(func, TaskTemplate) else []
+        from .main_script import main_script_path
         return {"name": self.name, "args": self.args, "kwargs": self.kwargs, "config_space": self.config_space,
                 "flop": self.flop, "target": self.target, "target_host": self.target_host, "func": func_bytes,
-                "modules": modules}
+                "modules": modules, "main_script": main_script_path(func)}
 
     def __setstate__(self, state):
         self.name = state["name"]
@@ -283,6 +288,16 @@ class Task:
                 func = pickle.loads(state["func"])
             except Exception:
                 func = None
+        if func is None and state.get("main_script"):
+            # a template of the user's __main__ script and no cloudpickle: run the script's definitions only
+            from .main_script import load_main_definitions
+            try:
+                load_main_definitions(state["main_script"])
+            except Exception as err:  # noqa: BLE001 - reported when the template is called
+                func = _missing_template(self.name, f"re-loading the definitions of {state['main_script']} "
+                                                    f"failed: {type(err).__name__}: {err}")
+            else:
+                func = TASK_TABLE.get(self.name)
         self.func = func if func is not None else _missing_template(self.name)
 
     def __repr__(self) -> str:
