@@ -330,14 +330,23 @@ def verify_memory_plan(graph_json: str) -> None:
     sids = g["attrs"]["storage_id"][1]
     end = len(g["nodes"]) + 1
     live = {}
+    root = list(range(row_ptr[-1]))  # a "__nop" (reshape) output is its input's tensor under another shape
     for nid, n in enumerate(g["nodes"]):
+        if n.get("attrs", {}).get("func_name") == "__nop":
+            pnid, idx, _ = n["inputs"][0]
+            src = root[row_ptr[pnid] + idx]
+            root[row_ptr[nid]] = src
+            live[src][1] = max(live[src][1], nid)
+            if sids[row_ptr[nid]] != sids[src]:
+                raise AssertionError(f"reshape node {n['name']!r} does not share its input's storage")
+            continue
         for e in range(row_ptr[nid], row_ptr[nid + 1]):
             live[e] = [-1 if n["op"] == "null" else nid, -1 if n["op"] == "null" else nid]
         for pnid, idx, _ in n["inputs"]:
-            e = row_ptr[pnid] + idx
+            e = root[row_ptr[pnid] + idx]
             live[e][1] = max(live[e][1], nid)
     for nid, idx, _ in g["heads"]:
-        live[row_ptr[nid] + idx][1] = end
+        live[root[row_ptr[nid] + idx]][1] = end
     for nid, n in enumerate(g["nodes"]):
         if n["op"] == "null":
             e = row_ptr[nid]

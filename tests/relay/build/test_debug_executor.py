@@ -46,7 +46,8 @@ def test_node_outputs_equal_interpreter(opt_level):
     assert len(op_nodes) == len(calls)
     outputs = m.get_node_outputs()
     for node, call in zip(op_nodes, calls):
-        assert node["attrs"]["func_name"] in prims
+        # a reshape-only function runs nothing: its output shares its input's storage (TVM's "__nop")
+        assert node["attrs"]["func_name"] in prims or node["attrs"]["func_name"] == "__nop"
         ins = [outputs[g["nodes"][i]["name"]][k] for i, k, _ in node["inputs"]]
         fn = call.op.without_attr("Primitive")
         ref = relay.create_executor("debug", mod=tvm.IRModule.from_expr(fn)).evaluate()(*ins)
