@@ -14,8 +14,9 @@ from kiln.error import ArgumentError
 def _lib():
     x = relay.var("x", shape=(2, 6))
     x2 = relay.var("x2", shape=(2, 6))
-    # reshape (3, 4) is compiled once and called twice; reshape (4, 3) is a second function "..._reshape_1"
-    y = relay.Tuple([relay.reshape(x, (3, 4)), relay.reshape(x, (4, 3)), relay.reshape(x2, (3, 4))])
+    # negative(reshape (3, 4)) is compiled once and called twice; with (4, 3) it is a second function "..._1"
+    # (a reshape alone would be a "__nop" node sharing its input's storage, with no kernel)
+    y = relay.Tuple([-relay.reshape(x, (3, 4)), -relay.reshape(x, (4, 3)), -relay.reshape(x2, (3, 4))])
     with tvm.transform.PassContext(opt_level=3):
         return relay.build(tvm.IRModule.from_expr(relay.Function([x, x2], y)), target="llvm")
 
@@ -45,8 +46,8 @@ def test_debug_table_one_row_per_node_even_with_duplicate_names():
     table = m.debug_datum.get_debug_result().splitlines()
     assert len(table) == 2 + 3 + 1  # header, rule, one row per kernel call, total
     assert len(m.debug_datum.node_times) == 3
-    np.testing.assert_array_equal(m.debug_get_output(ops[2]).numpy(), b.reshape(3, 4))
-    np.testing.assert_array_equal(m.debug_get_output(ops[1]).numpy(), a.reshape(4, 3))
+    np.testing.assert_array_equal(m.debug_get_output(ops[2]).numpy(), -b.reshape(3, 4))
+    np.testing.assert_array_equal(m.debug_get_output(ops[1]).numpy(), -a.reshape(4, 3))
     with pytest.raises(ArgumentError, match="name the node by its index"):
         m.debug_get_output(g["nodes"][ops[1]]["name"])
     per_kernel = dict((k, v) for k, v, _ in m.debug_datum.get_op_times())
