@@ -321,3 +321,92 @@ def human_bytes(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
     return f"{n:.1f} GB"
+
+
+# -- output verbosity ------------------------------------------------------------------------------------
+_VERBOSITY = {"level": 0}
+
+
+def set_verbosity(level: int) -> None:
+    """-1: quiet (results and errors only), 0: default, 1: -v, 2: -vv."""
+    _VERBOSITY["level"] = int(level)
+
+
+def verbosity() -> int:
+    return _VERBOSITY["level"]
+
+
+def info(text: str) -> None:
+    """A progress line (what was done, how long it took): printed unless -q."""
+    if _VERBOSITY["level"] >= 0:
+        print(text, flush=True)
+
+
+def detail(text: str) -> None:
+    """A line only -v asks for."""
+    if _VERBOSITY["level"] >= 1:
+        print(text, flush=True)
+
+
+# -- threads ---------------------------------------------------------------------------------------------
+def add_threads_argument(p) -> None:
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="threads for the kernels' parallel loops (default: $KILN_NUM_THREADS, else every CPU "
+                   "this process may use)")
+
+
+def apply_threads(n: int | None) -> None:
+    """Make kernels loaded from now on use ``n`` threads (``--threads``).
+
+    Uses ``kiln.runtime.set_num_threads`` where the runtime has it; otherwise sets ``$KILN_NUM_THREADS``, which
+    the runtime reads when it loads a kernel library (so it must happen before the model is loaded) and which
+    AutoTVM's measuring subprocesses inherit."""
+    if n is None:
+        return
+    if n < 1:
+        raise CLIError(f"--threads {n}: give a thread count of at least 1")
+    os.environ["KILN_NUM_THREADS"] = str(n)
+    from .. import runtime
+    setter = getattr(runtime, "set_num_threads", None)
+    if setter is not None:
+        setter(n)
+
+
+# -- input files -----------------------------------------------------------------------------------------
+def read_inputs_file(path: str, input_names: list) -> dict:
+    """``{name: array}`` from an .npz (one array per input name) or an .npy (one array: the model must have
+    exactly one input, or the array is given to the first)."""
+    check_file(path, "inputs file")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise CLIError(f"{path} is not a readable .npz or .npy file: {err}") from None
+    if isinstance(loaded, np.ndarray):  # .npy: one array
+        if len(input_names) != 1:
+            raise CLIError(f"{path} is an .npy file (one array) but the model has {len(input_names)} inputs "
+                           f"({', '.join(input_names)}); save them in one .npz: np.savez(path, "
+                           + ", ".join(f"{n}=..." for n in input_names) + ")")
+        return {input_names[0]: loaded}
+    with loaded as data:
+        given = {k: data[k] for k in data.files}
+    unknown = sorted(set(given) - set(input_names))
+    if unknown:
+        raise CLIError(f"{path} has arrays {unknown} that are not inputs of the model; its inputs are "
+                       f"{list(input_names)}")
+    return given
+
+
+def check_input_array(name: str, arr: np.ndarray, shape: tuple, dtype: str, where: str) -> np.ndarray:
+    """The one rule for user-given inputs (CLI and ``kiln.driver.tvmc`` alike, as ``set_input`` does): the
+    shape and dtype must be the model's; nothing is converted silently, and the message says how to convert."""
+    if tuple(arr.shape) != tuple(shape):
+        raise CLIError(f"input {name!r} in {where} has shape {list(arr.shape)}, the model expects {list(shape)}")
+    have = "bool" if arr.dtype == np.bool_ else str(arr.dtype)
+    if dtype == "bfloat16":
+        raise CLIError(f"input {name!r}: the model takes bfloat16, which numpy files cannot hold; convert the "
+                       "model to float32 before compiling (model.float() in PyTorch) or feed it from Python")
+    if have != dtype:
+        raise CLIError(f"input {name!r} in {where} is {have}, the model expects {dtype}; kiln does not convert "
+                       f"inputs silently (values could change): save it as {dtype}, e.g. "
+                       f"np.savez(path, {name}=x.astype({dtype!r}))")
+    return arr
