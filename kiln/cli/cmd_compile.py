@@ -66,14 +66,22 @@ def run(args) -> int:
     model = load_model(args.model, args.model_format, specs, args.params)
     import_s = time.perf_counter() - start
     info(f"imported {args.model} ({model.fmt}) in {import_s:.2f} s; inputs: {describe_inputs(model.inputs)}")
-    lib, build_s, n_tuned = build_model(model, target, args.opt_level, args.tuning_records, args.desired_layout)
-    if args.tuning_records:
-        info(f"applied tuning records from {args.tuning_records} ({n_tuned} tuned workload(s))")
+    compile_loaded(model, target, output, args.opt_level, args.tuning_records, args.desired_layout, dumps)
+    return 0
+
+
+def compile_loaded(model, target, output: str, opt_level: int = 3, tuning_records: str | None = None,
+                   desired_layout: str | None = None, dumps: list = ()):
+    """Build a loaded model, export it to ``output`` and write the ``--dump-code`` files; returns the factory
+    module (``kiln compile`` and ``kiln.driver.tvmc.compile``)."""
+    lib, build_s, n_tuned = build_model(model, target, opt_level, tuning_records, desired_layout)
+    if tuning_records:
+        info(f"applied tuning records from {tuning_records} ({n_tuned} tuned workload(s))")
     lib.export_library(output)
     plan = getattr(lib, "memory_plan", None)
     lowered = getattr(lib, "lowered", [])
-    info(f"compiled for {target} at opt_level {args.opt_level}"
-         + (f" in layout {args.desired_layout}" if args.desired_layout else "")
+    info(f"compiled for {target} at opt_level {opt_level}"
+         + (f" in layout {desired_layout}" if desired_layout else "")
          + f" in {build_s:.2f} s ({len(lowered)} kernels, {len(lib.get_params())} params)")
     for cf in lowered:
         detail(f"  kernel {cf.func_name}: {cf.anchor_op} via {cf.implementation}")
@@ -85,4 +93,4 @@ def run(args) -> int:
             f.write(dump_code(lib, fmt))
         info(f"wrote the {fmt} code to {path}")
     info(f"wrote {output} ({human_bytes(os.path.getsize(output))})")
-    return 0
+    return lib

@@ -253,9 +253,39 @@ def _load_pytorch(path: str, specs: list):
     if len(specs) != len(arg_names):
         raise CLIError(f"the TorchScript module's forward() takes {len(arg_names)} input(s) "
                        f"({', '.join(arg_names)}) but --input-shapes gives {len(specs)}")
-    infos = [(s.name, (s.shape, s.dtype or "float32")) for s in specs]
+    infos = [(s.name, (s.shape, _torch_input_dtype(module, s))) for s in specs]
+    from ..error import OpNotImplemented
     from ..relay.frontend import from_pytorch
-    return from_pytorch(module, infos)
+    try:
+        return from_pytorch(module, infos)
+    except OpNotImplemented as err:
+        # the frontend's hint names custom_convert_map, a Python argument the command cannot take
+        lines = [ln for ln in str(err).splitlines() if "custom_convert_map" not in ln]
+        lines.append("hint: to supply converters for them, import the model in Python with "
+                     "relay.frontend.from_pytorch(module, input_infos, custom_convert_map={'ns::op': fn}) and build "
+                     "it with relay.build (or save mod.astext() and relay.save_param_dict(params) as model.txt + "
+                     "model.params and run `kiln compile model.txt`)")
+        raise CLIError("\n".join(lines)) from None
+
+
+def _torch_input_dtype(module, spec: InputSpec) -> str:
+    """The dtype of one TorchScript input: the ``--input-shapes`` suffix, else the model's float type.
+
+    Weights in float16 run in float16 (inputs default to float16); bfloat16 weights are imported as float32
+    (numpy has no bfloat16), so such a model takes float32 inputs and bfloat16 inputs are refused."""
+    kinds = {str(t.dtype) for t in list(module.parameters()) + list(module.buffers()) if t.is_floating_point()}
+    model_float = "float16" if kinds == {"torch.float16"} else "float32"
+    dims = "x".join(map(str, spec.shape)) or "[]"
+    if spec.dtype == "bfloat16":
+        raise CLIError(f"--input-shapes {spec.name}:{dims}:bfloat16: kiln cannot take bfloat16 inputs (numpy, and so "
+                       "kiln's runtime, has no bfloat16); kiln imports a bfloat16 model's weights as float32, so give "
+                       f"the input as float32: --input-shapes {spec.name}:{dims}:float32 (or convert the model with "
+                       "model.float() before torch.jit.trace)")
+    if spec.dtype in ("float16", "float32", "float64") and spec.dtype != model_float:
+        raise CLIError(f"--input-shapes {spec.name}:{dims}:{spec.dtype}: the model's weights are {model_float}, "
+                       f"so its float inputs must be {model_float} too: --input-shapes {spec.name}:{dims}:{model_float}"
+                       " (or convert the model with model.float() / model.half() before tracing)")
+    return spec.dtype or model_float
 
 
 # -- Relay text ------------------------------------------------------------------------------------------
