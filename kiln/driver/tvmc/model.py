@@ -36,7 +36,8 @@ class TVMCModel:
                 blob = tar.extractfile("model.params").read()
         except (tarfile.TarError, KeyError, AttributeError) as err:
             raise KilnError(f"TVMCModel: {path} is not a model saved by TVMCModel.save ({err})") from None
-        return parser.parse(text, source_name=path), load_param_dict(blob)
+        from ...relay.transform import InferType
+        return InferType()(parser.parse(text, source_name=path)), load_param_dict(blob)
 
     def save(self, model_path: str) -> str:
         """Write the Relay text and the params into one .tar that ``TVMCModel(model_path=...)`` reads back."""
