@@ -93,10 +93,12 @@ def main(argv: list | None = None) -> int:
             sys.stderr.write(f"wheel smoke: expected one kiln_compiler-*.whl in {dist}, found {os.listdir(dist)}\n")
             return 1
         print(f"wheel smoke: built {os.path.basename(wheels[0])}")
-        _step("python -m venv", [sys.executable, "-m", "venv", venv], env=env)
+        # a venv without its own pip (ensurepip takes most of the time); this pip installs into it
+        _step("python -m venv", [sys.executable, "-m", "venv", "--without-pip", venv], env=env)
         py = os.path.join(venv, "bin", "python")
         _step(f"pip install {os.path.basename(wheels[0])}",
-              [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheels[0]], env=env)
+              [sys.executable, "-m", "pip", "--python", py, "install", "-q", "--disable-pip-version-check",
+               wheels[0]], env=env)
         run_dir = os.path.join(work, "elsewhere")  # not the checkout: the import must find the installed kiln
         os.makedirs(run_dir, exist_ok=True)
         env_run = dict(env, KILN_CACHE_DIR=os.path.join(work, "cache"))
