@@ -53,3 +53,21 @@ def test_unsupported_options_are_named(relay_model):
         tvmc.tune(model, enable_autoscheduler=True)
     with pytest.raises(NotImplementedError, match="device 'cuda'"):
         tvmc.run(tvmc.TVMCPackage.__new__(tvmc.TVMCPackage), device="cuda")
+
+
+@pytest.mark.slow
+def test_tune_then_compile_with_the_records(tmp_path):
+    import kiln as tvm
+    from kiln import relay
+    x, w = relay.var("x", shape=(2, 16), dtype="float32"), relay.var("w", shape=(8, 16), dtype="float32")
+    wv = np.random.default_rng(2).random((8, 16)).astype("float32")
+    model = tvmc.TVMCModel(tvm.IRModule.from_expr(relay.Function([x, w], relay.nn.dense(x, w))), {"w": wv})
+    log = tvmc.tune(model, target="llvm", trials=2, tuner="random", repeat=1, number=1, parallel=1,
+                    tuning_records=str(tmp_path / "t.log"))
+    from kiln.autotvm import record
+    records = list(record.load_from_file(log))
+    assert len(records) == 2 and all(r.error_no == 0 for _, r in records)
+    assert {inp.task.name for inp, _ in records} == {"dense_pack.x86"}
+    package = tvmc.compile(model, tuning_records=log, package_path=str(tmp_path / "d.so"))
+    xv = np.random.default_rng(3).random((2, 16)).astype("float32")
+    np.testing.assert_allclose(tvmc.run(package, inputs={"x": xv}).outputs["output_0"], xv @ wv.T, rtol=1e-5)
