@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 JOBS ?= 2
 
-.PHONY: demo test venv test-deps bench clean
+.PHONY: demo test venv test-deps bench wheel-smoke clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,11 +24,16 @@ test-deps: venv
 	$(PY) -m pip install -q --no-deps torchvision==0.28.0
 	$(PY) -m pip install -q -e '.[test]'
 
+# The suite includes tests/cli/test_wheel.py: it builds the kiln-compiler wheel (python -m build), installs it in
+# a fresh virtualenv and compiles and runs a small kernel and model with it (`make wheel-smoke` runs it alone).
 test: test-deps
 	$(PY) -m pytest -n $(JOBS) $(PYTEST_ARGS)
+
+wheel-smoke: test-deps
+	$(PY) tests/cli/wheel_smoke.py
 
 bench: test-deps
 	$(PY) -m benchmarks.run
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

@@ -8,7 +8,8 @@ import time
 import numpy as np
 
 from .cmd_compile import add_model_arguments
-from .common import CLIError, load_model, parse_input_shapes, parse_target, random_input
+from .common import (CLIError, add_threads_argument, apply_threads, load_model, parse_input_shapes, parse_target,
+                     random_input)
 
 PEERS = ("onnxruntime", "pytorch")
 
@@ -26,6 +27,7 @@ def add_parser(sub) -> None:
     p.add_argument("--warmup", type=int, default=3, help="untimed calls first (default 3)")
     p.add_argument("--no-peers", action="store_true", help="time kiln only")
     p.add_argument("--seed", type=int, default=0)
+    add_threads_argument(p)
     p.set_defaults(handler=run)
 
 
@@ -82,6 +84,7 @@ def run(args) -> int:
     from ..runtime.graph_executor import GraphModule
     if args.rounds < 1 or args.number < 1 or args.warmup < 0:
         raise CLIError("--rounds and --number must be >= 1, --warmup >= 0")
+    apply_threads(args.threads)   # before kiln's kernels load (the peers keep their own thread settings)
     compiled = args.model.endswith((".so", ".tar"))
     compile_s = None
     if compiled:

@@ -4,8 +4,9 @@ from __future__ import annotations
 import os
 import time
 
-from .build import build_model, describe_inputs
-from .common import MODEL_FORMATS, CLIError, human_bytes, load_model, parse_input_shapes, parse_target
+from .build import DUMP_FORMATS, LAYOUTS, build_model, describe_inputs, dump_code, parse_dump_formats
+from .common import (MODEL_FORMATS, CLIError, detail, human_bytes, info, load_model, parse_input_shapes,
+                     parse_target)
 
 
 def add_parser(sub) -> None:
@@ -16,9 +17,12 @@ def add_parser(sub) -> None:
     add_model_arguments(p)
     p.add_argument("-o", "--output", default=None,
                    help="output file, .so (default: the model's name with .so) or .tar")
-    p.add_argument("--opt-level", type=int, default=3, choices=range(0, 5), metavar="{0..4}",
-                   help="PassContext opt_level (default 3)")
+    add_opt_level_argument(p)
     p.add_argument("--tuning-records", default=None, metavar="LOG", help="AutoTVM log to apply (kiln tune -o)")
+    add_layout_argument(p)
+    p.add_argument("--dump-code", default=None, metavar="FORMATS",
+                   help=f"also write the code as text, comma separated from {{{','.join(DUMP_FORMATS)}}}: "
+                   "generated C, optimized Relay, TIR of every kernel; written next to the output as OUTPUT.<format>")
     p.set_defaults(handler=run)
 
 
@@ -28,16 +32,29 @@ def add_model_arguments(p) -> None:
     p.add_argument("--model-format", choices=MODEL_FORMATS, default=None,
                    help="model format (default: from the file extension)")
     p.add_argument("--input-shapes", default=None, metavar="SHAPES",
-                   help="input shapes, e.g. data:1x3x224x224,mask:[1,128]:int64 (needed for TorchScript and "
-                   "for ONNX inputs with dynamic dimensions)")
+                   help="input shapes, e.g. data:1x3x224x224,mask:[1,128]:int64 or tvmc's "
+                   "'data:[1,3,224,224] mask:[1,128]' (needed for TorchScript and for ONNX inputs with dynamic "
+                   "dimensions)")
     p.add_argument("--params", default=None, metavar="FILE",
                    help="Relay params file for a Relay text model (default: MODEL's name with .params, if it exists)")
-    p.add_argument("--target", default="llvm", help="compilation target (default: llvm)")
+    p.add_argument("--target", default="llvm", help="compilation target (default: llvm = the host CPU; "
+                   "e.g. 'llvm -mcpu=core-avx2')")
+
+
+def add_opt_level_argument(p) -> None:
+    p.add_argument("-O", "--opt-level", type=int, default=3, choices=range(0, 5), metavar="{0..4}",
+                   help="PassContext opt_level (default 3), e.g. -O3")
+
+
+def add_layout_argument(p) -> None:
+    p.add_argument("--desired-layout", default=None, type=str.upper, choices=LAYOUTS,
+                   help="convert the convolutions to this data layout before compiling (ConvertLayout)")
 
 
 def run(args) -> int:
     target = parse_target(args.target)
     specs = parse_input_shapes(args.input_shapes)
+    dumps = parse_dump_formats(args.dump_code)
     output = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".so"
     if not output.endswith((".so", ".tar")):
         raise CLIError(f"-o {output!r}: the output must end in .so (shared library) or .tar (objects)")
@@ -48,15 +65,32 @@ def run(args) -> int:
     start = time.perf_counter()
     model = load_model(args.model, args.model_format, specs, args.params)
     import_s = time.perf_counter() - start
-    print(f"imported {args.model} ({model.fmt}) in {import_s:.2f} s; inputs: {describe_inputs(model.inputs)}")
-    lib, build_s, n_tuned = build_model(model, target, args.opt_level, args.tuning_records)
-    if args.tuning_records:
-        print(f"applied tuning records from {args.tuning_records} ({n_tuned} tuned workload(s))")
+    info(f"imported {args.model} ({model.fmt}) in {import_s:.2f} s; inputs: {describe_inputs(model.inputs)}")
+    compile_loaded(model, target, output, args.opt_level, args.tuning_records, args.desired_layout, dumps)
+    return 0
+
+
+def compile_loaded(model, target, output: str, opt_level: int = 3, tuning_records: str | None = None,
+                   desired_layout: str | None = None, dumps: list = ()):
+    """Build a loaded model, export it to ``output`` and write the ``--dump-code`` files; returns the factory
+    module (``kiln compile`` and ``kiln.driver.tvmc.compile``)."""
+    lib, build_s, n_tuned = build_model(model, target, opt_level, tuning_records, desired_layout)
+    if tuning_records:
+        info(f"applied tuning records from {tuning_records} ({n_tuned} tuned workload(s))")
     lib.export_library(output)
     plan = getattr(lib, "memory_plan", None)
-    print(f"compiled for {target} at opt_level {args.opt_level} in {build_s:.2f} s "
-          f"({len(getattr(lib, 'lowered', []))} kernels, {len(lib.get_params())} params)")
+    lowered = getattr(lib, "lowered", [])
+    info(f"compiled for {target} at opt_level {opt_level}"
+         + (f" in layout {desired_layout}" if desired_layout else "")
+         + f" in {build_s:.2f} s ({len(lowered)} kernels, {len(lib.get_params())} params)")
+    for cf in lowered:
+        detail(f"  kernel {cf.func_name}: {cf.anchor_op} via {cf.implementation}")
     if plan is not None:
-        print(plan)
-    print(f"wrote {output} ({human_bytes(os.path.getsize(output))})")
-    return 0
+        info(str(plan))
+    for fmt in dumps:
+        path = f"{output}.{fmt}"
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(dump_code(lib, fmt))
+        info(f"wrote the {fmt} code to {path}")
+    info(f"wrote {output} ({human_bytes(os.path.getsize(output))})")
+    return lib

@@ -6,26 +6,33 @@ import time
 
 import numpy as np
 
-from .common import CLIError, check_file, random_input
+from .common import (CLIError, add_threads_argument, apply_threads, check_file, check_input_array, info,
+                     random_input, read_inputs_file)
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="run a compiled model (.so/.tar) on inputs or random data",
                        description="Load a model written by `kiln compile` with kiln.runtime.load_module (no "
-                       "compiler needed), feed it inputs from an .npz file (random data for the rest), run it and "
-                       "print a summary of every output.")
+                       "compiler needed), feed it inputs from an .npz (one array per input name) or .npy (a "
+                       "one-input model) file, generated data for the rest, run it and print a summary of every "
+                       "output. Inputs must have the model's dtype: nothing is converted silently.")
     p.add_argument("module", metavar="MODULE", help="compiled model (.so or .tar from kiln compile)")
-    p.add_argument("--inputs", default=None, metavar="NPZ", help=".npz file with one array per input name")
-    p.add_argument("--outputs", default=None, metavar="NPZ", help="save the outputs as output_0, output_1, ...")
+    p.add_argument("-i", "--inputs", default=None, metavar="FILE",
+                   help=".npz file with one array per input name, or .npy for a model with one input")
+    p.add_argument("-o", "--outputs", default=None, metavar="NPZ", help="save the outputs as output_0, output_1, ...")
     p.add_argument("--fill-mode", choices=("random", "zeros", "ones"), default="random",
-                   help="how to make inputs the .npz does not give (default: random)")
+                   help="how to make inputs the file does not give (default: random)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    p.add_argument("--print-top", type=int, default=0, metavar="K",
-                   help="print the K largest values (and their indices) of each output")
-    p.add_argument("--profile", action="store_true", help="run node by node and print the per-op time table")
-    p.add_argument("--repeat", type=int, default=0, metavar="N",
-                   help="time N repeats of --number runs each and print the latency summary")
+    p.add_argument("--print-top", type=int, default=0, metavar="N",
+                   help="print the N largest values (and their indices) of each output")
+    p.add_argument("--print-time", action="store_true",
+                   help="time --repeat x --number runs and print mean/median/max/min/std in ms")
+    p.add_argument("--profile", action="store_true",
+                   help="run node by node and print the per-op time table (grouped by op type)")
+    p.add_argument("--repeat", type=int, default=None, metavar="N",
+                   help="timed repeats (default 10 with --print-time); giving it also prints the times")
     p.add_argument("--number", type=int, default=1, metavar="N", help="runs per timed repeat (default 1)")
+    add_threads_argument(p)
     p.set_defaults(handler=run)
 
 
@@ -44,39 +51,30 @@ def load_graph_module(path: str):
     return lib, GraphModule(create(cpu(0)))
 
 
-def prepare_inputs(gmod, npz_path: str | None, fill: str, seed: int) -> dict:
-    """{name: numpy array} for every graph input: from the .npz where given, else generated."""
+def prepare_inputs(gmod, inputs_path: str | None, fill: str, seed: int) -> dict:
+    """{name: numpy array} for every graph input: from the .npz/.npy where given, else generated."""
     shapes, dtypes = gmod.get_input_info()
-    given: dict = {}
-    if npz_path:
-        check_file(npz_path, "inputs file")
-        try:
-            with np.load(npz_path, allow_pickle=False) as data:
-                given = {k: data[k] for k in data.files}
-        except (ValueError, OSError) as err:
-            raise CLIError(f"{npz_path} is not a readable .npz file: {err}") from None
-        unknown = sorted(set(given) - set(shapes))
-        if unknown:
-            raise CLIError(f"{npz_path} has arrays {unknown} that are not inputs of the model; its inputs are "
-                           f"{list(shapes)}")
+    given = read_inputs_file(inputs_path, list(shapes)) if inputs_path else {}
     rng = np.random.default_rng(seed)
     values = {}
     for name, shape in shapes.items():
         shape, dtype = tuple(int(d) for d in shape), str(dtypes[name])
         if name in given:
-            arr = given[name]
-            if tuple(arr.shape) != shape:
-                raise CLIError(f"input {name!r} in {npz_path} has shape {list(arr.shape)}, the model expects "
-                               f"{list(shape)}")
-            if str(arr.dtype) != dtype:
-                if np.can_cast(arr.dtype, np.dtype(dtype), casting="same_kind"):
-                    arr = arr.astype(dtype)
-                else:
-                    raise CLIError(f"input {name!r} in {npz_path} is {arr.dtype}, the model expects {dtype}")
-            values[name] = arr
+            values[name] = check_input_array(name, given[name], shape, dtype, inputs_path)
         else:
+            if dtype == "bfloat16":
+                raise CLIError(f"input {name!r} is bfloat16, which kiln's runtime cannot fill from numpy; "
+                               "compile the model in float32 (model.float() in PyTorch) or float16")
             values[name] = random_input(shape, dtype, rng, fill)
     return values
+
+
+def format_times(res) -> str:
+    """tvmc's execution time summary (ms) of a BenchmarkResult."""
+    cols = ("mean (ms)", "median (ms)", "max (ms)", "min (ms)", "std (ms)")
+    vals = (res.mean, res.median, res.max, res.min, res.std)
+    return ("Execution time summary:\n" + " ".join(f"{c:>12}" for c in cols) + "\n"
+            + " ".join(f"{v * 1e3:>12.4f}" for v in vals))
 
 
 def summarize(index: int, out: np.ndarray, top: int) -> str:
@@ -99,8 +97,9 @@ def summarize(index: int, out: np.ndarray, top: int) -> str:
 
 
 def run(args) -> int:
-    if args.print_top < 0 or args.repeat < 0 or args.number < 1:
-        raise CLIError("--print-top and --repeat must be >= 0 and --number >= 1")
+    if args.print_top < 0 or (args.repeat is not None and args.repeat < 1) or args.number < 1:
+        raise CLIError("--print-top must be >= 0, --repeat and --number >= 1")
+    apply_threads(args.threads)   # before the kernels load: they read the thread count then
     from ..runtime import cpu
     lib, gmod = load_graph_module(args.module)
     values = prepare_inputs(gmod, args.inputs, args.fill_mode, args.seed)
@@ -110,7 +109,7 @@ def run(args) -> int:
     gmod.run()
     first_ms = (time.perf_counter() - start) * 1e3
     outputs = [gmod.get_output(i).numpy() for i in range(gmod.get_num_outputs())]
-    print(f"ran {args.module}: {len(values)} input(s), {len(outputs)} output(s), first run {first_ms:.3f} ms")
+    info(f"ran {args.module}: {len(values)} input(s), {len(outputs)} output(s), first run {first_ms:.3f} ms")
     for i, out in enumerate(outputs):
         print(summarize(i, out, args.print_top))
     if args.outputs:
@@ -119,15 +118,16 @@ def run(args) -> int:
             raise CLIError(f"--outputs {args.outputs!r}: the folder {out_dir!r} does not exist")
         path = args.outputs if args.outputs.endswith(".npz") else args.outputs + ".npz"  # as np.savez names it
         np.savez(path, **{f"output_{i}": o for i, o in enumerate(outputs)})
-        print(f"saved outputs to {path}")
+        info(f"saved outputs to {path}")
     if args.profile:
         dbg = lib["debug_create"]("default", cpu(0))
         for name, value in values.items():
             dbg.set_input(name, value)
-        print(dbg.profile())
-    if args.repeat:
-        res = gmod.benchmark(cpu(0), repeat=args.repeat, number=args.number)
-        print(f"latency over {args.repeat} x {args.number} run(s): median {res.median * 1e3:.4f} ms, "
-              f"min {res.min * 1e3:.4f} ms, mean {res.mean * 1e3:.4f} ms, max {res.max * 1e3:.4f} ms, "
-              f"std {res.std * 1e3:.4f} ms")
+        print(dbg.profile().table(sort=True, aggregate=True, col_sums=True))
+    if args.print_time or args.repeat is not None:
+        repeat = args.repeat or 10
+        res = gmod.benchmark(cpu(0), repeat=repeat, number=args.number)
+        info(f"latency over {repeat} x {args.number} run(s): median {res.median * 1e3:.4f} ms, "
+             f"min {res.min * 1e3:.4f} ms")
+        print(format_times(res))
     return 0

@@ -7,8 +7,9 @@ import time
 
 import numpy as np
 
-from .cmd_compile import add_model_arguments
-from .common import CLIError, load_model, parse_input_shapes, parse_target
+from .cmd_compile import add_layout_argument, add_model_arguments
+from .common import (CLIError, add_threads_argument, apply_threads, info, load_model, parse_input_shapes,
+                     parse_target)
 
 TUNERS = ("xgb", "xgb_knob", "xgb_itervar", "xgb_curve", "xgb_rank", "ga", "random", "gridsearch")
 
@@ -37,7 +38,10 @@ def add_parser(sub) -> None:
                    help="seed model-based tuners with the records already in the log")
     p.add_argument("--rpc-key", default=None, help="measure on RPC servers registered under this key")
     p.add_argument("--rpc-tracker", default=None, metavar="HOST:PORT", help="RPC tracker address (with --rpc-key)")
-    p.add_argument("--plot", default=None, metavar="PNG", help="save the tuning curves (best GFLOPS over trials)")
+    p.add_argument("--plot", default=None, metavar="PNG", help="save the tuning curves (best GFLOPS over trials); "
+                   "`kiln plot LOG -o PNG` draws them from an existing log")
+    add_layout_argument(p)
+    add_threads_argument(p)
     p.set_defaults(handler=run)
 
 
@@ -69,7 +73,8 @@ def make_tuner(name: str, task):
         try:
             import xgboost  # noqa: F401
         except ImportError:
-            raise CLIError(f"--tuner {name} needs xgboost (pip install xgboost); or use --tuner ga / random") from None
+            raise CLIError(f"--tuner {name} needs xgboost, which kiln's autotvm extra installs (the CPU build): "
+                           'pip install "kiln-compiler[autotvm]"; or use --tuner ga / random') from None
         kinds = {"xgb": ("itervar", "reg"), "xgb_knob": ("knob", "reg"), "xgb_itervar": ("itervar", "reg"),
                  "xgb_curve": ("curve", "reg"), "xgb_rank": ("itervar", "rank")}
         feature_type, loss_type = kinds[name]
@@ -102,12 +107,25 @@ def _short_args(task) -> str:
     return ", ".join(parts)
 
 
+def unique_tasks(tasks: list) -> list:
+    """``tasks`` without repeats of one workload (same template name and arguments): one tuning per workload,
+    since the log is looked up by workload."""
+    seen, out = set(), []
+    for task in tasks:
+        key = (task.name, repr(task.args), str(task.target))
+        if key not in seen:
+            seen.add(key)
+            out.append(task)
+    return out
+
+
 def run(args) -> int:
     from .. import autotvm
     if args.trials < 1:
         raise CLIError("--trials must be at least 1")
     if args.early_stopping is not None and args.early_stopping < 1:
         raise CLIError("--early-stopping must be at least 1")
+    apply_threads(args.threads)   # the measuring processes inherit it
     target = parse_target(args.target)
     specs = parse_input_shapes(args.input_shapes)
     out_dir = os.path.dirname(os.path.abspath(args.output))
@@ -116,15 +134,26 @@ def run(args) -> int:
     if args.plot:
         from .plot import check_plot_path
         check_plot_path(args.plot)
+    model = load_model(args.model, args.model_format, specs, args.params)
+    return tune_loaded(model, target, args)
+
+
+def tune_loaded(model, target, args) -> int:
+    """Extract, de-duplicate and tune the tasks of a loaded model as ``args`` (the ``kiln tune`` flags) say;
+    returns the exit code (``kiln tune`` and ``kiln.driver.tvmc.tune``)."""
+    from .. import autotvm
     ops = _parse_ops(args.ops)
     measure_option = make_measure_option(args)
-
-    model = load_model(args.model, args.model_format, specs, args.params)
+    label = getattr(args, "model", None) or "the model"
     start = time.perf_counter()
     from .. import transform
+    from .build import convert_layout
+    mod = convert_layout(model.mod, args.desired_layout)
     with transform.PassContext(opt_level=args.opt_level):
-        tasks = autotvm.task.extract_from_program(model.mod["main"], target=target, params=model.params, ops=ops)
-    print(f"extracted {len(tasks)} tunable task(s) from {args.model} in {time.perf_counter() - start:.2f} s")
+        found = autotvm.task.extract_from_program(mod["main"], target=target, params=model.params, ops=ops)
+    tasks = unique_tasks(found)
+    info(f"extracted {len(tasks)} tunable task(s) from {label} in {time.perf_counter() - start:.2f} s"
+         + (f" ({len(found) - len(tasks)} duplicate(s) skipped)" if len(found) > len(tasks) else ""))
     if not tasks:
         print("nothing to tune: the model has no tunable operators"
               + (f" among {args.ops}" if args.ops else "") + "; no log written")
@@ -154,14 +183,14 @@ def run(args) -> int:
     total = time.perf_counter() - tune_start
     print(_table(rows))
     failed = [r for r in rows if not r[6] > 0]
-    print(f"tuned {len(tasks)} task(s) in {total:.1f} s; log appended to {args.output}")
+    info(f"tuned {len(tasks)} task(s) in {total:.1f} s; log appended to {args.output}")
     if failed:
         print(f"warning: no valid config was measured for task(s) {[r[0] for r in failed]}; "
               "rerun with -v to see the measurement errors")
     if args.plot:
         from .plot import save_curves
-        how = save_curves(curves, args.plot, title=f"AutoTVM tuning of {os.path.basename(args.model)}")
-        print(f"saved the tuning curves to {args.plot} ({how})")
+        how = save_curves(curves, args.plot, title=f"AutoTVM tuning of {os.path.basename(label)}")
+        info(f"saved the tuning curves to {args.plot} ({how})")
     return 0 if not failed or len(failed) < len(rows) else 1
 
 

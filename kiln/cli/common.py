@@ -253,9 +253,39 @@ def _load_pytorch(path: str, specs: list):
     if len(specs) != len(arg_names):
         raise CLIError(f"the TorchScript module's forward() takes {len(arg_names)} input(s) "
                        f"({', '.join(arg_names)}) but --input-shapes gives {len(specs)}")
-    infos = [(s.name, (s.shape, s.dtype or "float32")) for s in specs]
+    infos = [(s.name, (s.shape, _torch_input_dtype(module, s))) for s in specs]
+    from ..error import OpNotImplemented
     from ..relay.frontend import from_pytorch
-    return from_pytorch(module, infos)
+    try:
+        return from_pytorch(module, infos)
+    except OpNotImplemented as err:
+        # the frontend's hint names custom_convert_map, a Python argument the command cannot take
+        lines = [ln for ln in str(err).splitlines() if "custom_convert_map" not in ln]
+        lines.append("hint: to supply converters for them, import the model in Python with "
+                     "relay.frontend.from_pytorch(module, input_infos, custom_convert_map={'ns::op': fn}) and build "
+                     "it with relay.build (or save mod.astext() and relay.save_param_dict(params) as model.txt + "
+                     "model.params and run `kiln compile model.txt`)")
+        raise CLIError("\n".join(lines)) from None
+
+
+def _torch_input_dtype(module, spec: InputSpec) -> str:
+    """The dtype of one TorchScript input: the ``--input-shapes`` suffix, else the model's float type.
+
+    Weights in float16 run in float16 (inputs default to float16); bfloat16 weights are imported as float32
+    (numpy has no bfloat16), so such a model takes float32 inputs and bfloat16 inputs are refused."""
+    kinds = {str(t.dtype) for t in list(module.parameters()) + list(module.buffers()) if t.is_floating_point()}
+    model_float = "float16" if kinds == {"torch.float16"} else "float32"
+    dims = "x".join(map(str, spec.shape)) or "[]"
+    if spec.dtype == "bfloat16":
+        raise CLIError(f"--input-shapes {spec.name}:{dims}:bfloat16: kiln cannot take bfloat16 inputs (numpy, and so "
+                       "kiln's runtime, has no bfloat16); kiln imports a bfloat16 model's weights as float32, so give "
+                       f"the input as float32: --input-shapes {spec.name}:{dims}:float32 (or convert the model with "
+                       "model.float() before torch.jit.trace)")
+    if spec.dtype in ("float16", "float32", "float64") and spec.dtype != model_float:
+        raise CLIError(f"--input-shapes {spec.name}:{dims}:{spec.dtype}: the model's weights are {model_float}, "
+                       f"so its float inputs must be {model_float} too: --input-shapes {spec.name}:{dims}:{model_float}"
+                       " (or convert the model with model.float() / model.half() before tracing)")
+    return spec.dtype or model_float
 
 
 # -- Relay text ------------------------------------------------------------------------------------------
@@ -321,3 +351,92 @@ def human_bytes(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
     return f"{n:.1f} GB"
+
+
+# -- output verbosity ------------------------------------------------------------------------------------
+_VERBOSITY = {"level": 0}
+
+
+def set_verbosity(level: int) -> None:
+    """-1: quiet (results and errors only), 0: default, 1: -v, 2: -vv."""
+    _VERBOSITY["level"] = int(level)
+
+
+def verbosity() -> int:
+    return _VERBOSITY["level"]
+
+
+def info(text: str) -> None:
+    """A progress line (what was done, how long it took): printed unless -q."""
+    if _VERBOSITY["level"] >= 0:
+        print(text, flush=True)
+
+
+def detail(text: str) -> None:
+    """A line only -v asks for."""
+    if _VERBOSITY["level"] >= 1:
+        print(text, flush=True)
+
+
+# -- threads ---------------------------------------------------------------------------------------------
+def add_threads_argument(p) -> None:
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="threads for the kernels' parallel loops (default: $KILN_NUM_THREADS, else every CPU "
+                   "this process may use)")
+
+
+def apply_threads(n: int | None) -> None:
+    """Make kernels loaded from now on use ``n`` threads (``--threads``).
+
+    Uses ``kiln.runtime.set_num_threads`` where the runtime has it; otherwise sets ``$KILN_NUM_THREADS``, which
+    the runtime reads when it loads a kernel library (so it must happen before the model is loaded) and which
+    AutoTVM's measuring subprocesses inherit."""
+    if n is None:
+        return
+    if n < 1:
+        raise CLIError(f"--threads {n}: give a thread count of at least 1")
+    os.environ["KILN_NUM_THREADS"] = str(n)
+    from .. import runtime
+    setter = getattr(runtime, "set_num_threads", None)
+    if setter is not None:
+        setter(n)
+
+
+# -- input files -----------------------------------------------------------------------------------------
+def read_inputs_file(path: str, input_names: list) -> dict:
+    """``{name: array}`` from an .npz (one array per input name) or an .npy (one array: the model must have
+    exactly one input, or the array is given to the first)."""
+    check_file(path, "inputs file")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise CLIError(f"{path} is not a readable .npz or .npy file: {err}") from None
+    if isinstance(loaded, np.ndarray):  # .npy: one array
+        if len(input_names) != 1:
+            raise CLIError(f"{path} is an .npy file (one array) but the model has {len(input_names)} inputs "
+                           f"({', '.join(input_names)}); save them in one .npz: np.savez(path, "
+                           + ", ".join(f"{n}=..." for n in input_names) + ")")
+        return {input_names[0]: loaded}
+    with loaded as data:
+        given = {k: data[k] for k in data.files}
+    unknown = sorted(set(given) - set(input_names))
+    if unknown:
+        raise CLIError(f"{path} has arrays {unknown} that are not inputs of the model; its inputs are "
+                       f"{list(input_names)}")
+    return given
+
+
+def check_input_array(name: str, arr: np.ndarray, shape: tuple, dtype: str, where: str) -> np.ndarray:
+    """The one rule for user-given inputs (CLI and ``kiln.driver.tvmc`` alike, as ``set_input`` does): the
+    shape and dtype must be the model's; nothing is converted silently, and the message says how to convert."""
+    if tuple(arr.shape) != tuple(shape):
+        raise CLIError(f"input {name!r} in {where} has shape {list(arr.shape)}, the model expects {list(shape)}")
+    have = "bool" if arr.dtype == np.bool_ else str(arr.dtype)
+    if dtype == "bfloat16":
+        raise CLIError(f"input {name!r}: the model takes bfloat16, which numpy files cannot hold; convert the "
+                       "model to float32 before compiling (model.float() in PyTorch) or feed it from Python")
+    if have != dtype:
+        raise CLIError(f"input {name!r} in {where} is {have}, the model expects {dtype}; kiln does not convert "
+                       f"inputs silently (values could change): save it as {dtype}, e.g. "
+                       f"np.savez(path, {name}=x.astype({dtype!r}))")
+    return arr

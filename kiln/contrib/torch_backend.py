@@ -60,6 +60,11 @@ class KilnCompiledGraph:
         from ..relay.frontend.pytorch_utils import tensor_dtype
         from . import graph_executor
 
+        bf16 = [i for i, x in enumerate(inputs) if getattr(x, "dtype", None) == torch.bfloat16]
+        if bf16:
+            raise FrontendError(f"torch.compile(backend='kiln'): graph input(s) {bf16} are bfloat16, which kiln's "
+                                "runtime cannot hold (numpy has no bfloat16); run the model in float32 "
+                                "(model.float() and float32 inputs) or float16 (model.half())")
         with torch.no_grad():
             traced = torch.jit.trace(self.gm, tuple(inputs), check_trace=False, strict=False)
         names = [f"inp_{i}" for i in range(len(inputs))]

@@ -51,7 +51,7 @@ def test_run_random_inputs_profile_and_repeat(compiled_conv):
     res = run_kiln("run", compiled_conv, "--profile", "--repeat", "3", "--number", "2")
     assert res.returncode == 0, res.stderr
     assert "latency over 3 x 2 run(s): median" in res.stdout
-    assert "Time(us)" in res.stdout and "conv2d" in res.stdout   # the per-op table of the debug executor
+    assert "Duration (us)" in res.stdout and "conv2d" in res.stdout   # the per-op Report table
 
 
 def test_run_without_a_compiler_on_path(compiled_conv, tmp_path):

@@ -17,14 +17,21 @@ logger = logging.getLogger("autotvm")
 
 
 def _lower(mod, target, params, opt_level: int = 3) -> None:
-    """Run Relay's compilation far enough to select every op's implementation."""
+    """Run Relay's compilation far enough to select every op's implementation.
+
+    AlterOpLayout is disabled (as TVM does): it rewrites conv2d/dense into packed layouts whose tasks
+    (5-D ``conv2d_NCHWc`` args, packed ``dense_pack`` weights) are the same workloads as the unpacked ones the
+    layout hook looks up in the tuning log. Tracing them as well doubled resnet-18's task list with tasks
+    whose records relay.build never reads."""
     try:
         from ... import relay, transform
         build = relay.build
     except (ImportError, AttributeError) as err:
         raise OpNotImplemented("autotvm.task.extract_from_program needs kiln.relay.build, which is not "
                                "available yet") from err
-    with transform.PassContext(opt_level=opt_level):
+    outer = transform.PassContext.current()
+    disabled = set(getattr(outer, "disabled_pass", None) or ()) | {"AlterOpLayout"}
+    with transform.PassContext(opt_level=opt_level, disabled_pass=disabled):
         build(mod, target=target, params=params)
 
 

@@ -26,7 +26,8 @@ def _import_xgboost():
         try:
             import xgboost
         except ImportError as err:
-            raise ImportError("XGBoost is required for XGBTuner / XGBoostCostModel: pip install xgboost") from err
+            raise ImportError("XGBoost is required for XGBTuner / XGBoostCostModel; kiln's autotvm extra "
+                              'installs its CPU build: pip install "kiln-compiler[autotvm]"') from err
         xgb = xgboost
     return xgb
 

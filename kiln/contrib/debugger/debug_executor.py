@@ -2,13 +2,15 @@
 node's output (the memory plan would overwrite them) and times every kernel call.
 
     m = debug_executor.create(lib.get_graph_json(), lib.get_lib(), dev)   # or lib["debug_create"]("default", dev)
-    m.set_input("data", x); m.run()
+    m.set_input("data", x); m.run()                          # prints the per-node time table, as TVM's does
     m.debug_get_output("tvmgen_default_fused_nn_conv2d")   # a node's output
-    print(m.debug_datum.get_debug_result())                  # per-op time table, slowest first
+    report = m.profile()                                     # a kiln.runtime.profiling.Report
+    print(report.table(sort=True, aggregate=True, col_sums=True))   # grouped by op type, slowest first
 """
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import numpy as np
@@ -17,6 +19,17 @@ from ...error import ArgumentError, KilnError
 from ...runtime import ndarray as nd
 from ...runtime.graph_executor import GraphExecutor, GraphModule
 from ...runtime.params import save_params
+from ...runtime.profiling import Count, Duration, Percent, Report
+
+_NUMBERED = re.compile(r"_\d+$")
+
+
+def op_type(func_name: str) -> str:
+    """The kind of kernel a node runs: its function name without the module prefix (``tvmgen_default_``) and
+    without the number that tells same-kind kernels apart (``fused_nn_conv2d_add_nn_relu_3`` ->
+    ``fused_nn_conv2d_add_nn_relu``)."""
+    name = re.sub(r"^tvmgen_[A-Za-z0-9]*_", "", func_name)
+    return _NUMBERED.sub("", name) or func_name
 
 
 class DebugResult:
@@ -104,6 +117,14 @@ class GraphModuleDebug(GraphModule):
         self.debug_datum = DebugResult(self._exec)
 
     def run(self, **input_dict) -> None:
+        """Run node by node, keep every node's output and time, and print the per-node table (as TVM's
+        debug executor does); ``dump_root`` also gets the outputs and the table."""
+        self._run_debug(**input_dict)
+        self.debug_datum.display_debug_result()
+
+    def _run_debug(self, **input_dict) -> float:
+        """One node-by-node run; returns its wall time in seconds."""
+        start = time.perf_counter()
         ex = self._exec
         for name, value in input_dict.items():
             ex._copy_in(ex._index_of(name), value)
@@ -127,8 +148,10 @@ class GraphModuleDebug(GraphModule):
             datum.node_times[nid] = t1 - t0
             datum.node_outputs[nid] = [ex.entries[spec.entry_id(nid, k)].numpy()
                                        for k in range(spec.num_outputs(nid))]
+        wall = time.perf_counter() - start
         if self._dump_root:
             self._dump()
+        return wall
 
     def _dump(self) -> None:
         folder = os.path.join(self._dump_root, "_tvmdbg_device_CPU_0")
@@ -202,10 +225,36 @@ class GraphModuleDebug(GraphModule):
             results.append(float(np.mean(best)))
         return results
 
-    def profile(self, **input_dict) -> str:
-        """Run once and return the per-op time table."""
-        self.run(**input_dict)
-        return self.debug_datum.get_debug_result()
+    def profile(self, collectors=None, **input_dict) -> Report:
+        """Run once node by node and return a :class:`kiln.runtime.profiling.Report`: one call per kernel
+        (``Name`` = its op type, duration, share of the kernels' total, argument shapes), that total on
+        ``cpu0``, and the thread count. ``report.table()`` prints it grouped by op type."""
+        if collectors:
+            raise NotImplementedError("debug_executor.profile(collectors=...): kiln has no metric collectors "
+                                      "(PAPI and friends); call profile() without them")
+        self._run_debug(**input_dict)
+        spec = self._exec.spec
+        times = self.debug_datum.node_times
+        # the device's total is the time spent in kernels: the debug run's own copies of every node's output
+        # are not the model's cost
+        total_us = max(sum(times.values()), 1e-12) * 1e6
+        d = self.device
+        dev = f"{d.MASK2STR.get(d.device_type, 'cpu')}{d.device_id}" if hasattr(d, "MASK2STR") else "cpu0"
+        calls = []
+        for nid, node in enumerate(spec.nodes):
+            if node["op"] != "tvm_op" or nid not in times:
+                continue
+            us = times[nid] * 1e6
+            entries = [spec.entry_id(i[0], i[1]) for i in node["inputs"]] + \
+                [spec.entry_id(nid, k) for k in range(spec.num_outputs(nid))]
+            shapes = ", ".join(f"{spec.dtypes[e]}{list(spec.shapes[e])}" for e in entries)
+            calls.append({"Name": op_type(node["attrs"]["func_name"]), "Duration (us)": Duration(us),
+                          "Percent": Percent(100.0 * us / total_us), "Count": Count(1), "Device": dev,
+                          "Argument Shapes": shapes})
+        from ...runtime.library import num_threads
+        return Report(calls, {dev: {"Name": "Total", "Duration (us)": Duration(total_us), "Percent": Percent(100.0),
+                                    "Count": Count(1)}},
+                      {"Number of threads": Count(num_threads()), "Executor": "Graph"})
 
 
 def create(graph_json_str, libmod, device, dump_root=None) -> GraphModuleDebug:

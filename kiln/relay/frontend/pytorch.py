@@ -143,11 +143,12 @@ class TorchScriptImporter(_PrimHandlers):
         lines = [f"  {k} ({n} node{'s' if n > 1 else ''})" for k, n in sorted(missing.items())]
         msg = f"the PyTorch model uses {len(missing)} operator(s) that kiln cannot convert:\n" + "\n".join(lines)
         hints = []
-        if control_flow or not _is_traced(self.module):
+        if control_flow:  # a saved-and-loaded trace is no TracedModule any more: only the graph tells
             hints.append(_SCRIPT_HINT)
         if any(k.startswith("quantized::") for k in missing):
             hints.append("quantized models are not supported")
-        hints.append("or pass custom_convert_map={'ns::op': fn(inputs, input_types)} to convert them yourself")
+        hints.append(("or pass" if hints else "pass") + " custom_convert_map={'ns::op': fn(inputs, input_types)} "
+                     "to convert them yourself")
         raise OpNotImplemented(msg + "\nhint: " + "\nhint: ".join(hints))
 
     @staticmethod
