@@ -350,7 +350,8 @@ class TypeInferencer:
             if any(_has_incomplete(t) for t in full):
                 return None
         try:
-            out = rel(full, call.attrs)
+            from ..op.type_relations import call_relation  # Any-aware (relay.Any() dimensions)
+            out = call_relation(rel, full, call.attrs)
         except (KilnError, ValueError, TypeError, IndexError) as err:
             types = ", ".join(_type_text(t) for t in full)
             self.fail(call, f"operator {op.name}: {err}\n  argument types: ({types})", cause=err)
