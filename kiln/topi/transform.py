@@ -124,7 +124,9 @@ def infer_reshape_shape(data_shape, newshape, reverse: bool = False) -> list:
 def reshape(a, newshape):
     """Row-major reshape; ``newshape`` may use the Relay codes (0, -1, -2, -3, -4)."""
     in_shape = get_const_tuple(a.shape)
-    newshape = infer_reshape_shape(in_shape, get_const_tuple(newshape))
+    newshape = get_const_tuple(newshape)
+    if not any(isinstance(d, E.PrimExpr) for d in newshape):  # a symbolic target shape is final (no codes)
+        newshape = infer_reshape_shape(in_shape, newshape)
 
     def f(*i):
         flat = ravel_index(list(i), newshape)

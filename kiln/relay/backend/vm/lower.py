@@ -60,6 +60,34 @@ def _has_symbolic(tensors) -> bool:
     return any(not isinstance(getattr(d, "value", d), (int, np.integer)) for t in tensors for d in t.shape)
 
 
+def _dim_value(d):
+    v = getattr(d, "value", d)
+    return int(v) if isinstance(v, (int, np.integer)) else d
+
+
+def symbolic_out_type(call, inputs):
+    """The call's type with its Any dims replaced by the op's shape function traced over the inputs' dims."""
+    from ....ir.type import TensorType, TupleType
+    from ...op.shape_func import get_shape_func
+    from ..te_compiler import _type_of
+    ty = _type_of(call)
+    if not ty.is_dynamic():
+        return ty
+    fn, data_dependent = get_shape_func(call.op.name)
+    if data_dependent:
+        from ....error import OpNotImplemented
+        raise OpNotImplemented(f"operator {call.op.name} has a data-dependent shape function; kiln's VM cannot "
+                               "fuse it into a kernel with unknown dims yet")
+    shapes = fn(call.attrs, [tuple(_dim_value(d) for d in t.shape) for t in inputs], None)
+    fields = ty.fields if isinstance(ty, TupleType) else (ty,)
+    if len(shapes) != len(fields):
+        from ....error import LoweringError
+        raise LoweringError(f"the shape function of {call.op.name} gave {len(shapes)} shapes for "
+                            f"{len(fields)} outputs")
+    out = [TensorType(tuple(_dim_value(d) for d in s), f.dtype) for s, f in zip(shapes, fields)]
+    return TupleType(out) if isinstance(ty, TupleType) else out[0]
+
+
 def _symbolic_visit_call(self, call):
     from ....error import KilnError
     inputs = []
@@ -67,15 +95,21 @@ def _symbolic_visit_call(self, call):
         inputs.extend(self.visit(a))
     if not _has_symbolic(inputs):
         return _ScheduleBuilder.visit_call(self, call)
+    # the computes read their out_type: give them the traced shapes instead of Any
+    saved = call._checked_type_
+    call._checked_type_ = symbolic_out_type(call, inputs)
     try:
-        return _ScheduleBuilder.visit_call(self, call)
-    except (KilnError, TypeError, ValueError):  # a schedule that needs static sizes: take the generic one
-        real = self.target
-        self.target = _GenericKeys(real)
         try:
             return _ScheduleBuilder.visit_call(self, call)
-        finally:
-            self.target = real
+        except (KilnError, TypeError, ValueError):  # a schedule that needs static sizes: take the generic one
+            real = self.target
+            self.target = _GenericKeys(real)
+            try:
+                return _ScheduleBuilder.visit_call(self, call)
+            finally:
+                self.target = real
+    finally:
+        call._checked_type_ = saved
 
 
 _SymbolicBuilder.visit_call = _symbolic_visit_call
