@@ -97,7 +97,7 @@ class Executable:
 
     def __init__(self, functions: list, constants: list, packed_names: list, lib):
         self.functions = functions
-        self.constants = [np.ascontiguousarray(c) for c in constants]
+        self.constants = [np.array(c, copy=True, order="C") for c in constants]
         self.packed_names = list(packed_names)
         self.lib = lib
         self.func_index = {f.name: k for k, f in enumerate(functions)}

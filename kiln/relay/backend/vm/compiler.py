@@ -196,7 +196,7 @@ class VMCompiler:
 
     # -- tables -------------------------------------------------------------------------------------
     def add_const(self, value: np.ndarray) -> int:
-        self.constants.append(np.ascontiguousarray(value))
+        self.constants.append(np.array(value, copy=True, order="C"))
         return len(self.constants) - 1
 
     def global_index(self, name: str) -> int:
