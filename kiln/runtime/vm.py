@@ -39,6 +39,7 @@ OPCODES = {
     "alloc_adt": 3,         # tag, [field regs], dst
     "get_field": 3,         # object reg, index, dst
     "get_tag": 2,           # object reg, dst
+    "tag_eq": 3,            # object reg, tag, dst: whether the ADT value was built by constructor ``tag``
     "if": 3,                # condition reg, true offset, false offset (relative jumps)
     "goto": 1,              # relative offset
     "invoke": 3,            # function index, [arg regs], dst
@@ -225,7 +226,7 @@ def _regs_of(ins: list) -> list:
         return list(ins[2])
     if op in ("alloc_adt", "invoke", "alloc_closure"):
         return list(ins[2]) + [ins[3]]
-    if op == "get_field":
+    if op in ("get_field", "tag_eq"):
         return [ins[1], ins[3]]
     if op == "if":
         return [ins[1]]
@@ -477,6 +478,9 @@ class VirtualMachine:
                 pc += 1
             elif op == "get_tag":
                 regs[ins[2]] = regs[ins[1]].tag
+                pc += 1
+            elif op == "tag_eq":
+                regs[ins[3]] = regs[ins[1]].tag == ins[2]
                 pc += 1
             elif op == "if":
                 cond = regs[ins[1]]

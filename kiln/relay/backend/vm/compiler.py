@@ -18,6 +18,7 @@ from ....ir.node import deep_recursion
 from ....ir.op import Op
 from ....ir.type import FuncType, TensorType, TupleType
 from ....runtime.vm import Executable, VMFunction
+from ...adt import Constructor, Match, PatternConstructor, PatternTuple, PatternVar, PatternWildcard
 from ...expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from ..te_compiler import _type_of, flatten_type
 from .lower import SymbolicTECompiler
@@ -112,6 +113,10 @@ class _FuncBuilder:
             return self.compile_closure(expr)
         if isinstance(expr, Call):
             return self.compile_call(expr)
+        if isinstance(expr, Match):
+            return self.compile_match(expr)
+        if isinstance(expr, Constructor):  # a constructor used as a function value
+            return self.compile_closure(self.c.constructor_function(expr))
         raise NotImplementedError(f"the kiln VM compiler cannot compile {type(expr).__name__} yet")
 
     def compile_closure(self, func: Function, let_var=None) -> int:
@@ -130,12 +135,55 @@ class _FuncBuilder:
             raise LoweringError(f"vm compile: operator {op.name} called outside a fused function")
         args = [self.compile(a) for a in call.args]
         dst = self.new_reg()
+        if isinstance(op, Constructor):
+            self.emit("alloc_adt", op.tag, args, dst)
+            return dst
         if isinstance(op, GlobalVar):
             self.emit("invoke", self.c.global_index(op.name_hint), args, dst)
         else:
             clo = self.compile(op)
             self.emit("invoke_closure", clo, args, dst)
         return dst
+
+    # -- match ------------------------------------------------------------------------------------------
+    def compile_match(self, m: Match) -> int:
+        """Clauses in order: each tests its pattern (jumping to the next clause on a miss), binds the pattern
+        variables to registers, computes its right-hand side into ``dst`` and jumps to the end."""
+        data = self.compile(m.data)
+        dst = self.new_reg()
+        to_end = []
+        for clause in m.clauses:
+            misses: list = []
+            self._match_pattern(clause.lhs, data, misses)
+            self.emit("move", self.compile(clause.rhs), dst)
+            to_end.append(self.emit("goto", 0))
+            for at in misses:  # a failed test jumps to the next clause
+                self.code[at][3] = len(self.code) - at
+        self.emit("fatal", "match: no clause matches the value (non-exhaustive match?)")
+        for at in to_end:
+            self.code[at][1] = len(self.code) - at
+        return dst
+
+    def _match_pattern(self, pat, reg: int, misses: list) -> None:
+        if isinstance(pat, PatternVar):
+            self.env[pat.var] = reg
+        elif isinstance(pat, PatternConstructor):
+            ok = self.new_reg()
+            self.emit("tag_eq", reg, pat.constructor.tag, ok)
+            misses.append(self.emit("if", ok, 1, 0))
+            self._match_fields(pat.patterns, reg, misses)
+        elif isinstance(pat, PatternTuple):
+            self._match_fields(pat.patterns, reg, misses)
+        elif not isinstance(pat, PatternWildcard):
+            raise NotImplementedError(f"the kiln VM compiler cannot match a {type(pat).__name__}")
+
+    def _match_fields(self, patterns, reg: int, misses: list) -> None:
+        for k, p in enumerate(patterns):
+            if isinstance(p, PatternWildcard):
+                continue
+            r = self.new_reg()
+            self.emit("get_field", reg, k, r)
+            self._match_pattern(p, r, misses)
 
     def _flat_regs(self, reg: int, ty) -> list:
         if isinstance(ty, TupleType):
@@ -191,6 +239,7 @@ class VMCompiler:
         self.packed: list = []
         self._kernel_index: dict = {}
         self._globals: dict = {}
+        self._ctor_funcs: dict = {}
         self.mod = None
         self.te = None
 
@@ -212,6 +261,14 @@ class VMCompiler:
             hit = self._kernel_index[cached.func_name] = (len(self.packed), consts)
             self.packed.append(cached.func_name)
         return cached, hit[0], hit[1]
+
+    def constructor_function(self, ctor) -> Function:
+        """``fn (x1, ..., xn) { Ctor(x1, ..., xn) }``: a constructor used as a value (one per constructor)."""
+        fn = self._ctor_funcs.get(ctor)
+        if fn is None:
+            params = [Var(f"field{k}") for k in range(len(ctor.inputs))]
+            fn = self._ctor_funcs[ctor] = Function(params, Call(ctor, params))
+        return fn
 
     def lift(self, func: Function, captured: list, let_var) -> int:
         index = len(self.functions)
