@@ -245,6 +245,10 @@ class TypeInferencer:
         if t is None:
             t = self._infer(expr)
             self.types[expr] = t
+        if isinstance(t, FuncType) and t.type_params and (
+                isinstance(expr, GlobalVar) or type(expr).__name__ == "Constructor"):
+            # a polymorphic global or constructor: each use gets its own instance of the type parameters
+            t = _substitute(t, {tp: IncompleteType() for tp in t.type_params})
         return t
 
     def _infer(self, e) -> Type:
