@@ -83,6 +83,19 @@ class IRModule(Node):
     def get_global_type_vars(self) -> list:
         return list(self._type_definitions)
 
+    def get_type(self, name: str) -> tuple:
+        """``(GlobalTypeVar, *constructors)`` of the ADT ``name`` (TVM's ``IRModule.get_type``)."""
+        tv = self.get_global_type_var(name)
+        return (tv,) + tuple(self._type_definitions[tv].constructors)
+
+    def get_constructor(self, tag: int):
+        """The constructor with ``tag`` among the module's ADTs (tags are unique per type only: the first)."""
+        for data in self._type_definitions.values():
+            for c in getattr(data, "constructors", ()):
+                if c.tag == tag:
+                    return c
+        raise KilnError(f"IRModule has no constructor with tag {tag}")
+
     def __getitem__(self, key):
         if isinstance(key, str):
             return self._functions[self.get_global_var(key)]

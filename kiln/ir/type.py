@@ -125,6 +125,10 @@ class GlobalTypeVar(Type):
         self.name_hint = name_hint
         self.kind = TypeKind(kind)
 
+    def __call__(self, *args) -> "TypeCall":
+        """``List(a)``: the ADT applied to type arguments."""
+        return TypeCall(self, list(args))
+
 
 class IncompleteType(Type):
     """A placeholder type during inference, resolved by unification."""

@@ -52,7 +52,7 @@ def _import_ops():
 op = _import_ops()
 
 # Submodules and names that other parts of kiln provide, loaded on first use.
-_LAZY_SUBMODULES = {"annotation", "ty", "scope_builder", "frontend", "testing", "backend", "qnn", "vision", "nn", "image", "quantize", "data_dep_optimization"}
+_LAZY_SUBMODULES = {"annotation", "ty", "scope_builder", "frontend", "testing", "backend", "vm", "loops", "adt", "prelude", "qnn", "vision", "nn", "image", "quantize", "data_dep_optimization"}
 _LAZY_NAMES = {
     "build": "kiln.relay.build_module:build",
     "create_executor": "kiln.relay.build_module:create_executor",

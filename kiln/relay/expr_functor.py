@@ -69,6 +69,7 @@ class ExprFunctor:
 
     visit_var = visit_global_var = visit_constant = visit_tuple = visit_tuple_getitem = _unimplemented
     visit_call = visit_let = visit_if = visit_function = visit_op = _unimplemented
+    visit_constructor = visit_match = _unimplemented
 
     def visit_type(self, t):
         return t
@@ -126,6 +127,16 @@ class ExprVisitor(ExprFunctor):
     def visit_ref_write(self, r):
         self.visit(r.ref)
         self.visit(r.value)
+    def visit_constructor(self, c):
+        pass
+
+    def visit_match(self, m):
+        from .adt import pattern_vars
+        self.visit(m.data)
+        for clause in m.clauses:
+            for v in pattern_vars(clause.lhs):
+                self.visit(v)
+            self.visit(clause.rhs)
 
 
 class ExprMutator(ExprFunctor):
@@ -195,6 +206,32 @@ class ExprMutator(ExprFunctor):
     def visit_ref_write(self, r):
         ref, value = self.visit(r.ref), self.visit(r.value)
         return r if ref is r.ref and value is r.value else type(r)(ref, value, r.span)
+    def visit_constructor(self, c):
+        return c
+
+    def visit_pattern(self, p):
+        """Rebuild a match pattern; its variables go through ``visit`` (so renamings stay consistent)."""
+        from .adt import PatternConstructor, PatternTuple, PatternVar
+        if isinstance(p, PatternVar):
+            v = self.visit(p.var)
+            return p if v is p.var else PatternVar(v)
+        if isinstance(p, (PatternConstructor, PatternTuple)):
+            subs = [self.visit_pattern(q) for q in p.patterns]
+            if all(a is b for a, b in zip(subs, p.patterns)):
+                return p
+            return PatternConstructor(p.constructor, subs) if isinstance(p, PatternConstructor) else PatternTuple(subs)
+        return p
+
+    def visit_match(self, m):
+        from .adt import Clause, Match
+        data = self.visit(m.data)
+        clauses = []
+        for c in m.clauses:
+            lhs, rhs = self.visit_pattern(c.lhs), self.visit(c.rhs)
+            clauses.append(c if lhs is c.lhs and rhs is c.rhs else Clause(lhs, rhs))
+        if data is m.data and all(a is b for a, b in zip(clauses, m.clauses)):
+            return m
+        return Match(data, clauses, m.complete, m.span)
 
 
 def post_order_visit(expr, fvisit) -> None:

@@ -179,7 +179,7 @@ class RelayTextPrinter:
         found = self.memo.get(e)
         if found is not None:
             return found
-        if isinstance(e, (Var, GlobalVar, Op, Constant)):
+        if isinstance(e, (Var, GlobalVar, Op, Constant)) or type(e).__name__ == "Constructor":
             return self.inline(e)
         scope = self._target_scope(e)
         depth = self.scopes.index(scope)
@@ -233,7 +233,43 @@ class RelayTextPrinter:
             return self.print_block(e)
         if hasattr(e, "_print_text"):  # nodes defined outside the core (reference cells)
             return e._print_text(self.atom)
+        if type(e).__name__ == "Constructor":
+            return _NAME_OK.sub("_", e.name_hint)
+        if type(e).__name__ == "Match":
+            return self.print_match(e)
         raise TypeError(f"cannot print {type(e).__name__}")
+
+    # -- ADTs (kiln.relay.adt) --------------------------------------------------------------------
+    def print_match(self, m) -> str:
+        data = self.atom(m.data)
+        lines = [f"{self.print_pattern(c.lhs)} => {self.print_block(c.rhs)}," for c in m.clauses]
+        inner = "\n".join("  " + ln for text in lines for ln in text.split("\n"))
+        return f"match{'' if m.complete else '?'} ({data}) {{\n{inner}\n}}"
+
+    def print_pattern(self, p) -> str:
+        kind = type(p).__name__
+        if kind == "PatternVar":
+            return self.var_name(p.var)
+        if kind == "PatternTuple":
+            return "(" + ", ".join(self.print_pattern(q) for q in p.patterns) + ")"
+        if kind == "PatternConstructor":
+            name = _NAME_OK.sub("_", p.constructor.name_hint)
+            if not p.patterns:
+                return name
+            return name + "(" + ", ".join(self.print_pattern(q) for q in p.patterns) + ")"
+        return "_"
+
+    def print_type_data(self, data) -> str:
+        for tv in data.type_vars:
+            self.type_var_names.setdefault(tv, self._unique_type_var(tv.name_hint))
+        head = "type " + data.header.name_hint
+        if data.type_vars:
+            head += "[" + ", ".join(self.type_var_names[tv] for tv in data.type_vars) + "]"
+        ctors = []
+        for c in data.constructors:
+            args = ", ".join(self.print_type(t) for t in c.inputs)
+            ctors.append(f"  {c.name_hint}({args})," if c.inputs else f"  {c.name_hint},")
+        return head + " {\n" + "\n".join(ctors) + "\n}"
 
     def print_constant(self, c: Constant) -> str:
         value = c.numpy()
@@ -342,6 +378,9 @@ def module_to_text(mod, show_meta_data: bool = True, annotate=None) -> str:
     p = RelayTextPrinter(show_meta_data, annotate)
     parts = []
     with deep_recursion():
+        for data in getattr(mod, "type_definitions", {}).values():
+            if hasattr(data, "constructors"):
+                parts.append(p.print_type_data(data))
         for gv, fn in mod.functions.items():
             if isinstance(fn, Function):
                 parts.append(p.print_def(gv, fn))

@@ -59,7 +59,7 @@ def transpose(a, axes=None):
 def infer_reshape_shape(data_shape, newshape, reverse: bool = False) -> list:
     """Relay's reshape rule: 0 copies a dim, -1 infers one dim, -2 copies the rest, -3 merges two dims,
     -4 splits one dim into the two following values (one may be -1)."""
-    data_shape = [int(x) for x in data_shape]
+    data_shape = [x if isinstance(x, E.PrimExpr) else int(x) for x in data_shape]  # symbolic dims stay
     newshape = [int(x) for x in newshape]
     if reverse:
         data_shape, newshape = data_shape[::-1], newshape[::-1]
@@ -106,6 +106,10 @@ def infer_reshape_shape(data_shape, newshape, reverse: bool = False) -> list:
         else:
             raise KilnError(f"reshape: invalid code {v} in {newshape}")
         i += 1
+    if any(isinstance(x, E.PrimExpr) for x in data_shape):  # symbolic: -1 is an expression, checked at run time
+        if infer_at is not None:
+            out[infer_at] = prod(data_shape) // prod(out)
+        return out[::-1] if reverse else out
     total = _math.prod(data_shape)
     if infer_at is not None:
         known = _math.prod(out) // 1
@@ -120,7 +124,9 @@ def infer_reshape_shape(data_shape, newshape, reverse: bool = False) -> list:
 def reshape(a, newshape):
     """Row-major reshape; ``newshape`` may use the Relay codes (0, -1, -2, -3, -4)."""
     in_shape = get_const_tuple(a.shape)
-    newshape = infer_reshape_shape(in_shape, get_const_tuple(newshape))
+    newshape = get_const_tuple(newshape)
+    if not any(isinstance(d, E.PrimExpr) for d in newshape):  # a symbolic target shape is final (no codes)
+        newshape = infer_reshape_shape(in_shape, newshape)
 
     def f(*i):
         flat = ravel_index(list(i), newshape)

@@ -51,8 +51,10 @@ def edge_counts(root) -> dict:
             if (isinstance(node, Function) and f == "params") or (isinstance(node, Let) and f == "var"):
                 continue
             child = getattr(node, f, None)
+            if f == "clauses":  # a Match: its clauses' right-hand sides are its children
+                child = tuple(clause.rhs for clause in child)
             for c in (child if isinstance(child, tuple) else (child,)):
-                if isinstance(c, (Call, Tuple, TupleGetItem, If, Function, Let)):
+                if isinstance(c, (Call, Tuple, TupleGetItem, If, Function, Let)) or type(c).__name__ == "Match":
                     counts[c] = counts.get(c, 0) + 1
 
     post_order_visit(root, visit)

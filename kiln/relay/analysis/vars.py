@@ -20,6 +20,11 @@ def _collect(expr):
                 bound.setdefault(p, None)
         elif isinstance(node, Let):
             bound.setdefault(node.var, None)
+        elif type(node).__name__ == "Match":
+            from ..adt import pattern_vars
+            for clause in node.clauses:
+                for v in pattern_vars(clause.lhs):
+                    bound.setdefault(v, None)
 
     post_order_visit(expr, visit)
     return seen, bound

@@ -114,6 +114,8 @@ def _to_output(value, device):
         return nd.array(np.array(value, order="C"), device)
     if isinstance(value, tuple):
         return ADT(_to_output(v, device) for v in value)
+    if type(value).__name__ == "ConstructorValue":
+        return type(value)(value.tag, [_to_output(v, device) for v in value.fields], value.constructor)
     return value
 
 
@@ -186,6 +188,8 @@ class _Runner:
             raise OpNotImplemented(f"operator {e.name} used as a value; the interpreter can only call it")
         if hasattr(e, "_interpret"):  # nodes defined outside the core (reference cells)
             return e._interpret(self, frame)
+        if type(e).__name__ in ("Constructor", "Match"):
+            return self.eval_adt(e, frame)
         raise OpNotImplemented(f"the interpreter does not support {type(e).__name__} nodes")
 
     def eval_call(self, call: Call, frame: _Frame):
@@ -193,10 +197,27 @@ class _Runner:
         op = call.op
         if isinstance(op, Op):
             return self.call_op(op, call, args)
+        if type(op).__name__ == "Constructor":
+            from ..adt import ConstructorValue
+            return ConstructorValue(op.tag, args, op)
         fn = self.eval(op, frame)
         if not isinstance(fn, Closure):
             raise InternalError(f"calling a non-function value of type {type(fn).__name__}")
         return self.call(fn, args)
+
+    def eval_adt(self, e, frame: _Frame):
+        """A constructor used as a value (a closure that builds it), or a match (first matching clause)."""
+        from ..adt import Constructor, match_pattern
+        if isinstance(e, Constructor):
+            params = [Var(f"field{k}") for k in range(len(e.inputs))]
+            return Closure(Function(params, Call(e, params)), {})
+        value = self.eval(e.data, frame)
+        for clause in e.clauses:
+            bound: dict = {}
+            if match_pattern(clause.lhs, value, bound):
+                frame.env.update(bound)
+                return self.eval(clause.rhs, frame)
+        raise KilnError("match: no clause matches the value (non-exhaustive match?)")
 
     def call_op(self, op: Op, call: Call, args: list):
         ref = op.get_attr("FReference")

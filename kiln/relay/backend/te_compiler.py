@@ -173,13 +173,17 @@ class _ScheduleBuilder:
             ty = _type_of(p)
             tensors = []
             for k, t in enumerate(flatten_type(ty)):
-                shape = _static_shape(t, f"parameter {p.name_hint}")
+                shape = self.param_shape(t, f"parameter {p.name_hint}")
                 name = p.name_hint if not isinstance(ty, TupleType) else f"{p.name_hint}_{k}"
                 tensors.append(te.placeholder(shape, t.dtype, name=name))
             self.memo[p] = tensors
             inputs.extend(tensors)
         outputs = self.visit(func.body)
         return inputs, outputs
+
+    # hooks: the VM's symbolic-shape lowering (backend/vm/lower.py) overrides these two
+    param_shape = staticmethod(_static_shape)
+    check_result_shape = staticmethod(_static_shape)
 
     def visit(self, expr) -> list:
         hit = self.memo.get(expr)
@@ -233,7 +237,7 @@ class _ScheduleBuilder:
             inputs.extend(self.visit(a))
         out_type = _type_of(call)
         for t in flatten_type(out_type):
-            _static_shape(t, f"the result of {op.name}")
+            self.check_result_shape(t, f"the result of {op.name}")
         impl, outs = select_implementation(op, call.attrs, inputs, out_type, self.target)
         outs = list(outs)
         pattern = op.get_attr("TOpPattern")
@@ -254,6 +258,8 @@ def _fused_name(op_names: Sequence[str]) -> str:
 
 class TECompiler:
     """Lowers primitive functions for one target, caching by structural equality."""
+
+    builder_cls = _ScheduleBuilder  # the VM's symbolic-shape lowering substitutes its own
 
     def __init__(self, target, mod_name: str = "default"):
         self.target = target
@@ -286,7 +292,7 @@ class TECompiler:
 
     def _lower_new(self, func: Function) -> CachedFunc:
         from ... import te
-        builder = _ScheduleBuilder(self.target)
+        builder = self.builder_cls(self.target)
         with self.target:
             inputs, outputs = builder.build(func)
             if builder.anchor is None:

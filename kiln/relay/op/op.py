@@ -68,7 +68,8 @@ register_reference = _attr("FReference")
 
 
 def register_shape_func(op_name: str, data_dependent: bool, shape_func: Callable | None = None, level: int = 10):
-    """Dynamic-shape functions (kept for API compatibility; kiln shapes are static)."""
+    """Attach ``shape_func(attrs, inputs, out_ndims)``: output shapes from input shapes (or values when
+    ``data_dependent``); see kiln/relay/op/shape_func.py and docs/vm.md."""
     register_op_attr(op_name, "TShapeDataDependent", bool(data_dependent), level)
     return register_op_attr(op_name, "FShapeFunc", shape_func, level)
 

@@ -14,7 +14,9 @@ from ..expr import Call, Constant, Tuple, TupleWrapper, const as _const
 from . import op_attrs as A
 from ._define import define_op, topi_compute
 from ._layout import transform_shape
-from .type_relations import broadcast_shape, normalize_axis, shape_text, tensor_arg, tuple_arg
+from .type_relations import (broadcast_shape, dims_compatible, merge_dim, normalize_axis, shape_text, tensor_arg,
+                             tuple_arg)
+from ...tir.expr import Any
 
 __all__: list = []
 _P = OpPattern
@@ -233,11 +235,15 @@ def _concat_rel(arg_types, attrs):
     for k, f in enumerate(fields):
         if f.dtype != first.dtype:
             raise TypeInferenceError(f"concatenate: input {k} has dtype {f.dtype}, input 0 has {first.dtype}")
-        if len(f.shape) != ndim or any(f.shape[d] != first.shape[d] for d in range(ndim) if d != axis):
+        if len(f.shape) != ndim or any(not dims_compatible(f.shape[d], first.shape[d])
+                                       for d in range(ndim) if d != axis):
             raise TypeInferenceError(f"concatenate along axis {axis}: input {k} has shape {shape_text(f.shape)}, "
                                      f"input 0 has {shape_text(first.shape)}; all other dimensions must match")
-        total = total + f.shape[axis] if isinstance(total, int) and isinstance(f.shape[axis], int) else f.shape[axis]
-    return TensorType(first.shape[:axis] + (total,) + first.shape[axis + 1:], first.dtype)
+        total = total + f.shape[axis] if isinstance(total, int) and isinstance(f.shape[axis], int) else Any()
+    shape = list(first.shape)
+    for f in fields:  # a static size in any input fixes an Any dimension
+        shape = [merge_dim(shape[d], f.shape[d]) if d != axis else total for d in range(ndim)]
+    return TensorType(shape, first.dtype)
 
 
 define_op("concatenate", num_inputs=1, attrs=A.ConcatenateAttrs, rel=_concat_rel, rel_name="Concatenate",
@@ -338,6 +344,11 @@ def slice_plan(shape, attrs) -> list:
 
 def _strided_slice_rel(arg_types, attrs):
     t = tensor_arg(arg_types, 0, "data")
+    from .type_relations import _ANY_PROBES, is_any
+    if any(is_any(d) for d in t.shape):  # an unknown axis sliced is only known at run time: Any
+        from ...tir.expr import Any as _Any
+        plan = slice_plan([_ANY_PROBES[0] if is_any(d) else d for d in t.shape], attrs)
+        return TensorType([_Any() if is_any(d) else len(range(*p)) for d, p in zip(t.shape, plan)], t.dtype)
     plan = slice_plan(_static(t.shape), attrs)
     return TensorType([len(range(*p)) for p in plan], t.dtype)
 

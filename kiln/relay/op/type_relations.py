@@ -5,7 +5,7 @@ A relation is ``rel(arg_types, attrs) -> Type``. It gets resolved argument types
 """
 from __future__ import annotations
 
-from ...error import TypeInferenceError
+from ...error import KilnError, TypeInferenceError
 from ...ir.op import register_type_relation
 from ...ir.type import TensorType, TupleType
 
@@ -72,8 +72,8 @@ def broadcast_shape(s1, s2) -> tuple:
                 raise TypeInferenceError(f"shapes {shape_text(s1)} and {shape_text(s2)} are not broadcastable "
                                          f"(dimension {x} vs {y})")
             out.append(x)
-        else:
-            out.append(x if not is_int(x) else y)
+        else:  # an unknown dim against a static n (not 1) is n, as TVM; against another unknown, unknown
+            out.append(x if is_int(x) else y)
     return tuple(out)
 
 
@@ -162,3 +162,101 @@ def variance_rel(arg_types, attrs):
         raise TypeInferenceError(f"variance: the mean has type {type_text(m)}, expected shape {shape_text(expect)} "
                                  f"and dtype {t.dtype} (data {type_text(t)})")
     return TensorType(reduce_shape(t.shape, axes, attrs.keepdims), t.dtype)
+
+
+# -- Any (unknown) dimensions ---------------------------------------------------------------------------------
+def is_any(d) -> bool:
+    """A dimension that is ``relay.Any()`` (or an expression built from one)."""
+    from ...tir.expr import Any as _Any
+    if isinstance(d, _Any):
+        return True
+    if isinstance(d, int):
+        return False
+    found = []
+
+    def visit(node):
+        if isinstance(node, _Any):
+            found.append(node)
+    try:
+        from ...tir.stmt_functor import post_order_visit
+        post_order_visit(d, visit)
+    except Exception:  # noqa: BLE001 - not a tir expression: not Any
+        return False
+    return bool(found)
+
+
+def dims_compatible(a, b) -> bool:
+    """Two dimensions that may be equal at run time (an Any matches anything)."""
+    return is_any(a) or is_any(b) or a == b
+
+
+def merge_dim(a, b):
+    """The dimension known for two compatible dims (static wins over Any, as TVM)."""
+    return b if is_any(a) else a
+
+
+def _has_any(ty) -> bool:
+    if isinstance(ty, TensorType):
+        return any(is_any(d) for d in ty.shape)
+    if isinstance(ty, TupleType):
+        return any(_has_any(f) for f in ty.fields)
+    return False
+
+
+def _subst_any(ty, value: int):
+    if isinstance(ty, TensorType):
+        return TensorType(tuple(value if is_any(d) else d for d in ty.shape), ty.dtype)
+    if isinstance(ty, TupleType):
+        return TupleType([_subst_any(f, value) for f in ty.fields])
+    return ty
+
+
+def _normalize_any(ty):
+    """Dimensions computed from an Any (``?*2``) are Any."""
+    from ...tir.expr import Any as _Any
+    if isinstance(ty, TensorType):
+        if not any(not isinstance(d, (int, _Any)) and is_any(d) for d in ty.shape):
+            return ty
+        return TensorType(tuple(_Any() if is_any(d) else d for d in ty.shape), ty.dtype)
+    if isinstance(ty, TupleType):
+        return TupleType([_normalize_any(f) for f in ty.fields])
+    return ty
+
+
+def _merge_runs(a, b):
+    from ...tir.expr import Any as _Any
+    if isinstance(a, TensorType) and isinstance(b, TensorType) and len(a.shape) == len(b.shape):
+        return TensorType(tuple(x if (isinstance(x, int) and x == y) else _Any() for x, y in zip(a.shape, b.shape)),
+                          a.dtype)
+    if isinstance(a, TupleType) and isinstance(b, TupleType) and len(a.fields) == len(b.fields):
+        return TupleType([_merge_runs(x, y) for x, y in zip(a.fields, b.fields)])
+    raise TypeInferenceError(f"the relation gives types of different structure for different sizes of an Any "
+                             f"dimension ({type_text(a)} vs {type_text(b)})")
+
+
+# Stand-ins for an Any dimension when a relation needs numbers: large (no clamp or window test trips) and
+# divisible by every small factor (sections, layout splits, -1 inference divide); two runs tell which output
+# dimensions follow the unknown one (those become Any).
+_ANY_PROBES = (2 ** 12 * 3 ** 3 * 5 ** 2 * 7 * 11 * 13, 2 ** 13 * 3 ** 3 * 5 ** 2 * 7 * 11 * 13)
+# ops whose relations must not use the probe (a dim clamped by a slice is only known at run time)
+ANY_OPAQUE_RELATIONS: set = set()
+
+
+def call_relation(rel, arg_types, attrs):
+    """``rel(arg_types, attrs)`` that accepts ``relay.Any()`` dimensions for every op.
+
+    A relation that handles Any itself (broadcast, dense, ...) runs as is; its output dims computed from an
+    Any become Any. A relation that needs numbers (reshape with -1, conv windows, layout splits) runs twice
+    with two large stand-in sizes for the unknown dims; output dims that differ between the runs are Any.
+    """
+    try:
+        return _normalize_any(rel(arg_types, attrs))
+    except (KilnError, ValueError, TypeError) as err:
+        if not any(_has_any(t) for t in arg_types):
+            raise
+        original = err
+    try:
+        runs = [rel([_subst_any(t, v) for t in arg_types], attrs) for v in _ANY_PROBES]
+    except (KilnError, ValueError, TypeError):
+        raise original from None
+    return _merge_runs(*runs)

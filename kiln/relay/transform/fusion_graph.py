@@ -163,6 +163,17 @@ class _Creator(ExprVisitor):
         super().visit_if(i)
         self.add_node(i)
 
+    def visit_constructor(self, c):
+        self.add_node(c)
+
+    def visit_match(self, m):
+        # nothing fuses across a match: its data and each clause's result are boundaries
+        self.update(m.data, None, OPAQUE)
+        for clause in m.clauses:
+            self.update(clause.rhs, None, OPAQUE)
+        super().visit_match(m)
+        self.add_node(m)
+
 
 def combine_pattern(a: int, b: int) -> int:
     return a if a > b else b

@@ -13,7 +13,7 @@ from ...ir.expr import GlobalVar
 from ...ir.module import IRModule
 from ...ir.node import Node, deep_recursion
 from ...ir.op import Op
-from ...ir.type import FuncType, IncompleteType, TensorType, TupleType, Type, TypeVar
+from ...ir.type import FuncType, IncompleteType, TensorType, TupleType, Type, TypeCall, TypeVar
 from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator
 
@@ -54,6 +54,9 @@ class _Solver:
             if ret is t.ret_type and all(a is b for a, b in zip(args, t.arg_types)):
                 return t
             return FuncType(args, ret, t.type_params, t.type_constraints)
+        if isinstance(t, TypeCall):
+            args = tuple(self.full(a) for a in t.args)
+            return t if all(a is b for a, b in zip(args, t.args)) else TypeCall(t.func, args)
         return t
 
     def unify(self, a, b):
@@ -97,6 +100,10 @@ class _Solver:
                 raise _Mismatch(a, b, f"function of {len(a.arg_types)} vs {len(b.arg_types)} parameters")
             args = [self.unify(x, y) for x, y in zip(a.arg_types, b.arg_types)]
             return FuncType(args, self.unify(a.ret_type, b.ret_type), a.type_params)
+        if isinstance(a, TypeCall) and isinstance(b, TypeCall):
+            if len(a.args) != len(b.args) or not a.func == b.func:
+                raise _Mismatch(a, b)
+            return TypeCall(a.func, [self.unify(x, y) for x, y in zip(a.args, b.args)])
         if isinstance(a, Type) and isinstance(b, Type) and a == b:
             return a
         raise _Mismatch(a, b)
@@ -123,6 +130,8 @@ def _has_incomplete(t) -> bool:
         return any(_has_incomplete(f) for f in t.fields)
     if isinstance(t, FuncType):
         return any(_has_incomplete(a) for a in t.arg_types) or _has_incomplete(t.ret_type)
+    if isinstance(t, TypeCall):
+        return any(_has_incomplete(a) for a in t.args)
     return False
 
 
@@ -135,6 +144,8 @@ def _substitute(t, mapping: dict):
     if isinstance(t, FuncType):
         return FuncType([_substitute(a, mapping) for a in t.arg_types], _substitute(t.ret_type, mapping),
                         [p for p in t.type_params if p not in mapping])
+    if isinstance(t, TypeCall):
+        return TypeCall(t.func, [_substitute(a, mapping) for a in t.args])
     return t
 
 
@@ -234,6 +245,10 @@ class TypeInferencer:
         if t is None:
             t = self._infer(expr)
             self.types[expr] = t
+        if isinstance(t, FuncType) and t.type_params and (
+                isinstance(expr, GlobalVar) or type(expr).__name__ == "Constructor"):
+            # a polymorphic global or constructor: each use gets its own instance of the type parameters
+            t = _substitute(t, {tp: IncompleteType() for tp in t.type_params})
         return t
 
     def _infer(self, e) -> Type:
@@ -273,6 +288,9 @@ class TypeInferencer:
             self.fail(e, f"operator {e.name} used as a value; call it instead")
         if hasattr(e, "_infer_type"):  # nodes defined outside the core (reference cells)
             return e._infer_type(self)
+        if type(e).__name__ in ("Constructor", "Match"):
+            from .type_infer_adt import infer_adt_expr
+            return infer_adt_expr(self, e)
         self.fail(e, f"cannot infer the type of a {type(e).__name__}")
 
     def infer_function(self, fn: Function) -> FuncType:
@@ -352,7 +370,8 @@ class TypeInferencer:
             if any(_has_incomplete(t) for t in full):
                 return None
         try:
-            out = rel(full, call.attrs)
+            from ..op.type_relations import call_relation  # Any-aware (relay.Any() dimensions)
+            out = call_relation(rel, full, call.attrs)
         except (KilnError, ValueError, TypeError, IndexError) as err:
             types = ", ".join(_type_text(t) for t in full)
             self.fail(call, f"operator {op.name}: {err}\n  argument types: ({types})", cause=err)

@@ -196,11 +196,13 @@ def test_vm_runs_control_flow_and_closures():
         relay.create_executor("graph", mod=mod, target="llvm").evaluate()
 
 
-def test_vm_dynamic_shapes_are_not_implemented():
+def test_vm_runs_dynamic_shapes():
     x = relay.var("x", shape=(relay.Any(), 3), dtype="float32")
     mod = tvm.IRModule.from_expr(relay.Function([x], relay.nn.relu(x)))
-    with pytest.raises(NotImplementedError, match="dynamic"):
-        relay.create_executor("vm", mod=mod, target="llvm").evaluate()
+    run = relay.create_executor("vm", mod=mod, target="llvm").evaluate()
+    for n in (1, 4):
+        xv = np.random.randn(n, 3).astype("float32")
+        np.testing.assert_allclose(run(xv).numpy(), np.maximum(xv, 0))
 
 
 # -- param dicts --------------------------------------------------------------------------------------

@@ -1,0 +1,325 @@
+"""``relay.vm.compile``: Relay module -> VM bytecode + kernel library (TVM's VMCompiler).
+
+The module goes through relay.build's optimization pipeline and FuseOps. Every global function becomes a VM
+function (registers 0..n-1 hold its parameters); each fused primitive call becomes output allocations
+(static shapes, or ``kernel_shapes`` + ``alloc_tensor_reg`` when dims are unknown) and ``invoke_packed``;
+If/Let/tuples/closures/global calls become jumps, moves, ADT and closure instructions. Local functions are
+lifted into VM functions whose leading parameters are their captured variables; a let-bound function that
+calls itself rebuilds its closure from those captured registers.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....error import KilnError, LoweringError
+from ....ir.expr import GlobalVar
+from ....ir.module import IRModule
+from ....ir.node import deep_recursion
+from ....ir.op import Op
+from ....ir.type import FuncType, TensorType, TupleType
+from ....runtime.vm import Executable, VMFunction
+from ...adt import Constructor, Match, PatternConstructor, PatternTuple, PatternVar, PatternWildcard
+from ...expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
+from ..te_compiler import _type_of, flatten_type
+from .lower import SymbolicTECompiler
+
+
+def _param_type(ty):
+    """JSON description of a parameter type for the runtime's input checks."""
+    if isinstance(ty, TensorType):
+        return ["tensor", [int(getattr(d, "value", d)) if isinstance(getattr(d, "value", d), (int, np.integer))
+                           else -1 for d in ty.shape], str(ty.dtype)]
+    if isinstance(ty, TupleType):
+        return ["tuple", [_param_type(f) for f in ty.fields]]
+    return None
+
+
+class _FuncBuilder:
+    """Bytecode of one VM function."""
+
+    def __init__(self, compiler: "VMCompiler", name: str, params: list, self_closure=None):
+        self.c = compiler
+        self.name = name
+        self.code: list = []
+        self.env: dict = {}
+        self.num_regs = 0
+        for p in params:
+            self.env[p] = self.new_reg()
+        self.params = params
+        self.self_closure = self_closure  # (let var, function index, captured params) for self-recursion
+
+    def new_reg(self) -> int:
+        r = self.num_regs
+        self.num_regs += 1
+        return r
+
+    def emit(self, *ins) -> int:
+        self.code.append(list(ins))
+        return len(self.code) - 1
+
+    # -- expressions ----------------------------------------------------------------------------------
+    def compile(self, expr) -> int:
+        if isinstance(expr, Var):
+            if self.self_closure is not None and expr == self.self_closure[0]:
+                _, index, captured = self.self_closure
+                dst = self.new_reg()
+                self.emit("alloc_closure", index, [self.env[v] for v in captured], dst)
+                return dst
+            if expr not in self.env:
+                raise KilnError(f"vm compile: unbound variable %{expr.name_hint} in @{self.name}")
+            return self.env[expr]
+        if isinstance(expr, Constant):
+            dst = self.new_reg()
+            self.emit("load_const", self.c.add_const(expr.numpy()), dst)
+            return dst
+        if isinstance(expr, GlobalVar):
+            dst = self.new_reg()
+            self.emit("alloc_closure", self.c.global_index(expr.name_hint), [], dst)
+            return dst
+        if isinstance(expr, Tuple):
+            fields = [self.compile(f) for f in expr.fields]
+            dst = self.new_reg()
+            self.emit("alloc_adt", 0, fields, dst)
+            return dst
+        if isinstance(expr, TupleGetItem):
+            src = self.compile(expr.tuple_value)
+            dst = self.new_reg()
+            self.emit("get_field", src, int(expr.index), dst)
+            return dst
+        if isinstance(expr, Let):
+            e = expr
+            while isinstance(e, Let):  # let chains without Python recursion per binding
+                if isinstance(e.value, Function) and not e.value.get_attr("Primitive"):
+                    self.env[e.var] = self.compile_closure(e.value, let_var=e.var)
+                else:
+                    self.env[e.var] = self.compile(e.value)
+                e = e.body
+            return self.compile(e)
+        if isinstance(expr, If):
+            cond = self.compile(expr.cond)
+            dst = self.new_reg()
+            at_if = self.emit("if", cond, 1, 0)
+            t = self.compile(expr.true_branch)
+            self.emit("move", t, dst)
+            at_goto = self.emit("goto", 0)
+            self.code[at_if][3] = len(self.code) - at_if
+            f = self.compile(expr.false_branch)
+            self.emit("move", f, dst)
+            self.code[at_goto][1] = len(self.code) - at_goto
+            return dst
+        if isinstance(expr, Function):
+            if expr.get_attr("Primitive"):
+                raise LoweringError("vm compile: a primitive function used as a value")
+            return self.compile_closure(expr)
+        if isinstance(expr, Call):
+            return self.compile_call(expr)
+        if isinstance(expr, Match):
+            return self.compile_match(expr)
+        if isinstance(expr, Constructor):  # a constructor used as a function value
+            return self.compile_closure(self.c.constructor_function(expr))
+        raise NotImplementedError(f"the kiln VM compiler cannot compile {type(expr).__name__} yet")
+
+    def compile_closure(self, func: Function, let_var=None) -> int:
+        from ...analysis import free_vars
+        captured = [v for v in free_vars(func) if v != let_var]
+        index = self.c.lift(func, captured, let_var)
+        dst = self.new_reg()
+        self.emit("alloc_closure", index, [self.compile(v) for v in captured], dst)
+        return dst
+
+    def compile_call(self, call: Call) -> int:
+        op = call.op
+        if isinstance(op, Function) and op.get_attr("Primitive"):
+            return self.compile_primitive(call)
+        if isinstance(op, Op):
+            raise LoweringError(f"vm compile: operator {op.name} called outside a fused function")
+        args = [self.compile(a) for a in call.args]
+        dst = self.new_reg()
+        if isinstance(op, Constructor):
+            self.emit("alloc_adt", op.tag, args, dst)
+            return dst
+        if isinstance(op, GlobalVar):
+            self.emit("invoke", self.c.global_index(op.name_hint), args, dst)
+        else:
+            clo = self.compile(op)
+            self.emit("invoke_closure", clo, args, dst)
+        return dst
+
+    # -- match ------------------------------------------------------------------------------------------
+    def compile_match(self, m: Match) -> int:
+        """Clauses in order: each tests its pattern (jumping to the next clause on a miss), binds the pattern
+        variables to registers, computes its right-hand side into ``dst`` and jumps to the end."""
+        data = self.compile(m.data)
+        dst = self.new_reg()
+        to_end = []
+        for clause in m.clauses:
+            misses: list = []
+            self._match_pattern(clause.lhs, data, misses)
+            self.emit("move", self.compile(clause.rhs), dst)
+            to_end.append(self.emit("goto", 0))
+            for at in misses:  # a failed test jumps to the next clause
+                self.code[at][3] = len(self.code) - at
+        self.emit("fatal", "match: no clause matches the value (non-exhaustive match?)")
+        for at in to_end:
+            self.code[at][1] = len(self.code) - at
+        return dst
+
+    def _match_pattern(self, pat, reg: int, misses: list) -> None:
+        if isinstance(pat, PatternVar):
+            self.env[pat.var] = reg
+        elif isinstance(pat, PatternConstructor):
+            ok = self.new_reg()
+            self.emit("tag_eq", reg, pat.constructor.tag, ok)
+            misses.append(self.emit("if", ok, 1, 0))
+            self._match_fields(pat.patterns, reg, misses)
+        elif isinstance(pat, PatternTuple):
+            self._match_fields(pat.patterns, reg, misses)
+        elif not isinstance(pat, PatternWildcard):
+            raise NotImplementedError(f"the kiln VM compiler cannot match a {type(pat).__name__}")
+
+    def _match_fields(self, patterns, reg: int, misses: list) -> None:
+        for k, p in enumerate(patterns):
+            if isinstance(p, PatternWildcard):
+                continue
+            r = self.new_reg()
+            self.emit("get_field", reg, k, r)
+            self._match_pattern(p, r, misses)
+
+    def _flat_regs(self, reg: int, ty) -> list:
+        if isinstance(ty, TupleType):
+            out = []
+            for k, f in enumerate(ty.fields):
+                r = self.new_reg()
+                self.emit("get_field", reg, k, r)
+                out.extend(self._flat_regs(r, f))
+            return out
+        return [reg]
+
+    def compile_primitive(self, call: Call) -> int:
+        cached, kidx, const_idx = self.c.kernel(call.op)
+        ins = []
+        for a in call.args:
+            ins.extend(self._flat_regs(self.compile(a), _type_of(a)))
+        for ci in const_idx:
+            r = self.new_reg()
+            self.emit("load_const", ci, r)
+            ins.append(r)
+        out_types = flatten_type(_type_of(call))
+        outs = [self.new_reg() for _ in out_types]
+        if any(t.is_dynamic() for t in out_types):
+            shape_regs = [self.new_reg() for _ in out_types]
+            self.emit("kernel_shapes", kidx, ins, shape_regs)
+        for k, t in enumerate(out_types):
+            if t.is_dynamic():
+                self.emit("alloc_tensor_reg", shape_regs[k], str(t.dtype), outs[k])
+            else:
+                self.emit("alloc_tensor", [int(getattr(d, "value", d)) for d in t.shape], str(t.dtype), outs[k])
+        self.emit("invoke_packed", kidx, ins + outs)
+        return self._restructure(outs, _type_of(call))
+
+    def _restructure(self, flat: list, ty) -> int:
+        flat = list(flat)
+
+        def take(t):
+            if isinstance(t, TupleType):
+                fields = [take(f) for f in t.fields]
+                dst = self.new_reg()
+                self.emit("alloc_adt", 0, fields, dst)
+                return dst
+            return flat.pop(0)
+        return take(ty)
+
+
+class VMCompiler:
+    """Compiles an IRModule for the VM (TVM's ``relay.vm.VMCompiler``)."""
+
+    def __init__(self):
+        self.functions: list = []
+        self.constants: list = []
+        self.packed: list = []
+        self._kernel_index: dict = {}
+        self._globals: dict = {}
+        self._ctor_funcs: dict = {}
+        self.mod = None
+        self.te = None
+
+    # -- tables -------------------------------------------------------------------------------------
+    def add_const(self, value: np.ndarray) -> int:
+        self.constants.append(np.array(value, copy=True, order="C"))
+        return len(self.constants) - 1
+
+    def global_index(self, name: str) -> int:
+        if name not in self._globals:
+            raise KilnError(f"vm compile: call of unknown global function @{name}")
+        return self._globals[name]
+
+    def kernel(self, func: Function):
+        cached = self.te.lower(func)
+        hit = self._kernel_index.get(cached.func_name)
+        if hit is None:
+            consts = [self.add_const(v) for _, v in cached.const_inputs]
+            hit = self._kernel_index[cached.func_name] = (len(self.packed), consts)
+            self.packed.append(cached.func_name)
+        return cached, hit[0], hit[1]
+
+    def constructor_function(self, ctor) -> Function:
+        """``fn (x1, ..., xn) { Ctor(x1, ..., xn) }``: a constructor used as a value (one per constructor)."""
+        fn = self._ctor_funcs.get(ctor)
+        if fn is None:
+            params = [Var(f"field{k}") for k in range(len(ctor.inputs))]
+            fn = self._ctor_funcs[ctor] = Function(params, Call(ctor, params))
+        return fn
+
+    def lift(self, func: Function, captured: list, let_var) -> int:
+        index = len(self.functions)
+        self.functions.append(None)
+        name = f"lifted_{index}"
+        b = _FuncBuilder(self, name, list(captured) + list(func.params),
+                         self_closure=(let_var, index, captured) if let_var is not None else None)
+        result = b.compile(func.body)
+        b.emit("ret", result)
+        self.functions[index] = VMFunction(name, [v.name_hint for v in list(captured) + list(func.params)],
+                                           b.num_regs, b.code)
+        return index
+
+    # -- driver ---------------------------------------------------------------------------------------
+    def lower(self, mod: IRModule, target=None, params=None) -> None:
+        from ...build_module import _canon_target, _run_optimizations, bind_params_by_name
+        from ... import transform as T
+        if not isinstance(mod, IRModule):
+            mod = IRModule.from_expr(mod)
+        if "main" not in mod:
+            raise KilnError("relay.vm.compile: the module has no @main function")
+        if params:
+            mod = IRModule(dict(mod.functions), getattr(mod, "type_definitions", None))
+            mod["main"] = bind_params_by_name(mod["main"], params)
+        target = _canon_target(target or "llvm")
+        with target:
+            mod = T.InferType()(mod)
+            self.mod = _run_optimizations(mod)
+            self.te = SymbolicTECompiler(target, "vm")
+            names = [gv.name_hint for gv, f in self.mod.functions.items() if isinstance(f, Function)]
+            names.sort(key=lambda n: n != "main")
+            for n in names:
+                self._globals[n] = len(self.functions)
+                self.functions.append(None)
+            with deep_recursion():
+                for n in names:
+                    func = self.mod[n]
+                    b = _FuncBuilder(self, n, list(func.params))
+                    result = b.compile(func.body)
+                    b.emit("ret", result)
+                    ptypes = [_param_type(_type_of(p)) for p in func.params]
+                    self.functions[self._globals[n]] = VMFunction(n, [p.name_hint for p in func.params],
+                                                                  b.num_regs, b.code, ptypes)
+            self.lib = self.te.build_module()
+
+    def codegen(self) -> Executable:
+        return Executable(self.functions, self.constants, self.packed, self.lib)
+
+
+def compile(mod, target=None, target_host=None, params=None) -> Executable:  # noqa: A001 - TVM's name
+    """Compile ``mod`` to a VM Executable (TVM's ``relay.vm.compile``)."""
+    c = VMCompiler()
+    c.lower(mod, target, params)
+    return c.codegen()

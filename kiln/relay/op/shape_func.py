@@ -1,0 +1,308 @@
+"""Shape functions (TVM's ``register_shape_func``): an op's output shapes computed from its inputs' shapes.
+
+A data-independent shape function gets ``inputs`` = one shape (a tuple of dims) per input tensor (a tuple
+argument contributes one shape per field) and returns one shape per output. Dims are Python ints or symbolic
+``tir`` expressions: the same function computes concrete shapes at run time and, traced over symbolic dims
+at compile time, the output-shape expressions the VM evaluates (TVM compiles its shape functions with hybrid
+script; kiln's are plain Python over ints-or-expressions). A data-dependent shape function gets the input
+*values* (numpy arrays) instead.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...error import OpNotImplemented, TypeInferenceError
+from ...ir.op import Op
+from .op import register_shape_func
+
+
+# -- helpers over ints or symbolic dims -------------------------------------------------------------------------
+def _static(d) -> bool:
+    return isinstance(d, (int, np.integer))
+
+
+def dim_max(a, b):
+    if _static(a) and _static(b):
+        return max(int(a), int(b))
+    from ...tir import op as T
+    return T.max(a, b)
+
+
+def dim_min(a, b):
+    if _static(a) and _static(b):
+        return min(int(a), int(b))
+    from ...tir import op as T
+    return T.min(a, b)
+
+
+def broadcast_dims(a, b):
+    """One broadcast dimension: 1 gives way; two unknown dims are taken as equal-or-1 (their max)."""
+    if _static(a) and int(a) == 1:
+        return b
+    if _static(b) and int(b) == 1:
+        return a
+    if _static(a) and _static(b):
+        if int(a) != int(b):
+            raise TypeInferenceError(f"shape function: dimensions {a} and {b} do not broadcast")
+        return int(a)
+    if _static(a):
+        return int(a)
+    if _static(b):
+        return int(b)
+    return dim_max(a, b)
+
+
+def _prod(dims):
+    out = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def _axes(axis, ndim):
+    return [int(a) + ndim if int(a) < 0 else int(a) for a in axis]
+
+
+# -- families ---------------------------------------------------------------------------------------------------
+def identity_shape_func(attrs, inputs, out_ndims):
+    return [tuple(inputs[0])]
+
+
+def broadcast_shape_func(attrs, inputs, out_ndims):
+    a, b = tuple(inputs[0]), tuple(inputs[1])
+    n = max(len(a), len(b))
+    a = (1,) * (n - len(a)) + a
+    b = (1,) * (n - len(b)) + b
+    return [tuple(broadcast_dims(x, y) for x, y in zip(a, b))]
+
+
+def reduce_shape_func(attrs, inputs, out_ndims):
+    from .type_relations import reduce_axes
+    shape = tuple(inputs[0])
+    axes = reduce_axes(len(shape), attrs.axis, attrs.exclude)
+    if attrs.keepdims:
+        return [tuple(1 if d in axes else n for d, n in enumerate(shape))]
+    return [tuple(n for d, n in enumerate(shape) if d not in axes)]
+
+
+def dense_shape_func(attrs, inputs, out_ndims):
+    data, weight = tuple(inputs[0]), tuple(inputs[1])
+    return [data[:-1] + (weight[0],)]
+
+
+def matmul_shape_func(attrs, inputs, out_ndims):
+    a, b = tuple(inputs[0]), tuple(inputs[1])
+    m = a[-1] if attrs.transpose_a else a[-2] if len(a) > 1 else 1
+    n = b[0] if attrs.transpose_b else b[-1]
+    return [a[:-2] + (m, n)]
+
+
+def batch_matmul_shape_func(attrs, inputs, out_ndims):
+    x, y = tuple(inputs[0]), tuple(inputs[1])
+    m = x[2] if getattr(attrs, "transpose_a", False) else x[1]
+    n = y[1] if getattr(attrs, "transpose_b", True) else y[2]
+    return [(broadcast_dims(x[0], y[0]), m, n)]
+
+
+def conv2d_shape_func(attrs, inputs, out_ndims):
+    from ._layout import from_primal, to_primal
+    from .nn._conv_pool import pad4, pair
+    d = to_primal(tuple(inputs[0]), attrs.data_layout)
+    w = to_primal(tuple(inputs[1]), attrs.kernel_layout)
+    sh, sw = pair(attrs.strides, "strides")
+    dh, dw = pair(attrs.dilation, "dilation")
+    pt, pl, pb, pr = pad4(attrs.padding)
+    oh = (d["H"] + pt + pb - ((w["H"] - 1) * dh + 1)) // sh + 1
+    ow = (d["W"] + pl + pr - ((w["W"] - 1) * dw + 1)) // sw + 1
+    return [tuple(from_primal({"N": d["N"], "C": w["O"], "H": oh, "W": ow}, attrs.out_layout or attrs.data_layout))]
+
+
+def pool2d_shape_func(attrs, inputs, out_ndims):
+    from ._layout import from_primal, to_primal
+    from .nn._conv_pool import pad4, pair
+    d = to_primal(tuple(inputs[0]), attrs.layout)
+    kh, kw = pair(attrs.pool_size, "pool_size")
+    sh, sw = pair(attrs.strides, "strides")
+    dh, dw = pair(attrs.dilation, "dilation")
+    pt, pl, pb, pr = pad4(attrs.padding)
+    sizes = []
+    for n, k, s, dl, pad in ((d["H"], kh, sh, dh, pt + pb), (d["W"], kw, sw, dw, pl + pr)):
+        span = n + pad - ((k - 1) * dl + 1)
+        sizes.append((span + s - 1) // s + 1 if attrs.ceil_mode else span // s + 1)
+    return [tuple(from_primal({"N": d["N"], "C": d["C"], "H": sizes[0], "W": sizes[1]},
+                              attrs.out_layout or attrs.layout))]
+
+
+def global_pool2d_shape_func(attrs, inputs, out_ndims):
+    from ._layout import from_primal, to_primal
+    d = to_primal(tuple(inputs[0]), attrs.layout)
+    return [tuple(from_primal({"N": d["N"], "C": d["C"], "H": 1, "W": 1}, attrs.out_layout or attrs.layout))]
+
+
+def adaptive_pool2d_shape_func(attrs, inputs, out_ndims):
+    from ._layout import from_primal, to_primal
+    d = to_primal(tuple(inputs[0]), attrs.layout)
+    size = tuple(attrs.output_size) if attrs.output_size else (1, 1)
+    if len(size) == 1:
+        size = size * 2
+    return [tuple(from_primal({"N": d["N"], "C": d["C"], "H": size[0], "W": size[1]},
+                              attrs.out_layout or attrs.layout))]
+
+
+def batch_norm_shape_func(attrs, inputs, out_ndims):
+    data = tuple(inputs[0])
+    c = data[attrs.axis]
+    return [data, (c,), (c,)]
+
+
+def reshape_shape_func(attrs, inputs, out_ndims):
+    from ...topi.transform import infer_reshape_shape
+    shape = tuple(inputs[0])
+    if all(_static(d) for d in shape):
+        from .transform import infer_reshape
+        return [tuple(infer_reshape(tuple(int(d) for d in shape), attrs.newshape, attrs.allowzero))]
+    return [tuple(infer_reshape_shape(list(shape), list(attrs.newshape)))]
+
+
+def batch_flatten_shape_func(attrs, inputs, out_ndims):
+    shape = tuple(inputs[0])
+    return [(shape[0], _prod(shape[1:]))]
+
+
+def transpose_shape_func(attrs, inputs, out_ndims):
+    shape = tuple(inputs[0])
+    n = len(shape)
+    axes = _axes(attrs.axes, n) if attrs.axes else list(range(n - 1, -1, -1))
+    return [tuple(shape[a] for a in axes)]
+
+
+def concatenate_shape_func(attrs, inputs, out_ndims):
+    shapes = [tuple(s) for s in inputs]
+    axis = _axes([attrs.axis], len(shapes[0]))[0]
+    total = 0
+    for s in shapes:
+        total = total + s[axis]
+    out = list(shapes[0])
+    for s in shapes:  # a static size in any input fixes the others
+        out = [s[d] if (d != axis and _static(s[d])) else out[d] for d in range(len(out))]
+    out[axis] = total
+    return [tuple(out)]
+
+
+def take_shape_func(attrs, inputs, out_ndims):
+    data, idx = tuple(inputs[0]), tuple(inputs[1])
+    if attrs.axis is None:
+        return [idx]
+    axis = _axes([attrs.axis], len(data))[0]
+    return [data[:axis] + idx + data[axis + 1:]]
+
+
+def strided_slice_shape_func(attrs, inputs, out_ndims):
+    """Static begin/end/strides over possibly symbolic dims (numpy slice semantics, end clamped)."""
+    shape = tuple(inputs[0])
+    if all(_static(d) for d in shape):
+        from .transform import slice_plan
+        return [tuple(len(range(*p)) for p in slice_plan(tuple(int(d) for d in shape), attrs))]
+    ndim = len(shape)
+    axes = _axes(attrs.axes, ndim) if attrs.axes is not None else list(range(len(attrs.begin)))
+    strides = list(attrs.strides) if attrs.strides else [1]
+    out = list(shape)
+    for k, ax in enumerate(axes):
+        if k >= len(attrs.begin):
+            break
+        dim = shape[ax]
+        stride = int(strides[k] if k < len(strides) else strides[-1])
+        if stride <= 0:
+            raise OpNotImplemented("strided_slice: negative strides over an unknown dimension are not supported "
+                                   "by kiln's shape functions")
+        b = int(attrs.begin[k])
+        e = int(attrs.end[k]) if k < len(attrs.end) and attrs.end[k] is not None else None
+        if attrs.slice_mode == "size":
+            e = None if e is None or e < 0 else b + e
+        begin = dim_max(dim_min(dim + b if b < 0 else b, dim), 0)
+        end = dim if e is None else dim_max(dim_min(dim + e if e < 0 else e, dim), 0)
+        out[ax] = dim_max(end - begin + stride - 1, 0) // stride
+    return [tuple(out)]
+
+
+def squeeze_shape_func(attrs, inputs, out_ndims):
+    shape = tuple(inputs[0])
+    if attrs.axis is None:
+        return [tuple(d for d in shape if not (_static(d) and int(d) == 1))]
+    axes = set(_axes(attrs.axis, len(shape)))
+    return [tuple(d for i, d in enumerate(shape) if i not in axes)]
+
+
+def expand_dims_shape_func(attrs, inputs, out_ndims):
+    shape = tuple(inputs[0])
+    axis = int(attrs.axis)
+    axis = axis + len(shape) + 1 if axis < 0 else axis
+    return [shape[:axis] + (1,) * int(attrs.num_newaxis) + shape[axis:]]
+
+
+def split_shape_func(attrs, inputs, out_ndims):
+    shape = tuple(inputs[0])
+    axis = _axes([attrs.axis], len(shape))[0]
+    dim = shape[axis]
+    ios = attrs.indices_or_sections
+    if isinstance(ios, int):
+        step = dim // ios
+        sizes = [step] * ios
+    else:
+        bounds = [0] + [int(i) for i in ios] + [dim]
+        sizes = [dim_max(dim_min(e, dim) - dim_min(b, dim), 0) for b, e in zip(bounds[:-1], bounds[1:])]
+    return [shape[:axis] + (s,) + shape[axis + 1:] for s in sizes]
+
+
+def arange_shape_func(attrs, inputs, out_ndims):
+    """Data-dependent: the length of ``arange(start, stop, step)`` from the three scalar values."""
+    start, stop, step = (float(np.asarray(v).reshape(-1)[0]) for v in inputs)
+    if step == 0:
+        raise TypeInferenceError("arange: step must not be 0")
+    return [(max(int(np.ceil((stop - start) / step)), 0),)]
+
+
+_BY_RELATION = {"Identity": identity_shape_func, "IdentityCompRel": identity_shape_func,
+                "Broadcast": broadcast_shape_func, "BroadcastComp": broadcast_shape_func,
+                "Reduce": reduce_shape_func, "ArgReduce": reduce_shape_func}
+
+_BY_OP = {
+    "nn.dense": dense_shape_func, "nn.matmul": matmul_shape_func, "nn.batch_matmul": batch_matmul_shape_func,
+    "nn.conv2d": conv2d_shape_func, "nn.max_pool2d": pool2d_shape_func, "nn.avg_pool2d": pool2d_shape_func,
+    "nn.global_max_pool2d": global_pool2d_shape_func, "nn.global_avg_pool2d": global_pool2d_shape_func,
+    "nn.adaptive_max_pool2d": adaptive_pool2d_shape_func, "nn.adaptive_avg_pool2d": adaptive_pool2d_shape_func,
+    "nn.batch_norm": batch_norm_shape_func, "reshape": reshape_shape_func,
+    "nn.batch_flatten": batch_flatten_shape_func, "transpose": transpose_shape_func,
+    "concatenate": concatenate_shape_func, "take": take_shape_func, "strided_slice": strided_slice_shape_func,
+    "squeeze": squeeze_shape_func, "expand_dims": expand_dims_shape_func, "split": split_shape_func,
+}
+_IDENTITY_OPS = ("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.bias_add", "nn.relu", "nn.leaky_relu",
+                 "nn.prelu", "clip", "cast", "nn.fast_softmax", "fast_exp", "fast_tanh", "fast_erf", "copy",
+                 "zeros_like", "ones_like", "nn.instance_norm", "nn.group_norm", "nn.l2_normalize", "cumsum",
+                 "reverse", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "erf", "negative", "abs", "floor",
+                 "ceil", "round", "sign", "nn.lrn", "layout_transform_identity")
+
+
+def _register_all() -> None:
+    for name in Op.list_op_names():
+        op = Op.get(name)
+        fn = _BY_OP.get(name) or _BY_RELATION.get(getattr(op, "type_rel_name", None))
+        if fn is None and name in _IDENTITY_OPS:
+            fn = identity_shape_func
+        if fn is not None and op.get_attr("FShapeFunc") is None:
+            register_shape_func(name, False, fn)
+    if "arange" in Op.list_op_names() and Op.get("arange").get_attr("FShapeFunc") is None:
+        register_shape_func("arange", True, arange_shape_func)
+
+
+def get_shape_func(op_name: str):
+    """(function, data_dependent) of ``op_name``, or a clear error when it has none."""
+    op = Op.get(op_name)
+    fn = op.get_attr("FShapeFunc")
+    if fn is None:
+        raise OpNotImplemented(f"operator {op_name} has no shape function (register_shape_func), so it cannot run "
+                               "on tensors with relay.Any() dimensions yet")
+    return fn, bool(op.get_attr("TShapeDataDependent"))
+
+
+_register_all()
