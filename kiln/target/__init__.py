@@ -2,8 +2,10 @@
 from .target import Target, TargetKind, TargetError, create, current_target, arm_cpu, cuda, x86 as x86_target
 from . import x86
 from .flags import target_cflags
+from .generic_func import GenericFunc, generic_func, override_native_generic_func, get_native_generic_func
 from . import build_c as _build_c  # registers target.build.c / target.build.llvm  # noqa: F401
 from .codegen_c import CodeGenC, codegen_c
 
 __all__ = ["Target", "TargetKind", "TargetError", "create", "current_target", "arm_cpu", "cuda", "x86",
-           "target_cflags", "CodeGenC", "codegen_c"]
+           "target_cflags", "CodeGenC", "codegen_c", "GenericFunc", "generic_func",
+           "override_native_generic_func", "get_native_generic_func"]

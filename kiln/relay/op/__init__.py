@@ -18,8 +18,6 @@ from . import arg_types  # noqa: F401  (FInferArgTypes hooks; needs the nn ops r
 from . import _schedules
 
 _schedules.register_all()
-if hasattr(strategy, "x86"):  # vectorized x86 schedules wrap the strategies registered above (idempotent)
-    strategy.x86.register_x86_schedules()
 
 __all__ = (list(_op_all) + list(tensor.__all__) + list(reduce.__all__) + list(transform.__all__) + list(shape.__all__)
            + list(algorithm.__all__) + list(indexing.__all__)
