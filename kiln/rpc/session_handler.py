@@ -17,6 +17,8 @@ import numpy as np
 import numpy.random  # noqa: F401 - import once in the server, not in every forked session worker
 
 from ..error import KilnError, RPCError
+from ..runtime import device as rt_device_module, ndarray as rt_ndarray_module
+from ..runtime.module import load_module
 from .protocol import BlobWriter, ProtocolError, blob_slice, error_payload
 
 logger = logging.getLogger("kiln.rpc.server")
@@ -65,16 +67,10 @@ def random_fill(arr) -> None:
 
 
 def _runtime():
-    import importlib
-
-    return importlib.import_module("kiln.runtime.device"), importlib.import_module("kiln.runtime.ndarray")
+    return rt_device_module, rt_ndarray_module
 
 
 def _load_module(path: str):
-    try:
-        from ..runtime.module import load_module
-    except ImportError as err:
-        raise KilnError(f"the server cannot load modules: kiln.runtime.module.load_module is missing ({err})") from None
     return load_module(path)
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 
-from ...error import KilnError, OpNotImplemented
+from ...error import KilnError
+from ...ir.module import IRModule
+from ...transform import PassContext
 from .dispatcher import DispatchContext, FallbackContext
 from .task import _canon_target, create
 from .topi_integration import TaskExtractEnv
@@ -18,14 +20,9 @@ logger = logging.getLogger("autotvm")
 
 def _lower(mod, target, params, opt_level: int = 3) -> None:
     """Run Relay's compilation far enough to select every op's implementation."""
-    try:
-        from ... import relay, transform
-        build = relay.build
-    except (ImportError, AttributeError) as err:
-        raise OpNotImplemented("autotvm.task.extract_from_program needs kiln.relay.build, which is not "
-                               "available yet") from err
-    with transform.PassContext(opt_level=opt_level):
-        build(mod, target=target, params=params)
+    from ... import relay  # relay sits above autotvm: imported when a program is traced
+    with PassContext(opt_level=opt_level):
+        relay.build(mod, target=target, params=params)
 
 
 def extract_from_program(mod, params, target, target_host=None, ops=None) -> list:
@@ -43,12 +40,8 @@ def extract_from_multiple_program(mods, params, target, target_host=None, ops=No
         logger.disabled = True
         try:
             for mod, param in zip(mods, params):
-                try:
-                    from ...ir.module import IRModule
-                    if not isinstance(mod, IRModule):
-                        mod = IRModule.from_expr(mod)
-                except ImportError:
-                    pass
+                if not isinstance(mod, IRModule):
+                    mod = IRModule.from_expr(mod)
                 _lower(mod, target, param)
                 if isinstance(DispatchContext.current, FallbackContext):
                     DispatchContext.current.memory = {}
