@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import tarfile
-from typing import Sequence
 
 from ..error import KilnError
 from ..runtime.module import write_tar
