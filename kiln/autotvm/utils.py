@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from ..error import KilnError
+from ..tir.expr import IntImm
 
 logger = logging.getLogger("autotvm")
 
@@ -39,12 +40,8 @@ def get_const_int(exp) -> int:
     value = getattr(exp, "value", None)
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return int(value)
-    try:
-        from ..tir.expr import IntImm
-        if isinstance(exp, IntImm):
-            return int(exp.value)
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(exp, IntImm):
+        return int(exp.value)
     raise ValueError(f"expected a constant integer, got {exp!r}")
 
 

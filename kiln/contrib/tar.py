@@ -3,28 +3,12 @@ from __future__ import annotations
 
 import os
 import tarfile
-from typing import Sequence
 
 from ..error import KilnError
+from ..runtime.module import write_tar
 
 
-def tar(output: str, files: Sequence[str]) -> None:
-    """Write ``files`` (flat, by base name) into the tar archive ``output``, atomically."""
-    names = [os.path.basename(f) for f in files]
-    if len(set(names)) != len(names):
-        raise KilnError(f"tar: duplicate file names in {names}")
-    tmp = f"{output}.{os.getpid()}.tmp"
-    try:
-        with tarfile.open(tmp, "w") as tf:
-            for path, name in zip(files, names):
-                tf.add(path, arcname=name)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-tar.output_format = "tar"
+tar = write_tar  # one home: the runtime writes tar exports itself
 
 
 def untar(tar_file: str, directory: str) -> None:

@@ -9,6 +9,8 @@ and returns the loaded ``runtime.Module``.
 from __future__ import annotations
 
 from ..error import KilnError, LoweringError
+from ..te.schedule import Schedule
+from ..transform import PassContext
 
 # The TIR passes run by lower(), in order (names in kiln.tir.transform).
 TIR_PIPELINE = ("Simplify", "StorageFlatten", "LoopPartition", "VectorizeLoop", "UnrollLoop", "Simplify",
@@ -16,10 +18,6 @@ TIR_PIPELINE = ("Simplify", "StorageFlatten", "LoopPartition", "VectorizeLoop", 
 
 
 def _is_schedule(obj) -> bool:
-    try:
-        from ..te.schedule import Schedule
-    except ImportError:
-        return False
     return isinstance(obj, Schedule)
 
 
@@ -71,13 +69,7 @@ def _get_pass(name: str):
 
 def lowering_passes() -> list:
     """The TIR pass objects lower() applies, honouring the current PassContext's disabled_pass."""
-    disabled = set()
-    try:
-        from ..transform import PassContext
-        ctx = PassContext.current()
-        disabled = set(getattr(ctx, "disabled_pass", ()) or ())
-    except ImportError:
-        pass
+    disabled = set(PassContext.current().disabled_pass or ())
     passes = []
     for name in TIR_PIPELINE:
         if name in disabled or f"tir.{name}" in disabled:

@@ -6,7 +6,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..error import RelayError
+import time as _time
+import warnings as _warnings
+
+from ..error import InternalError, KilnError, LoweringError, RelayError
+from ..ir.expr import GlobalVar
+from ..ir.module import IRModule
+from ..ir.type import TensorType, TupleType, FuncType
+from ..runtime.graph_executor import GraphModule
+from ..target import Target
+from ..tir.expr import Any as _Any
+from ..transform import PassContext, Sequential
+from . import transform as T
+from .backend.executor import Executor as _ExecutorBase, _convert_args, create_executor as _create, register_executor
+from .backend.executor_factory import GraphExecutorFactoryModule
+from .backend.graph_executor_codegen import GraphExecutorCodegen, plan_runner_module
+from .backend.interpreter import ADT
+from .backend.te_compiler import TECompiler
 from .expr import Constant, Function
 from .expr_functor import bind_vars
 
@@ -39,18 +55,10 @@ def _as_numpy(value):
 
 def create_executor(kind: str = "debug", mod=None, device=None, target="llvm", params=None):
     """An executor for ``mod``: "debug" (reference interpreter), "graph" or "vm" (TVM's relay.create_executor)."""
-    from .backend.executor import create_executor as _create
     return _create(kind, mod, device, target, params)
 
 
 # -- relay.build -----------------------------------------------------------------------------------------
-import time as _time
-import warnings as _warnings
-
-from ..error import KilnError, LoweringError
-from ..ir.module import IRModule
-from ..ir.type import TensorType, TupleType, FuncType
-
 #: The optimization pipeline of relay.build, in TVM's order. Each pass runs only if the current
 #: PassContext enables it (its opt level, required_pass, disabled_pass); FuseOps always runs.
 OPTIMIZE_PASSES = ("RemoveUnusedFunctions", "SimplifyInference", "EliminateCommonSubexpr", "CombineParallelConv2D",
@@ -59,12 +67,12 @@ OPTIMIZE_PASSES = ("RemoveUnusedFunctions", "SimplifyInference", "EliminateCommo
 
 
 def _optimize_passes() -> list:
-    from . import transform as T
     passes = []
     for name in OPTIMIZE_PASSES:
         factory = getattr(T, name, None)
         if factory is None:
-            continue  # a pass kiln does not have yet (AlterOpLayout): the program is still correct without it
+            raise InternalError(f"relay.build's optimization pipeline names the pass {name!r}, which "
+                                "kiln.relay.transform does not define")
         if name in ("CombineParallelConv2D", "CombineParallelDense"):
             passes.append(factory(3))
         elif name == "RemoveUnusedFunctions":
@@ -87,7 +95,6 @@ def _as_ir_module(mod, what: str) -> IRModule:
 
 
 def _canon_target(target, target_host=None):
-    from ..target import Target
     if target is None:
         target = Target.current(allow_none=True)
         if target is None:
@@ -117,9 +124,6 @@ def _bind_params(mod: IRModule, params) -> IRModule:
 
 
 def _run_optimizations(mod: IRModule, fuse: bool = True) -> IRModule:
-    from ..transform import Sequential
-    from . import transform as T
-    from .op.annotation import strip_on_device
     mod = strip_on_device(mod)  # one device: on_device annotations have nothing left to say (TVM's PlanDevices)
     seq = Sequential(_optimize_passes(), opt_level=0, name="relay.build.optimize")
     mod = seq(mod)
@@ -141,7 +145,6 @@ def optimize(mod, target=None, params=None):
 
 
 def _contains_any(ty) -> bool:
-    from ..tir.expr import Any as _Any
     if isinstance(ty, TensorType):
         return any(isinstance(d, _Any) or not isinstance(getattr(d, "value", d), int) for d in ty.shape)
     if isinstance(ty, TupleType):
@@ -152,7 +155,6 @@ def _contains_any(ty) -> bool:
 
 
 def _check_static(mod: IRModule, executor_name: str) -> None:
-    from . import transform as T
     mod = T.InferType()(mod)
     main = mod["main"]
     for p in main.params:
@@ -188,9 +190,6 @@ def build(ir_mod, target=None, target_host=None, executor=None, runtime=None, wo
     and the graph JSON (with its memory plan). Returns a ``GraphExecutorFactoryModule``:
     ``lib["default"](dev)`` makes the executor.
     """
-    from .backend.executor_factory import GraphExecutorFactoryModule
-    from .backend.graph_executor_codegen import GraphExecutorCodegen, plan_runner_module
-    from .backend.te_compiler import TECompiler
 
     ir_mod = _as_ir_module(ir_mod, "relay.build")
     name = _executor_name(executor)
@@ -235,7 +234,6 @@ def Executor_graph():  # noqa: N802 - small helper keeping relay.executor import
 
 def build_config(opt_level: int = 2, required_pass=None, disabled_pass=None, trace=None, config=None):
     """Old spelling of ``kiln.transform.PassContext`` (deprecated, as in TVM)."""
-    from ..transform import PassContext
     _warnings.warn("relay.build_config is deprecated; use kiln.transform.PassContext", DeprecationWarning,
                    stacklevel=2)
     return PassContext(opt_level=opt_level, required_pass=required_pass, disabled_pass=disabled_pass,
@@ -243,11 +241,9 @@ def build_config(opt_level: int = 2, required_pass=None, disabled_pass=None, tra
 
 
 # -- executors for relay.create_executor ------------------------------------------------------------------
-from .backend.executor import Executor as _ExecutorBase, _convert_args, register_executor  # noqa: E402
 
 
 def _unflatten(outputs: list, ty):
-    from .backend.interpreter import ADT
     if isinstance(ty, TupleType):
         return ADT(_unflatten(outputs, f) for f in ty.fields)
     return outputs.pop(0)
@@ -261,9 +257,6 @@ class GraphExecutor(_ExecutorBase):
         self.params = params or {}
 
     def _make_executor(self, expr=None):
-        from ..ir.expr import GlobalVar
-        from ..runtime.graph_executor import GraphModule
-        from . import transform as T
         if expr is None or isinstance(expr, GlobalVar):
             name = "main" if expr is None else expr.name_hint
             mod = IRModule(dict(self.mod.functions), getattr(self.mod, "type_definitions", None))

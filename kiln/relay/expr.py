@@ -16,6 +16,7 @@ from ..ir.attrs import DictAttrs
 from ..ir.expr import GlobalVar, RelayExpr
 from ..ir.function import BaseFunc
 from ..ir.type import TensorType, Type, TupleType
+from ..runtime import ndarray as _nd
 from ..runtime.dtype import dtype_str
 
 Expr = RelayExpr
@@ -167,11 +168,7 @@ class Constant(ExprWithOp):
 
     @property
     def data(self):
-        """The value as an NDArray (numpy array if kiln's runtime NDArray is not available)."""
-        try:
-            from ..runtime import ndarray as _nd
-        except ImportError:
-            return _ConstData(self._value)
+        """The value as an NDArray (a copy)."""
         return _nd.array(np.array(self._value))
 
     def numpy(self) -> np.ndarray:
@@ -181,26 +178,6 @@ class Constant(ExprWithOp):
     @property
     def dtype(self) -> str:
         return dtype_str(self._value.dtype)
-
-
-class _ConstData:
-    """Read-only numpy-backed data of a Constant (used until the runtime NDArray exists)."""
-
-    def __init__(self, value: np.ndarray):
-        self._v = value
-
-    def numpy(self):
-        return np.array(self._v)
-
-    asnumpy = numpy
-
-    @property
-    def shape(self):
-        return self._v.shape
-
-    @property
-    def dtype(self):
-        return str(self._v.dtype)
 
 
 class Tuple(ExprWithOp):

@@ -16,6 +16,7 @@ import weakref
 import numpy as np
 
 from ..error import KilnError, RPCError
+from ..runtime.benchmark import BenchmarkResult
 from ..runtime.device import Device
 from . import base
 from .base import RPC_MAGIC, RPC_SESS_MASK, TrackerCode
@@ -317,10 +318,6 @@ def _as_numpy(source, dtype: str) -> np.ndarray:
 
 
 def _benchmark_result(costs: list):
-    try:
-        from ..runtime.benchmark import BenchmarkResult
-    except ImportError as err:
-        raise RPCError(f"cannot build a BenchmarkResult: kiln.runtime.benchmark is missing ({err})") from None
     return BenchmarkResult(costs)
 
 

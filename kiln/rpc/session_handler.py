@@ -17,6 +17,9 @@ import numpy as np
 import numpy.random  # noqa: F401 - import once in the server, not in every forked session worker
 
 from ..error import KilnError, RPCError
+from ..runtime import ndarray as rt_nd
+from ..runtime.device import Device
+from ..runtime.module import load_module
 from .protocol import BlobWriter, ProtocolError, blob_slice, error_payload
 
 logger = logging.getLogger("kiln.rpc.server")
@@ -64,17 +67,7 @@ def random_fill(arr) -> None:
     arr.copyfrom(data)
 
 
-def _runtime():
-    import importlib
-
-    return importlib.import_module("kiln.runtime.device"), importlib.import_module("kiln.runtime.ndarray")
-
-
 def _load_module(path: str):
-    try:
-        from ..runtime.module import load_module
-    except ImportError as err:
-        raise KilnError(f"the server cannot load modules: kiln.runtime.module.load_module is missing ({err})") from None
     return load_module(path)
 
 
@@ -124,9 +117,8 @@ class SessionHandler:
             if tag == "$mod":
                 return self._get(value["$mod"], "module")
             if tag == "$dev":
-                rt_device, _ = _runtime()
                 dev_type, dev_id = value["$dev"]
-                return rt_device.Device(int(dev_type), int(dev_id))
+                return Device(int(dev_type), int(dev_id))
             if tag == "$bytes":
                 return bytearray(blob_slice(blob, value["$bytes"]))
             if tag == "$np":
@@ -138,7 +130,6 @@ class SessionHandler:
 
     def encode(self, value, blobs: BlobWriter):
         """Turn a local result into a wire value (objects stay here; the client gets a handle)."""
-        rt_device, rt_nd = _runtime()
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
         if isinstance(value, (np.integer, np.bool_)):
@@ -153,7 +144,7 @@ class SessionHandler:
             dev = value.device
             return {"$nd": self._put(value), "shape": list(value.shape), "dtype": value.dtype,
                     "dev": [dev.device_type, dev.device_id]}
-        if isinstance(value, rt_device.Device):
+        if isinstance(value, Device):
             return {"$dev": [value.device_type, value.device_id]}
         if isinstance(value, np.ndarray):
             arr = np.ascontiguousarray(value)
@@ -284,12 +275,10 @@ class SessionHandler:
         return {"$func": self._put(timer)}
 
     def op_nd_empty(self, blob, blobs, shape, dtype, dev):
-        _, rt_nd = _runtime()
         return self.encode(rt_nd.empty(tuple(shape), dtype, self.decode(dev, blob)), blobs)
 
     def op_nd_array(self, blob, blobs, shape, dtype, dev, data):
         """Create an array on the server from bytes (one round trip for ``nd.array(x, remote_dev)``)."""
-        _, rt_nd = _runtime()
         arr = rt_nd.empty(tuple(shape), dtype, self.decode(dev, blob))
         arr.copyfrom(self._np_from(blob, data, arr))
         return self.encode(arr, blobs)

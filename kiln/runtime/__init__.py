@@ -10,7 +10,7 @@ from . import ndarray  # noqa: E402,F401
 from .benchmark import BenchmarkResult  # noqa: F401
 from .device import Device, cpu, cuda, device  # noqa: F401
 from .dtype import DataType  # noqa: F401
-from .module import Module, create_c_module, enabled, load_module  # noqa: F401
+from .module import Module, enabled, load_module  # noqa: F401
 from .ndarray import NDArray  # noqa: F401
 from .registry import PackedFunc, get_global_func, list_global_func_names, register_func, remove_global_func  # noqa: F401
 from .convert import convert, convert_to_object  # noqa: F401
@@ -21,7 +21,7 @@ nd = ndarray
 __all__ = [
     "Module", "load_module", "NDArray", "ndarray", "nd", "Device", "device", "cpu", "cuda", "DataType",
     "register_func", "get_global_func", "list_global_func_names", "remove_global_func", "PackedFunc",
-    "BenchmarkResult", "enabled", "create_c_module", "convert", "save_param_dict", "load_param_dict",
+    "BenchmarkResult", "enabled", "convert", "save_param_dict", "load_param_dict",
 ]
 
 # Registers the loader of graph executor factories (runtime.module.loadbinary_GraphExecutorFactory), so

@@ -8,9 +8,12 @@ registered as the global function ``runtime.module.loadbinary_<type_key>`` rebui
 """
 from __future__ import annotations
 
+import hashlib
+import importlib
 import json
 import os
 import shutil
+import tarfile
 import tempfile
 from typing import Callable, Sequence
 
@@ -142,10 +145,6 @@ class Module:
         is_tar = file_name.endswith(".tar")
         if not is_tar and not file_name.endswith((".so", ".dylib")) and fcompile is None:
             raise KilnError(f"export_library: unsupported file type {file_name!r}; use .so or .tar")
-        from ..contrib import cc as _cc  # the exporter needs a compiler; the loader does not
-        from ..contrib import tar as _tar
-        from ..target import compiler
-
         mods = self._walk()
         objects = []
         for mod in mods:
@@ -166,13 +165,16 @@ class Module:
                 dst = os.path.join(workspace_dir, f"lib{i}.o")
                 shutil.copyfile(obj, dst)
                 files.append(dst)
-            files.append(compiler.blob_object(serialize(self), os.path.join(workspace_dir, "devc.o")))
-            if fcompile is None:
-                fcompile = _tar.tar if is_tar else _cc.create_shared
+            files.append(compiler_step("blob_object")(serialize(self), os.path.join(workspace_dir, "devc.o")))
             if is_tar:
                 files.append(_write_manifest(workspace_dir, files))
-                fcompile(file_name, files, **kwargs)
+                (fcompile or write_tar)(file_name, files, **kwargs)
                 return
+            if fcompile is None:
+                create_shared = compiler_step("create_shared")
+
+                def fcompile(output, objects, options=None, cc=None, **_):
+                    return create_shared(output, objects, options, cc)
             out_dir = os.path.dirname(os.path.abspath(file_name))
             fd, tmp = tempfile.mkstemp(prefix=".kiln-export-", suffix=".so", dir=out_dir)
             os.close(fd)
@@ -264,12 +266,10 @@ class CModule(Module):
         """One relocatable object holding the kernels and this module's function metadata (the
         ``__kiln_dev_mblob`` blob), so that TVM's classic flow works: ``save("m.o")``, then
         ``contrib.cc.create_shared("m.so", ["m.o"])``, then ``load_module("m.so")``."""
-        from ..target import compiler  # saving an object needs the compiler driver; loading does not
-
         blob = _blob.pack([(LIBRARY_TYPE_KEY, self.blob_header(), self.blob_payloads(), [])], root=0)
         with tempfile.TemporaryDirectory(prefix="kiln-save-") as work:
-            meta = compiler.blob_object(blob, os.path.join(work, "devc.o"))
-            compiler.link_relocatable(list(self._objects) + [meta], file_name)
+            meta = compiler_step("blob_object")(blob, os.path.join(work, "devc.o"))
+            compiler_step("link_relocatable")(list(self._objects) + [meta], file_name)
 
     def _object_files(self) -> list | None:
         return list(self._objects)
@@ -279,6 +279,47 @@ class CModule(Module):
 
     def blob_payloads(self) -> dict:
         return {"source": self._source.encode("utf-8")} if self._source else {}
+
+
+# -- the compiler-side steps of export -----------------------------------------------------------
+COMPILER_PACKAGE = "kiln.target"  # registers the runtime.module.<step> functions (kiln/target/c_module.py)
+
+
+def compiler_step(step: str) -> Callable:
+    """The compiler-side function ``runtime.module.<step>`` from the global registry (``blob_object``,
+    ``create_shared``, ``link_relocatable``, ``link_for_load``, ``has_compiler``). Running a model never needs one;
+    exporting, saving an object and loading a ``.tar`` of objects do. When nothing registered it yet, kiln's
+    compiler package is loaded once to register it; without that package the step is an error."""
+    name = f"runtime.module.{step}"
+    func = get_global_func(name, allow_missing=True)
+    if func is None:
+        try:
+            importlib.import_module(COMPILER_PACKAGE)
+        except ImportError as err:
+            raise KilnError(f"{step.replace('_', ' ')} needs kiln's compiler ({COMPILER_PACKAGE}), which cannot be "
+                            f"imported here ({err}); loading and running an exported .so does not") from None
+        func = get_global_func(name)
+    return func
+
+
+def write_tar(output: str, files: Sequence[str]) -> None:
+    """Write ``files`` (flat, by base name) into the tar archive ``output``, atomically (TVM's ``contrib.tar.tar``,
+    which is this function)."""
+    names = [os.path.basename(f) for f in files]
+    if len(set(names)) != len(names):
+        raise KilnError(f"tar: duplicate file names in {names}")
+    tmp = f"{output}.{os.getpid()}.tmp"
+    try:
+        with tarfile.open(tmp, "w") as tf:
+            for path, name in zip(files, names):
+                tf.add(path, arcname=name)
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+write_tar.output_format = "tar"
 
 
 # -- blob (de)serialization of a module tree ---------------------------------------------------
@@ -335,9 +376,15 @@ def _load_library_module(header: dict, payloads: dict, library: Library | None) 
 
 
 # -- loading -----------------------------------------------------------------------------------
-def _write_manifest(folder: str, files: list) -> str:
-    from ..target.compiler import _file_digest
+def _file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
+
+def _write_manifest(folder: str, files: list) -> str:
     manifest = {"format": "kiln-tar", "version": 1,
                 "objects": [os.path.basename(f) for f in files],
                 "sha256": {os.path.basename(f): _file_digest(f) for f in files}}
@@ -356,9 +403,6 @@ def _load_shared(path: str) -> Module:
 
 
 def _load_tar(path: str) -> Module:
-    import hashlib
-    import tarfile
-
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         f.seek(max(size - 1024, 0))
@@ -397,12 +441,10 @@ def _load_tar(path: str) -> Module:
             if digest != digests.get(name):
                 raise ModuleLoadError(f"{path}: member {name!r} is corrupt (checksum mismatch)")
             paths.append(full)
-        from ..target import compiler
-
         try:
-            so_path = compiler.link_cached(paths)
-        except compiler.NoCompilerError as err:
-            raise ModuleLoadError(f"loading {path} needs a C compiler to link its objects: {err}") from None
+            so_path = compiler_step("link_for_load")(paths)
+        except ModuleLoadError as err:
+            raise ModuleLoadError(f"loading {path} {err}") from None
         except KilnError as err:
             raise ModuleLoadError(f"{path}: linking its objects failed: {err}") from None
         return _load_shared(so_path)
@@ -422,25 +464,11 @@ def load_module(path, fmt: str = "") -> Module:
     raise ModuleLoadError(f"cannot load {path!r}: unsupported file type (expected .so or .tar)")
 
 
-def create_c_module(source: str, functions: list, entry_name: str | None = None, cflags: Sequence[str] = (),
-                    type_key: str = "llvm") -> Module:
-    """Compile C ``source`` (starting with C_PRELUDE) whose kernels ``functions`` describes; the compile
-    goes through the driver's disk cache."""
-    from ..target import compiler
-
-    obj = compiler.compile_object(source, list(cflags))
-    so_path = compiler.link_cached([obj])
-    lib = Library(so_path, verify=False)
-    return CModule(lib, functions, entry_name, type_key=type_key, source=source, objects=[obj])
-
-
 def enabled(target) -> bool:
     """Whether code for ``target`` can be built and run here."""
     name = str(getattr(getattr(target, "kind", None), "name", None) or target).split()[0] if target else ""
     if name in ("cpu", "stackvm"):
         return True
     if name in ("llvm", "c"):
-        from ..target import compiler
-
-        return compiler.has_compiler()
+        return bool(compiler_step("has_compiler")())
     return False

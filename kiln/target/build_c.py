@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from ..error import KilnError
 from ..runtime.registry import register_func
-from .codegen_c import CodeGenC, max_vector_bytes_for
+from ..tir.function import PrimFunc
+from .c_module import create_c_module
+from .codegen_c import codegen_c
 from .flags import target_cflags
 from .target import Target
 
 
 def prim_funcs(mod) -> list:
     """(symbol, PrimFunc) pairs of an IRModule (or dict / list of such pairs), in module order."""
-    from ..tir.function import PrimFunc
     if isinstance(mod, PrimFunc):
         return [(mod.attrs.get("global_symbol", "default_function"), mod)]
     items = mod.functions.items() if hasattr(mod, "functions") else dict(mod).items()
@@ -33,16 +34,13 @@ def prim_funcs(mod) -> list:
 
 
 def generate_source(mod, target=None) -> tuple[str, list]:
-    """C source and function metadata of every PrimFunc in ``mod``."""
-    gen = CodeGenC(max_vector_bytes_for(target))
-    for symbol, func in prim_funcs(mod):
-        gen.add_function(func, symbol)
-    return gen.finish(), gen.metadata
+    """C source and function metadata of every PrimFunc in ``mod`` (an IRModule; :func:`codegen_c` takes the
+    (symbol, PrimFunc) pairs)."""
+    return codegen_c(prim_funcs(mod), target)
 
 
 def build_c_module(mod, target=None, type_key: str = "c"):
     """Generate C for ``mod``, compile it with flags from ``target`` and load it."""
-    from ..runtime.module import create_c_module
     target = Target(target) if not isinstance(target, Target) and target is not None else target
     target = target or Target("llvm")
     source, functions = generate_source(mod, target)

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..error import KilnError
 from ..runtime.dtype import parse_dtype
+from ..runtime.registry import get_global_func
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer
@@ -582,10 +583,6 @@ class _Compiler:
         fargs = [self.expr(a) for a in e.args[1:]]
 
         def call(env):
-            try:
-                from ..runtime.registry import get_global_func
-            except ImportError as err:  # pragma: no cover - runtime not built yet
-                raise InterpreterError(f"call_packed({name!r}) needs kiln.runtime.registry: {err}") from None
             f = get_global_func(name, allow_missing=True)
             if f is None:
                 raise InterpreterError(f"call_packed: no global function named {name!r} is registered")

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from kiln.error import CompileError, KilnError
-from kiln.runtime import create_c_module
+from kiln.target import create_c_module
 from kiln.runtime.abi import C_PRELUDE
 from kiln.target import compiler
 

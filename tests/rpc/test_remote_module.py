@@ -7,7 +7,7 @@ import pytest
 import kiln
 from kiln import rpc
 from kiln.error import ArgumentError, RPCError
-from kiln.runtime import create_c_module
+from kiln.target import create_c_module
 from kiln.runtime.abi import C_PRELUDE
 
 from .conftest import HOST, TEST_INIT

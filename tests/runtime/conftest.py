@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from kiln.runtime import create_c_module
+from kiln.target import create_c_module
 from kiln.runtime.abi import C_PRELUDE
 
 ADD_SRC = C_PRELUDE + r"""

@@ -4,7 +4,8 @@ import pytest
 import kiln
 from kiln import nd
 from kiln.error import ArgumentError, KilnError
-from kiln.runtime import Module, create_c_module
+from kiln.runtime import Module
+from kiln.target import create_c_module
 from kiln.runtime.abi import C_PRELUDE
 
 torch = pytest.importorskip("torch")

@@ -3,7 +3,8 @@ import pytest
 
 import kiln
 from kiln.error import KilnError
-from kiln.runtime import PackedFunc, create_c_module, get_global_func
+from kiln.runtime import PackedFunc, get_global_func
+from kiln.target import create_c_module
 from kiln.runtime.abi import C_PRELUDE
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 
-from ...error import KilnError, OpNotImplemented
+from ...error import KilnError
+from ...ir.module import IRModule
+from ...transform import PassContext
 from .dispatcher import DispatchContext, FallbackContext
 from .task import _canon_target, create
 from .topi_integration import TaskExtractEnv
@@ -23,16 +25,11 @@ def _lower(mod, target, params, opt_level: int = 3) -> None:
     (5-D ``conv2d_NCHWc`` args, packed ``dense_pack`` weights) are the same workloads as the unpacked ones the
     layout hook looks up in the tuning log. Tracing them as well doubled resnet-18's task list with tasks
     whose records relay.build never reads."""
-    try:
-        from ... import relay, transform
-        build = relay.build
-    except (ImportError, AttributeError) as err:
-        raise OpNotImplemented("autotvm.task.extract_from_program needs kiln.relay.build, which is not "
-                               "available yet") from err
-    outer = transform.PassContext.current()
+    from ... import relay  # relay sits above autotvm: imported when a program is traced
+    outer = PassContext.current()
     disabled = set(getattr(outer, "disabled_pass", None) or ()) | {"AlterOpLayout"}
-    with transform.PassContext(opt_level=opt_level, disabled_pass=disabled):
-        build(mod, target=target, params=params)
+    with PassContext(opt_level=opt_level, disabled_pass=disabled):
+        relay.build(mod, target=target, params=params)
 
 
 def extract_from_program(mod, params, target, target_host=None, ops=None) -> list:
@@ -50,12 +47,8 @@ def extract_from_multiple_program(mods, params, target, target_host=None, ops=No
         logger.disabled = True
         try:
             for mod, param in zip(mods, params):
-                try:
-                    from ...ir.module import IRModule
-                    if not isinstance(mod, IRModule):
-                        mod = IRModule.from_expr(mod)
-                except ImportError:
-                    pass
+                if not isinstance(mod, IRModule):
+                    mod = IRModule.from_expr(mod)
                 _lower(mod, target, param)
                 if isinstance(DispatchContext.current, FallbackContext):
                     DispatchContext.current.memory = {}

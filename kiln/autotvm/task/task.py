@@ -14,6 +14,7 @@ import pickle
 import numpy as np
 
 from ...error import KilnError
+from ...te import Tensor
 from ..utils import get_const_int, get_const_tuple
 from .dispatcher import ApplyConfig, DispatchContext
 from .space import ConfigSpace
@@ -48,13 +49,7 @@ def _canon_target(target, host=None):
 # argument serialization
 # --------------------------------------------------------------------------------------------
 def _is_tensor(x) -> bool:
-    try:
-        from ...te import Tensor  # noqa: WPS433
-        if isinstance(x, Tensor):
-            return True
-    except ImportError:
-        pass
-    return type(x).__name__ == "Tensor" and hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "op")
+    return isinstance(x, Tensor)
 
 
 def serialize_args(args) -> tuple:

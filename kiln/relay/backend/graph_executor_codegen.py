@@ -21,7 +21,11 @@ from ...ir.expr import GlobalVar
 from ...ir.node import deep_recursion
 from ...ir.op import Op
 from ...ir.type import TensorType, TupleType
+from ...runtime.abi import C_PRELUDE
 from ...runtime.dtype import parse_dtype
+from ...runtime.graph_executor import PLAN_RUNNER_SYMBOL  # one home: the executor looks the runner up by it
+from ...target.c_module import create_c_module
+from ...target.flags import target_cflags
 from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from .te_compiler import TECompiler, _static_shape, _type_of, flatten_type
 
@@ -366,9 +370,7 @@ def verify_memory_plan(graph_json: str) -> None:
 
 
 # -- the native plan runner ------------------------------------------------------------------------
-#: Symbol of the function that runs a whole prepared plan in one native call.
-PLAN_RUNNER_SYMBOL = "__kiln_graph_run"
-
+# PLAN_RUNNER_SYMBOL (runtime.graph_executor) names the function that runs a prepared plan in one native call.
 PLAN_RUNNER_SOURCE = r"""
 /* kiln graph executor: run a prepared plan (kernel pointer, packed arguments, count) per step. */
 typedef int32_t (*kiln_graph_kernel_t)(KilnValue* args, int32_t num_args);
@@ -398,9 +400,6 @@ int32_t __kiln_graph_run(KilnValue* args, int32_t num_args) {
 def plan_runner_module(target):
     """A tiny code module exporting ``__kiln_graph_run`` (linked with the kernels when exported), so
     the executor runs every kernel of the graph with a single call from Python."""
-    from ...runtime.abi import C_PRELUDE
-    from ...runtime.module import create_c_module
-    from ...target.flags import target_cflags
     meta = [{"name": PLAN_RUNNER_SYMBOL, "args": [{"name": "steps", "kind": "handle"},
                                                   {"name": "count", "kind": "scalar", "dtype": "int64"}],
              "shape_vars": []}]

@@ -14,16 +14,27 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 import numpy as np
 
+from ... import te
+from ...autotvm.task.dispatcher import DispatchContext, FallbackContext
+from ...autotvm.task.topi_integration import TaskExtractEnv, get_workload
+from ...driver.build_module import build as kiln_build
 from ...error import LoweringError, OpNotImplemented
+from ...ir.module import IRModule
 from ...ir.node import structural_equal, structural_hash
 from ...ir.op import Op, OpPattern
 from ...ir.type import TensorType, TupleType
+from ...target import Target
+from ...tir import op as tir_op
 from ..expr import Call, Constant, Function, Tuple, TupleGetItem, Var
 from .parallel_policy import apply_parallel_policy
+
+if TYPE_CHECKING:  # relay.op's x86 alter hooks call select_implementation: no import of relay.op here
+    from ..op.op import OpImplementation
 
 MAX_FUNC_NAME_LENGTH = 80
 
@@ -80,79 +91,88 @@ def _type_of(expr):
 
 
 # -- implementation selection ---------------------------------------------------------------------
-def _autotvm_env():
-    try:
-        from ...autotvm.task.dispatcher import DispatchContext, FallbackContext
-        from ...autotvm.task.topi_integration import TaskExtractEnv, get_workload
-    except ImportError:
-        return None
-    return DispatchContext, FallbackContext, TaskExtractEnv, get_workload
-
-
 def get_valid_implementations(op: Op, attrs, inputs: list, out_type, target) -> list:
-    """Every implementation of ``op`` whose condition holds for this call (TVM's helper of that name)."""
+    """Every implementation of ``op`` whose condition holds for this call (TVM's helper of that name). The
+    strategy runs under ``target`` (generic functions dispatch on the current target's keys)."""
+    target = Target.canon_target(target)
     fstrategy = op.get_attr("FTVMStrategy")
     if fstrategy is None:
-        raise OpNotImplemented(f"operator {op.name} has no strategy (FTVMStrategy) registered; it cannot be compiled")
-    strategy = fstrategy(attrs, inputs, out_type, target)
-    return strategy.implementations() if hasattr(strategy, "implementations") else list(strategy)
-
-
-def select_implementation(op: Op, attrs, inputs: list, out_type, target, use_autotvm: bool = True):
-    """(implementation, output tensors) for one op call: TVM's rule: if AutoTVM has a tuned config for
-    one of the implementations, take the best tuned one; otherwise the highest ``plevel``."""
-    fstrategy = op.get_attr("FTVMStrategy")
-    if fstrategy is None:
-        fcompute = op.get_attr("FTVMCompute")
-        if fcompute is None:
+        if op.get_attr("FTVMCompute") is None:
             raise OpNotImplemented(f"operator {op.name} has no compute/strategy registered (FTVMStrategy); it "
                                    "cannot be compiled yet")
         raise OpNotImplemented(f"operator {op.name} has a compute but no strategy (FTVMStrategy) giving it a "
                                "schedule; register one with relay.op.register_strategy")
-    strategy = fstrategy(attrs, inputs, out_type, target)
-    impls = strategy.implementations() if hasattr(strategy, "implementations") else list(strategy)
+    with target:
+        strategy = fstrategy(attrs, inputs, out_type, target)
+    impls = strategy.implementations()
     if not impls:
         raise OpNotImplemented(f"operator {op.name}: its strategy has no implementation for target {target}")
-    best = max(impls, key=lambda i: i.plevel)
-    env = _autotvm_env() if use_autotvm else None
-    if env is None:
-        return best, best.compute(attrs, inputs, out_type)
-    dispatch_ctx, fallback_ctx, extract_env, get_workload = env
-    tracer = extract_env.current
-    tracing = tracer is not None and tracer.tracing
-    wanted = tracing and (tracer.wanted_relay_ops is None or op in tracer.wanted_relay_ops
-                          or op.name in [getattr(o, "name", o) for o in tracer.wanted_relay_ops])
-    ctx = dispatch_ctx.current
-    tuned = ctx is not None and not isinstance(ctx, fallback_ctx)
-    if tracing and not wanted:
-        tracer.tracing = False
-        try:
-            return best, best.compute(attrs, inputs, out_type)
-        finally:
-            tracer.tracing = True
-    if not tuned and not wanted:
-        return best, best.compute(attrs, inputs, out_type)
-    best_outs, best_cfg_impl = None, None
-    chosen_outs = None
-    best_cost = None
+    return impls
+
+
+def _autotvm_may_choose() -> bool:
+    """Whether AutoTVM takes part: a tuned dispatch context is active (it may prefer a tuned implementation) or
+    task extraction is tracing (every tunable compute must run to be recorded)."""
+    env = TaskExtractEnv.current
+    return (not isinstance(DispatchContext.current, FallbackContext)) or (env is not None and env.tracing)
+
+
+def _best_tuned(impls: list, outputs: dict, target):
+    """The implementation whose AutoTVM config in the current dispatch context is tuned and cheapest, or None."""
+    best, best_cost = None, None
     for impl in impls:
-        outs = impl.compute(attrs, inputs, out_type)
-        if impl is best:
-            chosen_outs = outs
-        if not tuned:
-            continue
-        workload = get_workload(outs)
+        workload = get_workload(outputs[impl])
         if workload is None:
             continue
-        cfg = ctx.query(target, workload)
+        cfg = DispatchContext.current.query(target, workload)
         if getattr(cfg, "is_fallback", True):
             continue
         cost = getattr(cfg, "cost", None)
-        if best_cfg_impl is None or (cost is not None and best_cost is not None and cost < best_cost):
-            best_cfg_impl, best_outs, best_cost = impl, outs, cost
-    if best_cfg_impl is not None:
-        return best_cfg_impl, best_outs
-    return best, chosen_outs
+        if best is None or (cost is not None and best_cost is not None and cost < best_cost):
+            best, best_cost = impl, cost
+    return best
+
+
+def select_implementation(op: Op, attrs, inputs: list, out_type, target, use_autotvm: bool = True):
+    """(implementation, output tensors) for one op call, TVM's rule: the valid implementations; the one with a
+    tuned AutoTVM config (the cheapest when several are tuned), else the one of highest ``plevel``."""
+    target = Target.canon_target(target)
+    impls = get_valid_implementations(op, attrs, inputs, out_type, target)
+    best_plevel = max(impls, key=lambda i: i.plevel)
+    with target:
+        if not (use_autotvm and _autotvm_may_choose()):
+            return best_plevel, best_plevel.compute(attrs, inputs, out_type)
+        outputs = {impl: impl.compute(attrs, inputs, out_type) for impl in impls}
+        chosen = _best_tuned(impls, outputs, target) or best_plevel
+    return chosen, outputs[chosen]
+
+
+def _is_wanted(op: Op, wanted_ops) -> bool:
+    return op in wanted_ops or op.name in [getattr(o, "name", o) for o in wanted_ops]
+
+
+@contextmanager
+def trace_wanted_ops_only(op: Op):
+    """AutoTVM task extraction may ask for some ops only (``extract_from_program(..., ops=[...])``): while
+    another op is lowered, pause the tracer so its tunable computes are not recorded (TVM's ``lower_call``)."""
+    env = TaskExtractEnv.current
+    if env is None or not env.tracing or env.wanted_relay_ops is None or _is_wanted(op, env.wanted_relay_ops):
+        yield
+        return
+    env.tracing = False
+    try:
+        yield
+    finally:
+        env.tracing = True
+
+
+class Anchor(NamedTuple):
+    """The op call whose schedule schedules a whole fused group: the highest fusion pattern, the last on ties."""
+    pattern: int
+    op: Op
+    attrs: object
+    implementation: OpImplementation
+    outputs: list
 
 
 # -- lowering one function ---------------------------------------------------------------------------
@@ -162,12 +182,11 @@ class _ScheduleBuilder:
     def __init__(self, target):
         self.target = target
         self.memo: dict = {}
-        self.anchor = None  # (pattern, op, attrs, implementation, outputs)
+        self.anchor: Anchor | None = None
         self.const_inputs: list = []
         self.op_names: list = []
 
     def build(self, func: Function):
-        from ... import te
         inputs = []
         for p in func.params:
             ty = _type_of(p)
@@ -215,8 +234,6 @@ class _ScheduleBuilder:
         return out
 
     def visit_constant(self, const: Constant) -> list:
-        from ... import te
-        from ...tir import op as tir_op
         value = const.numpy()
         dtype = "bool" if value.dtype == np.bool_ else str(value.dtype)
         if value.ndim == 0:
@@ -238,12 +255,13 @@ class _ScheduleBuilder:
         out_type = _type_of(call)
         for t in flatten_type(out_type):
             self.check_result_shape(t, f"the result of {op.name}")
-        impl, outs = select_implementation(op, call.attrs, inputs, out_type, self.target)
+        with trace_wanted_ops_only(op):
+            impl, outs = select_implementation(op, call.attrs, inputs, out_type, self.target)
         outs = list(outs)
         pattern = op.get_attr("TOpPattern")
         pattern = int(OpPattern.OPAQUE if pattern is None else pattern)
-        if self.anchor is None or pattern >= self.anchor[0]:
-            self.anchor = (pattern, op, call.attrs, impl, outs)
+        if self.anchor is None or pattern >= self.anchor.pattern:
+            self.anchor = Anchor(pattern, op, call.attrs, impl, outs)
         self.op_names.append(op.name)
         want = len(flatten_type(out_type))
         if len(outs) != want:
@@ -291,18 +309,14 @@ class TECompiler:
         return cached
 
     def _lower_new(self, func: Function) -> CachedFunc:
-        from ... import te
         builder = self.builder_cls(self.target)
         with self.target:
             inputs, outputs = builder.build(func)
             if builder.anchor is None:
                 raise LoweringError("a primitive function without any operator call cannot be lowered")
             outputs = self._distinct_outputs(inputs, outputs)
-            _, anchor_op, anchor_attrs, impl, _ = builder.anchor
-            try:
-                sch = impl.schedule(anchor_attrs, outputs, self.target)
-            except TypeError:
-                sch = impl.schedule(outputs)
+            anchor = builder.anchor
+            sch = anchor.implementation.schedule(anchor.attrs, outputs, self.target)
             if isinstance(sch, (list, tuple)):
                 sch = sch[0]
             name = self._unique_name(_fused_name(builder.op_names))
@@ -310,12 +324,12 @@ class TECompiler:
             prim = te.schedule_to_primfunc(sch, all_inputs + outputs, name=name)
         prim = prim.with_attr({"global_symbol": name, "tir.noalias": True})
         prim = apply_parallel_policy(prim)
-        return CachedFunc(name, prim, all_inputs, outputs, builder.const_inputs, anchor_op.name, impl.name)
+        return CachedFunc(name, prim, all_inputs, outputs, builder.const_inputs, anchor.op.name,
+                          anchor.implementation.name)
 
     @staticmethod
     def _distinct_outputs(inputs: list, outputs: list) -> list:
         """Outputs that are inputs, or repeated, get an identity copy (a kernel writes each output once)."""
-        from ... import te
         seen = set(inputs)
         out = []
         for t in outputs:
@@ -328,8 +342,6 @@ class TECompiler:
 
     def build_module(self):
         """One runtime module with every lowered kernel (None when nothing was lowered)."""
-        from ...driver.build_module import build as kiln_build
-        from ...ir.module import IRModule
         if not self.lowered:
             return None
         mod = IRModule({c.func_name: c.prim_func for c in self.lowered})
@@ -343,8 +355,7 @@ class TECompiler:
 
 def lower_primitive(func: Function, target, name_prefix: str = "default") -> CachedFunc:
     """Lower one primitive function on its own (for tests and inspection)."""
-    from ...target import Target
-    target = target if isinstance(target, Target) else Target(target)
+    target = Target.canon_target(target)
     return TECompiler(target, name_prefix).lower(func)
 
 
@@ -353,8 +364,7 @@ _GLOBAL: dict = {}
 
 def get(target="llvm", mod_name: str = "default") -> TECompiler:
     """The process-wide TECompiler for ``target`` (TVM's ``te_compiler.get()``)."""
-    from ...target import Target
-    target = target if isinstance(target, Target) else Target(target)
+    target = Target.canon_target(target)
     key = (str(target), mod_name)
     comp = _GLOBAL.get(key)
     if comp is None:
@@ -364,7 +374,6 @@ def get(target="llvm", mod_name: str = "default") -> TECompiler:
 
 def jit(func: Function, target="llvm"):
     """Compile one primitive function on its own and return its kernel (inputs, then outputs)."""
-    from ...ir.module import IRModule
     from ..transform import InferType
     mod = InferType()(IRModule.from_expr(func))
     func = mod["main"]

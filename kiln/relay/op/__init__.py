@@ -20,8 +20,6 @@ from .compat_ops import *  # noqa: F401,F403
 from . import _schedules
 
 _schedules.register_all()
-if hasattr(strategy, "x86"):  # vectorized x86 schedules wrap the strategies registered above (idempotent)
-    strategy.x86.register_x86_schedules()
 from . import shape_func  # noqa: F401,E402  (shape functions of the op families, for relay.Any on the VM)
 
 __all__ = (list(_op_all) + list(tensor.__all__) + list(reduce.__all__) + list(transform.__all__) + list(shape.__all__)

@@ -5,15 +5,18 @@ reductions with the reduce schedule; the other nn ops get the strategies of ``st
 """
 from __future__ import annotations
 
+from ...error import OpNotImplemented
 from ...ir.op import Op, OpPattern
-from ._define import topi_compute, topi_fn
+from ...target.generic_func import override_native_generic_func
+from ._define import DEFINED_OPS, topi_compute, topi_fn
+from .nn._conv_pool import pair
+from .nn._nn_extra import _pad2
 from .op import register_broadcast_schedule, register_compute, register_injective_schedule, \
     register_reduce_schedule, register_strategy
 from .strategy import generic as G
 
 
 def _pair(v):
-    from .nn._conv_pool import pair
     return pair(v, "value")
 
 
@@ -62,7 +65,6 @@ def _resize2d_compute(attrs, inputs, out_type):
 
 
 def _dropout_compute(attrs, inputs, out_type):
-    from ...error import OpNotImplemented
     raise OpNotImplemented("nn.dropout has no compute: run relay.transform.SimplifyInference() first (it removes "
                            "dropout at inference)")
 
@@ -82,7 +84,6 @@ def _scan_compute(name):
 
 def _pool1d_compute(pool_type):
     def compute(attrs, inputs, out_type):
-        from .nn._nn_extra import _pad2
         fn = topi_fn("nn.pool1d", f"nn.{pool_type}_pool1d")
         return [fn(inputs[0], tuple(attrs.pool_size), tuple(attrs.strides), tuple(attrs.dilation),
                    tuple(_pad2(attrs.padding)), pool_type, attrs.ceil_mode, attrs.layout,
@@ -91,10 +92,8 @@ def _pool1d_compute(pool_type):
 
 
 def _conv1d_compute(attrs, inputs, out_type):
-    from .nn._nn_extra import _pad2
     fn = topi_fn("nn.group_conv1d_ncw", "nn.conv1d")
     if attrs.data_layout != "NCW" or attrs.kernel_layout != "OIW":
-        from ...error import OpNotImplemented
         raise OpNotImplemented(f"nn.conv1d with {attrs.data_layout}/{attrs.kernel_layout} has no TOPI compute in "
                                "kiln (supported: NCW/OIW)")
     return [fn(inputs[0], inputs[1], attrs.strides[0], tuple(_pad2(attrs.padding)), attrs.dilation[0], attrs.groups,
@@ -133,52 +132,61 @@ _NN_COMPUTES = {
     "nn.instance_norm": _instance_norm_compute,
 }
 
+def _strategy(name: str, fn):
+    """A generic-function strategy ``name`` whose default is ``fn`` (targets may register their own)."""
+    return override_native_generic_func(name)(fn)
+
+
 _NN_STRATEGIES = {
     "nn.conv2d": G.conv2d_strategy,
     "nn.contrib_conv2d_NCHWc": G.conv2d_NCHWc_strategy,
     "nn.contrib_depthwise_conv2d_NCHWc": G.depthwise_conv2d_NCHWc_strategy,
+    "nn.contrib_conv2d_winograd_without_weight_transform": G.conv2d_winograd_without_weight_transform_strategy,
+    "nn.contrib_conv2d_winograd_weight_transform": G.conv2d_winograd_weight_transform_strategy,
+    "nn.contrib_dense_pack": G.dense_pack_strategy,
+    "tanh": G.tanh_strategy,
+    "erf": G.erf_strategy,
     "nn.conv2d_transpose": G.conv2d_transpose_strategy,
     "nn.dense": G.dense_strategy,
     "nn.matmul": G.matmul_strategy,
     "nn.batch_matmul": G.batch_matmul_strategy,
     "nn.softmax": G.softmax_strategy,
-    "nn.fast_softmax": G.softmax_strategy,
+    "nn.fast_softmax": G.fast_softmax_strategy,
     "nn.log_softmax": G.log_softmax_strategy,
     "nn.layer_norm": G.layer_norm_strategy,
     "nn.group_norm": G.group_norm_strategy,
     "nn.batch_norm": G.batch_norm_strategy,
-    "nn.max_pool2d": G.GenericStrategy("max_pool_strategy", lambda a, i, t, tg: G._one(
+    "nn.max_pool2d": _strategy("max_pool_strategy", lambda a, i, t, tg: G._one(
         "pool2d", "nn.max_pool2d", G._pool_compute("max"), "schedule_pool")),
-    "nn.avg_pool2d": G.GenericStrategy("avg_pool_strategy", lambda a, i, t, tg: G._one(
+    "nn.avg_pool2d": _strategy("avg_pool_strategy", lambda a, i, t, tg: G._one(
         "pool2d", "nn.avg_pool2d", G._pool_compute("avg"), "schedule_pool")),
     "nn.global_avg_pool2d": G.global_pool_strategy_for("avg"),
     "nn.global_max_pool2d": G.global_pool_strategy_for("max"),
     "nn.adaptive_avg_pool2d": G.adaptive_pool_strategy_for("avg"),
     "nn.adaptive_max_pool2d": G.adaptive_pool_strategy_for("max"),
-    "nn.conv1d": G.GenericStrategy("conv1d_strategy", lambda a, i, t, tg: G._one(
+    "nn.conv1d": _strategy("conv1d_strategy", lambda a, i, t, tg: G._one(
         "conv1d_ncw", "nn.conv1d", _conv1d_compute,
         "schedule_conv1d_ncw" if a.groups == 1 else "schedule_group_conv1d_ncw")),
-    "nn.max_pool1d": G.GenericStrategy("max_pool1d_strategy", lambda a, i, t, tg: G._one(
+    "nn.max_pool1d": _strategy("max_pool1d_strategy", lambda a, i, t, tg: G._one(
         "pool1d", "nn.max_pool1d", _pool1d_compute("max"), "schedule_pool")),
-    "nn.avg_pool1d": G.GenericStrategy("avg_pool1d_strategy", lambda a, i, t, tg: G._one(
+    "nn.avg_pool1d": _strategy("avg_pool1d_strategy", lambda a, i, t, tg: G._one(
         "pool1d", "nn.avg_pool1d", _pool1d_compute("avg"), "schedule_pool")),
-    "cumsum": G.GenericStrategy("cumsum_strategy", lambda a, i, t, tg: G._one(
+    "cumsum": _strategy("cumsum_strategy", lambda a, i, t, tg: G._one(
         "cumsum", "cumsum", _scan_compute("cumsum"), "schedule_scan")),
-    "cumprod": G.GenericStrategy("cumprod_strategy", lambda a, i, t, tg: G._one(
+    "cumprod": _strategy("cumprod_strategy", lambda a, i, t, tg: G._one(
         "cumprod", "cumprod", _scan_compute("cumprod"), "schedule_scan")),
-    "argsort": G.GenericStrategy("argsort_strategy", lambda a, i, t, tg: G._one(
+    "argsort": _strategy("argsort_strategy", lambda a, i, t, tg: G._one(
         "argsort", "argsort", topi_compute("argsort", "argsort", lambda a, i, t: [
             i[0], None, a.axis, a.is_ascend, a.dtype or "int32"]), "schedule_argsort")),
-    "sort": G.GenericStrategy("sort_strategy", lambda a, i, t, tg: G._one(
+    "sort": _strategy("sort_strategy", lambda a, i, t, tg: G._one(
         "sort", "sort", topi_compute("sort", "sort", lambda a, i, t: [i[0], a.axis, a.is_ascend]), "schedule_sort")),
-    "topk": G.GenericStrategy("topk_strategy", lambda a, i, t, tg: G._one(
+    "topk": _strategy("topk_strategy", lambda a, i, t, tg: G._one(
         "topk", "topk", _topk_compute, "schedule_topk")),
 }
 
 
 def _no_compute_strategy(op_name: str):
     def fstrategy(attrs, inputs, out_type, target):
-        from ...error import OpNotImplemented
         raise OpNotImplemented(f"operator {op_name} has no TOPI compute in kiln yet; it runs in the debug "
                                "interpreter (numpy reference) but cannot be compiled")
     fstrategy.__name__ = f"{op_name}_strategy"
@@ -190,7 +198,6 @@ def register_all() -> None:
     for name, compute in _NN_COMPUTES.items():
         if not Op.get(name).has_attr("FTVMCompute"):
             register_compute(name, compute)
-    from ._define import DEFINED_OPS
     for name in DEFINED_OPS:
         op = Op.get(name)
         if op.has_attr("FTVMStrategy"):

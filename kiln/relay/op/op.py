@@ -10,6 +10,9 @@ from typing import Callable
 
 from ...error import OpNotImplemented
 from ...ir.op import Op, OpPattern, register_op, register_op_attr, get_op_attr_map
+from ...target import Target
+from ...target.generic_func import GenericFunc
+from ...topi import generic as topi_generic
 
 __all__ = ["OpPattern", "get", "register", "register_stateful", "register_compute", "register_strategy",
            "register_schedule", "register_injective_schedule", "register_broadcast_schedule",
@@ -143,9 +146,39 @@ class OpStrategy:
         return max(impls, key=lambda i: i.plevel)
 
 
+def generic_schedule(name: str) -> GenericFunc:
+    """``kiln.topi.generic.<name>``, the schedule generic function a strategy pairs a compute with."""
+    fn = getattr(topi_generic, name, None)
+    if not isinstance(fn, GenericFunc):
+        raise OpNotImplemented(f"kiln.topi.generic has no schedule {name!r}")
+    return fn
+
+
+def implementation_name(base: str, schedule: GenericFunc) -> str:
+    """``<base>.<who>``: who provides the schedule a call under the current target runs: ``generic`` for
+    the default, else the TOPI target folder it lives in (``x86``), else the target key it is registered for."""
+    key = schedule.dispatch_key()
+    if key is None:
+        return f"{base}.generic"
+    parts = getattr(schedule.dispatch_dict[key], "__module__", "").split(".")
+    return f"{base}.{parts[2] if parts[:2] == ['kiln', 'topi'] and len(parts) > 2 else key}"
+
+
+def schedule_by_name(name: str) -> Callable:
+    """A strategy schedule ``(attrs, outs, target)`` running the generic function ``kiln.topi.generic.<name>``
+    under ``target`` (it dispatches on the target's keys)."""
+    fn = generic_schedule(name)
+
+    def schedule(attrs, outs, target):
+        with Target.canon_target(target):
+            return fn(outs)
+    schedule.__name__ = name
+    return schedule
+
+
 def _strategy_from_schedule(op_name: str, schedule_name: str):
-    """A strategy that pairs the op's FTVMCompute with a generic schedule (by its strategy name)."""
-    from .strategy import generic
+    """A strategy that pairs the op's FTVMCompute with a ``topi.generic`` schedule (by its name)."""
+    schedule = generic_schedule(schedule_name)
 
     def fstrategy(attrs, inputs, out_type, target):
         compute = get(op_name).get_attr("FTVMCompute")
@@ -153,7 +186,8 @@ def _strategy_from_schedule(op_name: str, schedule_name: str):
             raise OpNotImplemented(f"operator {op_name} has no compute (FTVMCompute) registered; "
                                    "it cannot be compiled yet")
         strategy = OpStrategy()
-        strategy.add_implementation(compute, generic.schedule_by_name(schedule_name), name=f"{op_name}.generic")
+        strategy.add_implementation(compute, schedule_by_name(schedule_name),
+                                    name=implementation_name(op_name, schedule))
         return strategy
     fstrategy.__name__ = f"{op_name}_strategy"
     return fstrategy

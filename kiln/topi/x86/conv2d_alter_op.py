@@ -1,74 +1,15 @@
-"""AlterOpLayout hooks for x86 (TVM's ``topi/x86/conv2d_alter_op.py`` and ``dense_alter_op.py``).
-
-* ``nn.conv2d`` (NCHW / OIHW, groups 1) -> ``nn.contrib_conv2d_NCHWc`` with data ``NCHW{ic_bn}c``, kernel
-  ``OIHW{ic_bn}i{oc_bn}o`` and output ``NCHW{oc_bn}c``; depthwise (groups = channels, multiplier 1) ->
-  ``nn.contrib_depthwise_conv2d_NCHWc`` with kernel ``OIHW1i{bn}o``. The block sizes are the ones the
-  ``conv2d_NCHWc.x86`` template picks for the NCHW workload (tuned config or fallback); a tuned config is
-  also registered for the packed workload (``DispatchContext.update``) so the kernel built later uses its tiles.
-  When a tuning log makes ``conv2d_NCHWc_winograd.x86`` the choice (a 3x3, stride-1 conv whose Winograd record
-  is faster than its direct one), the call becomes ``nn.contrib_conv2d_winograd_without_weight_transform`` on
-  ``NCHW{ic_bn}c`` data with the weight ``layout_transform(contrib_conv2d_winograd_weight_transform(w, m),
-  "HWOI", "HWOI{oc_bn}o")``, which FoldConstant computes once.
-* ``nn.dense`` with a 2-D data and a weight of at least one SIMD vector of rows ->
-  ``nn.contrib_dense_pack`` over ``layout_transform(weight, "NC", "NC{bn}n")`` (``bn`` tuned or default); rows
-  that ``bn`` does not divide (GPT-2's 50257-word LM head) are zero-padded first (``nn.pad``) and the packed
-  dense keeps ``units``.
-
-The layout rewriter places ``layout_transform`` where values cross layouts (graph boundaries, ops that must
-see NCHW); FoldConstant then packs constant weights once at compile time. Hooks act only under a CPU target
-(``with kiln.target.Target("llvm")``), and import Relay lazily (topi sits below relay).
+"""x86 layout decisions for AlterOpLayout (TVM's ``topi/x86/conv2d_alter_op.py`` / ``dense_alter_op.py``): the
+channel blocks of a packed conv read from its template's config or tensors, the Winograd tile, the packing width of
+a dense weight. The Relay rewrite that uses them is ``kiln/relay/op/strategy/x86_alter_op.py`` (registered on
+``relay.op.nn``'s ``conv2d_alter_layout`` / ``dense_alter_layout`` for ``"cpu"``): TOPI sits below Relay and never
+builds Relay calls.
 """
 from __future__ import annotations
 
-import copy
-
-from ... import te
 from ..utils import get_const_tuple
-from .depthwise_conv2d import dw_channel_block
 
 
-def _cpu_target():
-    from ...target import Target
-    tgt = Target.current(allow_none=True)
-    if tgt is None or "cpu" not in (getattr(tgt, "keys", None) or []):
-        return None
-    return tgt
-
-
-def _shape(tinfo) -> tuple:
-    return tuple(int(getattr(d, "value", d)) for d in tinfo.shape)
-
-
-def _select(op_name: str, attrs, tinfos, out_type, target):
-    """(implementation, outputs, workload, cfg) of the op as relay.build would compile it: the strategy's
-    choice (or AutoTVM's tuned one) on placeholders of the call's types, the AutoTVM workload of that
-    implementation and the current dispatch context's config for it (None, None when it is no template)."""
-    from ... import autotvm
-    from ...ir.op import Op
-    from ...relay.backend.te_compiler import select_implementation
-    placeholders = [te.placeholder(_shape(t), str(t.dtype), name=f"in{i}") for i, t in enumerate(tinfos)]
-    impl, outs = select_implementation(Op.get(op_name), attrs, placeholders, out_type, target)
-    workload = autotvm.task.get_workload(outs)
-    if workload is None:
-        return impl, outs, None, None
-    return impl, outs, workload, autotvm.task.DispatchContext.current.query(target, workload)
-
-
-def _remember_config(target, workload, cfg, new_args, task_name: str) -> None:
-    """TVM's trick for tuned layouts: the kernel compiled later computes the translated (packed) workload,
-    so the dispatch context is told to answer that workload with the config tuned for the original one
-    (a fallback config is not forwarded: a packed workload tuned on its own keeps its own record)."""
-    from ... import autotvm
-    if cfg is None or getattr(cfg, "is_fallback", True):
-        return
-    new_workload = autotvm.task.args_to_workload(new_args, task_name)
-    # a copy: update() marks its config cost 0 (user-provided, assumed best), and the original keeps its
-    # measured cost for the next call of the same workload, where select_implementation compares costs
-    # across templates (direct vs Winograd)
-    autotvm.task.DispatchContext.current.update(target, new_workload, copy.copy(cfg))
-
-
-def _find_op(outs, tag_part: str):
+def find_op(outs, tag_part: str):
     """The first op feeding ``outs`` (them included) whose tag contains ``tag_part``, or None."""
     stack, seen = [t.op for t in outs], set()
     while stack:
@@ -82,90 +23,26 @@ def _find_op(outs, tag_part: str):
     return None
 
 
-def _conv_blocks(cfg, outs) -> tuple:
+def conv_blocks(cfg, outs) -> tuple:
     """(ic_bn, oc_bn) of an NCHWc conv template: from the config, else from its packed tensors."""
     try:
         return int(cfg["tile_ic"].size[-1]), int(cfg["tile_oc"].size[-1])
     except (KeyError, TypeError, AttributeError, IndexError):
         pass
-    conv = _find_op(outs, "NCHWc")
+    conv = find_op(outs, "NCHWc")
     if conv is None:
         return 0, 0
     return get_const_tuple(conv.input_tensors[1].shape)[-2], get_const_tuple(conv.output(0).shape)[-1]
 
 
-def _winograd_tile(cfg, outs) -> int:
+def winograd_tile(cfg, outs) -> int:
     """The output tile m of a Winograd conv: from the config, else from its transformed weight (alpha - 2)."""
     try:
         return int(cfg["tile_size"].val)
     except (KeyError, TypeError, AttributeError):
         pass
-    op = _find_op(outs, "winograd_weight_transform")
+    op = find_op(outs, "winograd_weight_transform")
     return int(get_const_tuple(op.output(0).shape)[0]) - 2 if op is not None else 4
-
-
-def conv2d_alter_layout(attrs, inputs, tinfos, out_type):
-    """The x86 layout choice for one ``nn.conv2d`` call (None keeps it as it is).
-
-    As in TVM: the implementation relay.build would pick for the NCHW call is selected; when it is the
-    ``conv2d_NCHWc.x86`` / ``depthwise_conv2d_NCHWc.x86`` template, its config for the NCHW workload
-    (tuned, or the fallback) gives the channel blocks, the call becomes the packed op, and the packed
-    workload is registered in the dispatch context with that config so the kernel uses the tuned tiles."""
-    target = _cpu_target()
-    if target is None:
-        return None
-    from ... import relay
-    from ...relay.op.strategy.generic import _conv_args
-    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW":
-        return None
-    d_t, k_t = tinfos[0], tinfos[1]
-    if len(d_t.shape) != 4 or len(k_t.shape) != 4 or str(d_t.dtype) != "float32":
-        return None
-    _, outs, workload, cfg = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)
-    if workload is None or workload[0] not in ("conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
-                                               "conv2d_NCHWc_winograd.x86"):
-        return None
-    n, ic, h, w = _shape(d_t)
-    oc, kic, kh, kw = _shape(k_t)
-    ic_bn, oc_bn = _conv_blocks(cfg, outs)
-    if not ic_bn or not oc_bn or ic % ic_bn or oc % oc_bn:
-        return None
-    strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
-    common = dict(strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation, groups=int(attrs.groups),
-                  channels=oc, kernel_size=(kh, kw), out_dtype=attrs.out_dtype)
-    dtype = str(d_t.dtype)
-    new_data = te.placeholder((n, ic // ic_bn, h, w, ic_bn), dtype, name="data")
-    if workload[0] == "conv2d_NCHWc_winograd.x86":
-        # tuned to Winograd: the weight is transformed (and blocked) once, by FoldConstant
-        m = _winograd_tile(cfg, outs)
-        alpha = m + 2
-        data_layout, kernel_layout, out_layout = f"NCHW{ic_bn}c", f"HWOI{oc_bn}o", f"NCHW{oc_bn}c"
-        new_kernel = te.placeholder((alpha, alpha, oc // oc_bn, ic, oc_bn), str(k_t.dtype), name="kernel")
-        _remember_config(target, workload, cfg, [new_data, new_kernel, strides, padding, dilation, data_layout,
-                                                 out_layout, out_dtype], workload[0])
-        weight = relay.layout_transform(relay.nn.contrib_conv2d_winograd_weight_transform(inputs[1], m), "HWOI",
-                                        kernel_layout)
-        return relay.nn.contrib_conv2d_winograd_without_weight_transform(
-            inputs[0], weight, m, data_layout=data_layout, kernel_layout=kernel_layout, out_layout=out_layout,
-            **common)
-    if workload[0] == "conv2d_NCHWc.x86":
-        data_layout, kernel_layout, out_layout = f"NCHW{ic_bn}c", f"OIHW{ic_bn}i{oc_bn}o", f"NCHW{oc_bn}c"
-        new_kernel = te.placeholder((oc // oc_bn, ic // ic_bn, kh, kw, ic_bn, oc_bn), str(k_t.dtype), name="kernel")
-        make = relay.nn.contrib_conv2d_nchwc
-    else:
-        # depthwise (kiln.topi.x86.depthwise_conv2d): one channel block for data, kernel and output, the
-        # config's tile_oc (the fallback is dw_channel_block, the block of the neighbouring 1x1 convs)
-        bn = oc_bn or dw_channel_block(oc)
-        if oc % bn:
-            return None
-        new_data = te.placeholder((n, ic // bn, h, w, bn), dtype, name="data")
-        data_layout, kernel_layout, out_layout = f"NCHW{bn}c", f"OIHW1i{bn}o", f"NCHW{bn}c"
-        new_kernel = te.placeholder((oc // bn, 1, kh, kw, 1, bn), str(k_t.dtype), name="kernel")
-        make = relay.nn.contrib_depthwise_conv2d_nchwc
-    _remember_config(target, workload, cfg, [new_data, new_kernel, strides, padding, dilation, data_layout,
-                                             out_layout, out_dtype], workload[0])
-    return make(inputs[0], inputs[1], data_layout=data_layout, kernel_layout=kernel_layout, out_layout=out_layout,
-                **common)
 
 
 def dense_pack_width(units: int, lanes: int) -> int:
@@ -184,42 +61,3 @@ def dense_pack_block(units: int, lanes: int) -> int:
     if bn or units < lanes:
         return bn
     return 2 * lanes if units >= 2 * lanes else lanes
-
-
-def dense_alter_layout(attrs, inputs, tinfos, out_type):
-    """The x86 layout choice for one ``nn.dense`` call: pack the weight into NC{bn}n panels, ``bn`` from the
-    ``dense_pack.x86`` config when it is tuned (else 2 or 1 SIMD vectors), forwarding a tuned config to the
-    packed workload as :func:`conv2d_alter_layout` does. When ``bn`` does not divide the units the weight is
-    zero-padded to whole panels first (``nn.pad``; FoldConstant does both at compile time) and the packed
-    dense keeps ``units``, so its output has the original width."""
-    target = _cpu_target()
-    if target is None:
-        return None
-    from ... import relay
-    from .utils import simd_width
-    d_t, w_t = tinfos[0], tinfos[1]
-    if len(d_t.shape) != 2 or len(w_t.shape) != 2 or str(d_t.dtype) != "float32":
-        return None
-    units, k = _shape(w_t)
-    _, _, workload, cfg = _select("nn.dense", attrs, tinfos[:2], out_type, target)
-    if workload is None or workload[0] != "dense_pack.x86":
-        return None
-    if cfg is not None and not getattr(cfg, "is_fallback", True):
-        bn = int(cfg["tile_x"].size[-1])
-    else:
-        bn = dense_pack_block(units, simd_width())
-    if not bn:
-        return None
-    nb = -(-units // bn)
-    pad = nb * bn - units
-    out_dtype = attrs.out_dtype or str(out_type.dtype)
-    new_weight = te.placeholder((nb, k, bn), str(w_t.dtype), name="weight")
-    new_data = te.placeholder(_shape(d_t), str(d_t.dtype), name="data")
-    new_args = [new_data, new_weight, None, out_dtype] + ([units] if pad else [])
-    _remember_config(target, workload, cfg, new_args, "dense_pack.x86")
-    weight = inputs[1]
-    if pad:
-        weight = relay.nn.pad(weight, ((0, pad), (0, 0)))
-    weight = relay.layout_transform(weight, "NC", f"NC{bn}n")
-    from ...relay.op.strategy.x86 import contrib_dense_pack
-    return contrib_dense_pack(inputs[0], weight, units=units, out_dtype=attrs.out_dtype, weight_layout=f"NC{bn}n")

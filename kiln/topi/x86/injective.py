@@ -9,6 +9,7 @@ from __future__ import annotations
 from ... import te
 from ...tir import expr as E
 from ...te.schedule import kInline, kInlinedAlready
+from .. import generic
 from ..generic.default import PARALLEL_MIN_ELEMENTS, inline_injective
 from .utils import as_list, simd_width
 
@@ -131,3 +132,19 @@ def schedule_softmax(outs):
 
 schedule_log_softmax = _schedule_all_stages
 schedule_layer_norm = _schedule_all_stages
+
+
+# -- registrations: these are topi.generic's schedules on targets with the "cpu" key ------------------------------
+for _generic, _x86 in ((generic.schedule_injective, schedule_injective),
+                       (generic.schedule_injective_from_existing, schedule_injective_from_existing),
+                       (generic.schedule_elemwise, schedule_elemwise),
+                       (generic.schedule_broadcast, schedule_broadcast),
+                       (generic.schedule_concatenate, schedule_concatenate),
+                       (generic.schedule_reduce, schedule_reduce),
+                       (generic.schedule_pool, schedule_pool),
+                       (generic.schedule_adaptive_pool, schedule_adaptive_pool),
+                       (generic.schedule_global_pool, schedule_global_pool),
+                       (generic.schedule_softmax, schedule_softmax),
+                       (generic.schedule_log_softmax, schedule_log_softmax),
+                       (generic.schedule_layer_norm, schedule_layer_norm)):
+    _generic.register("cpu", _x86)

@@ -110,18 +110,21 @@ def test_missing_compute_raises_op_not_implemented_at_compile_time():
 def test_generic_strategy_dispatches_on_target_keys():
     calls = []
 
-    def default(attrs, inputs, out_type, target):
+    @kiln.target.override_native_generic_func("test_demo_strategy")
+    def strat(attrs, inputs, out_type, target):
         calls.append("default")
         return OpStrategy()
-    strat = generic.GenericStrategy("demo_strategy", default)
 
     @strat.register("cpu")
     def _cpu(attrs, inputs, out_type, target):
         calls.append("cpu")
         return OpStrategy()
-    strat(None, [], None, "llvm")
-    strat(None, [], None, "cuda")
-    assert calls == ["cpu", "default"]
+    for name in ("llvm", "cuda"):
+        with kiln.target.Target(name) as tgt:
+            strat(None, [], None, tgt)
+    strat(None, [], None, None)  # no current target: the default
+    assert calls == ["cpu", "default", "default"]
+    assert kiln.target.get_native_generic_func("test_demo_strategy") is strat
 
 
 def test_register_helpers_and_op_strategy():

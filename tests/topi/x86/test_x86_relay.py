@@ -55,7 +55,7 @@ def test_x86_implementations_and_nchwc_rewrite_match_reference():
 
 
 def test_dense_pack_op_reference_and_type():
-    from kiln.relay.op.strategy.x86 import contrib_dense_pack
+    from kiln.relay.op.nn import contrib_dense_pack
     rng = np.random.default_rng(1)
     a = rng.standard_normal((3, 7)).astype("float32")
     w = rng.standard_normal((16, 7)).astype("float32")

@@ -138,7 +138,7 @@ def test_relay_dense_odd_units_prepacks_padded_weight(m, n, k):
 def test_contrib_dense_pack_units_type():
     x = relay.var("x", shape=(4, 8))
     w = relay.var("w", shape=(3, 8, 16))
-    from kiln.relay.op.strategy.x86 import contrib_dense_pack
+    from kiln.relay.op.nn import contrib_dense_pack
     mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([x, w], contrib_dense_pack(x, w, 37))))
     assert tuple(int(d) for d in mod["main"].body.checked_type.shape) == (4, 37)
     bad = tvm.IRModule.from_expr(relay.Function([x, w], contrib_dense_pack(x, w, 20)))

@@ -1,4 +1,7 @@
 """Neural-network ops (TVM's ``relay.nn``); importing registers them."""
-from . import _nn, _conv_pool, _nn_extra  # noqa: F401  (registrations)
+from . import _nn, _conv_pool, _nn_extra, _dense_pack, _alter_layout  # noqa: F401  (registrations)
 from .nn import *  # noqa: F401,F403
-from .nn import __all__  # noqa: F401
+from .nn import __all__ as _nn_all
+from ._dense_pack import contrib_dense_pack  # noqa: F401
+
+__all__ = list(_nn_all) + ["contrib_dense_pack"]

@@ -1,118 +1,66 @@
 """Generic (target-independent) strategies: TOPI computes paired with ``topi.generic`` schedules.
 
-Each ``*_strategy`` is a ``GenericStrategy``: ``fn(attrs, inputs, out_type, target) -> OpStrategy`` that
-dispatches on the target's keys (``@conv2d_strategy.register("cpu")`` in a target file overrides the
-default). TOPI functions are looked up when a strategy runs, so a missing one raises ``OpNotImplemented``
-naming the op at compile time.
+Each ``*_strategy`` is a generic function (``kiln.target.override_native_generic_func``):
+``fn(attrs, inputs, out_type, target) -> OpStrategy``, dispatched on the current target's keys; a target adds
+its implementations with ``@conv2d_strategy.register("cpu")`` (``strategy/x86.py``). The schedules named here
+are ``topi.generic``'s generic functions, so an op with a generic strategy still gets a target's schedule when the
+target's TOPI folder registers one. TOPI computes are looked up when a strategy runs, so a missing one raises
+``OpNotImplemented`` naming the op at compile time.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from ....error import OpNotImplemented
+from .... import te
+from ....target import Target
+from ....target.generic_func import override_native_generic_func
+from ....topi.nn.winograd_util import conv2d_winograd_weight_transform
+from .. import op as _op
 from .._define import topi_fn
-from ..op import OpStrategy
+from ..nn._conv_pool import pad4, pair, to_primal
+from ..op import OpStrategy, generic_schedule, implementation_name, schedule_by_name
 
-__all__ = ["GenericStrategy", "generic_strategy", "wrap_topi_schedule", "schedule_by_name", "wrap_compute_conv2d",
+__all__ = ["wrap_topi_schedule", "schedule_by_name", "wrap_compute_conv2d",
            "wrap_compute_dense", "wrap_compute_batch_matmul", "wrap_compute_softmax", "conv2d_generic_compute",
-           "conv2d_strategy", "conv2d_NCHWc_strategy", "depthwise_conv2d_NCHWc_strategy", "conv2d_transpose_strategy", "dense_strategy",
-           "matmul_strategy", "batch_matmul_strategy", "softmax_strategy", "log_softmax_strategy",
-           "pool_strategy", "global_pool_strategy", "adaptive_pool_strategy", "layer_norm_strategy",
-           "group_norm_strategy", "batch_norm_strategy", "injective_strategy", "reduce_strategy"]
-
-
-def _target_keys(target) -> list:
-    if target is None:
-        from ....target import Target
-        target = Target.current(allow_none=True)
-        if target is None:
-            return []
-    if isinstance(target, str):
-        from ....target import Target
-        target = Target(target)
-    return list(getattr(target, "keys", []) or [])
-
-
-class GenericStrategy:
-    """A strategy function with per-target-key overrides (TVM's ``override_native_generic_func``)."""
-
-    def __init__(self, name: str, default: Callable):
-        self.name = name
-        self.default = default
-        self.dispatch: dict = {}
-
-    def register(self, key_list, override: bool = False):
-        keys = [key_list] if isinstance(key_list, str) else list(key_list)
-
-        def _register(fn):
-            for k in keys:
-                if k in self.dispatch and not override:
-                    raise OpNotImplemented(f"{self.name}: key {k!r} is already registered (use override=True)")
-                self.dispatch[k] = fn
-            return fn
-        return _register
-
-    def __call__(self, attrs, inputs, out_type, target=None):
-        for key in _target_keys(target):
-            fn = self.dispatch.get(key)
-            if fn is not None:
-                return fn(attrs, inputs, out_type, target)
-        return self.default(attrs, inputs, out_type, target)
-
-    def __repr__(self) -> str:
-        return f"GenericStrategy({self.name}, keys={sorted(self.dispatch)})"
-
-
-def generic_strategy(fn: Callable) -> GenericStrategy:
-    return GenericStrategy(fn.__name__, fn)
+           "conv2d_strategy", "conv2d_NCHWc_strategy", "depthwise_conv2d_NCHWc_strategy", "conv2d_transpose_strategy",
+           "conv2d_winograd_without_weight_transform_strategy", "conv2d_winograd_weight_transform_strategy",
+           "dense_strategy", "dense_pack_strategy", "matmul_strategy", "batch_matmul_strategy", "softmax_strategy",
+           "fast_softmax_strategy", "log_softmax_strategy", "pool_strategy", "global_pool_strategy",
+           "adaptive_pool_strategy", "layer_norm_strategy", "group_norm_strategy", "batch_norm_strategy",
+           "tanh_strategy", "erf_strategy"]
 
 
 def wrap_topi_schedule(topi_schedule: Callable) -> Callable:
-    """Adapt ``topi.generic.schedule_*(outs)`` to the strategy's ``schedule(attrs, outs, target)``."""
+    """Adapt ``topi.*.schedule_*(outs)`` to the strategy's ``schedule(attrs, outs, target)`` (run under
+    ``target``: templates query their config for it, generic schedules dispatch on its keys)."""
     def schedule(attrs, outs, target):
-        return topi_schedule(outs)
+        with Target.canon_target(target):
+            return topi_schedule(outs)
     schedule.__name__ = getattr(topi_schedule, "__name__", "schedule")
     return schedule
 
 
-def schedule_by_name(name: str) -> Callable:
-    """A schedule ``(attrs, outs, target)`` running ``kiln.topi.generic.<name>`` (looked up when used)."""
-    def schedule(attrs, outs, target):
-        return topi_fn(f"generic.{name}", name)(outs)
-    schedule.__name__ = name
-    return schedule
-
-
 def _one(strategy_name: str, op_name: str, compute: Callable, schedule: str) -> OpStrategy:
+    """A strategy of one implementation: ``compute`` with the ``topi.generic`` schedule ``schedule``, named after
+    whoever provides that schedule under the current target (``pool2d.x86``, ``conv2d.generic``)."""
     strategy = OpStrategy()
-    strategy.add_implementation(compute, schedule_by_name(schedule), name=f"{strategy_name}.generic")
+    strategy.add_implementation(compute, schedule_by_name(schedule),
+                                name=implementation_name(strategy_name, generic_schedule(schedule)))
     return strategy
 
 
 def _compute_from_registry(op_name: str) -> Callable:
-    from ....ir.op import Op
-
     def compute(attrs, inputs, out_type):
-        fn = Op.get(op_name).get_attr("FTVMCompute")
+        fn = _op.get(op_name).get_attr("FTVMCompute")
         if fn is None:
             raise OpNotImplemented(f"operator {op_name} has no compute (FTVMCompute) registered")
         return fn(attrs, inputs, out_type)
     return compute
 
 
-@generic_strategy
-def injective_strategy(attrs, inputs, out_type, target):
-    raise OpNotImplemented("injective_strategy must be bound to an op (use register_injective_schedule)")
-
-
-@generic_strategy
-def reduce_strategy(attrs, inputs, out_type, target):
-    raise OpNotImplemented("reduce_strategy must be bound to an op (use register_reduce_schedule)")
-
-
 # -- conv2d -----------------------------------------------------------------------------------------------------
 def _conv_args(attrs, out_type):
-    from ..nn._conv_pool import pad4, pair
     return pair(attrs.strides, "strides"), pad4(attrs.padding), pair(attrs.dilation, "dilation"), \
         (attrs.out_dtype or out_type.dtype)
 
@@ -147,7 +95,6 @@ def wrap_compute_conv2d(topi_compute: Callable, *, need_data_layout=False, need_
     """A conv2d FTVMCompute calling ``topi_compute(data, kernel, strides, padding, dilation, [groups],
     [data_layout], [kernel_layout], [out_layout], out_dtype)`` (TVM's helper, same flags)."""
     def compute(attrs, inputs, out_type):
-        from ..nn._conv_pool import pad4, pair
         args = [inputs[0], inputs[1], pair(attrs.strides, "strides"), pad4(attrs.padding),
                 pair(attrs.dilation, "dilation")]
         if has_groups:
@@ -187,7 +134,7 @@ def wrap_compute_softmax(topi_compute: Callable) -> Callable:
     return compute
 
 
-@generic_strategy
+@override_native_generic_func("conv2d_strategy")
 def conv2d_strategy(attrs, inputs, out_type, target):
     schedule = {"NCHW": "schedule_conv2d_nchw", "NHWC": "schedule_conv2d_nhwc"}.get(attrs.data_layout,
                                                                                       "schedule_conv2d_nchw")
@@ -196,7 +143,7 @@ def conv2d_strategy(attrs, inputs, out_type, target):
     return _one("conv2d", "nn.conv2d", conv2d_generic_compute, schedule)
 
 
-@generic_strategy
+@override_native_generic_func("conv2d_NCHWc_strategy")
 def conv2d_NCHWc_strategy(attrs, inputs, out_type, target):  # noqa: N802 (TVM's name)
     def compute(attrs, inputs, out_type):
         strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
@@ -206,23 +153,36 @@ def conv2d_NCHWc_strategy(attrs, inputs, out_type, target):  # noqa: N802 (TVM's
     return _one("conv2d_NCHWc", "nn.contrib_conv2d_NCHWc", compute, "schedule_conv2d_nchwc")
 
 
-@generic_strategy
+@override_native_generic_func("depthwise_conv2d_NCHWc_strategy")
 def depthwise_conv2d_NCHWc_strategy(attrs, inputs, out_type, target):  # noqa: N802 (TVM's name)
+    raise OpNotImplemented(f"nn.contrib_depthwise_conv2d_NCHWc has implementations for CPU targets only, "
+                           f"not {target}")
+
+
+@override_native_generic_func("conv2d_winograd_without_weight_transform_strategy")
+def conv2d_winograd_without_weight_transform_strategy(attrs, inputs, out_type, target):
+    raise OpNotImplemented(f"nn.contrib_conv2d_winograd_without_weight_transform has an implementation for CPU "
+                           f"targets only, not {target}")
+
+
+@override_native_generic_func("conv2d_winograd_weight_transform_strategy")
+def conv2d_winograd_weight_transform_strategy(attrs, inputs, out_type, target):
     def compute(attrs, inputs, out_type):
-        strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
-        fn = topi_fn("nn.depthwise_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc")
-        return [fn(inputs[0], inputs[1], strides, padding, dilation, attrs.data_layout,
-                   attrs.out_layout or attrs.data_layout, out_dtype)]
-    return _one("depthwise_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc", compute, "schedule_conv2d_nchwc")
+        return [conv2d_winograd_weight_transform(inputs[0], attrs.tile_size)]
+
+    def schedule(attrs, outs, target):  # computed once, by FoldConstant: a plain loop nest
+        return te.create_schedule([o.op for o in outs])
+    strategy = OpStrategy()
+    strategy.add_implementation(compute, schedule, name="conv2d_winograd_weight_transform.generic")
+    return strategy
 
 
-@generic_strategy
+@override_native_generic_func("conv2d_transpose_strategy")
 def conv2d_transpose_strategy(attrs, inputs, out_type, target):
     def compute(attrs, inputs, out_type):
         if attrs.data_layout != "NCHW" or attrs.kernel_layout != "IOHW":
             raise OpNotImplemented("nn.conv2d_transpose: only NCHW data with an IOHW kernel has a TOPI compute")
         strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
-        from ..nn._conv_pool import pair
         out_pad = pair(attrs.output_padding, "output_padding")
         if attrs.groups == 1:
             fn = topi_fn("nn.conv2d_transpose_nchw", "nn.conv2d_transpose")
@@ -233,14 +193,19 @@ def conv2d_transpose_strategy(attrs, inputs, out_type, target):
 
 
 # -- dense / matmul -----------------------------------------------------------------------------------------------
-@generic_strategy
+@override_native_generic_func("dense_strategy")
 def dense_strategy(attrs, inputs, out_type, target):
     def compute(attrs, inputs, out_type):
         return [topi_fn("nn.dense", "nn.dense")(inputs[0], inputs[1], None, attrs.out_dtype or out_type.dtype)]
     return _one("dense", "nn.dense", compute, "schedule_dense")
 
 
-@generic_strategy
+@override_native_generic_func("dense_pack_strategy")
+def dense_pack_strategy(attrs, inputs, out_type, target):
+    raise OpNotImplemented(f"nn.contrib_dense_pack has an implementation for CPU targets only, not {target}")
+
+
+@override_native_generic_func("matmul_strategy")
 def matmul_strategy(attrs, inputs, out_type, target):
     def compute(attrs, inputs, out_type):
         fn = topi_fn("nn.matmul", "nn.matmul")
@@ -249,7 +214,7 @@ def matmul_strategy(attrs, inputs, out_type, target):
     return _one("matmul", "nn.matmul", compute, "schedule_matmul")
 
 
-@generic_strategy
+@override_native_generic_func("batch_matmul_strategy")
 def batch_matmul_strategy(attrs, inputs, out_type, target):
     def compute(attrs, inputs, out_type):
         fn = topi_fn("nn.batch_matmul", "nn.batch_matmul")
@@ -259,21 +224,28 @@ def batch_matmul_strategy(attrs, inputs, out_type, target):
 
 
 # -- softmax / norms / pooling ----------------------------------------------------------------------------------------
-@generic_strategy
+@override_native_generic_func("softmax_strategy")
 def softmax_strategy(attrs, inputs, out_type, target):
     def compute(attrs, inputs, out_type):
         return [topi_fn("nn.softmax", "nn.softmax")(inputs[0], attrs.axis)]
     return _one("softmax", "nn.softmax", compute, "schedule_softmax")
 
 
-@generic_strategy
+@override_native_generic_func("fast_softmax_strategy")
+def fast_softmax_strategy(attrs, inputs, out_type, target):
+    def compute(attrs, inputs, out_type):
+        return [topi_fn("nn.fast_softmax", "nn.fast_softmax")(inputs[0], attrs.axis)]
+    return _one("fast_softmax", "nn.fast_softmax", compute, "schedule_softmax")
+
+
+@override_native_generic_func("log_softmax_strategy")
 def log_softmax_strategy(attrs, inputs, out_type, target):
     def compute(attrs, inputs, out_type):
         return [topi_fn("nn.log_softmax", "nn.log_softmax")(inputs[0], attrs.axis)]
     return _one("log_softmax", "nn.log_softmax", compute, "schedule_log_softmax")
 
 
-@generic_strategy
+@override_native_generic_func("layer_norm_strategy")
 def layer_norm_strategy(attrs, inputs, out_type, target):
     def compute(attrs, inputs, out_type):
         fn = topi_fn("nn.layer_norm", "nn.layer_norm")
@@ -281,7 +253,7 @@ def layer_norm_strategy(attrs, inputs, out_type, target):
     return _one("layer_norm", "nn.layer_norm", compute, "schedule_layer_norm")
 
 
-@generic_strategy
+@override_native_generic_func("group_norm_strategy")
 def group_norm_strategy(attrs, inputs, out_type, target):
     def compute(attrs, inputs, out_type):
         fn = topi_fn("nn.group_norm", "nn.group_norm")
@@ -291,7 +263,7 @@ def group_norm_strategy(attrs, inputs, out_type, target):
     return _one("group_norm", "nn.group_norm", compute, "schedule_group_norm")
 
 
-@generic_strategy
+@override_native_generic_func("batch_norm_strategy")
 def batch_norm_strategy(attrs, inputs, out_type, target):
     def compute(attrs, inputs, out_type):
         fn = topi_fn("nn.batch_norm", "nn.batch_norm")
@@ -302,7 +274,6 @@ def batch_norm_strategy(attrs, inputs, out_type, target):
 
 def _pool_compute(pool_type):
     def compute(attrs, inputs, out_type):
-        from ..nn._conv_pool import pad4, pair
         fn = topi_fn("nn.pool2d", f"nn.{pool_type}_pool2d")
         return [fn(inputs[0], pair(attrs.pool_size, "pool_size"), pair(attrs.strides, "strides"),
                    pair(attrs.dilation, "dilation"), pad4(attrs.padding), pool_type, attrs.ceil_mode, attrs.layout,
@@ -310,7 +281,7 @@ def _pool_compute(pool_type):
     return compute
 
 
-@generic_strategy
+@override_native_generic_func("pool_strategy")
 def pool_strategy(attrs, inputs, out_type, target):
     pool_type = "avg" if hasattr(attrs, "count_include_pad") and "count_include_pad" in attrs else "max"
     return _one("pool2d", f"nn.{pool_type}_pool2d", _pool_compute(pool_type), "schedule_pool")
@@ -321,7 +292,7 @@ def global_pool_strategy_for(pool_type):
         def compute(attrs, inputs, out_type):
             return [topi_fn("nn.global_pool", f"nn.global_{pool_type}_pool2d")(inputs[0], pool_type, attrs.layout)]
         return _one("global_pool", f"nn.global_{pool_type}_pool2d", compute, "schedule_global_pool")
-    return GenericStrategy(f"global_{pool_type}_pool_strategy", strategy)
+    return override_native_generic_func(f"global_{pool_type}_pool_strategy")(strategy)
 
 
 def adaptive_pool_strategy_for(pool_type):
@@ -331,13 +302,27 @@ def adaptive_pool_strategy_for(pool_type):
             size = attrs.output_size or ()
             size = tuple(size) * (2 if len(size) == 1 else 1)
             if not size:
-                from ..nn._conv_pool import to_primal
                 p = to_primal([int(s) for s in inputs[0].shape], attrs.layout)
                 size = (p["H"], p["W"])
             return [fn(inputs[0], size, pool_type, attrs.layout)]
         return _one("adaptive_pool", f"nn.adaptive_{pool_type}_pool2d", compute, "schedule_adaptive_pool")
-    return GenericStrategy(f"adaptive_{pool_type}_pool_strategy", strategy)
+    return override_native_generic_func(f"adaptive_{pool_type}_pool_strategy")(strategy)
 
 
 global_pool_strategy = global_pool_strategy_for("avg")
 adaptive_pool_strategy = adaptive_pool_strategy_for("avg")
+
+
+# -- elementwise ops a target may compute differently (strategy/x86.py: vectorizable approximations) ------------
+def _injective_from_registry(op_name: str) -> OpStrategy:
+    return _one(op_name, op_name, _compute_from_registry(op_name), "schedule_injective")
+
+
+@override_native_generic_func("tanh_strategy")
+def tanh_strategy(attrs, inputs, out_type, target):
+    return _injective_from_registry("tanh")
+
+
+@override_native_generic_func("erf_strategy")
+def erf_strategy(attrs, inputs, out_type, target):
+    return _injective_from_registry("erf")

@@ -1,0 +1,53 @@
+"""Compiled C as a runtime module, and the compiler-side steps of exporting one.
+
+``create_c_module`` compiles C source (through the driver's disk cache) and loads it as a ``runtime.CModule``; it
+lives here, next to the code generator, because the runtime never compiles. Exporting (``Module.export_library``,
+``save("m.o")``) and loading a ``.tar`` of objects do need the C compiler: the runtime reaches it through the
+global function registry, under the names this module registers (``runtime.module.<step>``), as TVM's runtime
+reaches its compiler-side helpers through ``get_global_func``.
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Sequence
+
+from ..error import ModuleLoadError
+from ..runtime.library import Library
+from ..runtime.module import CModule, Module
+from ..runtime.registry import register_func
+from . import compiler
+
+__all__ = ["create_c_module"]
+
+
+def create_c_module(source: str, functions: list, entry_name: str | None = None, cflags: Sequence[str] = (),
+                    type_key: str = "llvm") -> Module:
+    """Compile C ``source`` (starting with the ABI prelude) whose kernels ``functions`` describes and load it;
+    the compile goes through the driver's disk cache."""
+    obj = compiler.compile_object(source, list(cflags))
+    so_path = compiler.link_cached([obj])
+    lib = Library(so_path, verify=False)
+    return CModule(lib, functions, entry_name, type_key=type_key, source=source, objects=[obj])
+
+
+# -- the compiler-side steps the runtime asks for by name -----------------------------------------------------
+@register_func("runtime.module.create_shared", override=True)
+def create_shared(output: str, objects, options: Sequence[str] | None = None, cc=None, **_kwargs) -> str:
+    """Link ``objects`` into the shared library ``output`` (export_library's default for ``.so``)."""
+    objects = [objects] if isinstance(objects, str) else [str(o) for o in objects]
+    cc = shlex.split(cc) if isinstance(cc, str) else (list(cc) if cc is not None else None)
+    return compiler.link_shared(objects, str(output), list(options or []), cc=cc)
+
+
+register_func("runtime.module.blob_object", compiler.blob_object, override=True)
+register_func("runtime.module.link_relocatable", compiler.link_relocatable, override=True)
+register_func("runtime.module.has_compiler", compiler.has_compiler, override=True)
+
+
+@register_func("runtime.module.link_for_load", override=True)
+def link_for_load(objects: Sequence[str]) -> str:
+    """A cached shared library of ``objects`` (loading a ``.tar`` export)."""
+    try:
+        return compiler.link_cached(list(objects))
+    except compiler.NoCompilerError as err:
+        raise ModuleLoadError(f"needs a C compiler to link its objects: {err}") from None
