@@ -36,23 +36,65 @@ def _options(options: dict | None) -> dict:
     return opts
 
 
+class _Build:
+    """One static build: the graph executor module and how to feed it."""
+
+    __slots__ = ("module", "input_names", "num_outputs")
+
+    def __init__(self, module, input_names: list, num_outputs: int):
+        self.module, self.input_names, self.num_outputs = module, input_names, num_outputs
+
+
+def _is_symbolic(x) -> bool:
+    import torch
+    return isinstance(x, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in x.shape)
+
+
 class KilnCompiledGraph:
-    """One dynamo graph compiled by kiln; calling it runs the graph executor on torch tensors."""
+    """One dynamo graph compiled by kiln; calling it runs the graph executor on torch tensors.
+
+    With dynamo's automatic dynamic shapes the graph takes size arguments (``SymInt`` inputs) and tensors
+    whose sizes vary between calls. kiln then specializes: each distinct set of concrete input shapes and
+    size values is traced and built statically once (a per-shape cache), so a new batch size costs one
+    build and never an error. (Compiling once with unknown dims for the VM is docs/vm.md's next step.)
+    """
 
     def __init__(self, gm, example_inputs: Sequence, options: dict):
         import torch
         self.gm = gm
         self.options = options
         self.frozen = [i for i, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter)]
-        self.runtime_idx = [i for i in range(len(example_inputs)) if i not in self.frozen]
+        self.scalar_idx = [i for i, x in enumerate(example_inputs)
+                           if isinstance(x, (int, torch.SymInt)) and not isinstance(x, bool)]
         for i, x in enumerate(example_inputs):
-            if not isinstance(x, torch.Tensor):
-                raise FrontendError(f"torch.compile(backend='kiln'): graph input {i} is a {type(x).__name__} "
-                                    "(dynamic shapes?); kiln compiles static shapes: use "
-                                    "torch.compile(..., dynamic=False)")
-        self._build(example_inputs)
+            if not isinstance(x, torch.Tensor) and i not in self.scalar_idx:
+                raise FrontendError(f"torch.compile(backend='kiln'): graph input {i} is a {type(x).__name__}; "
+                                    "kiln takes tensors and integer sizes as graph inputs")
+        self.runtime_idx = [i for i in range(len(example_inputs)) if i not in self.frozen
+                            and i not in self.scalar_idx]
+        self._builds: dict = {}
+        self.frozen_state = [(id(example_inputs[i]), example_inputs[i]._version) for i in self.frozen]
+        if not self.scalar_idx and not any(_is_symbolic(x) for x in example_inputs):
+            self._get(example_inputs)  # static graph: build now, as before
 
-    def _build(self, inputs: Sequence) -> None:
+    @property
+    def module(self):
+        """The graph executor module of the most recent build."""
+        return self._last.module
+
+    def _key(self, args) -> tuple:
+        return (tuple(tuple(args[i].shape) for i in self.runtime_idx + self.frozen)
+                + tuple(int(args[i]) for i in self.scalar_idx))
+
+    def _get(self, args) -> _Build:
+        key = self._key(args)
+        b = self._builds.get(key)
+        if b is None:
+            b = self._builds[key] = self._build(args)
+        self._last = b
+        return b
+
+    def _build(self, inputs: Sequence) -> _Build:
         import torch
         import numpy as np
         from .. import relay, transform
@@ -65,15 +107,19 @@ class KilnCompiledGraph:
             raise FrontendError(f"torch.compile(backend='kiln'): graph input(s) {bf16} are bfloat16, which kiln's "
                                 "runtime cannot hold (numpy has no bfloat16); run the model in float32 "
                                 "(model.float() and float32 inputs) or float16 (model.half())")
+        tensor_idx = [i for i in range(len(inputs)) if i not in self.scalar_idx]
+        tensors = tuple(inputs[i] for i in tensor_idx)
+        fn = self.gm
+        if self.scalar_idx:  # size arguments become constants of this specialization
+            fn = _specialized_module(self.gm, {i: int(inputs[i]) for i in self.scalar_idx}, tensor_idx, len(inputs))
         with torch.no_grad():
-            traced = torch.jit.trace(self.gm, tuple(inputs), check_trace=False, strict=False)
-        names = [f"inp_{i}" for i in range(len(inputs))]
-        infos = [(n, (tuple(x.shape), tensor_dtype(x, f"graph input {i}"))) for i, (n, x) in
-                 enumerate(zip(names, inputs))]
+            traced = torch.jit.trace(fn, tensors, check_trace=False, strict=False)
+        names = [f"inp_{i}" for i in tensor_idx]
+        infos = [(n, (tuple(int(d) for d in x.shape), tensor_dtype(x, f"graph input {i}")))
+                 for i, n, x in zip(tensor_idx, names, tensors)]
         mod, params = relay.frontend.from_pytorch(traced, infos)
         for i in self.frozen:
-            params[names[i]] = nd.array(np.array(inputs[i].detach().cpu().numpy(), copy=True))
-        self.frozen_state = [(id(inputs[i]), inputs[i]._version) for i in self.frozen]
+            params[f"inp_{i}"] = nd.array(np.array(inputs[i].detach().cpu().numpy(), copy=True))
         target = self.options["target"]
         with transform.PassContext(opt_level=int(self.options["opt_level"])):
             log = self.options["tuning_log"]
@@ -83,9 +129,8 @@ class KilnCompiledGraph:
                     lib = relay.build(mod, target=target, params=params)
             else:
                 lib = relay.build(mod, target=target, params=params)
-        self.module = graph_executor.GraphModule(lib["default"](nd.cpu(0)))
-        self.input_names = [names[i] for i in self.runtime_idx]
-        self.num_outputs = self.module.get_num_outputs()
+        module = graph_executor.GraphModule(lib["default"](nd.cpu(0)))
+        return _Build(module, [f"inp_{i}" for i in self.runtime_idx], module.get_num_outputs())
 
     def _stale(self, args) -> bool:
         return any(id(args[i]) != ident or args[i]._version != ver
@@ -94,22 +139,45 @@ class KilnCompiledGraph:
     def __call__(self, *args):
         import torch
         from ..runtime import ndarray as nd
-        if self.frozen and self._stale(args):
-            self._build(args)
-        m = self.module
-        for name, i in zip(self.input_names, self.runtime_idx):
+        if self.frozen and self._stale(args):  # a weight changed: every specialization is out of date
+            self._builds.clear()
+            self.frozen_state = [(id(args[i]), args[i]._version) for i in self.frozen]
+        b = self._get(args)
+        m = b.module
+        for name, i in zip(b.input_names, self.runtime_idx):
             t = args[i].detach()
             if not t.is_contiguous():
                 t = t.contiguous()
             m.set_input(name, nd.from_dlpack(t))
         m.run()
         outs = []
-        for k in range(self.num_outputs):
+        for k in range(b.num_outputs):
             ref = m.get_output(k)
             out = torch.empty(ref.shape, dtype=_torch_dtype(ref.dtype))
             m.get_output(k, out=nd.from_dlpack(out))
             outs.append(out)
         return tuple(outs)
+
+
+def _specialized_module(gm, scalars: dict, tensor_idx: list, n: int):
+    import torch
+
+    class Specialized(torch.nn.Module):
+        """``gm`` with its integer size inputs fixed, taking only its tensor inputs (for torch.jit.trace)."""
+
+        def __init__(self):
+            super().__init__()
+            self.gm = gm
+
+        def forward(self, *tensors):
+            full = [None] * n
+            for i, t in zip(tensor_idx, tensors):
+                full[i] = t
+            for i, v in scalars.items():
+                full[i] = v
+            return self.gm(*full)
+
+    return Specialized()
 
 
 def _torch_dtype(name: str):

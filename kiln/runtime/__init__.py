@@ -27,3 +27,5 @@ __all__ = [
 # Registers the loader of graph executor factories (runtime.module.loadbinary_GraphExecutorFactory), so
 # load_module() of an exported model works in a fresh process. Runtime-only code.
 from . import graph_executor  # noqa: E402,F401
+# Registers the loader of VM executables (runtime.module.loadbinary_VMExecutable): runtime-only code.
+from . import vm  # noqa: E402,F401

@@ -21,7 +21,9 @@ import numpy as np
 from ..error import ArgumentError, KilnError, ModuleLoadError
 from . import ndarray as nd
 from .kernel import _EXPR_GLOBALS, _compile_extent
+from .module import Module
 from .ndarray import NDArray
+from .registry import register_func
 
 _MAGIC = b"KILNVMX1"
 _VERSION = 1
@@ -159,6 +161,21 @@ class Executable:
 
     def get_lib(self):
         return self.lib
+
+    @property
+    def mod(self) -> "VMExecutableModule":
+        """The executable as a runtime Module (TVM's ``exe.mod``): ``exe.mod.export_library("m.so")`` writes
+        bytecode, constants and kernels to one file; ``VirtualMachine(load_module("m.so"), dev)`` runs it."""
+        code, lib = self.save()
+        return VMExecutableModule(bytes(code), lib)
+
+    @staticmethod
+    def from_module(mod: Module) -> "Executable":
+        """The Executable held by a loaded ``VMExecutable`` module (its ``vm_load_executable``)."""
+        if not isinstance(mod, VMExecutableModule):
+            raise ArgumentError(f"expected a VMExecutable module (from exe.mod.export_library), got "
+                                f"{getattr(mod, 'type_key', type(mod).__name__)}")
+        return mod["vm_load_executable"]()
 
     # -- serialization --------------------------------------------------------------------------------
     def save(self):
@@ -308,11 +325,50 @@ class _StoragePool:
         self.free.setdefault(nbytes, []).append(raw)
 
 
+class VMExecutableModule(Module):
+    """A VM executable inside a runtime Module tree: bytecode blob + the imported kernel library."""
+
+    type_key = "VMExecutable"
+
+    def __init__(self, code: bytes, lib=None):
+        super().__init__()
+        self.code = bytes(code)
+        if lib is not None:
+            self.import_module(lib)
+
+    def _load(self) -> Executable:
+        if not self._imports:
+            raise ModuleLoadError("the VM executable module has no kernel library")
+        return Executable.load_exec(self.code, self._imports[0])
+
+    def _get_local_function(self, name: str):
+        return {"vm_load_executable": self._load, "save": lambda: bytearray(self.code)}.get(name)
+
+    def _local_function_names(self) -> list:
+        return ["vm_load_executable", "save"]
+
+    def blob_header(self) -> dict:
+        return {"format": 1}
+
+    def blob_payloads(self) -> dict:
+        return {"code": self.code}
+
+
+@register_func("runtime.module.loadbinary_VMExecutable", override=True)
+def _load_vm_executable(header: dict, payloads: dict, library) -> VMExecutableModule:
+    code = payloads.get("code")
+    if not isinstance(code, (bytes, bytearray)) or header.get("format") != 1:
+        raise ModuleLoadError("VM executable blob is incomplete or of an unknown format")
+    return VMExecutableModule(code)
+
+
 class VirtualMachine:
     """Runs an Executable: ``invoke``/``run``, ``set_input`` + ``invoke_stateful`` + ``get_outputs``,
     ``benchmark``."""
 
     def __init__(self, exe: Executable, device=None, memory_cfg=None):
+        if isinstance(exe, VMExecutableModule):  # TVM's flow: VirtualMachine(load_module("m.so"), dev)
+            exe = Executable.from_module(exe)
         if not isinstance(exe, Executable):
             raise ArgumentError(f"VirtualMachine expects a kiln.runtime.vm.Executable, got {type(exe).__name__}")
         self.exe = exe

@@ -180,3 +180,35 @@ assert 'kiln.relay' not in sys.modules, 'the VM runtime imported the compiler'
         funcs.append(VMFunction(f.name, f.params, f.num_regs, code_f, f.param_types))
     with pytest.raises(ModuleLoadError, match="register out of range"):
         Executable(funcs, exe.constants, exe.packed_names, lib)
+
+
+def test_executable_as_one_file(tmp_path):
+    """exe.mod.export_library(one .so) -> load_module -> VirtualMachine, in a process without kiln.relay."""
+    mod, (shape, circle, rect, empty), area = shape_module()
+    a = relay.var("a", TensorType((relay.Any(), 4), "float32"))
+    mod["main"] = relay.Function([a], relay.nn.relu(a) * relay.const(2.0))
+    exe = relay.vm.compile(mod, "llvm")
+    path = tmp_path / "exe.so"
+    exe.mod.export_library(str(path))
+    x = rng.standard_normal((5, 4)).astype("float32")
+    np.save(tmp_path / "x.npy", x)
+    script = f"""
+import sys, numpy as np
+import kiln
+from kiln.runtime.vm import VirtualMachine
+lib = kiln.runtime.load_module({str(path)!r})
+assert lib.type_key == "VMExecutable"
+vm = VirtualMachine(lib, kiln.cpu())
+x = np.load({str(tmp_path / 'x.npy')!r})
+np.save({str(tmp_path / 'o.npy')!r}, vm.run(x).numpy())
+np.save({str(tmp_path / 'o2.npy')!r}, vm.run(x[:2]).numpy())
+assert 'kiln.relay' not in sys.modules, 'the VM runtime imported the compiler'
+"""
+    import os
+    subprocess.run([sys.executable, "-c", script], check=True, env=dict(os.environ, PYTHONPATH=os.getcwd()),
+                   timeout=300)
+    np.testing.assert_allclose(np.load(tmp_path / "o.npy"), np.maximum(x, 0) * 2, rtol=1e-6)
+    np.testing.assert_allclose(np.load(tmp_path / "o2.npy"), np.maximum(x[:2], 0) * 2, rtol=1e-6)
+    from kiln.runtime.vm import Executable
+    with pytest.raises(tvm.KilnError, match="expected a VMExecutable module"):
+        Executable.from_module(exe.lib)

@@ -117,21 +117,21 @@ class GraphConverter:
         if dims is not None:
             model_dims = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in dims)
         if name in self.shape:
-            given = tuple(int(s) for s in self.shape[name])
+            given = tuple(_given_dim(s, name) for s in self.shape[name])
             if model_dims is not None:
-                if len(given) != len(model_dims) or any(m is not None and m != g for m, g in zip(model_dims, given)):
+                if len(given) != len(model_dims) or any(m is not None and isinstance(g, int) and m != g
+                                                        for m, g in zip(model_dims, given)):
                     shown = tuple("?" if m is None else m for m in model_dims)
                     raise FrontendError(f"graph input {name!r}: the shape given {given} does not match the shape "
                                         f"the model declares {shown}")
+            if model_dims is not None:  # a dim left open in shape= keeps the model's static size
+                given = tuple(m if not isinstance(g, int) and m is not None else g for m, g in zip(model_dims, given))
             return given
         if model_dims is None:
             raise FrontendError(f"graph input {name!r} has no shape in the model; pass it in shape={{{name!r}: "
                                 f"(...)}}")
-        if any(m is None for m in model_dims):
-            sym = tuple(d.dim_param or "?" if not d.HasField("dim_value") else int(d.dim_value) for d in dims)
-            raise FrontendError(f"graph input {name!r} has a dynamic shape {sym}; kiln needs static shapes: pass "
-                                f"shape={{{name!r}: (...)}} to from_onnx")
-        return model_dims
+        # a named (dim_param) or unknown dimension stays dynamic: relay.Any(), run on the VM (docs/vm.md)
+        return tuple(_any() if m is None else m for m in model_dims)
 
     # -- conversion -----------------------------------------------------------------------------------------------------
     def from_onnx(self, graph):
@@ -256,6 +256,25 @@ def _check_model(model) -> None:
     except onnx.checker.ValidationError as err:
         first = str(err).strip().splitlines()
         raise FrontendError("malformed ONNX model (onnx.checker): " + " | ".join(first[:6])) from None
+
+
+def _any():
+    from ...tir.expr import Any
+    return Any()
+
+
+def _given_dim(d, input_name: str):
+    """One dim of a ``shape=`` entry: an int, or dynamic (None, -1, "?", a dim name, relay.Any())."""
+    if d is None or isinstance(d, str) or type(d).__name__ == "Any" or (isinstance(d, (int, np.integer)) and d == -1):
+        return _any()
+    try:
+        v = int(d)
+        if v != d or v < 0:
+            raise ValueError(d)
+        return v
+    except (TypeError, ValueError):
+        raise FrontendError(f"shape= for input {input_name!r}: dimension {d!r} is not an int (or None/-1/'?'/"
+                            "relay.Any() for a dynamic one)") from None
 
 
 def from_onnx(model, shape: dict | None = None, dtype="float32", opset: int | None = None,

@@ -128,7 +128,9 @@ class NodeContext:
     def type_of(self, expr):
         return self.graph.types.type_of(expr)
 
-    def shape(self, expr) -> tuple:
+    def shape(self, expr, dynamic_ok: bool = False) -> tuple:
+        """The static shape; with ``dynamic_ok`` an unknown dim is returned as ``relay.Any()`` (a converter
+        that can handle it says so), else it is an error naming the dynamic shape."""
         t = self.type_of(expr)
         if not isinstance(t, TensorType):
             raise self.error("expected a tensor input, got a tuple")
@@ -138,7 +140,12 @@ class NodeContext:
             try:
                 dims.append(int(v))
             except (TypeError, ValueError):
-                raise self.error(f"input has a dynamic shape {t.shape}; kiln needs static shapes") from None
+                if dynamic_ok:
+                    dims.append(d)
+                    continue
+                shown = tuple("?" if not isinstance(getattr(x, "value", x), int) else x for x in t.shape)
+                raise self.error(f"input has a dynamic shape {shown}; this converter needs static shapes "
+                                 "(pass shape= to from_onnx to pin the dynamic axes)") from None
         return tuple(dims)
 
     def dtype(self, expr) -> str:

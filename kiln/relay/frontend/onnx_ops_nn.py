@@ -33,6 +33,8 @@ def auto_pads(ctx, attr, in_spatial, kernel, strides, dilations) -> tuple:
         return [0] * nd, [0] * nd
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise ctx.error(f"auto_pad must be NOTSET, VALID, SAME_UPPER or SAME_LOWER, got {auto!r}")
+    if any(not isinstance(n, int) for n in in_spatial):
+        raise ctx.unsupported(f"auto_pad={auto} over a dynamic spatial size")
     begins, ends = [], []
     for n, k, s, d in zip(in_spatial, kernel, strides, dilations):
         out = -(-n // s)
@@ -53,17 +55,16 @@ def _spatial_attrs(ctx, attr, nd, kernel):
 
 def _to_2d(ctx, x, what):
     """A 1-D spatial tensor [N, C, L] as [N, C, 1, L]; 3-D spatial tensors are not supported."""
-    shape = ctx.shape(x)
+    shape = ctx.shape(x, dynamic_ok=True)
     if len(shape) == 3:
-        return _op.reshape(x, [shape[0], shape[1], 1, shape[2]]), True
+        return _op.reshape(x, [0, 0, 1, -1]), True
     if len(shape) == 4:
         return x, False
     raise ctx.unsupported(f"{what} with {len(shape) - 2} spatial dimensions (kiln has 1-D and 2-D forms)")
 
 
 def _from_2d(ctx, y):
-    shape = ctx.shape(y)
-    return _op.reshape(y, [shape[0], shape[1], shape[3]])
+    return _op.reshape(y, [0, 0, -1])
 
 
 # -- convolution -----------------------------------------------------------------------------------------------
@@ -73,7 +74,7 @@ class Conv(OnnxOpConverter):
     def _impl_v1(cls, inputs, attr, ctx):
         x, w = inputs[0], inputs[1]
         b = inputs[2] if len(inputs) > 2 else None
-        xshape, wshape = ctx.shape(x), ctx.shape(w)
+        xshape, wshape = ctx.shape(x, dynamic_ok=True), ctx.shape(w)
         nd = len(xshape) - 2
         kernel = list(attr.get("kernel_shape", wshape[2:]))
         strides, dilations = _spatial_attrs(ctx, attr, nd, kernel)
@@ -208,7 +209,7 @@ class Gemm(OnnxOpConverter):
 # -- pooling -----------------------------------------------------------------------------------------------------
 def _pool(ctx, inputs, attr, kind):
     x = inputs[0]
-    xshape = ctx.shape(x)
+    xshape = ctx.shape(x, dynamic_ok=True)
     nd = len(xshape) - 2
     kernel = list(attr.get("kernel_shape", []))
     if len(kernel) != nd:
@@ -219,6 +220,8 @@ def _pool(ctx, inputs, attr, kind):
     begins, ends = auto_pads(ctx, attr, xshape[2:], kernel, strides, dilations)
     ceil_mode = bool(int(attr.get("ceil_mode", 0)))
     count_pad = bool(int(attr.get("count_include_pad", 0)))
+    if ceil_mode and any(not isinstance(n, int) for n in xshape[2:]):
+        raise ctx.unsupported("ceil_mode=1 over a dynamic spatial size")
     if ceil_mode and (kind == "MaxPool" or not count_pad):
         # ONNX's ceil mode drops a last window that would start in the end padding; express the output size
         # it asks for as extra end padding in floor mode (padding is ignored by max and by uncounted averages)

@@ -146,12 +146,18 @@ class Reshape(OnnxOpConverter):
 class Flatten(OnnxOpConverter):
     @classmethod
     def _impl_v1(cls, inputs, attr, ctx):
-        shape = ctx.shape(inputs[0])
+        shape = ctx.shape(inputs[0], dynamic_ok=True)
         axis = int(attr.get("axis", 1))
         axis = axis + len(shape) if axis < 0 else axis
         if not 0 <= axis <= len(shape):
             raise ctx.error(f"axis {attr.get('axis')} is out of range for a {len(shape)}-D tensor")
-        return _op.reshape(inputs[0], [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))])
+        head, tail = shape[:axis], shape[axis:]
+        static = lambda dims: all(isinstance(d, int) for d in dims)  # noqa: E731
+        if not static(head) and not static(tail):
+            raise ctx.unsupported("Flatten with dynamic dimensions on both sides of the axis")
+        # an unknown side becomes -1 (reshape infers it at run time)
+        return _op.reshape(inputs[0], [int(np.prod(head)) if static(head) else -1,
+                                       int(np.prod(tail)) if static(tail) else -1])
 
 
 @register("Transpose")

@@ -65,11 +65,12 @@ def test_dangling_input_names_the_node():
     assert "ghost" in str(info.value)
 
 
-def test_dynamic_input_needs_a_shape():
+def test_dynamic_input_stays_dynamic_unless_pinned():
     model = _relu_model(shape=("batch", 3))
-    with pytest.raises(FrontendError) as info:
-        relay.frontend.from_onnx(model)
-    assert "'x'" in str(info.value) and "batch" in str(info.value) and "shape=" in str(info.value)
+    mod, _ = relay.frontend.from_onnx(model)  # a dim_param stays an unknown dim (run it on the VM)
+    assert relay.transform.InferType()(mod)["main"].params[0].type_annotation.astext() == "Tensor[(?, 3), float32]"
+    mod, _ = relay.frontend.from_onnx(model, shape={"x": (None, 3)})
+    assert mod["main"].params[0].type_annotation.astext() == "Tensor[(?, 3), float32]"
     mod, _ = relay.frontend.from_onnx(model, shape={"x": (5, 3)})
     assert tuple(int(d) for d in mod["main"].params[0].type_annotation.shape) == (5, 3)
 
