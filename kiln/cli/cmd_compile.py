@@ -54,6 +54,8 @@ def run(args) -> int:
         print(f"applied tuning records from {args.tuning_records} ({n_tuned} tuned workload(s))")
     lib.export_library(output)
     plan = getattr(lib, "memory_plan", None)
+    from ..target.x86 import target_cpu_summary
+    print(f"target CPU: {target_cpu_summary(target)}")
     print(f"compiled for {target} at opt_level {args.opt_level} in {build_s:.2f} s "
           f"({len(getattr(lib, 'lowered', []))} kernels, {len(lib.get_params())} params)")
     if plan is not None:

@@ -193,3 +193,23 @@ def get_num_cores(target=None) -> int:
     if target is not None and not isinstance(target, Target):
         target = Target(target)
     return target.num_cores if target is not None else host_cpu_info().num_cores
+
+
+def target_cpu_summary(target=None) -> str:
+    """One line naming the CPU code for ``target`` is built for: the CPU, its vector ISA and the compiler's
+    ``-march`` flags (``kiln compile`` prints it)."""
+    from .flags import cpu_cflags
+    from .target import Target
+    if target is None:
+        target = Target.current(allow_none=True) or Target("llvm")
+    elif not isinstance(target, Target):
+        target = Target(target)
+    host = host_target()
+    mcpu = target.mcpu or (host.mcpu if host is not None and host.mcpu else "native")
+    cpu = f"native ({host_cpu_info().model_name or 'the build machine'})" if mcpu == "native" else mcpu
+    flags = target_cpu_flags(target)
+    isa = ("AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "AVX" if "avx" in flags else "SSE")
+    extras = [name for feat, name in (("avx512vnni", "VNNI"), ("avx512bf16", "BF16"), ("amx-tile", "AMX"))
+              if feat in flags]
+    return (f"{cpu}: {'+'.join([isa] + extras)}, {get_simd_width(target)} fp32 lanes "
+            f"({' '.join(cpu_cflags(target))})")

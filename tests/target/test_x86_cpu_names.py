@@ -90,3 +90,13 @@ def test_host_target_env(monkeypatch):
         x86.get_simd_width()
     monkeypatch.delenv("KILN_HOST_TARGET")
     assert "-march=native" in target_cflags("llvm")
+
+
+def test_target_cpu_summary(monkeypatch):
+    monkeypatch.delenv("KILN_HOST_TARGET", raising=False)
+    line = x86.target_cpu_summary("llvm -mcpu=sapphirerapids")
+    assert line.startswith("sapphirerapids: AVX-512+VNNI+BF16+AMX, 16 fp32 lanes (-march=")
+    assert x86.target_cpu_summary("llvm -mcpu=core-avx2").startswith("core-avx2: AVX2, 8 fp32 lanes")
+    assert x86.target_cpu_summary("llvm").startswith("native (")
+    monkeypatch.setenv("KILN_HOST_TARGET", "llvm -mcpu=x86-64-v3")
+    assert x86.target_cpu_summary("llvm").startswith("x86-64-v3: AVX2")
