@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import time
 
+from ..target.x86 import target_cpu_summary
+
 from .build import DUMP_FORMATS, LAYOUTS, build_model, describe_inputs, dump_code, parse_dump_formats
 from .common import (MODEL_FORMATS, CLIError, detail, human_bytes, info, load_model, parse_input_shapes,
                      parse_target)
@@ -80,6 +82,7 @@ def compile_loaded(model, target, output: str, opt_level: int = 3, tuning_record
     lib.export_library(output)
     plan = getattr(lib, "memory_plan", None)
     lowered = getattr(lib, "lowered", [])
+    info(f"target CPU: {target_cpu_summary(target)}")
     info(f"compiled for {target} at opt_level {opt_level}"
          + (f" in layout {desired_layout}" if desired_layout else "")
          + f" in {build_s:.2f} s ({len(lowered)} kernels, {len(lib.get_params())} params)")

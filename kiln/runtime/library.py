@@ -13,6 +13,7 @@ import shutil
 import struct
 import tempfile
 import threading
+import weakref
 
 from ..error import KilnError, ModuleLoadError
 from .registry import CALL_PACKED_ADDRESS
@@ -21,8 +22,27 @@ TRAILER_MAGIC = b"KILNSO\x01\x00"
 _TRAILER = struct.Struct("<32sQ8s")  # sha256, length of the content before the trailer, magic
 
 
+_live_libraries: "weakref.WeakSet" = weakref.WeakSet()
+_threads_override: list = []
+
+
+def set_num_threads(n: int | None) -> None:
+    """Set the threads of kiln's parallel loops, for every library loaded now and later (None: back to
+    $KILN_NUM_THREADS / $TVM_NUM_THREADS / the CPUs usable here)."""
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise KilnError(f"set_num_threads expects a positive integer or None, got {n!r}")
+    _threads_override[:] = [] if n is None else [n]
+    value = num_threads()
+    for lib in list(_live_libraries):
+        lib.set_num_threads(value)
+
+
 def num_threads() -> int:
-    """Threads for parallel loops: $KILN_NUM_THREADS, $TVM_NUM_THREADS, else the CPUs usable here."""
+    """Threads for parallel loops: the value of :func:`set_num_threads`, else $KILN_NUM_THREADS,
+    $TVM_NUM_THREADS, else the CPUs usable here."""
+    if _threads_override:
+        return _threads_override[0]
     for var in ("KILN_NUM_THREADS", "TVM_NUM_THREADS"):
         text = os.environ.get(var, "").strip()
         if text:
@@ -108,6 +128,80 @@ def _check_elf_bounds(path: str, head: bytes, size: int) -> None:
                               "trailer: truncated or corrupt")
 
 
+# -- reading the module blob without loading the library -----------------------------------------
+_SHDR = struct.Struct("<IIQQQQIIQQ")  # ELF64 section header
+_SYM = struct.Struct("<IBBHQQ")       # ELF64 symbol
+
+
+def read_blob_from_file(path: str, symbol: str = "__kiln_dev_mblob") -> bytes | None:
+    """The bytes of the ``__kiln_dev_mblob`` blob read from the ELF file (symbol table, then the section holding
+    it), without dlopen: the loader checks what a library needs before any of its code is mapped. None when
+    the file has no such symbol."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise ModuleLoadError(f"cannot read {path}: {err}") from None
+    try:
+        if data[:4] != b"\x7fELF" or data[4] != 2:
+            return None
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+        sections = [_SHDR.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
+        found = {}
+        for sh in sections:
+            if sh[1] not in (2, 11):  # SHT_SYMTAB, SHT_DYNSYM
+                continue
+            strtab = sections[sh[6]]
+            for off in range(sh[4], sh[4] + sh[5], _SYM.size):
+                st_name, _, _, shndx, value, size = _SYM.unpack_from(data, off)
+                start = strtab[4] + st_name
+                name = data[start:data.index(b"\0", start)].decode("ascii", "replace")
+                if name in (symbol, symbol + "_size") and 0 < shndx < len(sections):
+                    sec = sections[shndx]
+                    found[name] = sec[4] + (value - sec[3]) if sec[3] else sec[4] + value
+            if len(found) == 2:
+                break
+        if len(found) != 2:
+            return None
+        size, = struct.unpack_from("<Q", data, found[symbol + "_size"])
+        start = found[symbol]
+        if start + size > len(data):
+            raise ModuleLoadError(f"{path}: module blob size {size} exceeds the file size; corrupt library")
+        return data[start:start + size]
+    except (struct.error, IndexError, ValueError):
+        raise ModuleLoadError(f"{path}: its ELF section or symbol tables are malformed (truncated or corrupt?)") \
+            from None
+
+
+class UnrunnableLibrary:
+    """Stands in for a library built for a CPU this machine is not: it is never mapped; calling a kernel raises
+    ModuleLoadError with ``message`` (code for another ISA is compiled, not run)."""
+
+    can_time = False
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        self.message = message
+
+    def kernel(self, symbol: str):
+        def refuse(*_args):
+            raise ModuleLoadError(f"cannot run {symbol!r}: {self.message}")
+        return refuse
+
+    def address(self, symbol: str) -> int:
+        raise ModuleLoadError(f"cannot run {symbol!r}: {self.message}")
+
+    def last_error(self) -> str:
+        return ""
+
+    def read_blob(self):
+        return None
+
+    def __repr__(self) -> str:
+        return f"UnrunnableLibrary({self.path!r})"
+
+
 # -- the loaded library --------------------------------------------------------------------------
 _loaded_signature: dict = {}
 _load_lock = threading.Lock()
@@ -147,10 +241,10 @@ class Library:
         except OSError as err:
             raise ModuleLoadError(f"cannot load {path}: {err}") from None
         self._set_pointer("__kiln_call_packed", CALL_PACKED_ADDRESS)
-        try:
-            ctypes.c_int32.in_dll(self._cdll, "__kiln_num_threads").value = num_threads()
-        except ValueError:
-            pass
+        self._threads = self._optional_int("__kiln_num_threads")
+        if self._threads is not None:
+            self._threads.value = num_threads()
+        _live_libraries.add(self)
         self._get_error = self._optional("__kiln_get_last_error", ctypes.c_char_p, [])
         self._time_call = self._optional("__kiln_time_call", ctypes.c_double,
                                          [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32])
@@ -160,6 +254,17 @@ class Library:
             ctypes.c_void_p.in_dll(self._cdll, name).value = address
         except ValueError:
             pass
+
+    def _optional_int(self, name: str):
+        try:
+            return ctypes.c_int32.in_dll(self._cdll, name)
+        except ValueError:
+            return None
+
+    def set_num_threads(self, n: int) -> None:
+        """OpenMP threads of this library's parallel loops (0: the OpenMP default)."""
+        if self._threads is not None:
+            self._threads.value = int(n)
 
     def _optional(self, name: str, restype, argtypes):
         try:

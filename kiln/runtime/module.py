@@ -22,7 +22,8 @@ from . import blob as _blob
 from .benchmark import BenchmarkResult, measure
 from .device import Device, device as _as_device
 from .kernel import KernelFunction
-from .library import Library, append_trailer
+from .cpu_features import check_runnable, missing_features
+from .library import Library, UnrunnableLibrary, append_trailer, read_blob_from_file, verify_file
 from .registry import get_global_func, register_func
 
 MANIFEST_NAME = "kiln_manifest.json"
@@ -214,9 +215,12 @@ class CModule(Module):
     """Compiled kernels in a loaded shared library, described by ABI function metadata."""
 
     def __init__(self, library: Library, functions: Sequence[dict], entry_name: str | None = None,
-                 type_key: str = "llvm", source: str | None = None, objects: Sequence[str] | None = None):
+                 type_key: str = "llvm", source: str | None = None, objects: Sequence[str] | None = None,
+                 target_info: dict | None = None):
         super().__init__()
         self.library = library
+        #: {"target": target string, "required_features": [ISA features the code may use]} (empty if unknown)
+        self.target_info = dict(target_info or {})
         self.type_key = type_key
         self.functions = [dict(f) for f in functions]
         self._by_name = {}
@@ -275,7 +279,9 @@ class CModule(Module):
         return list(self._objects)
 
     def blob_header(self) -> dict:
-        return {"functions": self.functions, "entry_name": self._entry, "source_type_key": self.type_key}
+        header = {"functions": self.functions, "entry_name": self._entry, "source_type_key": self.type_key}
+        header.update(self.target_info)  # "target", "required_features": checked before a load maps the code
+        return header
 
     def blob_payloads(self) -> dict:
         return {"source": self._source.encode("utf-8")} if self._source else {}
@@ -370,9 +376,18 @@ def _load_library_module(header: dict, payloads: dict, library: Library | None) 
     if library is None:
         raise ModuleLoadError("a compiled-code module needs its shared library")
     source = payloads.get("source")
+    info = {k: header[k] for k in ("target", "required_features") if k in header}
     mod = CModule(library, header["functions"], header.get("entry_name"), type_key=LIBRARY_TYPE_KEY,
-                  source=source.decode("utf-8") if source is not None else None, objects=None)
+                  source=source.decode("utf-8") if source is not None else None, objects=None, target_info=info)
     return mod
+
+
+def check_blob_runnable(data: bytes, path: str) -> None:
+    """Raise ModuleLoadError when a code module of the blob needs ISA features this CPU lacks."""
+    _, entries = _blob.unpack(data)
+    for type_key, header, _, _ in entries:
+        if type_key == LIBRARY_TYPE_KEY and isinstance(header, dict) and header.get("required_features"):
+            check_runnable(header["required_features"], str(header.get("target", "")), path)
 
 
 # -- loading -----------------------------------------------------------------------------------
@@ -395,8 +410,13 @@ def _write_manifest(folder: str, files: list) -> str:
 
 
 def _load_shared(path: str) -> Module:
-    lib = Library(path)
-    data = lib.read_blob()
+    verify_file(path)
+    data = read_blob_from_file(path)
+    if data is not None:
+        check_blob_runnable(data, path)  # before dlopen: a missing ISA feature is an error, never a SIGILL
+    lib = Library(path, verify=False)
+    if data is None:
+        data = lib.read_blob()
     if data is None:
         raise ModuleLoadError(f"{path} is not a kiln library: it has no __kiln_dev_mblob module blob")
     return deserialize(data, lib)

@@ -50,7 +50,7 @@ def build_c_module(mod, target=None, type_key: str = "c"):
         entry = get_attr("entry_name")
     if entry is not None and entry not in {f["name"] for f in functions}:
         entry = None
-    return create_c_module(source, functions, entry, target_cflags(target), type_key=type_key)
+    return create_c_module(source, functions, entry, target_cflags(target), type_key=type_key, target=target)
 
 
 @register_func("target.build.c", override=True)

@@ -12,22 +12,34 @@ import shlex
 from typing import Sequence
 
 from ..error import ModuleLoadError
-from ..runtime.library import Library
+from ..runtime.cpu_features import missing_features
+from ..runtime.library import Library, UnrunnableLibrary
 from ..runtime.module import CModule, Module
 from ..runtime.registry import register_func
 from . import compiler
+from .x86 import required_features
 
 __all__ = ["create_c_module"]
 
 
 def create_c_module(source: str, functions: list, entry_name: str | None = None, cflags: Sequence[str] = (),
-                    type_key: str = "llvm") -> Module:
+                    type_key: str = "llvm", target=None) -> Module:
     """Compile C ``source`` (starting with the ABI prelude) whose kernels ``functions`` describes and load it;
-    the compile goes through the driver's disk cache."""
+    the compile goes through the driver's disk cache. With ``target`` (the CPU target of ``cflags``) the module
+    records the target and the ISA features its code may use; when this CPU lacks some, the code is compiled
+    (its source, objects and exports are there) but not loaded, and calling a kernel raises ModuleLoadError."""
     obj = compiler.compile_object(source, list(cflags))
     so_path = compiler.link_cached([obj])
-    lib = Library(so_path, verify=False)
-    return CModule(lib, functions, entry_name, type_key=type_key, source=source, objects=[obj])
+    info = {}
+    if target is not None:
+        info = {"target": str(target), "required_features": required_features(target)}
+    missing = missing_features(info.get("required_features", ()))
+    if missing:
+        lib = UnrunnableLibrary(so_path, f"it was compiled for {info['target']!r} and this CPU lacks "
+                                         f"{', '.join(missing)} (code for another CPU is compiled, not run)")
+    else:
+        lib = Library(so_path, verify=False)
+    return CModule(lib, functions, entry_name, type_key=type_key, source=source, objects=[obj], target_info=info)
 
 
 # -- the compiler-side steps the runtime asks for by name -----------------------------------------------------

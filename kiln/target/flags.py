@@ -1,46 +1,88 @@
 """C compiler flags for a Target: ``-march`` from ``-mcpu``, feature flags from ``-mattr``.
 
 kiln's CPU targets ("llvm", "c") generate C compiled by the system C compiler (gcc), so LLVM's
-CPU names are translated to gcc's. A target without ``-mcpu`` compiles for the build machine
-(``-march=native``).
+CPU names are translated to gcc's: the name when gcc knows it (probed once per compiler), else the
+nearest older CPU gcc knows plus ``-m<feature>`` flags for what it lacks. A target without ``-mcpu``
+compiles for ``$KILN_HOST_TARGET`` when set, else for the build machine (``-march=native``).
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import threading
+
 from ..error import KilnError
-
-# LLVM -mcpu names whose gcc -march spelling differs.
-_LLVM_TO_GCC = {
-    "core-avx2": "haswell",
-    "corei7-avx": "sandybridge",
-    "core-avx-i": "ivybridge",
-    "corei7": "nehalem",
-    "x86-64-v2": "x86-64-v2",
-    "generic": "x86-64",
-}
-
-# -march names gcc 12 accepts for x86-64 (the ones kiln passes through unchanged).
-_GCC_X86 = {
-    "native", "x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", "nehalem", "westmere", "sandybridge",
-    "ivybridge", "haswell", "broadwell", "skylake", "skylake-avx512", "cascadelake", "cooperlake",
-    "cannonlake", "icelake-client", "icelake-server", "tigerlake", "sapphirerapids", "alderlake",
-    "rocketlake", "znver1", "znver2", "znver3", "znver4", "bdver4", "btver2", "knl", "knm",
-}
 
 
 class TargetFlagsError(KilnError, ValueError):
     """A target option that cannot be turned into compiler flags."""
 
 
+def unknown_cpu_error(mcpu: str) -> TargetFlagsError:
+    from .cpus import known_cpu_names
+    return TargetFlagsError(
+        f"unknown -mcpu={mcpu!r}: kiln knows the x86 CPU names {', '.join(known_cpu_names())} "
+        "(LLVM's spellings, e.g. core-avx2, skylake-avx512, znver4, sapphirerapids, x86-64-v3)")
+
+
+def _probe(args: tuple) -> bool:
+    """Whether the C compiler accepts ``args`` (preprocessing an empty file)."""
+    from .compiler import compiler_identity, find_compiler
+    cc = tuple(find_compiler())
+    key = (compiler_identity(list(cc)), args)
+    with _probe_lock:
+        hit = _probe_cache.get(key)
+    if hit is None:
+        try:
+            proc = subprocess.run(list(cc) + list(args) + ["-E", "-x", "c", os.devnull, "-o", os.devnull],
+                                  capture_output=True, timeout=60)
+            hit = proc.returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            hit = False
+        with _probe_lock:
+            _probe_cache[key] = hit
+    return hit
+
+
+_probe_cache: dict = {}
+_probe_lock = threading.Lock()
+
+
+def march_and_flags(mcpu: str) -> tuple:
+    """``(-march name, [-m<feature> ...])`` for CPU ``mcpu``: the name itself when the C compiler knows it,
+    else its nearest ancestor the compiler knows plus the features that ancestor lacks (those the compiler
+    has flags for). gcc 12 builds ``znver4`` as ``-march=znver3 -mavx512f -mavx512bw ...``."""
+    from .cpus import UnknownCpuError, cpu_ancestors, cpu_features
+    if mcpu == "native":
+        return "native", []
+    try:
+        chain = cpu_ancestors(mcpu)
+    except UnknownCpuError:
+        raise unknown_cpu_error(mcpu) from None
+    for name in chain:
+        if _probe((f"-march={name}",)):
+            extra = sorted(cpu_features(mcpu) - cpu_features(name))
+            return name, [f"-m{f}" for f in extra if _probe((f"-m{f}",))]
+    raise TargetFlagsError(f"the C compiler accepts none of -march={', '.join(chain)} for -mcpu={mcpu!r}")
+
+
 def march_for(mcpu: str) -> str:
-    """gcc's ``-march`` name for an LLVM/gcc ``-mcpu`` name."""
-    name = _LLVM_TO_GCC.get(mcpu, mcpu)
-    if name not in _GCC_X86:
-        examples = "core-avx2, skylake-avx512, cascadelake, znver3, haswell, x86-64-v3, native"
-        raise TargetFlagsError(
-            f"unknown -mcpu={mcpu!r} for the C backend; known CPU names include {examples} "
-            f"(all: {', '.join(sorted(_GCC_X86 | set(_LLVM_TO_GCC)))})"
-        )
-    return name
+    """The C compiler's ``-march`` name for an LLVM ``-mcpu`` name (see :func:`march_and_flags`)."""
+    return march_and_flags(mcpu)[0]
+
+
+def cpu_cflags(target) -> list:
+    """``-march=...`` and the feature flags for the CPU of ``target`` (``$KILN_HOST_TARGET`` or the build
+    machine, ``-march=native``, when it names none)."""
+    from .x86 import host_target
+    mcpu = target.mcpu
+    if not mcpu:
+        host = host_target()
+        if host is not None:
+            return cpu_cflags(host) + [_mattr_flag(a) for a in host.mattr]
+        mcpu = "native"
+    march, extra = march_and_flags(mcpu)
+    return [f"-march={march}"] + extra
 
 
 def _mattr_flag(attr: str) -> str:
@@ -68,7 +110,7 @@ def target_cflags(target) -> list:
         )
     level = target.opt_level
     flags = [f"-O{min(max(level, 0), 3)}"]
-    flags.append("-march=" + (march_for(target.mcpu) if target.mcpu else "native"))
+    flags.extend(cpu_cflags(target))
     flags.extend(_mattr_flag(a) for a in target.mattr)
     if target.attrs.get("fast-math"):
         flags.append("-ffast-math")

@@ -1,7 +1,8 @@
-"""Host CPU facts for CPU schedules: SIMD width, FMA, core count (read once from /proc/cpuinfo).
+"""CPU facts for CPU schedules: ISA features, SIMD width, vector registers, core count.
 
-A target that names a CPU (``-mcpu=skylake-avx512``) or features (``-mattr=+avx2``) answers
-for that CPU; a plain ``llvm`` target answers for the machine kiln runs on.
+A target that names a CPU (``-mcpu=skylake-avx512``) answers for that CPU (``kiln.target.cpus``), with its
+``-mattr`` applied; a target that names none answers for the host: ``$KILN_HOST_TARGET`` when set, else the
+machine kiln runs on (``/proc/cpuinfo``, read once).
 """
 from __future__ import annotations
 
@@ -65,40 +66,94 @@ def host_cpu_info() -> CpuInfo:
         return _read_cpuinfo("")
 
 
-# Features implied by a named CPU (the -mcpu names LLVM and gcc use).
-_CPU_FEATURES = {
-    "x86-64": {"sse2"},
-    "nehalem": {"sse4_2"}, "westmere": {"sse4_2"},
-    "sandybridge": {"avx"}, "corei7-avx": {"avx"}, "ivybridge": {"avx"}, "core-avx-i": {"avx"},
-    "haswell": {"avx", "avx2", "fma"}, "core-avx2": {"avx", "avx2", "fma"}, "broadwell": {"avx", "avx2", "fma"},
-    "skylake": {"avx", "avx2", "fma"}, "znver1": {"avx", "avx2", "fma"}, "znver2": {"avx", "avx2", "fma"},
-    "znver3": {"avx", "avx2", "fma"}, "alderlake": {"avx", "avx2", "fma"},
-    "skylake-avx512": {"avx", "avx2", "fma", "avx512f"}, "cascadelake": {"avx", "avx2", "fma", "avx512f"},
-    "cooperlake": {"avx", "avx2", "fma", "avx512f"}, "icelake-server": {"avx", "avx2", "fma", "avx512f"},
-    "icelake-client": {"avx", "avx2", "fma", "avx512f"}, "tigerlake": {"avx", "avx2", "fma", "avx512f"},
-    "sapphirerapids": {"avx", "avx2", "fma", "avx512f"}, "znver4": {"avx", "avx2", "fma", "avx512f"},
-}
+#: Environment variable naming the CPU target that stands for "the host" (``llvm`` with no ``-mcpu``):
+#: ``KILN_HOST_TARGET="llvm -mcpu=core-avx2"`` makes an AVX-512 machine build and schedule as an AVX2 one.
+HOST_TARGET_ENV = "KILN_HOST_TARGET"
+
+
+@lru_cache(maxsize=8)
+def _parse_host_target(text: str):
+    from .target import Target, TargetError
+    target = Target(text)
+    if target.kind.name not in ("llvm", "c") or not (target.mcpu or target.mattr):
+        raise TargetError(f"${HOST_TARGET_ENV}={text!r} should be a CPU target naming -mcpu (e.g. "
+                          "'llvm -mcpu=core-avx2')")
+    if target.mcpu == "native":
+        return None
+    return target
+
+
+def host_target():
+    """The Target that stands for the host: ``$KILN_HOST_TARGET`` when set, else None (the machine itself)."""
+    text = os.environ.get(HOST_TARGET_ENV, "").strip()
+    return _parse_host_target(text) if text else None
+
+
+def _named_features(target) -> set:
+    """Features of a target that names its CPU (-mcpu), with its -mattr applied; the host's when it names none."""
+    from .cpus import UnknownCpuError, cpu_features
+    from .flags import unknown_cpu_error
+    if target is None or not target.mcpu or target.mcpu == "native":
+        ht = host_target()
+        if ht is not None and ht is not target:
+            flags = _named_features(ht)
+        else:
+            from ..runtime.cpu_features import features_from_cpuinfo_flags
+            # cpuinfo spellings (avx512_vnni, ...) and the LLVM names of the ISA extensions
+            flags = set(host_cpu_info().flags) | set(features_from_cpuinfo_flags(host_cpu_info().flags))
+    else:
+        try:
+            flags = set(cpu_features(target.mcpu))
+        except UnknownCpuError:
+            raise unknown_cpu_error(target.mcpu) from None
+    if target is not None:
+        for attr in target.mattr:
+            name = attr.lstrip("+-").lower()
+            if attr.startswith("-"):
+                flags.discard(name)
+            else:
+                flags.add(name)
+    return flags
 
 
 def target_cpu_flags(target=None) -> frozenset:
-    """The CPU features a target promises: from -mcpu/-mattr, or the host's when it names none."""
+    """The CPU features a target promises (LLVM names: ``avx2``, ``fma``, ``avx512f``, ``avx512vnni``, ...):
+    from -mcpu/-mattr, or the host's (``$KILN_HOST_TARGET``, else this machine) when it names no CPU."""
     from .target import Target
     if target is None:
         target = Target.current(allow_none=True)
     if target is not None and not isinstance(target, Target):
         target = Target(target)
-    if target is None or (not target.mcpu and not target.mattr) or target.mcpu == "native":
-        flags = set(host_cpu_info().flags)
-    else:
-        flags = set(_CPU_FEATURES.get(target.mcpu, set()))
-    if target is not None:
-        for attr in target.mattr:
-            name = attr.lstrip("+-").replace(".", "_").lower()
-            if attr.startswith("-"):
-                flags.discard(name)
-            else:
-                flags.add(name)
-    return frozenset(flags)
+    return frozenset(_named_features(target))
+
+
+def target_has_features(features, target=None) -> bool:
+    """Whether the target has every feature of ``features`` (a name or a list; TVM's
+    ``tvm.target.codegen.target_has_features``)."""
+    if isinstance(features, str):
+        features = [features]
+    flags = target_cpu_flags(target)
+    return all(f in flags for f in features)
+
+
+def target_has_vnni(target=None) -> bool:
+    return "avx512vnni" in target_cpu_flags(target)
+
+
+def target_has_amx(target=None) -> bool:
+    return {"amx-tile", "amx-int8"} <= target_cpu_flags(target)
+
+
+def host_can_run(target=None) -> bool:
+    """Whether code built for ``target`` runs on this machine (every ISA feature it needs is here)."""
+    from ..runtime.cpu_features import missing_features
+    return not missing_features(required_features(target))
+
+
+def required_features(target=None) -> list:
+    """The ISA features (LLVM names, those the runtime checks at load) code built for ``target`` may use."""
+    from ..runtime.cpu_features import ISA_FEATURES
+    return sorted(f for f in target_cpu_flags(target) if f in ISA_FEATURES)
 
 
 def get_simd_width(target=None, dtype: str = "float32") -> int:
@@ -112,6 +167,11 @@ def get_simd_width(target=None, dtype: str = "float32") -> int:
     else:
         nbytes = 16
     return max(1, nbytes // parse_dtype(dtype).itemsize)
+
+
+def get_vector_registers(target=None) -> int:
+    """SIMD registers the target's ISA names: 32 (zmm0-31) with AVX-512, else 16 (ymm/xmm0-15)."""
+    return 32 if "avx512f" in target_cpu_flags(target) else 16
 
 
 def target_has_fma(target=None) -> bool:
@@ -133,3 +193,23 @@ def get_num_cores(target=None) -> int:
     if target is not None and not isinstance(target, Target):
         target = Target(target)
     return target.num_cores if target is not None else host_cpu_info().num_cores
+
+
+def target_cpu_summary(target=None) -> str:
+    """One line naming the CPU code for ``target`` is built for: the CPU, its vector ISA and the compiler's
+    ``-march`` flags (``kiln compile`` prints it)."""
+    from .flags import cpu_cflags
+    from .target import Target
+    if target is None:
+        target = Target.current(allow_none=True) or Target("llvm")
+    elif not isinstance(target, Target):
+        target = Target(target)
+    host = host_target()
+    mcpu = target.mcpu or (host.mcpu if host is not None and host.mcpu else "native")
+    cpu = f"native ({host_cpu_info().model_name or 'the build machine'})" if mcpu == "native" else mcpu
+    flags = target_cpu_flags(target)
+    isa = ("AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "AVX" if "avx" in flags else "SSE")
+    extras = [name for feat, name in (("avx512vnni", "VNNI"), ("avx512bf16", "BF16"), ("amx-tile", "AMX"))
+              if feat in flags]
+    return (f"{cpu}: {'+'.join([isa] + extras)}, {get_simd_width(target)} fp32 lanes "
+            f"({' '.join(cpu_cflags(target))})")

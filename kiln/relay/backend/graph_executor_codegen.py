@@ -404,4 +404,4 @@ def plan_runner_module(target):
                                                   {"name": "count", "kind": "scalar", "dtype": "int64"}],
              "shape_vars": []}]
     return create_c_module(C_PRELUDE + PLAN_RUNNER_SOURCE, meta, None, target_cflags(target),
-                           type_key=target.kind.name)
+                           type_key=target.kind.name, target=target)

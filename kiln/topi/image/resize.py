@@ -10,24 +10,33 @@ _MODES = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf
 
 
 def get_inx(x, image_width, target_width, coordinate_transformation_mode, dtype="float32"):
-    """Input coordinate (float expression) of output coordinate ``x``."""
+    """Input coordinate (float expression) of output coordinate ``x``.
+
+    The ratio of the sizes is applied as ``(x * in) / out``: an exact product, then one correctly
+    rounded division. Multiplying by a rounded ``in / out`` instead lands beside exact half-way points
+    (``3.5 * float(2/7)`` is not ``1``), and how far beside depends on whether the C compiler contracts
+    the multiply and the following add into an FMA, which differs with the vector width it picks: the
+    nearest-neighbour tie rules then chose a different pixel on AVX2 and AVX-512 hosts.
+    """
     xf = T.cast(x, dtype)
-    scale = image_width / target_width
     mode = coordinate_transformation_mode
+
+    def ratio(num, n_in, n_out):
+        return (num * T.const(float(n_in), dtype)) / T.const(float(n_out), dtype)
     if mode == "half_pixel":
-        return (xf + T.const(0.5, dtype)) * T.const(scale, dtype) - T.const(0.5, dtype)
+        return ratio(xf + T.const(0.5, dtype), image_width, target_width) - T.const(0.5, dtype)
     if mode == "pytorch_half_pixel":
         if target_width <= 1:
             return T.const(0.0, dtype)
-        return (xf + T.const(0.5, dtype)) * T.const(scale, dtype) - T.const(0.5, dtype)
+        return ratio(xf + T.const(0.5, dtype), image_width, target_width) - T.const(0.5, dtype)
     if mode == "align_corners":
         if target_width <= 1:
             return T.const(0.0, dtype)
-        return xf * T.const((image_width - 1) / (target_width - 1), dtype)
+        return ratio(xf, image_width - 1, target_width - 1)
     if mode == "asymmetric":
-        return xf * T.const(scale, dtype)
+        return ratio(xf, image_width, target_width)
     if mode == "tf_half_pixel_for_nn":
-        return (xf + T.const(0.5, dtype)) * T.const(scale, dtype)
+        return ratio(xf + T.const(0.5, dtype), image_width, target_width)
     raise KilnError(f"resize: unsupported coordinate_transformation_mode {mode!r}; expected one of {_MODES}")
 
 

@@ -17,7 +17,7 @@ channels, as in the 3-channel stem, measured 58 -> 75 GFLOP/s on one thread), ``
 chunks outside the rows, the weights of a chunk stay in cache; 1: rows outside the chunks, the input rows stay
 in cache while all weights stream) and ``unroll_kw``. While tuning (``autotvm.GLOBAL_SCOPE.in_tuning``) the
 template takes data and kernel already packed, as in the network, so a measurement is not that of packing the
-weights on every call. The fallback takes a row of at most 14 accumulators, 2 rows when
+weights on every call. The fallback takes a row of at most 14 accumulators (28 with AVX-512's 32 registers), 2 rows when
 one vector of channels leaves room, one chunk, ``order`` from a traffic estimate (:func:`fallback_order`) and
 unrolls the kernel row for strided, narrow-block or single-tile-row layers.
 """
@@ -31,7 +31,8 @@ from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..nn.pad import pad
 from ..utils import get_const_tuple
-from .utils import divisor_at_most, nchwc_output_axes, reduction_flops, schedule_anchored, simd_width, worth_parallel
+from .utils import (divisor_at_most, nchwc_output_axes, reduction_flops, scaled_registers, schedule_anchored,
+                    simd_width, worth_parallel)
 
 def _parse_blocked(layout: str, letter: str) -> int:
     """The block factor of sub-axis ``letter`` in a layout such as ``NCHW8c`` (0 when absent)."""
@@ -53,10 +54,12 @@ def channel_block(c: int, lanes: int | None = None) -> int:
     return divisor_at_most(c, lanes)
 
 
-def row_tile(ow: int, vecs_per_pixel: int, max_acc: int = 14) -> int:
+def row_tile(ow: int, vecs_per_pixel: int, max_acc: int | None = None) -> int:
     """The fallback register row: the most output pixels (a divisor of ``ow``) whose ``vecs_per_pixel``
-    accumulators fit in ``max_acc`` vector registers (16 on AVX2 less the weight vectors and a broadcast).
+    accumulators fit in ``max_acc`` vector registers (default :func:`register_budget`: 16 on AVX2 less the
+    weight vectors and a broadcast, 28 of AVX-512's 32).
     When ``ow`` has only small divisors, a non-dividing row is taken (the tail is peeled)."""
+    max_acc = max_acc or register_budget()[0]
     limit = max(1, max_acc // max(1, vecs_per_pixel))
     best = divisor_at_most(ow, limit)
     if ow > limit and best * 2 <= limit:
@@ -64,9 +67,16 @@ def row_tile(ow: int, vecs_per_pixel: int, max_acc: int = 14) -> int:
     return best
 
 
-# Register budget of a pixel tile: 16 AVX2 registers less the weight vector(s) and a broadcast.
+# Register budget of a pixel tile on AVX2: 16 registers less the weight vector(s) and a broadcast
+# (:func:`register_budget` scales it to the target's register file).
 MAX_ACC = 14
 MIN_ACC = 12
+
+
+def register_budget() -> tuple:
+    """``(most, fewest)`` accumulator vectors of a pixel tile on the current target: (14, 12) with AVX2's
+    16 vector registers, (28, 24) with AVX-512's 32."""
+    return scaled_registers(MAX_ACC), scaled_registers(MIN_ACC)
 # Per-core cache a reused operand should fit in (half of Zen 3 / Skylake's L2, the rest for the streams).
 CACHE_BYTES = 256 * 1024
 LLC_SHARE_BYTES = 4 * 1024 * 1024
@@ -80,11 +90,11 @@ def _block_candidates(c: int, lanes: int) -> list:
     return [[-1, channel_block(c, lanes)]]
 
 
-def _ow_candidates(ow: int) -> list:
-    """Register-row lengths to try: the divisors of ``ow`` up to :data:`MAX_ACC`, plus the non-dividing
+def _ow_candidates(ow: int, max_acc: int = MAX_ACC) -> list:
+    """Register-row lengths to try: the divisors of ``ow`` up to ``max_acc``, plus the non-dividing
     fallback rows (for widths such as 13 whose divisors are all small)."""
-    sizes = {d for d in range(1, min(ow, MAX_ACC) + 1) if ow % d == 0}
-    sizes |= {row_tile(ow, v, MAX_ACC) for v in (1, 2, 4)}
+    sizes = {d for d in range(1, min(ow, max_acc) + 1) if ow % d == 0}
+    sizes |= {row_tile(ow, v, max_acc) for v in (1, 2, 4)}
     return [[-1, t] for t in sorted(sizes)]
 
 
@@ -111,10 +121,11 @@ def _define_nchwc_space(cfg, ic: int, oc: int, ih: int, iw: int, oh: int, ow: in
                         stride_w: int = 1, ic_bn=None, oc_bn=None) -> None:
     """The ``conv2d_NCHWc.x86`` config space and its fallback (see the module doc)."""
     lanes = simd_width()
+    max_acc, min_acc = register_budget()
     cfg.define_split("tile_ic", ic, num_outputs=2, policy="candidate", candidate=_block_candidates(ic, lanes))
     cfg.define_split("tile_oc", oc, num_outputs=2, policy="candidate", candidate=_block_candidates(oc, lanes))
     cfg.define_split("tile_oh", oh, num_outputs=2, policy="candidate", candidate=_oh_candidates(oh))
-    cfg.define_split("tile_ow", ow, num_outputs=2, policy="candidate", candidate=_ow_candidates(ow))
+    cfg.define_split("tile_ow", ow, num_outputs=2, policy="candidate", candidate=_ow_candidates(ow, max_acc))
     cfg.define_knob("order", [0, 1])
     cfg.define_knob("unroll_kw", [False, True] if kw > 1 else [False])
     cfg.define_knob("tile_occ", [1, 2] if (oc // channel_block(oc, lanes)) % 2 == 0 else [1])
@@ -122,17 +133,17 @@ def _define_nchwc_space(cfg, ic: int, oc: int, ih: int, iw: int, oh: int, ow: in
     def fits(e) -> bool:
         vecs = -(-e["tile_oc"].size[-1] // lanes) * e["tile_occ"].val
         acc = vecs * e["tile_oh"].size[-1] * e["tile_ow"].size[-1]
-        most = max(vecs * a * b for (_, a), (_, b) in product(_oh_candidates(oh), _ow_candidates(ow))
-                   if vecs * a * b <= MAX_ACC)  # a 1x1 tile always fits (vecs <= 4)
+        most = max(vecs * a * b for (_, a), (_, b) in product(_oh_candidates(oh), _ow_candidates(ow, max_acc))
+                   if vecs * a * b <= max_acc)  # a 1x1 tile always fits (vecs <= 4)
         # tiles well under the register budget measured 25-30% slower: not worth a trial
-        return min(MIN_ACC, most) <= acc <= MAX_ACC
+        return min(min_acc, most) <= acc <= max_acc
     cfg.multi_filter(fits)
     if cfg.is_fallback:
         ic_bn = ic_bn or channel_block(ic, lanes)
         oc_bn = oc_bn or channel_block(oc, lanes)
         vecs = -(-oc_bn // lanes)
-        row = row_tile(ow, vecs, MAX_ACC)
-        rows = 2 if vecs * row * 2 <= MAX_ACC and oh % 2 == 0 and row == ow else 1
+        row = row_tile(ow, vecs, max_acc)
+        rows = 2 if vecs * row * 2 <= max_acc and oh % 2 == 0 and row == ow else 1
         cfg["tile_ic"] = autotvm.task.SplitEntity([-1, ic_bn])
         cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn])
         cfg["tile_oh"] = autotvm.task.SplitEntity([-1, rows])

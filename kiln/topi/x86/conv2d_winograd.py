@@ -44,7 +44,7 @@ from ..nn.pad import pad
 from ..nn.winograd_util import by_column, winograd_matrices
 from ..utils import get_const_tuple
 from .conv2d import _block_candidates, _knob, channel_block, pack_data, unpack_nchwc
-from .utils import nchwc_output_axes, schedule_anchored, simd_width, worth_parallel
+from .utils import nchwc_output_axes, scaled_registers, schedule_anchored, simd_width, worth_parallel
 
 # Accumulator vectors of the GEMM's register tile (16 AVX2 registers less a broadcast and a weight vector).
 # 8 measured 20-40% slower than 12 on resnet-18's layers, so the space starts at 10.
@@ -98,7 +98,7 @@ def schedule_winograd_weight_transform(outs):
 
 def _tile_p_candidates(oc_bn: int, lanes: int) -> list:
     vecs = -(-oc_bn // lanes)
-    return sorted({max(1, a // vecs) for a in _ACC_CHOICES})
+    return sorted({max(1, scaled_registers(a) // vecs) for a in _ACC_CHOICES})
 
 
 def _define_space(cfg, ic: int, oc: int, oh: int, ow: int, ic_bn=None, oc_bn=None) -> None:
@@ -113,14 +113,15 @@ def _define_space(cfg, ic: int, oc: int, oh: int, ow: int, ic_bn=None, oc_bn=Non
 
 def _fallback(cfg, ic, oc, oh, ow, lanes, ic_bn=None, oc_bn=None) -> None:
     """m = 4 (4x fewer multiplications than the direct conv where 2x2 gives 2.25x) and a 12-accumulator GEMM
-    block (6 tiles of two AVX2 vectors, as the direct conv's register budget)."""
+    block (6 tiles of two AVX2 vectors, as the direct conv's register budget; 24 accumulators with AVX-512's
+    32 registers)."""
     ic_bn = ic_bn or channel_block(ic, lanes)
     oc_bn = oc_bn or channel_block(oc, lanes)
     vecs = -(-oc_bn // lanes)
     cfg["tile_ic"] = autotvm.task.SplitEntity([-1, ic_bn])
     cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn])
     cfg["tile_size"] = autotvm.task.OtherOptionEntity(4)
-    cfg["tile_p"] = autotvm.task.OtherOptionEntity(max(1, 12 // vecs))
+    cfg["tile_p"] = autotvm.task.OtherOptionEntity(max(1, scaled_registers(12) // vecs))
 
 
 def _check_conv(strides, dilation, kh: int, kw: int, what: str):
@@ -279,7 +280,7 @@ def _schedule_winograd(s, cfg, C, O):
     s[vt].vectorize(c)
 
     # batched GEMM: a tile_p x oc_bn accumulator block per (e, nu, ko, p block)
-    tile_p = int(_knob(cfg, "tile_p", autotvm.task.OtherOptionEntity(12 // max(1, -(-oc_bn // lanes)))).val)
+    tile_p = int(_knob(cfg, "tile_p", autotvm.task.OtherOptionEntity(scaled_registers(12) // max(1, -(-oc_bn // lanes)))).val)
     tile_p = max(1, min(tile_p, ntiles))
     MC = s.cache_write(M, "global")
     e, nu, ko, p, ob = s[M].op.axis

@@ -16,7 +16,8 @@ from ... import autotvm, te
 from ...error import KilnError
 from ...tir import op as T
 from ..utils import get_const_tuple
-from .utils import as_list, divisor_at_most, simd_width, reduction_flops, traverse_inline, worth_parallel
+from .utils import (as_list, divisor_at_most, scaled_registers, simd_width, reduction_flops, traverse_inline,
+                    worth_parallel)
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -38,7 +39,7 @@ def _define_dense_space(cfg, M: int, N: int, K: int, bn_fixed: int | None = None
     cfg.define_split("tile_k", K, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 16)
     if cfg.is_fallback:
         bn = bn_fixed or (2 * lanes if N >= 2 * lanes else lanes)
-        mr, panels = gemm_block(M, N, bn, lanes)
+        mr, panels = gemm_block(M, N, bn, lanes, scaled_registers(12))
         cfg["tile_x"] = autotvm.task.SplitEntity([-1, panels, bn])
         cfg["tile_y"] = autotvm.task.SplitEntity([-1, 1, mr])
         # an unrolled inner reduction of up to 8 steps: less loop overhead per 12 FMAs (+10-25% on BERT shapes)
@@ -49,7 +50,8 @@ def gemm_block(M: int, N: int, bn: int, lanes: int, max_acc: int = 12) -> tuple:
     """The fallback register block ``(rows, weight panels)``: 6 rows of one ``bn``-wide panel (12 AVX2
     accumulators for bn = 16: 2 weight vector loads and 6 broadcasts per 12 FMAs; rows that do not divide M
     leave a guarded last block, which gcc unswitches out of the reduction loop); with fewer rows (batch-1
-    GEMV-like shapes) more panels, so that enough independent FMA chains hide the FMA latency."""
+    GEMV-like shapes) more panels, so that enough independent FMA chains hide the FMA latency. The fallback
+    passes ``max_acc`` scaled to the target's register file (24 with AVX-512: more panels for few rows)."""
     vecs = max(1, -(-bn // lanes))
     mr = max(1, min(M, 6, max_acc // vecs))
     panels = 1

@@ -30,7 +30,7 @@ from ...error import KilnError
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..utils import get_const_tuple
-from .utils import divisor_at_most, nchwc_output_axes, schedule_anchored, simd_width, worth_parallel
+from .utils import divisor_at_most, nchwc_output_axes, scaled_registers, schedule_anchored, simd_width, worth_parallel
 
 TASK = "depthwise_conv2d_NCHWc.x86"
 
@@ -43,12 +43,14 @@ def dw_channel_block(c: int, lanes: int | None = None) -> int:
     return channel_block(c, lanes)
 
 
-def dw_row_tile(ow: int, vecs_per_pixel: int, stride_w: int = 1) -> int:
+def dw_row_tile(ow: int, vecs_per_pixel: int, stride_w: int = 1, max_acc: int | None = None) -> int:
     """The fallback register tile along the output row: as many pixels as fit in 8 vector registers of
     accumulators (the other 8 hold input and weight vectors; wider tiles measured slower: gcc starts to
     spill), preferring a divisor of ``ow``; a non-dividing tile is taken when ``ow`` has only small
-    divisors (the tail is guarded). ``stride_w`` is part of the signature for tuned variants."""
-    limit = max(1, 8 // max(1, vecs_per_pixel))
+    divisors (the tail is guarded). ``stride_w`` is part of the signature for tuned variants. ``max_acc``
+    defaults to 8 scaled to the target's register file (16 of AVX-512's 32 registers)."""
+    max_acc = max_acc or scaled_registers(8)
+    limit = max(1, max_acc // max(1, vecs_per_pixel))
     best = divisor_at_most(ow, limit)
     if ow > limit and best * 2 <= limit:
         return limit

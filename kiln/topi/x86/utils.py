@@ -14,6 +14,19 @@ def simd_width(dtype: str = "float32") -> int:
     return max(1, int(get_simd_width(Target.current(allow_none=True), dtype)))
 
 
+def vector_registers() -> int:
+    """SIMD registers of the current target (32 with AVX-512, else 16)."""
+    from ...target.x86 import get_vector_registers
+    from ...target import Target
+    return int(get_vector_registers(Target.current(allow_none=True)))
+
+
+def scaled_registers(avx2_count: int) -> int:
+    """A register count measured on AVX2's 16 vector registers, scaled to the current target's register
+    file (x2 on AVX-512's 32): accumulator budgets of the register-tiled micro-kernels."""
+    return avx2_count * vector_registers() // 16
+
+
 def num_cores() -> int:
     from ...target.x86 import get_num_cores
     from ...target import Target
@@ -136,7 +149,7 @@ def shape_of(t) -> tuple:
     return get_const_tuple(t.shape)
 
 
-__all__ = ["simd_width", "num_cores", "as_list", "extent", "traverse_inline", "divisor_at_most", "split_vector",
+__all__ = ["simd_width", "vector_registers", "scaled_registers", "num_cores", "as_list", "extent", "traverse_inline", "divisor_at_most", "split_vector",
            "parallel_outer", "shape_of", "worth_parallel", "reduction_flops", "MIN_PARALLEL_FLOPS", "te"]
 
 

@@ -13,16 +13,19 @@ from kiln.runtime.graph_executor import GraphModule
 from kiln.topi import x86
 from kiln.topi.testing import conv2d_nchw_python
 from kiln.topi.testing import layout_transform_python as lt
-from kiln.topi.x86.conv2d import MAX_ACC, channel_block, fallback_order
+from kiln.topi.x86.conv2d import channel_block, fallback_order, register_budget
 
-TARGET = "llvm"
+TARGET = "llvm"  # numerical checks run on the host
+# config-space / fallback checks name the ISA they are about, whatever the host
+ISA = {"avx2": "llvm -mcpu=core-avx2", "avx512": "llvm -mcpu=skylake-avx512"}
+LANES = {"avx2": 8, "avx512": 16}
 
 
-def _task(ic, h, w, oc, k, s, p):
-    with tvm.target.Target(TARGET):
+def _task(ic, h, w, oc, k, s, p, target=TARGET):
+    with tvm.target.Target(target):
         return autotvm.task.create(
             "conv2d_NCHWc.x86", args=(("TENSOR", (1, ic, h, w), "float32"), ("TENSOR", (oc, ic, k, k), "float32"),
-                                      (s, s), (p,) * 4, (1, 1), "NCHW", "NCHW", "float32"), target=TARGET)
+                                      (s, s), (p,) * 4, (1, 1), "NCHW", "NCHW", "float32"), target=target)
 
 
 def _configs(space):
@@ -62,50 +65,81 @@ def _run_packed(cfg, a, wt, s, p, bias=None):
     return lt(res.numpy(), f"NCHW{ocb}c", "NCHW")
 
 
-def test_space_knobs_and_register_budget():
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_space_knobs_and_register_budget(isa):
+    """Every tile of the space holds its accumulators in the ISA's registers: 14 of AVX2's 16 ymm, 28 of
+    AVX-512's 32 zmm (the rest hold the weight vectors and a broadcast)."""
+    target, lanes = ISA[isa], LANES[isa]
+    with tvm.target.Target(target):
+        max_acc, min_acc = register_budget()
+    assert (max_acc, min_acc) == {"avx2": (14, 12), "avx512": (28, 24)}[isa]
+
+    def task(*args):
+        return _task(*args, target=target)
+
     def tiles_of(cfgs, occ=1):
         out = set()
         for c in cfgs:
             if c["tile_occ"].val != occ:
                 continue
-            vecs = -(-c["tile_oc"].size[-1] // 8) * occ
+            vecs = -(-c["tile_oc"].size[-1] // lanes) * occ
             acc = vecs * c["tile_oh"].size[-1] * c["tile_ow"].size[-1]
-            assert (12 if occ == 1 else 8) <= acc <= MAX_ACC, c
+            assert (min_acc if occ == 1 else 8) <= acc <= max_acc, c
             out.add((c["tile_oc"].size[-1], c["tile_oh"].size[-1], c["tile_ow"].size[-1]))
         return out
-    task = _task(64, 56, 56, 64, 3, 1, 1)
-    space = task.config_space
+    space = task(64, 56, 56, 64, 3, 1, 1).config_space
     assert {"tile_ic", "tile_oc", "tile_oh", "tile_ow", "order", "unroll_kw", "tile_occ"} <= set(space.space_map)
     cfgs = _configs(space)
-    assert len(cfgs) == len(space) == 12
-    # two vectors of output channels take a row of 7; the blocks follow the channel_block rule (no layout
-    # the tuner cannot see)
-    assert tiles_of(cfgs) == {(16, 1, 7)}
-    # two chunks (four vectors): 2 pixels in a row or a column, the most that fit in 14 registers
-    assert tiles_of(cfgs, occ=2) == {(16, 1, 2), (16, 2, 1)}
-    # a 7-pixel row: 3 pixels (a peeled tail) fit four vectors
-    assert tiles_of(_configs(_task(64, 7, 7, 64, 3, 1, 1).config_space), occ=2) == {(16, 1, 3)}
+    assert len(cfgs) == len(space) == {"avx2": 12, "avx512": 20}[isa]
+    # the blocks follow the channel_block rule (no layout the tuner cannot see): two AVX2 vectors, one
+    # AVX-512 vector
+    if isa == "avx2":
+        # two vectors of output channels take a row of 7
+        assert tiles_of(cfgs) == {(16, 1, 7)}
+        # two chunks (four vectors): 2 pixels in a row or a column, the most that fit in 14 registers
+        assert tiles_of(cfgs, occ=2) == {(16, 1, 2), (16, 2, 1)}
+        # a 7-pixel row: 3 pixels (a peeled tail) fit four vectors
+        assert tiles_of(_configs(task(64, 7, 7, 64, 3, 1, 1).config_space), occ=2) == {(16, 1, 3)}
+        # one vector of output channels (24 = 3 x 8) opens 2-D pixel tiles
+        assert tiles_of(_configs(task(16, 14, 14, 24, 3, 1, 1).config_space)) == {(8, 1, 14), (8, 2, 7)}
+    else:
+        # one vector of output channels: 24 to 28 pixels, in rows of 28, 14 or 7
+        assert tiles_of(cfgs) == {(16, 1, 28), (16, 2, 14), (16, 4, 7)}
+        assert tiles_of(cfgs, occ=2) == {(16, 1, 14), (16, 2, 7)}
+        # a 7x7 output: the whole row of two chunks (14 accumulators, the most that the shape allows)
+        assert tiles_of(_configs(task(64, 7, 7, 64, 3, 1, 1).config_space), occ=2) == {(16, 1, 7)}
+        # 24 channels: blocks of 12 lanes (the largest divisor under 16), two rows of 14
+        assert tiles_of(_configs(task(16, 14, 14, 24, 3, 1, 1).config_space)) == {(12, 2, 14)}
     # an odd number of chunks has no 2-chunk tiles
-    assert {c["tile_occ"].val for c in _configs(_task(16, 14, 14, 48, 3, 1, 1).config_space)} == {1}
+    assert {c["tile_occ"].val for c in _configs(task(16, 14, 14, 48, 3, 1, 1).config_space)} == {1}
     assert {c["order"].val for c in cfgs} == {0, 1} and {c["unroll_kw"].val for c in cfgs} == {False, True}
     assert {c["tile_ic"].size[-1] for c in cfgs} == {16}
-    # one vector of output channels (24 = 3 x 8) opens 2-D pixel tiles
-    assert tiles_of(_configs(_task(16, 14, 14, 24, 3, 1, 1).config_space)) == {(8, 1, 14), (8, 2, 7)}
     # a 1x1 kernel has nothing to unroll
-    assert {c["unroll_kw"].val for c in _configs(_task(32, 7, 7, 32, 1, 1, 0).config_space)} == {False}
+    assert {c["unroll_kw"].val for c in _configs(task(32, 7, 7, 32, 1, 1, 0).config_space)} == {False}
 
 
-def test_fallback_rules():
+def test_fallback_order():
     assert fallback_order(64, 64, 58, 58, 56, 3, 3, 16, 16) == 0           # few ic chunks: weights resident
     assert fallback_order(512, 256, 28, 28, 28, 1, 1, 16, 16) == 1         # many chunks, input > cache
     assert fallback_order(1024, 512, 14, 14, 14, 1, 1, 16, 16) == 1
     assert fallback_order(512, 512, 9, 9, 7, 3, 3, 16, 16) == 0            # 9 MB of weights per row: no
+
+
+@pytest.mark.parametrize("isa,cases", [
+    ("avx2", [((3, 224, 224, 64, 7, 2, 3), (3, 16, 1, 7, 0, True)),
+              ((64, 56, 56, 64, 3, 1, 1), (16, 16, 1, 7, 0, False)),
+              ((512, 7, 7, 512, 3, 1, 1), (16, 16, 1, 7, 0, True)),
+              ((24, 8, 7, 24, 1, 1, 0), (8, 8, 2, 7, 0, False))]),
+    # AVX-512: one 16-lane vector per pixel, rows of up to 28 accumulators
+    ("avx512", [((3, 224, 224, 64, 7, 2, 3), (3, 16, 1, 28, 0, True)),
+                ((64, 56, 56, 64, 3, 1, 1), (16, 16, 1, 28, 0, False)),
+                ((512, 7, 7, 512, 3, 1, 1), (16, 16, 1, 7, 0, True)),
+                ((24, 8, 7, 24, 1, 1, 0), (12, 12, 2, 7, 0, False))]),
+])
+def test_fallback_rules(isa, cases):
     from kiln.autotvm.task.space import FallbackConfigEntity
-    for args, want in [((3, 224, 224, 64, 7, 2, 3), (3, 16, 1, 7, 0, True)),
-                       ((64, 56, 56, 64, 3, 1, 1), (16, 16, 1, 7, 0, False)),
-                       ((512, 7, 7, 512, 3, 1, 1), (16, 16, 1, 7, 0, True)),
-                       ((24, 8, 7, 24, 1, 1, 0), (8, 8, 2, 7, 0, False))]:
-        task = _task(*args)
+    for args, want in cases:
+        task = _task(*args, target=ISA[isa])
         fb = FallbackConfigEntity()
         with task.target:
             task.instantiate(fb)

@@ -92,11 +92,15 @@ def test_fallback_config():
     assert cfg["tile_oc"].size[-1] == 16 and cfg["tile_ic"].size[-1] == 16
     assert cfg["tile_ow"].size[-1] == 4 and cfg["unroll_kw"].val is True
     assert dw.dw_channel_block(144, 8) == 16 and dw.dw_channel_block(24, 8) == 8 and dw.dw_channel_block(6, 8) == 6
-    assert dw.dw_row_tile(56, 2) == 4            # 8 accumulators of 2 vectors, a divisor of the row
-    assert dw.dw_row_tile(112, 1) == 8
-    assert dw.dw_row_tile(28, 1) == 7
-    assert dw.dw_row_tile(7, 2) == 4             # only 1 and 7 divide 7: a 4-pixel tile with a guarded tail
-    assert dw.dw_row_tile(3, 2) == 3
+    assert dw.dw_row_tile(56, 2, max_acc=8) == 4            # 8 accumulators of 2 vectors, a divisor of the row
+    assert dw.dw_row_tile(112, 1, max_acc=8) == 8
+    assert dw.dw_row_tile(28, 1, max_acc=8) == 7
+    assert dw.dw_row_tile(7, 2, max_acc=8) == 4             # only 1 and 7 divide 7: a 4-pixel tile, guarded tail
+    assert dw.dw_row_tile(3, 2, max_acc=8) == 3
+    with tvm.target.Target("llvm -mcpu=core-avx2"):          # 8 of AVX2's 16 registers hold accumulators
+        assert dw.dw_row_tile(56, 2) == 4
+    with tvm.target.Target("llvm -mcpu=skylake-avx512"):     # 16 of AVX-512's 32
+        assert dw.dw_row_tile(56, 2) == 8 and dw.dw_row_tile(112, 1) == 16
 
 
 def test_autotvm_task_space_and_configs():

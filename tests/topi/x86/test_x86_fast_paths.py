@@ -11,18 +11,20 @@ from kiln.topi.testing import layout_transform_python as lt
 from kiln.topi.x86.conv2d import channel_block, row_tile
 from kiln.topi.x86.dense import gemm_block
 
-TARGET = "llvm"
+TARGET = "llvm"  # numerical checks run on the host
+# checks of generated code name their ISA; code for an ISA the host lacks is compiled, not run
+ISA = {"avx2": "llvm -mcpu=core-avx2", "avx512": "llvm -mcpu=skylake-avx512"}
 
 
 def _rand(rng, *shape):
     return rng.standard_normal(shape).astype("float32")
 
 
-def _build(sched_fn, make):
-    with tvm.target.Target(TARGET):
+def _build(sched_fn, make, target=TARGET):
+    with tvm.target.Target(target):
         tensors, out = make()
         s = sched_fn([out])
-        f = tvm.build(s, tensors + [out], target=TARGET)
+        f = tvm.build(s, tensors + [out], target=target)
     return f, [int(d) for d in out.shape]
 
 
@@ -35,9 +37,13 @@ def _call(f, out_shape, *arrays):
 def test_fallback_tile_rules():
     assert [channel_block(c, 8) for c in (3, 16, 24, 64, 96, 20)] == [3, 16, 8, 16, 16, 5]
     assert channel_block(64, 16) == 16                      # AVX-512: one vector
-    assert row_tile(56, 2) == 7 and row_tile(7, 2) == 7 and row_tile(28, 1) == 14
-    assert row_tile(11, 2) == 7                             # only small divisors: a non-dividing row
-    assert row_tile(3, 2) == 3
+    assert row_tile(56, 2, 14) == 7 and row_tile(7, 2, 14) == 7 and row_tile(28, 1, 14) == 14
+    assert row_tile(11, 2, 14) == 7                         # only small divisors: a non-dividing row
+    assert row_tile(3, 2, 14) == 3
+    with tvm.target.Target(ISA["avx2"]):                    # the budget of the target: 14 of 16 ymm
+        assert row_tile(56, 2) == 7 and row_tile(28, 1) == 14
+    with tvm.target.Target(ISA["avx512"]):                  # 28 of 32 zmm
+        assert row_tile(56, 1) == 28 and row_tile(56, 2) == 14 and row_tile(11, 2) == 11
     assert gemm_block(1024, 1024, 16, 8) == (6, 1)          # 6 rows x 2 vectors = 12 accumulators
     assert gemm_block(1, 512, 16, 8) == (1, 4)              # GEMV: 4 panels, 8 independent chains
     assert gemm_block(2, 32, 16, 8) == (2, 2)
@@ -67,20 +73,23 @@ def test_conv2d_nchwc_register_tiled(ic, oc, h, w, k, st, pad):
     np.testing.assert_allclose(lt(out, f"NCHW{ocb}c", "NCHW"), ref, rtol=1e-4, atol=1e-4)
 
 
-def test_conv2d_nchwc_accumulators_are_registers():
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_conv2d_nchwc_accumulators_are_registers(isa):
     """The accumulator block becomes vector variables, the reduction keeps its ic-block loop, the weights are
-    vector loads and the inputs broadcasts."""
+    vector loads and the inputs broadcasts: 7 pixels x 2 ymm on AVX2, 28 pixels x 1 zmm on AVX-512."""
     def make():
         A = te.placeholder((1, 4, 58, 58, 16), name="A")
         W = te.placeholder((4, 4, 3, 3, 16, 16), name="W")
         return [A, W], x86.conv2d_NCHWc(A, W, (1, 1), (0, 0, 0, 0), (1, 1), "NCHW16c", "NCHW16c", "float32")
-    f, _ = _build(x86.schedule_conv2d_NCHWc, make)
+    f, _ = _build(x86.schedule_conv2d_NCHWc, make, ISA[isa])
     src = f.get_source()
-    assert "kiln_f32x8 conv2d_NCHWc_global_r0," in src and "conv2d_NCHWc_global_r13" in src
-    assert "conv2d_NCHWc_global_r14" not in src                       # 7 pixels x 2 vectors
+    vec, n_acc = {"avx2": ("kiln_f32x8", 14), "avx512": ("kiln_f32x16", 28)}[isa]
+    assert f"{vec} conv2d_NCHWc_global_r0," in src and f"conv2d_NCHWc_global_r{n_acc - 1}" in src
+    assert f"conv2d_NCHWc_global_r{n_acc}" not in src
     assert "float conv2d_NCHWc_global[" not in src
     assert "for (int32_t ic_block = 0; ic_block < 16; ++ic_block)" in src
-    assert "kiln_broadcast_f32x8(A[" in src and "kiln_vload_f32x8(W +" in src
+    lanes = vec[len("kiln_f32x"):]
+    assert f"kiln_broadcast_f32x{lanes}(A[" in src and f"kiln_vload_f32x{lanes}(W +" in src
     assert "#pragma omp parallel for" in src
 
 

@@ -1,10 +1,17 @@
 """The x86 strategies and AlterOpLayout hooks through relay.build: implementation choice, NCHW -> NCHWc -> NCHW
 layout rewrites with layout_transform at the graph boundary only, weights packed at compile time."""
 import numpy as np
+import pytest
 
 import kiln as tvm
 from kiln import relay
 from kiln.runtime.graph_executor import GraphModule
+from kiln.target.x86 import host_can_run
+
+# the layouts AlterOpLayout picks name the ISA: 16 input channels -> one block of 16; 24 output channels -> blocks
+# of 8 (one AVX2 vector) or 12 (the largest divisor under AVX-512's 16 lanes)
+ISA = {"avx2": ("llvm -mcpu=core-avx2", "NCHW16c", "OIHW16i8o", "NCHW8c"),
+       "avx512": ("llvm -mcpu=skylake-avx512", "NCHW16c", "OIHW16i12o", "NCHW12c")}
 
 
 def _net(rng):
@@ -21,37 +28,52 @@ def _net(rng):
     return tvm.IRModule.from_expr(relay.Function([x], y))
 
 
-def _build(mod, with_target: bool):
+def _build(mod, with_target: bool, target: str = "llvm"):
     with tvm.transform.PassContext(opt_level=3):
         if with_target:
-            with tvm.target.Target("llvm"):
-                return relay.build(mod, target="llvm")
-        return relay.build(mod, target="llvm")
+            with tvm.target.Target(target):
+                return relay.build(mod, target=target)
+        return relay.build(mod, target=target)
 
 
-def test_x86_implementations_and_nchwc_rewrite_match_reference():
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_x86_implementations_and_nchwc_rewrite_match_reference(isa):
+    target, data_layout, kernel_layout, out_layout = ISA[isa]
     rng = np.random.default_rng(0)
     mod = _net(rng)
     x = rng.standard_normal((1, 16, 13, 11)).astype("float32")
     ref = relay.create_executor("debug", mod=mod).evaluate()(x).numpy()
     for with_target in (False, True):  # relay.build enters its target, so the x86 hooks run either way
-        lib = _build(mod, with_target)
+        lib = _build(mod, with_target, target)
         impls = {c.anchor_op: c.implementation for c in lib.lowered}
         text = lib.optimized_mod["main"].astext()
-        # AlterOpLayout: packed convs (16 input channels -> blocks of 16, 24 -> blocks of 8), dense_pack with a
-        # folded packed weight
+        # AlterOpLayout: packed convs, dense_pack with a folded packed weight
         assert impls["nn.contrib_conv2d_NCHWc"] == "conv2d_NCHWc.x86"
         assert impls["nn.contrib_depthwise_conv2d_NCHWc"] == "depthwise_conv2d_NCHWc.x86"
         assert impls["nn.contrib_dense_pack"] == "dense_pack.x86"
-        assert 'src_layout="NCHW", dst_layout="NCHW16c"' in text     # graph input boundary
-        assert 'data_layout="NCHW16c", kernel_layout="OIHW16i8o", out_layout="NCHW8c"' in text
+        assert f'src_layout="NCHW", dst_layout="{data_layout}"' in text     # graph input boundary
+        assert f'data_layout="{data_layout}", kernel_layout="{kernel_layout}", out_layout="{out_layout}"' in text
         assert text.count("layout_transform(") == 2               # in and out of the conv chain only
         assert 'src_layout="OIHW"' not in text and 'src_layout="NC"' not in text  # weights folded
         assert impls["nn.softmax"] == "softmax.x86"
+        if not host_can_run(target):
+            continue  # code for an ISA this CPU lacks is compiled, not run
         m = GraphModule(lib["default"](tvm.cpu()))
         m.set_input("x", x)
         m.run()
         np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_host_build_matches_reference():
+    """The same network built for the host (whatever its ISA) runs and matches the reference."""
+    rng = np.random.default_rng(0)
+    mod = _net(rng)
+    x = rng.standard_normal((1, 16, 13, 11)).astype("float32")
+    ref = relay.create_executor("debug", mod=mod).evaluate()(x).numpy()
+    m = GraphModule(_build(mod, False)["default"](tvm.cpu()))
+    m.set_input("x", x)
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-5)
 
 
 def test_dense_pack_op_reference_and_type():

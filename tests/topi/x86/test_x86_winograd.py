@@ -17,19 +17,20 @@ from kiln.topi.x86.conv2d_winograd import (conv2d_NCHWc_winograd, conv2d_nchw_wi
                                            schedule_winograd_weight_transform, winograd_matrices,
                                            winograd_weight_transform)
 
-TARGET = "llvm"
+TARGET = "llvm"  # numerical checks run on the host
+ISA = {"avx2": "llvm -mcpu=core-avx2", "avx512": "llvm -mcpu=skylake-avx512"}
 
 
 def _tol(m):
     return 1e-3 if m == 4 else 1e-4
 
 
-def _task(ic, h, w, oc, p, k=3, s=1, d=1):
-    with tvm.target.Target(TARGET):
+def _task(ic, h, w, oc, p, k=3, s=1, d=1, target=TARGET):
+    with tvm.target.Target(target):
         return autotvm.task.create(
             "conv2d_NCHWc_winograd.x86",
             args=(("TENSOR", (1, ic, h, w), "float32"), ("TENSOR", (oc, ic, k, k), "float32"), (s, s), (p,) * 4,
-                  (d, d), "NCHW", "NCHW", "float32"), target=TARGET)
+                  (d, d), "NCHW", "NCHW", "float32"), target=target)
 
 
 def _configs(space):
@@ -89,22 +90,26 @@ def test_weight_transform(m):
     np.testing.assert_allclose(_transform_weights(wt, m, 8), _numpy_weights(wt, m, 8), rtol=1e-5, atol=1e-5)
 
 
-def test_space_and_fallback():
-    space = _task(64, 56, 56, 64, 1).config_space
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_space_and_fallback(isa):
+    target = ISA[isa]
+    space = _task(64, 56, 56, 64, 1, target=target).config_space
     assert {"tile_ic", "tile_oc", "tile_size", "tile_p"} <= set(space.space_map)
     assert len(space) == 6
     cfgs = _configs(space)
     assert {c["tile_size"].val for c in cfgs} == {2, 4}
-    # 16-channel blocks (two AVX2 vectors): 10 to 14 accumulators
-    assert {c["tile_p"].val for c in cfgs} == {5, 6, 7}
+    # 16-channel blocks: two AVX2 vectors (10 to 14 accumulators), one AVX-512 vector (20 to 28 of 32 zmm)
+    assert {c["tile_p"].val for c in cfgs} == {"avx2": {5, 6, 7}, "avx512": {20, 24, 28}}[isa]
     assert {c["tile_ic"].size[-1] for c in cfgs} == {16} and {c["tile_oc"].size[-1] for c in cfgs} == {16}
-    assert {c["tile_p"].val for c in _configs(_task(24, 7, 7, 40, 1).config_space)} == {10, 12, 14}
-    task = _task(64, 56, 56, 64, 1)
+    # one vector of 40 channels (blocks of 8 with AVX2, 10 with AVX-512)
+    assert {c["tile_p"].val for c in _configs(_task(24, 7, 7, 40, 1, target=target).config_space)} == \
+        {"avx2": {10, 12, 14}, "avx512": {20, 24, 28}}[isa]
+    task = _task(64, 56, 56, 64, 1, target=target)
     fb = FallbackConfigEntity()
     with task.target:
         task.instantiate(fb)
     assert (fb["tile_ic"].size[-1], fb["tile_oc"].size[-1], fb["tile_size"].val, fb["tile_p"].val) == \
-        (16, 16, 4, 6)
+        (16, 16, 4, {"avx2": 6, "avx512": 24}[isa])
     # flops are the direct conv's, comparable with conv2d_NCHWc.x86
     assert task.flop == 2 * 64 * 56 * 56 * 64 * 9
 
