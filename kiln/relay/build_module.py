@@ -23,6 +23,7 @@ from .backend.executor_factory import GraphExecutorFactoryModule
 from .backend.graph_executor_codegen import GraphExecutorCodegen, plan_runner_module
 from .backend.interpreter import ADT
 from .backend.te_compiler import TECompiler
+from .op.annotation import strip_on_device
 from .expr import Constant, Function
 from .expr_functor import bind_vars
 
