@@ -31,6 +31,21 @@ def _imm(dtype, value):
     return E.IntImm(dtype, value)
 
 
+_OPERATOR_TYPES = frozenset((E.Add, E.Sub, E.Mul, E.Div, E.Mod, E.FloorDiv, E.FloorMod, E.Min, E.Max, E.EQ, E.NE,
+                             E.LT, E.LE, E.GT, E.GE, E.And, E.Or, E.Not, E.Cast, E.Select, E.Call))
+
+
+def _operator_operands(e) -> list:
+    out = []
+    for f in e._fields:
+        v = getattr(e, f)
+        if type(v) in _OPERATOR_TYPES:
+            out.append(v)
+        elif isinstance(v, list):
+            out.extend(x for x in v if type(x) in _OPERATOR_TYPES)
+    return out
+
+
 class LinearSum:
     """``const + sum(coeff * atom)``; ``terms`` maps an atom's structural key to [atom, coeff]."""
 
@@ -140,6 +155,8 @@ class Simplifier:
         hit = self.memo.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
+        if type(e) in _OPERATOR_TYPES:
+            self._operands_first(e)
         if _is_index_dtype(e.dtype):
             r = self.norm(self.finish(self.lin(e)))
         else:
@@ -147,6 +164,29 @@ class Simplifier:
         self.memo[id(e)] = (e, r)
         self._mark(r)
         return r
+
+    def _operands_first(self, root) -> None:
+        """Simplify the non-index operator nodes below ``root`` children-first from a work list, so the
+        recursive rules below find them memoized: a deep float or boolean expression, or a long
+        if_then_else chain, costs no interpreter stack. (Index sums go through ``lin``.)"""
+        memo, done = self.memo, self.done
+        stack = [(root, iter(_operator_operands(root)))]
+        seen = set()
+        while stack:
+            node, it = stack[-1]
+            for c in it:
+                if id(c) in seen or done.get(id(c)) is c:
+                    continue
+                hit = memo.get(id(c))
+                if hit is not None and hit[0] is c:
+                    continue
+                seen.add(id(c))
+                stack.append((c, iter(_operator_operands(c))))
+                break
+            else:
+                stack.pop()
+                if stack and not _is_index_dtype(node.dtype):
+                    self.simplify(node)
 
     # ---------------------------------------------------------------------------------------
     # linear sums

@@ -6,8 +6,10 @@ One record per line. The "json" protocol writes (log version 0.2)::
      "config": {"index": i, "code_hash": null, "entity": [[knob, type, value], ...]},
      "result": [costs, error_no, all_cost, timestamp], "version": 0.2, "tvm_version": "0.13.0"}
 
-The "pickle" protocol writes tab-separated base64 pickles. A corrupt or foreign line is skipped, with one
-warning per file naming the lines skipped.
+The "pickle" protocol writes tab-separated base64 pickles. Reading a pickle runs code chosen by whoever
+wrote the file, so a log is read as JSON only (TVM's format): a pickle line is read back only when the
+caller passes ``allow_unsafe_pickle=True`` (for logs it wrote itself). A corrupt, foreign or (without the
+opt-in) pickle line is skipped, with one warning per file naming the lines skipped.
 """
 from __future__ import annotations
 
@@ -97,9 +99,12 @@ def _make_target(text: str):
     return Target(text)
 
 
-def decode(row: str, protocol: str = "json"):
+def decode(row: str, protocol: str = "json", allow_unsafe_pickle: bool = False):
     """Parse one log line into (MeasureInput, MeasureResult); None for an unsupported old log version.
-    Raises :class:`RecordError` for a line that is not a record."""
+    Raises :class:`RecordError` for a line that is not a record.
+
+    ``protocol="pickle"`` UNPICKLES the line, which executes whatever code its writer put there; it is
+    refused unless ``allow_unsafe_pickle=True`` (use it only for logs you wrote yourself)."""
     global _old_version_warning
     if protocol == "json":
         try:
@@ -128,6 +133,9 @@ def decode(row: str, protocol: str = "json"):
         config.cost = float(np.mean(result.costs))
         return inp, result
     if protocol == "pickle":
+        if not allow_unsafe_pickle:
+            raise RecordError("a pickle-protocol record executes code when read; it is read only with "
+                              "allow_unsafe_pickle=True (for logs you wrote yourself); kiln and TVM write JSON")
         items = row.rstrip("\n").split("\t")
         if len(items) == 4:
             if _old_version_warning:
@@ -151,46 +159,48 @@ def decode(row: str, protocol: str = "json"):
     raise RecordError(f"invalid log protocol {protocol!r}: expected 'json' or 'pickle'")
 
 
-def _guess_protocol(line: str) -> str:
-    return "json" if line.lstrip().startswith("{") else "pickle"
+def _guess_protocol(line: str, allow_unsafe_pickle: bool) -> str:
+    """JSON unless the caller opted in to pickle and the line is not a JSON object."""
+    if allow_unsafe_pickle and not line.lstrip().startswith("{"):
+        return "pickle"
+    return "json"
 
 
-def load_from_file(filename):
-    """Yield (MeasureInput, MeasureResult) for every record in a log file. Blank lines and ``#``
-    comments are ignored; corrupt or foreign lines are skipped with one warning for the file."""
-    filename = os.fspath(filename)
+def _decode_lines(lines, source: str, allow_unsafe_pickle: bool):
+    """Decode numbered lines, skipping blank/comment lines; warn once naming the lines skipped."""
     bad: list = []
     first_err = None
     try:
-        with open(filename, encoding="utf-8", errors="replace") as f:
-            for lineno, row in enumerate(f, start=1):
-                if not row.strip() or row.startswith("#"):
-                    continue
-                try:
-                    ret = decode(row, _guess_protocol(row))
-                except RecordError as err:
-                    bad.append(lineno)
-                    first_err = first_err or str(err)
-                    continue
-                if ret is not None:
-                    yield ret
+        for lineno, row in lines:
+            if not row.strip() or row.startswith("#"):
+                continue
+            try:
+                ret = decode(row, _guess_protocol(row, allow_unsafe_pickle), allow_unsafe_pickle)
+            except RecordError as err:
+                bad.append(lineno)
+                first_err = first_err or str(err)
+                continue
+            if ret is not None:
+                yield ret
     finally:
         if bad:
             shown = ", ".join(map(str, bad[:10])) + (", ..." if len(bad) > 10 else "")
             logger.warning("%s: skipped %d corrupt or foreign line(s) (line %s); first problem: %s",
-                           filename, len(bad), shown, first_err)
+                           source, len(bad), shown, first_err)
 
 
-def load_from_buffer(lines):
+def load_from_file(filename, allow_unsafe_pickle: bool = False):
+    """Yield (MeasureInput, MeasureResult) for every record in a log file. Lines are read as JSON;
+    blank lines and ``#`` comments are ignored; corrupt or foreign lines are skipped with one warning
+    naming them. ``allow_unsafe_pickle=True`` also reads pickle lines, which EXECUTES CODE from the file."""
+    filename = os.fspath(filename)
+    with open(filename, encoding="utf-8", errors="replace") as f:
+        yield from _decode_lines(enumerate(f, start=1), filename, allow_unsafe_pickle)
+
+
+def load_from_buffer(lines, allow_unsafe_pickle: bool = False):
     """Like :func:`load_from_file`, for an iterable of lines."""
-    for row in lines:
-        if row.strip() and not row.startswith("#"):
-            try:
-                ret = decode(row, _guess_protocol(row))
-            except RecordError:
-                continue
-            if ret is not None:
-                yield ret
+    yield from _decode_lines(enumerate(lines, start=1), "<buffer>", allow_unsafe_pickle)
 
 
 def save_to_file(records, filename, protocol: str = "json", mode: str = "a") -> None:

@@ -121,6 +121,8 @@ def unique_tasks(tasks: list) -> list:
 
 def run(args) -> int:
     from .. import autotvm
+    from ..rpc.launcher import exit_on_signals
+    exit_on_signals()  # SIGTERM/SIGHUP unwind like Ctrl-C: the tracker and servers tuning started are stopped
     if args.trials < 1:
         raise CLIError("--trials must be at least 1")
     if args.early_stopping is not None and args.early_stopping < 1:

@@ -77,51 +77,10 @@ class _EqState:
         self.memo: set = set()
 
 
-def _eq_value(a, b, st: _EqState, defining: bool) -> bool:
-    if isinstance(a, Node):
-        if not isinstance(b, Node) or type(a) is not type(b):
-            return False
-        if a._is_var:
-            mapped = st.lmap.get(id(a))
-            if mapped is not None:
-                return mapped is b
-            if id(b) in st.rmap:
-                return False
-            if a is b and not defining:
-                if st.map_free:  # the free var now stands for itself; it may not map elsewhere later
-                    st.lmap[id(a)] = b
-                    st.rmap[id(b)] = a
-                return True
-            if not (defining or st.map_free):
-                return False
-            for f in a._var_fields:
-                if not _eq_value(getattr(a, f), getattr(b, f), st, False):
-                    return False
-            st.lmap[id(a)] = b
-            st.rmap[id(b)] = a
-            return True
-        key = (id(a), id(b))
-        if key in st.memo:
-            return True
-        if a is b and not st.lmap:
-            return True
-        defs = a._def_fields
-        for f in a._fields:
-            if not _eq_value(getattr(a, f), getattr(b, f), st, f in defs):
-                return False
-        st.memo.add(key)
-        return True
-    if isinstance(a, (list, tuple)):
-        if not isinstance(b, (list, tuple)) or len(a) != len(b):
-            return False
-        return all(_eq_value(x, y, st, defining) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        if not isinstance(b, dict) or len(a) != len(b):
-            return False
-        for (ka, va), (kb, vb) in zip(a.items(), b.items()):
-            if not (_eq_value(ka, kb, st, defining) and _eq_value(va, vb, st, False)):
-                return False
-        return True
+_MAP = object()  # work-list marker: bind a matched variable pair once its fields compared equal
+
+
+def _eq_leaf(a, b) -> bool:
     if isinstance(a, np.ndarray):
         return (
             isinstance(b, np.ndarray)
@@ -131,7 +90,7 @@ def _eq_value(a, b, st: _EqState, defining: bool) -> bool:
         )
     if isinstance(a, float) and isinstance(b, float):
         return a == b or (a != a and b != b)
-    if isinstance(b, Node):
+    if isinstance(b, (Node, list, tuple, dict)):
         return False
     try:
         return bool(a == b) and type(a) is type(b) or (
@@ -142,10 +101,66 @@ def _eq_value(a, b, st: _EqState, defining: bool) -> bool:
         return a is b
 
 
+def _eq_value(lhs, rhs, st: _EqState, defining: bool) -> bool:
+    """Compare with an explicit work list (depth-first, fields in order), so graph depth costs no
+    interpreter stack. A pair is memoized when first entered: any mismatch ends the whole comparison."""
+    work = [(lhs, rhs, defining)]
+    pop, push = work.pop, work.append
+    while work:
+        a, b, d = pop()
+        if a is _MAP:
+            st.lmap[id(b)] = d
+            st.rmap[id(d)] = b
+            continue
+        if isinstance(a, Node):
+            if not isinstance(b, Node) or type(a) is not type(b):
+                return False
+            if a._is_var:
+                mapped = st.lmap.get(id(a))
+                if mapped is not None:
+                    if mapped is not b:
+                        return False
+                    continue
+                if id(b) in st.rmap:
+                    return False
+                if a is b and not d:
+                    if st.map_free:  # the free var now stands for itself; it may not map elsewhere later
+                        st.lmap[id(a)] = b
+                        st.rmap[id(b)] = a
+                    continue
+                if not (d or st.map_free):
+                    return False
+                push((_MAP, a, b))
+                for f in reversed(a._var_fields):
+                    push((getattr(a, f), getattr(b, f), False))
+                continue
+            key = (id(a), id(b))
+            if key in st.memo or (a is b and not st.lmap):
+                continue
+            st.memo.add(key)
+            defs = a._def_fields
+            for f in reversed(a._fields):
+                push((getattr(a, f), getattr(b, f), f in defs))
+        elif isinstance(a, (list, tuple)):
+            if not isinstance(b, (list, tuple)) or len(a) != len(b):
+                return False
+            for i in range(len(a) - 1, -1, -1):
+                push((a[i], b[i], d))
+        elif isinstance(a, dict):
+            if not isinstance(b, dict) or len(a) != len(b):
+                return False
+            pairs = list(zip(a.items(), b.items()))
+            for (ka, va), (kb, vb) in reversed(pairs):
+                push((va, vb, False))
+                push((ka, kb, d))
+        elif not _eq_leaf(a, b):
+            return False
+    return True
+
+
 def structural_equal(lhs, rhs, map_free_vars: bool = False) -> bool:
     """Whether two IR values have the same structure (TVM's ``tvm.ir.structural_equal``)."""
-    with deep_recursion():
-        return _eq_value(lhs, rhs, _EqState(map_free_vars), False)
+    return _eq_value(lhs, rhs, _EqState(map_free_vars), False)
 
 
 def assert_structural_equal(lhs, rhs, map_free_vars: bool = False) -> None:
@@ -165,28 +180,11 @@ class _HashState:
         self.memo: dict = {}
 
 
-def _hash_value(a, st: _HashState, defining: bool) -> int:
-    if isinstance(a, Node):
-        if a._is_var:
-            idx = st.vars.get(id(a))
-            if idx is None:
-                if defining or st.map_free:
-                    idx = len(st.vars)
-                    st.vars[id(a)] = idx
-                else:
-                    return hash(("freevar", id(a)))
-            return hash(("var", idx, tuple(_hash_value(getattr(a, f), st, False) for f in a._var_fields)))
-        cached = st.memo.get(id(a))
-        if cached is not None:
-            return cached
-        defs = a._def_fields
-        h = hash((type(a).__name__,) + tuple(_hash_value(getattr(a, f), st, f in defs) for f in a._fields))
-        st.memo[id(a)] = h
-        return h
-    if isinstance(a, (list, tuple)):
-        return hash(("seq",) + tuple(_hash_value(x, st, defining) for x in a))
-    if isinstance(a, dict):
-        return hash(("dict",) + tuple((_hash_value(k, st, defining), _hash_value(v, st, False)) for k, v in a.items()))
+# work-list actions of _hash_value
+_ENTER, _EXIT_NODE, _EXIT_VAR, _EXIT_SEQ, _EXIT_DICT = range(5)
+
+
+def _hash_leaf(a) -> int:
     if isinstance(a, np.ndarray):
         return hash((str(a.dtype), a.shape, a.tobytes()))
     try:
@@ -195,7 +193,66 @@ def _hash_value(a, st: _HashState, defining: bool) -> int:
         return hash(repr(a))
 
 
+def _hash_value(root, st: _HashState, defining: bool) -> int:
+    """Post-order hash with an explicit work list and a value stack (no interpreter recursion).
+    Variables are numbered in the order a depth-first, fields-in-order walk defines them."""
+    vals: list = []
+    work = [(_ENTER, root, defining)]
+    pop, push = work.pop, work.append
+    while work:
+        action, a, d = pop()
+        if action == _ENTER:
+            if isinstance(a, Node):
+                if a._is_var:
+                    idx = st.vars.get(id(a))
+                    if idx is None:
+                        if d or st.map_free:
+                            idx = len(st.vars)
+                            st.vars[id(a)] = idx
+                        else:
+                            vals.append(hash(("freevar", id(a))))
+                            continue
+                    push((_EXIT_VAR, idx, len(a._var_fields)))
+                    for f in reversed(a._var_fields):
+                        push((_ENTER, getattr(a, f), False))
+                    continue
+                cached = st.memo.get(id(a))
+                if cached is not None:
+                    vals.append(cached)
+                    continue
+                push((_EXIT_NODE, a, len(a._fields)))
+                defs = a._def_fields
+                for f in reversed(a._fields):
+                    push((_ENTER, getattr(a, f), f in defs))
+            elif isinstance(a, (list, tuple)):
+                push((_EXIT_SEQ, None, len(a)))
+                for i in range(len(a) - 1, -1, -1):
+                    push((_ENTER, a[i], d))
+            elif isinstance(a, dict):
+                push((_EXIT_DICT, None, 2 * len(a)))
+                for k, v in reversed(list(a.items())):
+                    push((_ENTER, v, False))
+                    push((_ENTER, k, d))
+            else:
+                vals.append(_hash_leaf(a))
+            continue
+        n = d
+        kids = tuple(vals[len(vals) - n:]) if n else ()
+        if n:
+            del vals[len(vals) - n:]
+        if action == _EXIT_NODE:
+            h = hash((type(a).__name__,) + kids)
+            st.memo[id(a)] = h
+        elif action == _EXIT_VAR:
+            h = hash(("var", a, kids))
+        elif action == _EXIT_SEQ:
+            h = hash(("seq",) + kids)
+        else:
+            h = hash(("dict",) + tuple(zip(kids[0::2], kids[1::2])))
+        vals.append(h)
+    return vals[-1]
+
+
 def structural_hash(node, map_free_vars: bool = False) -> int:
     """A hash consistent with :func:`structural_equal`."""
-    with deep_recursion():
-        return _hash_value(node, _HashState(map_free_vars), False)
+    return _hash_value(node, _HashState(map_free_vars), False)

@@ -34,6 +34,9 @@ def _split_metadata(source: str):
     return source[:idx] + " " * 0, source[idx + len("#[metadata]"):]
 
 
+# identifiers that start a primary expression other than an operator call
+_NOT_OPS = frozenset(("True", "False", "fn", "if", "meta", "let"))
+
 _NUMBER = re.compile(r"^(-?(?:inf|nan|\d+\.\d*|\d+)(?:[eE][+-]?\d+)?)"
                      r"(f16|f32|f64|f|i8|i16|i32|i64|u8|u16|u32|u64|u1)?$")
 
@@ -205,47 +208,122 @@ class Parser:
 
     # -- bodies -----------------------------------------------------------------------------------
     def parse_body(self, end):
-        """``(binding ;)* expr`` up to ``end`` ('}' or None for end of input)."""
+        """``(binding ;)* expr`` up to ``end`` ('}' or None for end of input). Bindings are read in a
+        loop (a body of 100,000 bindings costs no interpreter stack); lets nest from the inside out."""
         from ..relay.expr import Let
-        t = self.tok
-        if t.kind == "ident" and t.text == "let":
-            self.i += 1
-            vtok = self.tok
-            if vtok.kind != "local":
-                raise self.error("expected a variable like %x after 'let'")
-            self.i += 1
-            ann = self.parse_type() if self.accept(":") else None
-            self.expect("=", "in the let binding")
-            value = self.parse_expr()
-            self.expect(";", "after the let binding")
-            self.scopes.append({})
-            try:
-                var = self.new_var(vtok, ann)
-                body = self.parse_body(end)
-            finally:
-                self.scopes.pop()
-            return Let(var, value, body, span=self.span(t))
-        if t.kind == "local" and t.text[1:].isdigit() and self.peek().text == "=":
-            self.i += 2
-            value = self.parse_expr()
-            self.expect(";", f"after the binding of {t.text}")
-            self.scopes[-1][t.text[1:]] = value
-            return self.parse_body(end)
-        if (end is not None and self.at(end)) or t.kind == "eof":
-            raise self.error("expected an expression (the body's result)")
-        return self.parse_expr()
+        lets = []  # (var, value, let token), outermost first
+        try:
+            while True:
+                t = self.tok
+                if t.kind == "ident" and t.text == "let":
+                    self.i += 1
+                    vtok = self.tok
+                    if vtok.kind != "local":
+                        raise self.error("expected a variable like %x after 'let'")
+                    self.i += 1
+                    ann = self.parse_type() if self.accept(":") else None
+                    self.expect("=", "in the let binding")
+                    value = self.parse_expr()
+                    self.expect(";", "after the let binding")
+                    self.scopes.append({})
+                    lets.append((self.new_var(vtok, ann), value, t))
+                    continue
+                if t.kind == "local" and t.text[1:].isdigit() and self.peek().text == "=":
+                    self.i += 2
+                    value = self.parse_expr()
+                    self.expect(";", f"after the binding of {t.text}")
+                    self.scopes[-1][t.text[1:]] = value
+                    continue
+                if (end is not None and self.at(end)) or t.kind == "eof":
+                    raise self.error("expected an expression (the body's result)")
+                body = self.parse_expr()
+                break
+        finally:
+            del self.scopes[len(self.scopes) - len(lets):]
+        for var, value, t in reversed(lets):
+            body = Let(var, value, body, span=self.span(t))
+        return body
 
     # -- expressions ------------------------------------------------------------------------------
+    # Calls, tuples and parentheses nest through an explicit stack of open frames, not recursion, so
+    # ``f(f(f(...)))`` nested 100,000 deep parses. Frames: ["call", callee, token, args, attrs] and
+    # ["tuple", token, fields]. Blocks, functions and ifs recurse (one level per nested scope).
     def parse_expr(self):
-        from ..relay.expr import Call, TupleGetItem
-        expr = self.parse_primary()
+        from ..relay.expr import Tuple
+        stack: list = []
+        while True:
+            expr = self._open_primary(stack)
+            if expr is None:
+                continue  # a frame was opened; parse its first element
+            while True:
+                expr, opened = self._postfix(expr, stack)
+                if opened:
+                    break
+                if not stack:
+                    return expr
+                frame = stack[-1]
+                if frame[0] == "call":
+                    frame[3].append(expr)
+                    more = self.accept(",") and self._call_args_more(frame)
+                    if not more and not frame[5]:
+                        self.expect(")", "to close the argument list")
+                    if more:
+                        break
+                    stack.pop()
+                    expr = self._finish_call(frame)
+                else:  # tuple or parenthesized expression
+                    fields = frame[2]
+                    fields.append(expr)
+                    if len(fields) == 1 and self.accept(")"):
+                        stack.pop()
+                        continue  # (e) is e
+                    if self.accept(",") and not self.at(")"):
+                        break
+                    self.expect(")", "to close the tuple")
+                    stack.pop()
+                    expr = Tuple(fields, span=self.span(frame[1]))
+
+    def _open_primary(self, stack):
+        """A complete primary expression, or None after opening a frame (a call's or a tuple's)."""
+        from ..relay.expr import Call, Tuple
+        t = self.tok
+        if self.at("("):
+            self.i += 1
+            if self.accept(")"):
+                return Tuple([], span=self.span(t))
+            stack.append(["tuple", t, []])
+            return None
+        if t.kind == "ident" and t.text not in _NOT_OPS:
+            self.i += 1
+            if t.text not in _OPS:
+                raise self.error(_unknown_op_message(t.text), t)
+            op = Op.get(t.text)
+            if not self.at("("):
+                return op
+            frame = ["call", op, t, [], {}, False]
+            self.i += 1
+            if self._call_args_more(frame):
+                stack.append(frame)
+                return None
+            if not frame[5]:
+                self.expect(")", "to close the argument list")
+            return self._finish_call(frame)
+        return self.parse_primary()
+
+    def _postfix(self, expr, stack):
+        """Apply ``(args)`` calls and ``.i`` projections; (expr, True) when a call's frame was opened."""
+        from ..relay.expr import TupleGetItem
         while True:
             t = self.tok
             if self.at("("):
-                args, attrs = self.parse_call_args()
-                if attrs:
-                    raise self.error("only operators take attributes (key=value) in a call", t)
-                expr = Call(expr, args, span=self.span(t))
+                frame = ["call", expr, t, [], {}, False]
+                self.i += 1
+                if self._call_args_more(frame):
+                    stack.append(frame)
+                    return expr, True
+                if not frame[5]:
+                    self.expect(")", "to close the argument list")
+                expr = self._finish_call(frame)
             elif self.at("."):
                 self.i += 1
                 it = self.tok
@@ -254,11 +332,12 @@ class Parser:
                 self.i += 1
                 expr = TupleGetItem(expr, int(it.text), span=self.span(it))
             else:
-                return expr
+                return expr, False
 
-    def parse_call_args(self):
-        self.expect("(")
-        args, attrs = [], {}
+    def _call_args_more(self, frame) -> bool:
+        """Read attributes up to the next positional argument; True when one follows, False when the
+        list ended (frame[5] is set once the closing ')' was consumed here)."""
+        attrs = frame[4]
         while not self.at(")"):
             t = self.tok
             if t.kind == "ident" and self.peek().text == "=" and self.peek().kind == "punct":
@@ -266,14 +345,36 @@ class Parser:
                 if t.text in attrs:
                     raise self.error(f"attribute {t.text} given twice", t)
                 attrs[t.text] = (self.parse_attr_value(), t)
-            else:
-                if attrs:
-                    raise self.error("positional arguments must come before attributes", t)
-                args.append(self.parse_expr())
+                if not self.accept(","):
+                    break
+                continue
+            if attrs:
+                raise self.error("positional arguments must come before attributes", t)
+            return True
+        self.expect(")", "to close the argument list")
+        frame[5] = True
+        return False
+
+    def _finish_call(self, frame):
+        from ..relay.expr import Call
+        _, callee, t, args, attrs, _closed = frame
+        if isinstance(callee, Op):
+            return Call(callee, args, self.make_attrs(callee, attrs, t), span=self.span(t))
+        if attrs:
+            raise self.error("only operators take attributes (key=value) in a call", t)
+        return Call(callee, args, span=self.span(t))
+
+    def parse_call_args(self):
+        """``(args, key=value attrs)`` of one call (its arguments parsed with :meth:`parse_expr`)."""
+        self.expect("(")
+        frame = ["call", None, self.tok, [], {}, False]
+        while self._call_args_more(frame):
+            frame[3].append(self.parse_expr())
             if not self.accept(","):
                 break
-        self.expect(")", "to close the argument list")
-        return args, attrs
+        if not frame[5]:
+            self.expect(")", "to close the argument list")
+        return frame[3], frame[4]
 
     def parse_primary(self):
         from ..relay.expr import Call, Constant, Function, If, Tuple

@@ -2,12 +2,17 @@
 (rebuild; memoized so a subgraph used twice is rebuilt once and stays shared).
 
 Dispatch is by node class, in one table (``_METHOD``), to TVM's method names (``visit_call``, ...).
+
+Depth does not cost interpreter stack on dataflow graphs (TVM's MixedModeVisitor): before a call, tuple
+or projection is dispatched, its not-yet-visited dataflow operands are visited children-first from an
+explicit work list (:func:`post_order_dataflow`), so by the time ``visit_call`` asks for an argument the
+answer is memoized. A chain of 100,000 ops visits with constant stack depth; ``visit_*`` methods keep
+their natural recursive form. Nesting of functions, ifs and lets still recurses (one level each).
 """
 from __future__ import annotations
 
 from ..error import RelayError
 from ..ir.expr import GlobalVar
-from ..ir.node import deep_recursion
 from ..ir.op import Op
 from .expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 
@@ -31,6 +36,46 @@ def register_expr_class(cls, method_name: str) -> None:
     _METHOD[cls] = method_name
 
 
+_DATAFLOW = (Call, Tuple, TupleGetItem)
+
+
+def dataflow_operands(e):
+    """The operands of a dataflow node (call: callee then arguments; tuple: fields; projection: the
+    tuple), or None for any other node (its children are visited when it is dispatched)."""
+    if isinstance(e, Call):
+        return (e.op, *e.args)
+    if isinstance(e, Tuple):
+        return e.fields
+    if isinstance(e, TupleGetItem):
+        return (e.tuple_value,)
+    return None
+
+
+def post_order_dataflow(root, done, operands=dataflow_operands):
+    """Yield, children first and each once, every dataflow node reachable from ``root`` through
+    ``operands`` that is not in ``done`` (``root`` itself excluded). Iterative: no recursion."""
+    kids = operands(root)
+    if not kids:
+        return
+    seen = set()
+    stack = [(root, iter(kids))]
+    while stack:
+        node, it = stack[-1]
+        for c in it:
+            if c in done or c in seen:
+                continue
+            ck = operands(c)
+            if ck is None:
+                continue
+            seen.add(c)
+            stack.append((c, iter(ck)))
+            break
+        else:
+            stack.pop()
+            if stack:
+                yield node
+
+
 def _method_name(expr) -> str:
     cls = type(expr)
     name = _METHOD.get(cls)
@@ -52,15 +97,10 @@ class ExprFunctor:
         memo = self.memo_map
         if expr in memo:
             return memo[expr]
-        if getattr(self, "_walking", False):
-            res = getattr(self, _method_name(expr))(expr)
-        else:
-            self._walking = True
-            try:
-                with deep_recursion():
-                    res = getattr(self, _method_name(expr))(expr)
-            finally:
-                self._walking = False
+        if isinstance(expr, _DATAFLOW):
+            for node in post_order_dataflow(expr, memo):
+                self.visit(node)
+        res = getattr(self, _method_name(expr))(expr)
         memo[expr] = res
         return res
 
@@ -103,6 +143,7 @@ class ExprVisitor(ExprFunctor):
             self.visit(a)
 
     def visit_let(self, let):
+        _visit_let_chain(self, let, ExprVisitor.visit_let)
         self.visit(let.var)
         self.visit(let.value)
         self.visit(let.body)
@@ -174,6 +215,7 @@ class ExprMutator(ExprFunctor):
         return Call(op, args, call.attrs, call.type_args, call.span)
 
     def visit_let(self, let):
+        _visit_let_chain(self, let, ExprMutator.visit_let)
         v = self.visit(let.var)
         value = self.visit(let.value)
         body = self.visit(let.body)
@@ -232,6 +274,29 @@ class ExprMutator(ExprFunctor):
         if data is m.data and all(a is b for a, b in zip(clauses, m.clauses)):
             return m
         return Match(data, clauses, m.complete, m.span)
+
+
+def _visit_let_chain(functor, let, base_visit_let) -> None:
+    """A chain of nested lets without recursion: visit every binding's var and value in order, then each
+    inner let from the innermost out, so the caller finds its body memoized. Only when the functor keeps
+    the base ``visit_let`` (an override may act around the recursion)."""
+    if type(functor).visit_let is not base_visit_let:
+        return
+    memo = functor.memo_map
+    chain = []
+    body = let.body
+    while isinstance(body, Let) and body not in memo:
+        chain.append(body)
+        body = body.body
+    if not chain:
+        return
+    functor.visit(let.var)
+    functor.visit(let.value)
+    for inner in chain:
+        functor.visit(inner.var)
+        functor.visit(inner.value)
+    for inner in reversed(chain):
+        functor.visit(inner)
 
 
 def post_order_visit(expr, fvisit) -> None:

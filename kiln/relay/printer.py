@@ -22,10 +22,11 @@ import numpy as np
 
 from ..ir.attrs import Attrs, DictAttrs
 from ..ir.expr import GlobalVar
-from ..ir.node import Node, deep_recursion
+from ..ir.node import Node
 from ..ir.op import Op
 from ..ir.type_printer import type_to_str
 from .expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
+from .expr_functor import post_order_dataflow
 from .metadata import MetaTable
 
 VERSION = "0.0.5"
@@ -90,6 +91,17 @@ def attr_value_to_str(value) -> str:
         if text is not None:
             return text()
     return json.dumps(str(value))
+
+
+def _print_operands(e):
+    """Operands bound before ``e`` is printed (an if's condition too); None for atoms and blocks."""
+    if isinstance(e, Call):
+        return (e.op, *e.args) if not isinstance(e.op, Op) else e.args
+    if isinstance(e, Tuple):
+        return e.fields
+    if isinstance(e, TupleGetItem):
+        return (e.tuple_value,)
+    return None
 
 
 class _Scope:
@@ -181,6 +193,9 @@ class RelayTextPrinter:
             return found
         if isinstance(e, (Var, GlobalVar, Op, Constant)) or type(e).__name__ == "Constructor":
             return self.inline(e)
+        # bind the operands children-first from a work list, so depth costs no interpreter stack
+        for node in post_order_dataflow(e, self.memo, _print_operands):
+            self.atom(node)
         scope = self._target_scope(e)
         depth = self.scopes.index(scope)
         inner, self.scopes = self.scopes[depth + 1:], self.scopes[:depth + 1]
@@ -377,25 +392,23 @@ def module_to_text(mod, show_meta_data: bool = True, annotate=None) -> str:
     """The whole module: one ``def`` per Relay function; TIR functions as their own text in comments."""
     p = RelayTextPrinter(show_meta_data, annotate)
     parts = []
-    with deep_recursion():
-        for data in getattr(mod, "type_definitions", {}).values():
-            if hasattr(data, "constructors"):
-                parts.append(p.print_type_data(data))
-        for gv, fn in mod.functions.items():
-            if isinstance(fn, Function):
-                parts.append(p.print_def(gv, fn))
-            else:
-                tir_text = fn.astext() if hasattr(fn, "astext") else repr(fn)
-                parts.append(f"/* @{gv.name_hint} is a TIR PrimFunc:\n{tir_text}\n*/")
+    for data in getattr(mod, "type_definitions", {}).values():
+        if hasattr(data, "constructors"):
+            parts.append(p.print_type_data(data))
+    for gv, fn in mod.functions.items():
+        if isinstance(fn, Function):
+            parts.append(p.print_def(gv, fn))
+        else:
+            tir_text = fn.astext() if hasattr(fn, "astext") else repr(fn)
+            parts.append(f"/* @{gv.name_hint} is a TIR PrimFunc:\n{tir_text}\n*/")
     return p.finish("\n".join(parts))
 
 
 def expr_to_text(expr, show_meta_data: bool = True, annotate=None) -> str:
     """An expression on its own: bindings, then the result."""
     p = RelayTextPrinter(show_meta_data, annotate)
-    with deep_recursion():
-        p._push(expr)
-        result = p.print_scope_body(expr)
-        scope = p._pop()
+    p._push(expr)
+    result = p.print_scope_body(expr)
+    scope = p._pop()
     body = "\n".join(scope.lines + [result])
     return p.finish(body)

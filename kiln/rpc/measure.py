@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 import threading
 import time
 
@@ -196,6 +197,8 @@ class LocalCluster:
 
     def __init__(self, n_servers: int = 1, key: str | None = None, port: int = 9000, port_end: int = 10000,
                  silent: bool = True, server_init: str | None = None, wait: float = 10.0):
+        from .launcher import exit_on_signals
+        exit_on_signals()  # SIGTERM unwinds (the children started from helper threads are stopped at exit)
         self.host = "127.0.0.1"
         self.tracker = None
         self.servers: list = []
@@ -290,17 +293,22 @@ class LocalCluster:
     def request(self, priority: int = 1, session_timeout: float = 0, request_timeout: float | None = None):
         return request_remote(self.key, self.host, self.port, priority, session_timeout, request_timeout)
 
-    def _stop_servers(self) -> None:
+    def _stop_servers(self, parallel: bool = True) -> None:
         servers, self.servers = self.servers, []
+        if not parallel or sys.is_finalizing():
+            for s in servers:
+                s.terminate()
+            return
         threads = [threading.Thread(target=s.terminate) for s in servers]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
 
-    def terminate(self) -> None:
-        """Stop the servers (and their sessions) and the tracker."""
-        self._stop_servers()
+    def terminate(self, parallel: bool = True) -> None:
+        """Stop the servers (and their sessions) and the tracker; ``parallel=False`` starts no thread
+        (for ``__del__``, which may run while the interpreter shuts down and can start none)."""
+        self._stop_servers(parallel)
         if self.tracker is not None:
             self.tracker.terminate()
             self.tracker = None
@@ -313,6 +321,6 @@ class LocalCluster:
 
     def __del__(self):
         try:
-            self.terminate()
+            self.terminate(parallel=False)
         except Exception:  # noqa: BLE001
             pass

@@ -42,16 +42,32 @@ class SessionLost(RPCError):
     """The connection to the other side closed or failed in the middle of a session."""
 
 
+_RECV_CHUNK = 1 << 22
+
+
 def _recv_exact(sock: socket.socket, nbytes: int) -> bytearray:
-    buf = bytearray(nbytes)
-    view = memoryview(buf)
-    got = 0
-    while got < nbytes:
-        n = sock.recv_into(view[got:], min(nbytes - got, 1 << 22))
-        if n == 0:
+    """Exactly ``nbytes`` bytes. Memory grows with the data that actually arrives (chunks joined at
+    the end), never with what a header claims: a peer announcing 900 MB and sending nothing costs
+    nothing."""
+    if nbytes <= _RECV_CHUNK:
+        buf = bytearray(nbytes)
+        view = memoryview(buf)
+        got = 0
+        while got < nbytes:
+            n = sock.recv_into(view[got:], nbytes - got)
+            if n == 0:
+                raise SessionLost("connection closed by peer")
+            got += n
+        return buf
+    parts = []
+    remaining = nbytes
+    while remaining > 0:
+        chunk = sock.recv(min(remaining, _RECV_CHUNK))
+        if not chunk:
             raise SessionLost("connection closed by peer")
-        got += n
-    return buf
+        parts.append(chunk)
+        remaining -= len(chunk)
+    return bytearray().join(parts)
 
 
 def send_frame(sock: socket.socket, message: dict, blob_parts=()) -> None:

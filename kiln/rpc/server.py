@@ -23,6 +23,8 @@ import signal
 import socket
 import struct
 import tempfile
+import threading
+from collections import deque
 
 from ..error import RPCError
 from . import base
@@ -34,6 +36,9 @@ from .worker import EXIT_OK, EXIT_PROTOCOL_ERROR, EXIT_SETUP_ERROR, worker_main
 logger = logging.getLogger("kiln.rpc.server")
 
 SESSION_DIR_PREFIX = "kiln-rpc-session-"
+# Handshakes run one thread each, so a silent connection delays nobody; past this many pending at once,
+# new connections are closed at once (a flood cannot exhaust the server's threads).
+MAX_PENDING_HANDSHAKES = 64
 
 
 def sweep_orphan_session_dirs() -> None:
@@ -91,6 +96,13 @@ class ServerLoop:
         self._worker = None
         self._workdir = None
         self._tracker_conn = None
+        self._matchkey = key
+        self._ready: deque = deque()  # handshaken (conn, addr, opts), oldest first
+        self._pending = 0
+        self._handshaking: set = set()  # connections whose handshake thread is running
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
         self._check_setup()
         sweep_orphan_session_dirs()
         self.sock = socket.socket(base.get_addr_family((host, port)), socket.SOCK_STREAM)
@@ -138,33 +150,78 @@ class ServerLoop:
 
     # -- accepting -------------------------------------------------------------------------------
     def _accept(self, tracker_conn):
-        """Wait for a client presenting the current match key; returns ``(conn, addr, opts)``."""
+        """Wait for a client presenting the current match key; returns ``(conn, addr, opts)``.
+
+        Each connection is handshaken in its own thread (bounded by ``handshake_timeout``), so an idle or
+        slow connection never delays another client; this loop only accepts, pings the tracker and
+        takes the first client whose handshake succeeded."""
+        import time
+
         old_keys: set = set()
         if tracker_conn is not None:
-            matchkey = base.random_key(self.key)
-            self._put(tracker_conn, matchkey)
+            self._matchkey = base.random_key(self.key)
+            self._put(tracker_conn, self._matchkey)
         else:
-            matchkey = self.key
+            self._matchkey = self.key
         unmatched = 0
+        next_ping = time.monotonic() + self.ping_period
         while True:
-            if tracker_conn is not None:
-                ready, _, _ = select.select([self.sock], [], [], self.ping_period)
-                if not ready:
-                    base.sendjson(tracker_conn, [TrackerCode.GET_PENDING_MATCHKEYS])
-                    pending = base.recvjson(tracker_conn)
-                    old_keys.add(matchkey)
-                    unmatched = 0 if matchkey in pending else unmatched + 1
-                    # A client took our key but never came (or the tracker dropped it): offer a new one.
-                    if unmatched * self.ping_period > self.unmatch_timeout + self.ping_period:
-                        logger.info("match key unused, registering a new one")
-                        matchkey = base.random_key(self.key, cmap=old_keys)
-                        self._put(tracker_conn, matchkey)
-                        unmatched = 0
-                    continue
+            with self._lock:
+                if self._ready:
+                    return self._ready.popleft()
+            wait = max(0.0, next_ping - time.monotonic()) if tracker_conn is not None else None
+            ready, _, _ = select.select([self.sock, self._wake_r], [], [], wait)
+            if self._wake_r in ready:
+                try:
+                    while self._wake_r.recv(256):
+                        pass
+                except (BlockingIOError, InterruptedError):
+                    pass
+            if self.sock in ready:
+                self._start_handshake()
+            if tracker_conn is not None and time.monotonic() >= next_ping:
+                next_ping = time.monotonic() + self.ping_period
+                base.sendjson(tracker_conn, [TrackerCode.GET_PENDING_MATCHKEYS])
+                pending = base.recvjson(tracker_conn)
+                old_keys.add(self._matchkey)
+                unmatched = 0 if self._matchkey in pending else unmatched + 1
+                # A client took our key but never came (or the tracker dropped it): offer a new one.
+                if unmatched * self.ping_period > self.unmatch_timeout + self.ping_period:
+                    logger.info("match key unused, registering a new one")
+                    self._matchkey = base.random_key(self.key, cmap=old_keys)
+                    self._put(tracker_conn, self._matchkey)
+                    unmatched = 0
+
+    def _start_handshake(self) -> None:
+        try:
             conn, addr = self.sock.accept()
-            opts = self._handshake(conn, addr, matchkey)
-            if opts is not None:
-                return conn, addr, opts
+        except (BlockingIOError, InterruptedError):
+            return
+        with self._lock:
+            if self._pending >= MAX_PENDING_HANDSHAKES:
+                logger.warning("%d handshakes pending; closing the connection from %s", self._pending, addr)
+                conn.close()
+                return
+            self._pending += 1
+            self._handshaking.add(conn)
+        threading.Thread(target=self._handshake_thread, args=(conn, addr), name="kiln-rpc-handshake",
+                         daemon=True).start()
+
+    def _handshake_thread(self, conn: socket.socket, addr) -> None:
+        try:
+            opts = self._handshake(conn, addr, self._matchkey)
+        finally:
+            with self._lock:
+                self._pending -= 1
+                self._handshaking.discard(conn)
+        if opts is None:
+            return
+        with self._lock:
+            self._ready.append((conn, addr, opts))
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
 
     def _handshake(self, conn: socket.socket, addr, matchkey: str):
         """TVM handshake, then kiln hello/auth; None (connection closed) when anything is wrong."""
@@ -214,8 +271,13 @@ class ServerLoop:
         ctx = multiprocessing.get_context("spawn" if self.no_fork else "fork")
         # A forked worker must not keep the server's own sockets open: if the server dies, the
         # tracker has to see its connection close, and new clients must not reach a dead listener.
-        inherited = [] if self.no_fork else [self.sock.fileno()] + (
-            [self._tracker_conn.fileno()] if self._tracker_conn is not None else [])
+        inherited = []
+        if not self.no_fork:
+            inherited = [self.sock.fileno(), self._wake_r.fileno(), self._wake_w.fileno()] + (
+                [self._tracker_conn.fileno()] if self._tracker_conn is not None else [])
+            with self._lock:  # other clients' connections stay the server's alone
+                others = list(self._handshaking) + [c for c, _, _ in self._ready]
+            inherited += [c.fileno() for c in others if c.fileno() >= 0]
         worker = ctx.Process(target=worker_main, name="kiln-rpc-session", daemon=True,
                              args=(conn, workdir, self.key, self.load_library, self.max_blob, self.server_init,
                                    self.silent, inherited))

@@ -44,7 +44,7 @@ def test_round_trip(task, protocol):
     for i in [0, 5, len(task.config_space) - 1]:
         inp = MeasureInput(task.target, task, task.config_space.get(i))
         res = MeasureResult((0.001 * (i + 1),), 0, 0.2, time.time())
-        inp2, res2 = record.decode(record.encode(inp, res, protocol), protocol)
+        inp2, res2 = record.decode(record.encode(inp, res, protocol), protocol, allow_unsafe_pickle=True)
         assert str(inp2.target) == str(inp.target)
         assert inp2.task.name == task.name and inp2.task.args == task.args
         assert inp2.task.workload == task.workload

@@ -11,11 +11,11 @@ from __future__ import annotations
 from ...error import KilnError, TypeInferenceError
 from ...ir.expr import GlobalVar
 from ...ir.module import IRModule
-from ...ir.node import Node, deep_recursion
+from ...ir.node import Node
 from ...ir.op import Op
 from ...ir.type import FuncType, IncompleteType, TensorType, TupleType, Type, TypeCall, TypeVar
 from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
-from ..expr_functor import ExprMutator
+from ..expr_functor import ExprMutator, post_order_dataflow
 
 BOOL_SCALAR = TensorType((), "bool")
 
@@ -149,6 +149,18 @@ def _substitute(t, mapping: dict):
     return t
 
 
+def _infer_operands(e):
+    """Dataflow operands inferred before ``e`` (a function callee is inferred by infer_call itself,
+    after its arguments)."""
+    if isinstance(e, Call):
+        return tuple(e.args) if isinstance(e.op, (Op, Function, GlobalVar, Var)) else (e.op, *e.args)
+    if isinstance(e, Tuple):
+        return e.fields
+    if isinstance(e, TupleGetItem):
+        return (e.tuple_value,)
+    return None
+
+
 def _type_text(t) -> str:
     return t.astext() if isinstance(t, Type) else str(t)
 
@@ -243,6 +255,9 @@ class TypeInferencer:
     def infer(self, expr) -> Type:
         t = self.types.get(expr)
         if t is None:
+            # operands first, children-first from a work list: graph depth costs no interpreter stack
+            for node in post_order_dataflow(expr, self.types, _infer_operands):
+                self.types[node] = self._infer(node)
             t = self._infer(expr)
             self.types[expr] = t
         if isinstance(t, FuncType) and t.type_params and (
@@ -268,12 +283,19 @@ class TypeInferencer:
         if isinstance(e, Call):
             return self.infer_call(e)
         if isinstance(e, Let):
-            vt = self.infer(e.value)
-            if e.var.type_annotation is not None:
-                self.unify(e.var.type_annotation, vt, e, f"let %{e.var.name_hint}: the value's type")
-            self.var_types[e.var] = vt if e.var.type_annotation is None else e.var.type_annotation
-            self.types[e.var] = self.var_types[e.var]
-            return self.infer(e.body)
+            chain = []  # a let chain is walked in a loop, not by recursion
+            while isinstance(e, Let) and (not chain or e not in self.types):
+                vt = self.infer(e.value)
+                if e.var.type_annotation is not None:
+                    self.unify(e.var.type_annotation, vt, e, f"let %{e.var.name_hint}: the value's type")
+                self.var_types[e.var] = vt if e.var.type_annotation is None else e.var.type_annotation
+                self.types[e.var] = self.var_types[e.var]
+                chain.append(e)
+                e = e.body
+            t = self.infer(e)
+            for inner in chain[1:]:
+                self.types[inner] = t
+            return t
         if isinstance(e, If):
             ct = self.infer(e.cond)
             self.unify(ct, BOOL_SCALAR, e.cond, "the condition of an if must be a boolean scalar")
@@ -471,20 +493,19 @@ class _Annotator(ExprMutator):
 def infer_module(mod: IRModule) -> IRModule:
     """Infer every Relay function of ``mod``; returns a new module of annotated functions."""
     inf = TypeInferencer(mod)
-    with deep_recursion():
-        for gv, func in mod.functions.items():
-            if isinstance(func, Function) and gv.name_hint not in inf.global_types:
-                inf.infer_global(gv.name_hint, func)
-        new = IRModule(attrs=mod.attrs, type_definitions=mod.type_definitions)
-        new.source_map = mod.source_map
-        for gv, func in mod.functions.items():
-            if isinstance(func, Function):
-                inf.root, inf.root_name = func, gv.name_hint
-                new_func = _Annotator(inf).visit(func)
-                gv._checked_type_ = inf.global_types[gv.name_hint]
-                new[gv] = new_func
-            else:
-                new[gv] = func
+    for gv, func in mod.functions.items():
+        if isinstance(func, Function) and gv.name_hint not in inf.global_types:
+            inf.infer_global(gv.name_hint, func)
+    new = IRModule(attrs=mod.attrs, type_definitions=mod.type_definitions)
+    new.source_map = mod.source_map
+    for gv, func in mod.functions.items():
+        if isinstance(func, Function):
+            inf.root, inf.root_name = func, gv.name_hint
+            new_func = _Annotator(inf).visit(func)
+            gv._checked_type_ = inf.global_types[gv.name_hint]
+            new[gv] = new_func
+        else:
+            new[gv] = func
     return new
 
 
@@ -492,7 +513,6 @@ def infer_expr(expr, mod: IRModule | None = None):
     """Infer the type of one expression (free variables must be annotated); returns the annotated expr."""
     inf = TypeInferencer(mod)
     inf.root = expr
-    with deep_recursion():
-        inf.infer(expr)
-        inf.solve_pending()
-        return _Annotator(inf).visit(expr)
+    inf.infer(expr)
+    inf.solve_pending()
+    return _Annotator(inf).visit(expr)
