@@ -163,6 +163,10 @@ class Module:
         try:
             files = []
             for i, obj in enumerate(dict.fromkeys(objects)):
+                if compiler.is_damaged_cache_entry(obj):
+                    raise KilnError(f"export_library: the cached object file {obj} was altered or truncated "
+                                    "after this module was built (it no longer matches its sha256 record); "
+                                    "build the module again and export that")
                 dst = os.path.join(workspace_dir, f"lib{i}.o")
                 shutil.copyfile(obj, dst)
                 files.append(dst)

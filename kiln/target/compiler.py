@@ -3,12 +3,16 @@
 Outputs are content-addressed in ``$KILN_CACHE_DIR`` (default ``~/.cache/kiln``): the key is the
 sha256 of the inputs, the flags and the compiler's identity (path + ``--version``). Every cache file
 is written to a temporary name and moved into place with ``os.replace``, so processes building the
-same thing at once never see half a file. A failing compile raises :class:`kiln.error.CompileError`
-with the compiler's message and the path of the kept source.
+same thing at once never see half a file. Beside every entry, ``<entry>.sha256`` records its size and
+digest (written atomically after the entry); every cache hit is checked against it, and an entry that fails
+(truncated, altered, empty, or without a record) is evicted and rebuilt, so a damaged cache never reaches the
+linker or ``dlopen``. A failing compile raises :class:`kiln.error.CompileError` with the compiler's message
+and the path of the kept source.
 """
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shlex
 import shutil
@@ -45,6 +49,7 @@ class CacheStats:
         self.misses = 0
         self.compiles = 0
         self.links = 0
+        self.evictions = 0  # entries that failed their check and were rebuilt
 
     def as_dict(self) -> dict:
         return {"hits": self.hits, "misses": self.misses, "compiles": self.compiles, "links": self.links}
@@ -56,6 +61,8 @@ class CacheStats:
 stats = CacheStats()
 _identity_memo: dict = {}
 _lock = threading.Lock()
+_log = logging.getLogger("kiln.compiler")
+_verified: dict = {}  # entry path -> (inode, mtime, size) at its last successful check in this process
 
 
 # -- finding the compiler ----------------------------------------------------------------------
@@ -134,6 +141,67 @@ def _file_digest(path: str) -> str:
     return h.hexdigest()
 
 
+def _record_path(entry: str) -> str:
+    return entry + ".sha256"
+
+
+def _record_entry(entry: str) -> None:
+    """Write ``<entry>.sha256`` (size and digest of the entry now in place), atomically."""
+    size, digest = os.path.getsize(entry), _file_digest(entry)
+    _atomic_write_bytes(_record_path(entry), f"{size} {digest}\n".encode("ascii"))
+    st = os.stat(entry)
+    with _lock:
+        _verified[entry] = (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _entry_is_intact(entry: str) -> bool:
+    """Whether ``entry`` exists and matches its size/digest record (memoized per file version)."""
+    try:
+        st = os.stat(entry)
+    except OSError:
+        return False
+    sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+    with _lock:
+        if _verified.get(entry) == sig:
+            return True
+    try:
+        with open(_record_path(entry), encoding="ascii") as f:
+            size_text, digest = f.read().split()
+        size = int(size_text)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    if size <= 0 or size != st.st_size or _file_digest(entry) != digest:
+        return False
+    with _lock:
+        _verified[entry] = sig
+    return True
+
+
+def is_damaged_cache_entry(path: str) -> bool:
+    """Whether ``path`` is a file of the compile cache that no longer matches its size/digest record (for
+    callers that hold a cache path from an earlier build, such as ``export_library``)."""
+    real = os.path.realpath(path)
+    root = os.path.realpath(cache_dir())
+    if not real.startswith(root + os.sep) or not os.path.exists(_record_path(real)):
+        return False
+    return not _entry_is_intact(real)
+
+
+def _cache_hit(entry: str) -> bool:
+    """Count and return a verified hit; a present entry that fails its check is evicted (a miss)."""
+    if _entry_is_intact(entry):
+        stats.hits += 1
+        return True
+    if os.path.exists(entry) or os.path.exists(_record_path(entry)):
+        _log.warning("kiln compile cache: %s is damaged or unrecorded (truncated, altered or empty); "
+                     "evicting and rebuilding it", entry)
+        stats.evictions += 1
+        _silent_remove(entry)
+        _silent_remove(_record_path(entry))
+    stats.misses += 1
+    return False
+
+
 def _temp_sibling(path: str) -> str:
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path))
     os.close(fd)
@@ -195,10 +263,8 @@ def compile_object(source: str, cflags: Iterable[str] = (), suffix: str = ".c") 
     flags = list(DEFAULT_CFLAGS) + list(_workaround_flags(cc)) + list(cflags)
     key = _digest("object", compiler_identity(cc), "\0".join(flags), suffix, source)
     out = _cache_path("obj", key, ".o")
-    if os.path.exists(out):
-        stats.hits += 1
+    if _cache_hit(out):
         return out
-    stats.misses += 1
     with tempfile.TemporaryDirectory(prefix="kiln-cc-") as work:
         src = os.path.join(work, "kernel" + suffix)
         with open(src, "w", encoding="utf-8") as f:
@@ -215,6 +281,7 @@ def compile_object(source: str, cflags: Iterable[str] = (), suffix: str = ".c") 
             os.replace(tmp_out, out)
         finally:
             _silent_remove(tmp_out)
+    _record_entry(out)
     return out
 
 
@@ -264,11 +331,11 @@ def link_cached(objects: Sequence[str], ldflags: Iterable[str] = ()) -> str:
     key = _digest("shared", compiler_identity(cc), "\0".join(list(DEFAULT_LDFLAGS) + ldflags),
                   *[_file_digest(o) for o in objects])
     out = _cache_path("lib", key, ".so")
-    if os.path.exists(out):
-        stats.hits += 1
+    if _cache_hit(out):
         return out
-    stats.misses += 1
-    return link_shared(objects, out, ldflags, cc)
+    link_shared(objects, out, ldflags, cc)
+    _record_entry(out)
+    return out
 
 
 def blob_object(data: bytes, output: str, symbol: str = "__kiln_dev_mblob") -> str:
