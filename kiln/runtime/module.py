@@ -177,16 +177,17 @@ class Module:
                 files.append(_write_manifest(workspace_dir, files))
                 fcompile(file_name, files, **kwargs)
                 return
+            # link into a fresh name in a private folder beside the target: the linker creates the file with
+            # its usual mode under the umask (0755), as for any shared library; then move it into place
             out_dir = os.path.dirname(os.path.abspath(file_name))
-            fd, tmp = tempfile.mkstemp(prefix=".kiln-export-", suffix=".so", dir=out_dir)
-            os.close(fd)
+            stage = tempfile.mkdtemp(prefix=".kiln-export-", dir=out_dir)
+            tmp = os.path.join(stage, os.path.basename(file_name))
             try:
                 fcompile(tmp, files, **kwargs)
                 append_trailer(tmp)
                 os.replace(tmp, file_name)
             finally:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
+                shutil.rmtree(stage, ignore_errors=True)
         finally:
             if own_dir is not None:
                 shutil.rmtree(own_dir, ignore_errors=True)

@@ -5,8 +5,9 @@ sha256 of the inputs, the flags and the compiler's identity (path + ``--version`
 is written to a temporary name and moved into place with ``os.replace``, so processes building the
 same thing at once never see half a file. Beside every entry, ``<entry>.sha256`` records its size and
 digest (written atomically after the entry); every cache hit is checked against it, and an entry that fails
-(truncated, altered, empty, or without a record) is evicted and rebuilt, so a damaged cache never reaches the
-linker or ``dlopen``. A failing compile raises :class:`kiln.error.CompileError` with the compiler's message
+(truncated, altered, empty, bad record) is evicted and rebuilt, so a damaged cache never reaches the linker or
+``dlopen``. An entry without a record (from an older kiln sharing the cache) is adopted only if its ELF
+structure is whole. A failing compile raises :class:`kiln.error.CompileError` with the compiler's message
 and the path of the kept source.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 import os
 import shlex
 import shutil
+import struct
 import subprocess
 import tempfile
 import threading
@@ -164,8 +166,20 @@ def _entry_is_intact(entry: str) -> bool:
     with _lock:
         if _verified.get(entry) == sig:
             return True
+    record = _record_path(entry)
+    if not os.path.exists(record):
+        # an entry from a kiln that wrote no records (or one whose writer has not recorded it yet): adopt it
+        # when its ELF structure is whole (catches truncation and emptiness; later damage is then caught by
+        # the record written now)
+        if st.st_size == 0 or not _elf_is_whole(entry, st.st_size):
+            return False
+        try:
+            _record_entry(entry)
+        except OSError:
+            pass
+        return True
     try:
-        with open(_record_path(entry), encoding="ascii") as f:
+        with open(record, encoding="ascii") as f:
             size_text, digest = f.read().split()
         size = int(size_text)
     except (OSError, ValueError, UnicodeDecodeError):
@@ -174,6 +188,39 @@ def _entry_is_intact(entry: str) -> bool:
         return False
     with _lock:
         _verified[entry] = sig
+    return True
+
+
+def _elf_is_whole(path: str, size: int) -> bool:
+    """Whether ``path`` is a 64-bit little-endian ELF file whose header tables, sections and segments all
+    lie inside its ``size`` bytes."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+                return False
+            phoff, shoff = struct.unpack_from("<QQ", head, 0x20)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", head, 0x36)
+            if phoff + phnum * phentsize > size or shoff + shnum * shentsize > size:
+                return False
+            if shnum and shentsize < 64 or phnum and phentsize < 56:
+                return False
+            f.seek(shoff)
+            sections = f.read(shnum * shentsize)
+            f.seek(phoff)
+            segments = f.read(phnum * phentsize)
+    except OSError:
+        return False
+    for i in range(shnum):
+        sh_type, = struct.unpack_from("<I", sections, i * shentsize + 4)
+        sh_offset, sh_size = struct.unpack_from("<QQ", sections, i * shentsize + 24)
+        if sh_type != 8 and sh_offset + sh_size > size:  # 8: SHT_NOBITS (.bss) has no bytes in the file
+            return False
+    for i in range(phnum):
+        p_offset, = struct.unpack_from("<Q", segments, i * phentsize + 8)
+        p_filesz, = struct.unpack_from("<Q", segments, i * phentsize + 32)
+        if p_offset + p_filesz > size:
+            return False
     return True
 
 
@@ -203,9 +250,21 @@ def _cache_hit(entry: str) -> bool:
 
 
 def _temp_sibling(path: str) -> str:
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path))
-    os.close(fd)
-    return tmp
+    """A path to write ``path``'s new content to: a not-yet-existing file in a private directory beside
+    ``path`` (same file system, so ``os.replace`` is atomic). The file does not exist beforehand, so the
+    compiler, the linker or ``open`` creates it with its usual mode under the umask (0755 for a shared
+    library, 0644 for data), not the 0600 of a ``mkstemp`` file (which the linker turned into 0711)."""
+    folder = tempfile.mkdtemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path))
+    return os.path.join(folder, os.path.basename(path))
+
+
+def _discard_temp(tmp: str) -> None:
+    """Remove what :func:`_temp_sibling` made (the file, if it was not moved into place, and its folder)."""
+    _silent_remove(tmp)
+    try:
+        os.rmdir(os.path.dirname(tmp))
+    except OSError:
+        pass
 
 
 def _atomic_write_bytes(path: str, data: bytes) -> None:
@@ -214,9 +273,8 @@ def _atomic_write_bytes(path: str, data: bytes) -> None:
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:
-        _silent_remove(tmp)
-        raise
+    finally:
+        _discard_temp(tmp)
 
 
 def _silent_remove(path: str) -> None:
@@ -280,7 +338,7 @@ def compile_object(source: str, cflags: Iterable[str] = (), suffix: str = ".c") 
                 raise CompileError(msg, kept, err.compiler_output.replace(src, kept)) from None
             os.replace(tmp_out, out)
         finally:
-            _silent_remove(tmp_out)
+            _discard_temp(tmp_out)
     _record_entry(out)
     return out
 
@@ -313,7 +371,7 @@ def _link(objects, output: str, flags: list, cc, what: str) -> str:
         _run(cc + [str(o) for o in objects] + ["-o", tmp_out] + flags, "linking " + what, None)
         os.replace(tmp_out, output)
     finally:
-        _silent_remove(tmp_out)
+        _discard_temp(tmp_out)
     return output
 
 
@@ -374,5 +432,5 @@ def blob_object(data: bytes, output: str, symbol: str = "__kiln_dev_mblob") -> s
             _run(cc + ["-c", asm_path, "-o", tmp_out], "assembling the module blob", asm_path)
             os.replace(tmp_out, output)
         finally:
-            _silent_remove(tmp_out)
+            _discard_temp(tmp_out)
     return output

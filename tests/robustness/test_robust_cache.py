@@ -58,8 +58,9 @@ def _flip(path):
     assert os.path.getsize(path) == size
 
 
-def _drop_record(path):
+def _drop_record_and_truncate(path):
     os.remove(path + ".sha256")
+    _truncate(path)
 
 
 def _bad_record(path):
@@ -67,7 +68,7 @@ def _bad_record(path):
         f.write("garbage")
 
 
-DAMAGE = {"truncated": _truncate, "empty": _empty, "same_size": _flip, "no_record": _drop_record,
+DAMAGE = {"truncated": _truncate, "empty": _empty, "same_size": _flip, "no_record_truncated": _drop_record_and_truncate,
           "bad_record": _bad_record}
 
 
@@ -123,3 +124,16 @@ def test_export_refuses_an_object_damaged_after_the_build(cache, tmp_path):
     with pytest.raises(kiln.error.KilnError, match="altered or truncated"):
         f.export_library(str(tmp_path / "m.so"))
     assert not os.path.exists(tmp_path / "m.so")
+
+
+def test_intact_entry_without_record_is_adopted(cache):
+    """Entries written by an older kiln (no record) are kept when their ELF structure is whole."""
+    _build_and_check(6.5)
+    for kind in ("obj", "lib"):
+        for entry in _entries(cache, kind):
+            os.remove(entry + ".sha256")
+    compiler._verified.clear()
+    compiler.stats.reset()
+    _build_and_check(6.5)
+    assert compiler.stats.evictions == 0 and compiler.stats.misses == 0
+    assert all(os.path.exists(e + ".sha256") for k in ("obj", "lib") for e in _entries(cache, k))
