@@ -366,6 +366,12 @@ class GraphExecutor(Module):
         """Output ``index`` (the executor's own array; copied into ``out`` when given)."""
         arr = self.entries[self._head_entry(index)]
         if out is not None:
+            if not isinstance(out, NDArray):
+                raise ArgumentError(f"get_output({index}, out=...): out must be a kiln NDArray, got "
+                                    f"{type(out).__name__}")
+            if not out._writable:
+                raise ArgumentError(f"get_output({index}, out=...): out views read-only memory; pass a "
+                                    "writable array (kiln.nd.empty(...))")
             out.copyfrom(arr)
             return out
         return arr

@@ -69,12 +69,13 @@ def _fmt_shape(spec) -> str:
 class _BufferArg:
     """Check plan for one buffer parameter."""
 
-    __slots__ = ("index", "name", "dtype", "static_shape", "dims", "spec", "func")
+    __slots__ = ("index", "name", "dtype", "static_shape", "dims", "spec", "func", "output")
 
     def __init__(self, index: int, meta: dict, func: str):
         self.index = index
         self.name = meta["name"]
         self.func = func
+        self.output = bool(meta.get("output", False))
         try:
             self.dtype = str(parse_dtype(meta["dtype"]))
         except KilnError as err:
@@ -113,6 +114,9 @@ class _BufferArg:
         if not value._kernel_ok:
             self.fail(f"expected a compact (C-contiguous, aligned) array; got a strided view of shape "
                       f"{value._shape}; pass a copy (kiln.nd.array(x.numpy()))")
+        if self.output and not value._writable:
+            self.fail("is an output, but the array given views read-only memory (np.frombuffer of bytes, a "
+                      "read-only memmap or DLPack tensor); pass a writable array (kiln.nd.empty(...))")
         return value
 
 
@@ -175,7 +179,8 @@ class KernelFunction(PackedFunc):
     """A compiled kernel: ``f(*args)`` checks the arguments, then calls into C."""
 
     __slots__ = ("meta", "symbol", "_library", "_fn", "_nargs", "_total", "_argtype", "_plan",
-                 "_static", "_var_scalars", "_shape_vars", "_signature", "_fast", "_pack_into", "_pool")
+                 "_static", "_var_scalars", "_shape_vars", "_signature", "_fast", "_pack_into", "_pool",
+                 "_overlap_pairs")
 
     def __init__(self, library, meta: dict):
         name = meta.get("name")
@@ -228,6 +233,10 @@ class KernelFunction(PackedFunc):
         fmt = "<" + "".join(self._format_char(p) for p in self._plan) + "q" * len(self._shape_vars)
         self._pack_into = struct.Struct(fmt).pack_into
         self._pool = []
+        # kernels declare their buffers restrict: an output may share no byte with another buffer argument
+        buffers = [p.index for p in self._plan if isinstance(p, _BufferArg)]
+        self._overlap_pairs = [(o.index, b) for o in self._plan if isinstance(o, _BufferArg) and o.output
+                               for b in buffers if b != o.index and not (self._plan[b].output and b < o.index)]
         self._fast = self._build_fast_checker()
 
     @staticmethod
@@ -253,8 +262,9 @@ class KernelFunction(PackedFunc):
         for p in self._plan:
             i = p.index
             if isinstance(p, _BufferArg):
+                ok = "_out_ok" if p.output else "_kernel_ok"
                 lines.append(f"    if a{i}.__class__ is not NDArray or a{i}._dtype != {p.dtype!r} "
-                             f"or not a{i}._kernel_ok:")
+                             f"or not a{i}.{ok}:")
                 lines.append("        return None")
                 lines.append(f"    s{i} = a{i}._shape")
                 if p.static_shape is not None:
@@ -279,6 +289,8 @@ class KernelFunction(PackedFunc):
                 values.append(f"c{i}(a{i})")
         for i, axis, text in deferred:
             lines += [f"    if s{i}[{axis}] != ({_rename(text, local)}):", "        return None"]
+        for o, b in self._overlap_pairs:
+            lines += [f"    if a{o}._lo < a{b}._hi and a{b}._lo < a{o}._hi:", "        return None"]
         values += [local[v] for v in self._shape_vars]
         lines.append("    return (" + "".join(f"{v}, " for v in values) + ")")
         ns["min"], ns["max"] = min, max
@@ -294,6 +306,17 @@ class KernelFunction(PackedFunc):
         return f"{p.name}: handle"
 
     # -- argument checking ------------------------------------------------------------------------
+    def _check_overlap(self, args) -> None:
+        """Refuse an output that shares memory with another buffer argument (the kernel is restrict)."""
+        for o, b in self._overlap_pairs:
+            x, y = args[o], args[b]
+            if x._lo < y._hi and y._lo < x._hi:
+                po, pb = self._plan[o], self._plan[b]
+                same = "is the same array as" if x._lo == y._lo and x._hi == y._hi else "overlaps the memory of"
+                po.fail(f"the output {same} argument {b} ({pb.name}); kiln kernels assume their buffers do not "
+                        "alias (C restrict), so the result would be wrong: pass a separate output array, or a "
+                        "copy of the input")
+
     def _values(self, args) -> list:
         if len(args) != self._nargs:
             raise ArgumentError(f"{self.name}: expected {self._nargs} arguments ({self._signature}), "
@@ -308,6 +331,7 @@ class KernelFunction(PackedFunc):
                     values.append(arr._ptr)
                 else:
                     values.append(p.convert(a))
+            self._check_overlap(args)
             return values
         env = {}
         for index, var in self._var_scalars:
@@ -332,6 +356,7 @@ class KernelFunction(PackedFunc):
                         if a._shape[axis] != want:
                             p.fail(f"expected shape {_fmt_shape(p.spec)} = {self._expected(p, env)}, got "
                                    f"{a._shape} (axis {axis}: {payload[1]} = {want})")
+        self._check_overlap(args)
         for var in self._shape_vars:
             values.append(env[var])
         return values
