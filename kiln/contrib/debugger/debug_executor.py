@@ -104,9 +104,14 @@ class GraphModuleDebug(GraphModule):
         self.debug_datum = DebugResult(self._exec)
 
     def run(self, **input_dict) -> None:
+        with self._exec._lock:  # serialized with other threads' calls, as GraphExecutor.run
+            self._run_locked(input_dict)
+
+    def _run_locked(self, input_dict: dict) -> None:
         ex = self._exec
         for name, value in input_dict.items():
             ex._copy_in(ex._index_of(name), value)
+        ex._check_inputs_set()
         spec = ex.spec
         datum = self.debug_datum
         datum.clear()
