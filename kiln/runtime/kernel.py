@@ -180,7 +180,7 @@ class KernelFunction(PackedFunc):
 
     __slots__ = ("meta", "symbol", "_library", "_fn", "_nargs", "_total", "_argtype", "_plan",
                  "_static", "_var_scalars", "_shape_vars", "_signature", "_fast", "_pack_into", "_pool",
-                 "_overlap_pairs")
+                 "_overlap_pairs", "_var_max", "_buffer_max")
 
     def __init__(self, library, meta: dict):
         name = meta.get("name")
@@ -233,11 +233,54 @@ class KernelFunction(PackedFunc):
         fmt = "<" + "".join(self._format_char(p) for p in self._plan) + "q" * len(self._shape_vars)
         self._pack_into = struct.Struct(fmt).pack_into
         self._pool = []
+        self._plan_index_limits(meta)
         # kernels declare their buffers restrict: an output may share no byte with another buffer argument
         buffers = [p.index for p in self._plan if isinstance(p, _BufferArg)]
         self._overlap_pairs = [(o.index, b) for o in self._plan if isinstance(o, _BufferArg) and o.output
                                for b in buffers if b != o.index and not (self._plan[b].output and b < o.index)]
         self._fast = self._build_fast_checker()
+
+    def _plan_index_limits(self, meta: dict) -> None:
+        """What a call must satisfy so that no extent or index overflows in the kernel: every implicit shape
+        variable fits the C type it is read into (``var_dtypes``; int32 when the metadata predates it), and a
+        buffer whose shape involves an int32 variable holds fewer than 2**31 elements (its flattened index is
+        computed in int32). Without this an extent of 2**31 + 64 became negative and the kernel silently did
+        nothing."""
+        var_dtypes = meta.get("var_dtypes") or {}
+        dtype_of = {v: parse_dtype(var_dtypes.get(v, "int32")) for v in self._shape_vars}
+        for p in self._plan:
+            if isinstance(p, _ScalarArg):
+                dtype_of.setdefault(p.name, parse_dtype(p.dtype))
+        self._var_max = {v: dt.max_value() for v, dt in dtype_of.items()
+                         if v in self._shape_vars and dt.is_integral and not dt.is_bool}
+        self._buffer_max = {}  # buffer index -> (most elements, the int32 variable that imposes it)
+        for p in self._plan:
+            if not isinstance(p, _BufferArg) or p.static_shape is not None:
+                continue
+            names = set()
+            for kind, payload in p.dims:
+                if kind == "var":
+                    names.add(payload)
+                elif kind == "expr":
+                    names |= _compile_extent(payload[1], self.name, p.name)[1]
+            narrow = sorted(n for n in names if n in dtype_of and dtype_of[n].bits <= 32)
+            if narrow:
+                self._buffer_max[p.index] = (2 ** 31 - 1, narrow[0])
+
+    def _check_index_limits(self, args, env: dict) -> None:
+        for var, hi in self._var_max.items():
+            value = env.get(var)
+            if value is not None and value > hi:
+                raise ArgumentError(f"{self.name}: shape variable {var} = {value} does not fit the kernel's "
+                                    f"index type (at most {hi}); the kernel was compiled with 32-bit extents, "
+                                    "split the input or declare the variable int64 (te.var(name, 'int64'))")
+        for index, (most, var) in self._buffer_max.items():
+            arr = args[index]
+            count = int(np.prod(arr._shape, dtype=object))
+            if count > most:
+                self._plan[index].fail(f"shape {arr._shape} has {count} elements, more than the kernel's 32-bit "
+                                       f"indexing (through shape variable {var}) can address ({most}); split the "
+                                       "input or declare the shape variables int64")
 
     @staticmethod
     def _format_char(p) -> str:
@@ -279,6 +322,9 @@ class KernelFunction(PackedFunc):
                         elif kind == "var":
                             local[payload] = f"v{len(local)}"
                             lines.append(f"    {local[payload]} = s{i}[{axis}]")
+                            if payload in self._var_max:
+                                lines += [f"    if {local[payload]} > {self._var_max[payload]}:",
+                                          "        return None"]
                         else:
                             deferred.append((i, axis, payload[1]))
                 values.append(f"a{i}._ptr")
@@ -291,6 +337,9 @@ class KernelFunction(PackedFunc):
             lines += [f"    if s{i}[{axis}] != ({_rename(text, local)}):", "        return None"]
         for o, b in self._overlap_pairs:
             lines += [f"    if a{o}._lo < a{b}._hi and a{b}._lo < a{o}._hi:", "        return None"]
+        for i, (most, _) in self._buffer_max.items():
+            most_bytes = most * parse_dtype(self._plan[i].dtype).numpy_dtype().itemsize
+            lines += [f"    if a{i}._hi - a{i}._lo > {most_bytes}:", "        return None"]
         values += [local[v] for v in self._shape_vars]
         lines.append("    return (" + "".join(f"{v}, " for v in values) + ")")
         ns["min"], ns["max"] = min, max
@@ -357,6 +406,7 @@ class KernelFunction(PackedFunc):
                             p.fail(f"expected shape {_fmt_shape(p.spec)} = {self._expected(p, env)}, got "
                                    f"{a._shape} (axis {axis}: {payload[1]} = {want})")
         self._check_overlap(args)
+        self._check_index_limits(args, env)
         for var in self._shape_vars:
             values.append(env[var])
         return values
