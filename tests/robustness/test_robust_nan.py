@@ -173,3 +173,13 @@ def test_constant_folding_keeps_nan():
     nan, one = kiln.tir.const(float("nan"), "float32"), kiln.tir.const(1.0, "float32")
     for fn in (kiln.tir.max, kiln.tir.min):
         assert np.isnan(fn(nan, one).value) and np.isnan(fn(one, nan).value)
+
+
+def test_reference_interpreter_propagates_nan():
+    """kiln's TIR reference interpreter agrees with the compiled helpers (scalar path)."""
+    from kiln.tir.interpreter import eval_expr
+    nan, one = kiln.tir.Var("a", "float32"), kiln.tir.Var("b", "float32")
+    for fn in (kiln.tir.max, kiln.tir.min):
+        e = fn(nan, one)
+        assert np.isnan(eval_expr(e, {nan: np.float32("nan"), one: np.float32(1)}))
+        assert np.isnan(eval_expr(e, {nan: np.float32(1), one: np.float32("nan")}))
