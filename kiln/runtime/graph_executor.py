@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import json
+import threading
+import warnings
 
 import numpy as np
 
@@ -143,9 +145,15 @@ class GraphExecutor(Module):
             raise KilnError(f"graph executor: kiln runs graphs on cpu(0) only, got {dev}")
         self.device = dev
         self.lib = lib
+        # runs share this executor's buffers: every public call holds the lock, so calls from several
+        # threads are serialized; a set_input/run/get_output sequence holds it as a whole (docs/graph_executor.md)
+        self._lock = threading.RLock()
         self._param_names: set = set()
         self._input_index = {name: i for i, name in enumerate(spec.input_names)}
         self._allocate()
+        # inputs never given a value (run() refuses to read their uninitialized memory)
+        self._unset = {i for i in range(len(spec.input_names))
+                       if _nbytes(spec.shapes[self._entry_of_input(i)], spec.dtypes[self._entry_of_input(i)])}
         self._funcs = self._resolve_functions()
         self._build_plan()
         self._methods = {
@@ -287,30 +295,58 @@ class GraphExecutor(Module):
             raise ArgumentError(f"input {name!r}: expected shape {dst._shape} and dtype {dst._dtype}, got shape "
                                 f"{tuple(src.shape)} and dtype {given_dtype}")
         np.copyto(dst._arr, src)
+        self._unset.discard(idx)
+
+    def _warn_skipped(self, what: str, skipped: list) -> None:
+        shown = ", ".join(repr(n) for n in skipped[:8]) + (f" and {len(skipped) - 8} more" if len(skipped) > 8 else "")
+        warnings.warn(f"{what}: the graph has no input named {shown}; skipped (its inputs: "
+                      f"{', '.join(self.spec.input_names[:16])}{', ...' if len(self.spec.input_names) > 16 else ''})",
+                      UserWarning, stacklevel=3)
 
     def set_input(self, key=None, value=None, **params) -> None:
-        """Copy ``value`` into input ``key`` (name or index); keyword arguments set more inputs
-        (names the graph does not have are skipped there, as TVM does for ``set_input(**params)``)."""
-        if key is not None:
-            if value is None:
-                raise ArgumentError(f"set_input({key!r}): no value given")
-            self._copy_in(self._index_of(key), value)
-        for name, val in params.items():
-            idx = self._input_index.get(name)
-            if idx is not None:
-                self._copy_in(idx, val)
+        """Copy ``value`` into input ``key`` (name or index); keyword arguments set more inputs. A keyword
+        naming no input of the graph is skipped, as TVM does for ``set_input(**params)``, with a warning."""
+        with self._lock:
+            if key is not None:
+                if value is None:
+                    raise ArgumentError(f"set_input({key!r}): no value given")
+                self._copy_in(self._index_of(key), value)
+            skipped = []
+            for name, val in params.items():
+                idx = self._input_index.get(name)
+                if idx is not None:
+                    self._copy_in(idx, val)
+                else:
+                    skipped.append(name)
+            if skipped:
+                self._warn_skipped("set_input", skipped)
 
-    def _set_params(self, params: dict) -> None:
-        """Load parameters (the factory's) and remember their names (get_input_info leaves them out)."""
-        for name, val in params.items():
-            idx = self._input_index.get(name)
-            if idx is not None:
-                self._copy_in(idx, val)
-                self._param_names.add(name)
+    def _set_params(self, params: dict) -> list:
+        """Load parameters (the factory's) and remember their names (get_input_info leaves them out);
+        returns the names the graph has no input for."""
+        skipped = []
+        with self._lock:
+            for name, val in params.items():
+                idx = self._input_index.get(name)
+                if idx is not None:
+                    self._copy_in(idx, val)
+                    self._param_names.add(name)
+                else:
+                    skipped.append(name)
+        return skipped
 
     def load_params(self, param_bytes) -> None:
-        """Load TVM parameter-dict bytes (``relay.save_param_dict``); unknown names are skipped."""
-        self._set_params(load_params(param_bytes))
+        """Load TVM parameter-dict bytes (``relay.save_param_dict``). Names the graph lacks are skipped
+        with a warning (TVM skips them); bytes whose names match no input at all raise."""
+        params = load_params(param_bytes)
+        skipped = self._set_params(params)
+        if params and len(skipped) == len(params):
+            shown = ", ".join(repr(n) for n in skipped[:8]) + (", ..." if len(skipped) > 8 else "")
+            raise ArgumentError(f"load_params: none of the {len(params)} parameters ({shown}) is an input of this "
+                                f"graph (its inputs: {', '.join(self.spec.input_names[:16])}"
+                                f"{', ...' if len(self.spec.input_names) > 16 else ''}); wrong parameter file?")
+        if skipped:
+            self._warn_skipped("load_params", skipped)
 
     def share_params(self, other: "GraphExecutor", param_bytes) -> None:
         """Use ``other``'s parameter arrays (named in ``param_bytes``) instead of copies of our own."""
@@ -319,6 +355,10 @@ class GraphExecutor(Module):
         if not isinstance(other, GraphExecutor):
             raise KilnError(f"share_params expects another graph executor, got {type(other).__name__}")
         names = load_params(param_bytes).keys() if not isinstance(param_bytes, dict) else param_bytes.keys()
+        with self._lock, other._lock:
+            self._share_params(other, names)
+
+    def _share_params(self, other: "GraphExecutor", names) -> None:
         for name in names:
             idx, oidx = self._input_index.get(name), other._input_index.get(name)
             if idx is None or oidx is None:
@@ -329,6 +369,7 @@ class GraphExecutor(Module):
                 raise ArgumentError(f"share_params: parameter {name!r} differs in shape or dtype between the graphs")
             self.entries[mine] = other.entries[theirs]
             self._param_names.add(name)
+            self._unset.discard(idx)
         self._build_plan()
 
     def get_input(self, key) -> NDArray:
@@ -366,15 +407,45 @@ class GraphExecutor(Module):
         """Output ``index`` (the executor's own array; copied into ``out`` when given)."""
         arr = self.entries[self._head_entry(index)]
         if out is not None:
-            out.copyfrom(arr)
-            return out
+            with self._lock:
+                return self._copy_out(index, arr, out)
         return arr
 
+    @staticmethod
+    def _copy_out(index, arr: NDArray, out) -> NDArray:
+        if not isinstance(out, NDArray):
+            raise ArgumentError(f"get_output({index}, out=...): out must be a kiln NDArray, got "
+                                f"{type(out).__name__}")
+        if not out._writable:
+            raise ArgumentError(f"get_output({index}, out=...): out views read-only memory; pass a "
+                                "writable array (kiln.nd.empty(...))")
+        out.copyfrom(arr)
+        return out
+
     # -- running --------------------------------------------------------------------------------
+    @property
+    def lock(self) -> threading.RLock:
+        """The executor's (reentrant) lock: hold it around set_input/run/get_output to make the sequence
+        atomic when several threads share the executor."""
+        return self._lock
+
+    def _check_inputs_set(self) -> None:
+        if self._unset:
+            names = [self.spec.input_names[i] for i in sorted(self._unset)]
+            raise ArgumentError(f"run(): input{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))} "
+                                "never received a value (its memory is uninitialized); call set_input(name, value) "
+                                "(or run(name=value)) first")
+
     def run(self, **inputs) -> None:
-        """Run the whole graph (setting ``inputs`` by name first)."""
-        for name, value in inputs.items():
-            self._copy_in(self._index_of(name), value)
+        """Run the whole graph (setting ``inputs`` by name first). Calls from several threads are
+        serialized (they share the executor's buffers)."""
+        with self._lock:
+            for name, value in inputs.items():
+                self._copy_in(self._index_of(name), value)
+            self._check_inputs_set()
+            self._run_locked()
+
+    def _run_locked(self) -> None:
         native = self._native
         if native is not None:
             rc = native[0](native[1], 2)
@@ -398,6 +469,11 @@ class GraphExecutor(Module):
             for inp in node.get("inputs", []):
                 last_use[spec.entry_id(int(inp[0]), int(inp[1]))] = node_id
         keep = {spec.entry_id(n, 0) for n in spec.input_nodes} | {spec.entry_id(n, i) for n, i in spec.heads}
+        with self._lock:
+            self._check_inputs_set()
+            self._run_poisoned_locked(last_use, keep)
+
+    def _run_poisoned_locked(self, last_use: dict, keep: set) -> None:
         for node_id, call in self.op_calls:
             call()
             for eid, last in last_use.items():
@@ -429,9 +505,10 @@ class GraphExecutor(Module):
             if kwargs:
                 self.set_input(**kwargs)
             func = self.run
-        return measure(func, (), device, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
-                       limit_zero_time_iterations=limit_zero_time_iterations,
-                       cooldown_interval_ms=cooldown_interval_ms, repeats_to_cooldown=repeats_to_cooldown)
+        with self._lock:  # the timed runs are not interleaved with another thread's
+            return measure(func, (), device, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+                           limit_zero_time_iterations=limit_zero_time_iterations,
+                           cooldown_interval_ms=cooldown_interval_ms, repeats_to_cooldown=repeats_to_cooldown)
 
     def __repr__(self) -> str:
         return (f"GraphExecutor({len(self.spec.nodes)} nodes, {len(self._plan)} kernel calls, "
@@ -456,6 +533,11 @@ class GraphModule:
                             f"{type(module).__name__}; did you pass the factory itself instead of lib['default'](dev)?")
         self.module = module
         self._exec = module
+
+    @property
+    def lock(self):
+        """Hold it (``with m.lock:``) around set_input/run/get_output when threads share this module."""
+        return self._exec._lock
 
     def set_input(self, key=None, value=None, **params) -> None:
         self._exec.set_input(key, value, **params)

@@ -69,12 +69,13 @@ def _fmt_shape(spec) -> str:
 class _BufferArg:
     """Check plan for one buffer parameter."""
 
-    __slots__ = ("index", "name", "dtype", "static_shape", "dims", "spec", "func")
+    __slots__ = ("index", "name", "dtype", "static_shape", "dims", "spec", "func", "output")
 
     def __init__(self, index: int, meta: dict, func: str):
         self.index = index
         self.name = meta["name"]
         self.func = func
+        self.output = bool(meta.get("output", False))
         try:
             self.dtype = str(parse_dtype(meta["dtype"]))
         except KilnError as err:
@@ -113,6 +114,9 @@ class _BufferArg:
         if not value._kernel_ok:
             self.fail(f"expected a compact (C-contiguous, aligned) array; got a strided view of shape "
                       f"{value._shape}; pass a copy (kiln.nd.array(x.numpy()))")
+        if self.output and not value._writable:
+            self.fail("is an output, but the array given views read-only memory (np.frombuffer of bytes, a "
+                      "read-only memmap or DLPack tensor); pass a writable array (kiln.nd.empty(...))")
         return value
 
 
@@ -175,7 +179,8 @@ class KernelFunction(PackedFunc):
     """A compiled kernel: ``f(*args)`` checks the arguments, then calls into C."""
 
     __slots__ = ("meta", "symbol", "_library", "_fn", "_nargs", "_total", "_argtype", "_plan",
-                 "_static", "_var_scalars", "_shape_vars", "_signature", "_fast", "_pack_into", "_pool")
+                 "_static", "_var_scalars", "_shape_vars", "_signature", "_fast", "_pack_into", "_pool",
+                 "_overlap_pairs", "_var_max", "_buffer_max")
 
     def __init__(self, library, meta: dict):
         name = meta.get("name")
@@ -228,7 +233,54 @@ class KernelFunction(PackedFunc):
         fmt = "<" + "".join(self._format_char(p) for p in self._plan) + "q" * len(self._shape_vars)
         self._pack_into = struct.Struct(fmt).pack_into
         self._pool = []
+        self._plan_index_limits(meta)
+        # kernels declare their buffers restrict: an output may share no byte with another buffer argument
+        buffers = [p.index for p in self._plan if isinstance(p, _BufferArg)]
+        self._overlap_pairs = [(o.index, b) for o in self._plan if isinstance(o, _BufferArg) and o.output
+                               for b in buffers if b != o.index and not (self._plan[b].output and b < o.index)]
         self._fast = self._build_fast_checker()
+
+    def _plan_index_limits(self, meta: dict) -> None:
+        """What a call must satisfy so that no extent or index overflows in the kernel: every implicit shape
+        variable fits the C type it is read into (``var_dtypes``; int32 when the metadata predates it), and a
+        buffer whose shape involves an int32 variable holds fewer than 2**31 elements (its flattened index is
+        computed in int32). Without this an extent of 2**31 + 64 became negative and the kernel silently did
+        nothing."""
+        var_dtypes = meta.get("var_dtypes") or {}
+        dtype_of = {v: parse_dtype(var_dtypes.get(v, "int32")) for v in self._shape_vars}
+        for p in self._plan:
+            if isinstance(p, _ScalarArg):
+                dtype_of.setdefault(p.name, parse_dtype(p.dtype))
+        self._var_max = {v: dt.max_value() for v, dt in dtype_of.items()
+                         if v in self._shape_vars and dt.is_integral and not dt.is_bool}
+        self._buffer_max = {}  # buffer index -> (most elements, the int32 variable that imposes it)
+        for p in self._plan:
+            if not isinstance(p, _BufferArg) or p.static_shape is not None:
+                continue
+            names = set()
+            for kind, payload in p.dims:
+                if kind == "var":
+                    names.add(payload)
+                elif kind == "expr":
+                    names |= _compile_extent(payload[1], self.name, p.name)[1]
+            narrow = sorted(n for n in names if n in dtype_of and dtype_of[n].bits <= 32)
+            if narrow:
+                self._buffer_max[p.index] = (2 ** 31 - 1, narrow[0])
+
+    def _check_index_limits(self, args, env: dict) -> None:
+        for var, hi in self._var_max.items():
+            value = env.get(var)
+            if value is not None and value > hi:
+                raise ArgumentError(f"{self.name}: shape variable {var} = {value} does not fit the kernel's "
+                                    f"index type (at most {hi}); the kernel was compiled with 32-bit extents, "
+                                    "split the input or declare the variable int64 (te.var(name, 'int64'))")
+        for index, (most, var) in self._buffer_max.items():
+            arr = args[index]
+            count = int(np.prod(arr._shape, dtype=object))
+            if count > most:
+                self._plan[index].fail(f"shape {arr._shape} has {count} elements, more than the kernel's 32-bit "
+                                       f"indexing (through shape variable {var}) can address ({most}); split the "
+                                       "input or declare the shape variables int64")
 
     @staticmethod
     def _format_char(p) -> str:
@@ -253,8 +305,9 @@ class KernelFunction(PackedFunc):
         for p in self._plan:
             i = p.index
             if isinstance(p, _BufferArg):
+                ok = "_out_ok" if p.output else "_kernel_ok"
                 lines.append(f"    if a{i}.__class__ is not NDArray or a{i}._dtype != {p.dtype!r} "
-                             f"or not a{i}._kernel_ok:")
+                             f"or not a{i}.{ok}:")
                 lines.append("        return None")
                 lines.append(f"    s{i} = a{i}._shape")
                 if p.static_shape is not None:
@@ -269,6 +322,9 @@ class KernelFunction(PackedFunc):
                         elif kind == "var":
                             local[payload] = f"v{len(local)}"
                             lines.append(f"    {local[payload]} = s{i}[{axis}]")
+                            if payload in self._var_max:
+                                lines += [f"    if {local[payload]} > {self._var_max[payload]}:",
+                                          "        return None"]
                         else:
                             deferred.append((i, axis, payload[1]))
                 values.append(f"a{i}._ptr")
@@ -279,6 +335,11 @@ class KernelFunction(PackedFunc):
                 values.append(f"c{i}(a{i})")
         for i, axis, text in deferred:
             lines += [f"    if s{i}[{axis}] != ({_rename(text, local)}):", "        return None"]
+        for o, b in self._overlap_pairs:
+            lines += [f"    if a{o}._lo < a{b}._hi and a{b}._lo < a{o}._hi:", "        return None"]
+        for i, (most, _) in self._buffer_max.items():
+            most_bytes = most * parse_dtype(self._plan[i].dtype).numpy_dtype().itemsize
+            lines += [f"    if a{i}._hi - a{i}._lo > {most_bytes}:", "        return None"]
         values += [local[v] for v in self._shape_vars]
         lines.append("    return (" + "".join(f"{v}, " for v in values) + ")")
         ns["min"], ns["max"] = min, max
@@ -294,6 +355,17 @@ class KernelFunction(PackedFunc):
         return f"{p.name}: handle"
 
     # -- argument checking ------------------------------------------------------------------------
+    def _check_overlap(self, args) -> None:
+        """Refuse an output that shares memory with another buffer argument (the kernel is restrict)."""
+        for o, b in self._overlap_pairs:
+            x, y = args[o], args[b]
+            if x._lo < y._hi and y._lo < x._hi:
+                po, pb = self._plan[o], self._plan[b]
+                same = "is the same array as" if x._lo == y._lo and x._hi == y._hi else "overlaps the memory of"
+                po.fail(f"the output {same} argument {b} ({pb.name}); kiln kernels assume their buffers do not "
+                        "alias (C restrict), so the result would be wrong: pass a separate output array, or a "
+                        "copy of the input")
+
     def _values(self, args) -> list:
         if len(args) != self._nargs:
             raise ArgumentError(f"{self.name}: expected {self._nargs} arguments ({self._signature}), "
@@ -308,6 +380,7 @@ class KernelFunction(PackedFunc):
                     values.append(arr._ptr)
                 else:
                     values.append(p.convert(a))
+            self._check_overlap(args)
             return values
         env = {}
         for index, var in self._var_scalars:
@@ -332,6 +405,8 @@ class KernelFunction(PackedFunc):
                         if a._shape[axis] != want:
                             p.fail(f"expected shape {_fmt_shape(p.spec)} = {self._expected(p, env)}, got "
                                    f"{a._shape} (axis {axis}: {payload[1]} = {want})")
+        self._check_overlap(args)
+        self._check_index_limits(args, env)
         for var in self._shape_vars:
             values.append(env[var])
         return values

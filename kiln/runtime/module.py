@@ -163,6 +163,10 @@ class Module:
         try:
             files = []
             for i, obj in enumerate(dict.fromkeys(objects)):
+                if compiler_step("is_damaged_cache_entry")(obj):
+                    raise KilnError(f"export_library: the cached object file {obj} was altered or truncated "
+                                    "after this module was built (it no longer matches its sha256 record); "
+                                    "build the module again and export that")
                 dst = os.path.join(workspace_dir, f"lib{i}.o")
                 shutil.copyfile(obj, dst)
                 files.append(dst)
@@ -176,16 +180,17 @@ class Module:
 
                 def fcompile(output, objects, options=None, cc=None, **_):
                     return create_shared(output, objects, options, cc)
+            # link into a fresh name in a private folder beside the target: the linker creates the file with
+            # its usual mode under the umask (0755), as for any shared library; then move it into place
             out_dir = os.path.dirname(os.path.abspath(file_name))
-            fd, tmp = tempfile.mkstemp(prefix=".kiln-export-", suffix=".so", dir=out_dir)
-            os.close(fd)
+            stage = tempfile.mkdtemp(prefix=".kiln-export-", dir=out_dir)
+            tmp = os.path.join(stage, os.path.basename(file_name))
             try:
                 fcompile(tmp, files, **kwargs)
                 append_trailer(tmp)
                 os.replace(tmp, file_name)
             finally:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
+                shutil.rmtree(stage, ignore_errors=True)
         finally:
             if own_dir is not None:
                 shutil.rmtree(own_dir, ignore_errors=True)

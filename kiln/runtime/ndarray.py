@@ -38,7 +38,8 @@ def _check_device(dev) -> Device:
 class NDArray:
     """A tensor: ``shape``, ``dtype``, ``device``; ``numpy()`` copies it out."""
 
-    __slots__ = ("_arr", "_shape", "_dtype", "_device", "_ptr", "_kernel_ok", "_dltensor", "__weakref__")
+    __slots__ = ("_arr", "_shape", "_dtype", "_device", "_ptr", "_kernel_ok", "_writable", "_out_ok", "_lo", "_hi",
+                 "_dltensor", "__weakref__")
 
     def __init__(self, arr: np.ndarray, dev: Device | None = None):
         """Wrap ``arr`` without copying (internal: use nd.array / nd.empty / from_dlpack)."""
@@ -52,6 +53,13 @@ class NDArray:
         self._ptr = arr.__array_interface__["data"][0]
         # what a kernel may be handed: compact row-major, naturally aligned
         self._kernel_ok = bool(arr.flags.c_contiguous) and self._ptr % max(arr.dtype.itemsize, 1) == 0
+        # read-only memory (np.frombuffer of bytes, a read-only memmap, a DLPack tensor flagged read-only)
+        # may be read by a kernel but never written: outputs need _out_ok
+        self._writable = bool(arr.flags.writeable)
+        self._out_ok = self._kernel_ok and self._writable
+        # the byte range [_lo, _hi) a kernel touches, for the no-overlap check of outputs ((0, 0) if empty)
+        nbytes = int(arr.nbytes)
+        self._lo, self._hi = (self._ptr, self._ptr + nbytes) if nbytes else (0, 0)
         self._dltensor = None
 
     # -- properties --------------------------------------------------------------------------
@@ -82,6 +90,11 @@ class NDArray:
         return bool(self._arr.flags.c_contiguous)
 
     @property
+    def is_writable(self) -> bool:
+        """False for arrays viewing read-only memory; kernels and copies refuse to write into them."""
+        return self._writable
+
+    @property
     def data_ptr(self) -> int:
         """Address of the first element (what a kernel receives)."""
         return self._ptr
@@ -102,8 +115,15 @@ class NDArray:
         """Old spelling of :meth:`numpy`."""
         return self.numpy()
 
+    def _check_writable(self, what: str) -> None:
+        if not self._writable:
+            raise KilnError(f"{what}: the destination array (shape {self._shape}, {self._dtype}) views read-only "
+                            "memory (e.g. np.frombuffer of bytes, a read-only memmap or DLPack tensor); copy it "
+                            "into a writable array first (kiln.nd.array(...))")
+
     def copyfrom(self, source) -> "NDArray":
         """Copy ``source`` (NDArray, numpy array, or nested list) into this array; returns self."""
+        self._check_writable("copyfrom")
         if isinstance(source, NDArray):
             if source._shape != self._shape:
                 raise KilnError(f"copyfrom: shape mismatch, source has shape {source._shape}, "
@@ -144,6 +164,7 @@ class NDArray:
     def __setitem__(self, key, value) -> None:
         if not (isinstance(key, slice) and key == slice(None)):
             raise KilnError("NDArray supports only whole-array assignment: arr[:] = value")
+        self._check_writable("arr[:] = value")
         if isinstance(value, (int, float, bool, np.generic)):
             self._arr[...] = value
         else:

@@ -54,6 +54,7 @@ def create_shared(output: str, objects, options: Sequence[str] | None = None, cc
 register_func("runtime.module.blob_object", compiler.blob_object, override=True)
 register_func("runtime.module.link_relocatable", compiler.link_relocatable, override=True)
 register_func("runtime.module.has_compiler", compiler.has_compiler, override=True)
+register_func("runtime.module.is_damaged_cache_entry", compiler.is_damaged_cache_entry, override=True)
 
 
 @register_func("runtime.module.link_for_load", override=True)

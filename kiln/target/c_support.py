@@ -34,12 +34,17 @@ def scalar_ctype(dtype) -> str:
     return ctype
 
 
-# (element dtype, vector bits) -> (preprocessor guard, register type, intrinsic with {} for min/max)
+# (element dtype, vector bits) -> (preprocessor guard, register type, min/max intrinsic with {} for
+# min/max, blend by mask, mask of NaN lanes of {}). blendv needs SSE4.1 on 128-bit registers.
 _X86_MINMAX = {
-    ("float32", 256): ("defined(__AVX__)", "__m256", "_mm256_{}_ps"),
-    ("float32", 128): ("defined(__SSE__) && (defined(__x86_64__) || defined(__i386__))", "__m128", "_mm_{}_ps"),
-    ("float64", 256): ("defined(__AVX__)", "__m256d", "_mm256_{}_pd"),
-    ("float64", 128): ("defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))", "__m128d", "_mm_{}_pd"),
+    ("float32", 256): ("defined(__AVX__)", "__m256", "_mm256_{}_ps", "_mm256_blendv_ps",
+                       "_mm256_cmp_ps({0}, {0}, _CMP_UNORD_Q)"),
+    ("float32", 128): ("defined(__SSE4_1__) && (defined(__x86_64__) || defined(__i386__))", "__m128", "_mm_{}_ps",
+                       "_mm_blendv_ps", "_mm_cmpunord_ps({0}, {0})"),
+    ("float64", 256): ("defined(__AVX__)", "__m256d", "_mm256_{}_pd", "_mm256_blendv_pd",
+                       "_mm256_cmp_pd({0}, {0}, _CMP_UNORD_Q)"),
+    ("float64", 128): ("defined(__SSE4_1__) && (defined(__x86_64__) || defined(__i386__))", "__m128d", "_mm_{}_pd",
+                       "_mm_blendv_pd", "_mm_cmpunord_pd({0}, {0})"),
 }
 
 
@@ -128,14 +133,26 @@ class CSupport:
             f"  {t} r = a % b;\n"
             f"  return (r != 0 && ((r < 0) != (b < 0))) ? (r + b) : r;\n}}"))
 
-    def minmax(self, which: str, dtype) -> str:
+    def minmax(self, which: str, dtype, b_not_nan: bool = False) -> str:
+        """``kiln_min_T(a, b)`` / ``kiln_max_T(a, b)``. For floats a NaN in either operand gives NaN, as
+        numpy's and PyTorch's minimum/maximum do (relu, clip, max reductions and max pooling all lower to
+        these). ``b_not_nan``: the caller knows ``b`` is never NaN (a constant), which allows a cheaper
+        form (one x86 min/max instruction for vectors); that helper has an ``_nn`` suffix."""
         dt = parse_dtype(dtype)
         if dt.lanes > 1:
-            return self._vec_minmax(which, dt)
+            return self._vec_minmax(which, dt, b_not_nan and dt.is_float)
         t = scalar_ctype(dt)
-        name = f"kiln_{which}_{_suffix(dt)}"
         cmp = "<" if which == "min" else ">"
-        return self.helper(name, f"static inline {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}")
+        if not dt.is_float:
+            name = f"kiln_{which}_{_suffix(dt)}"
+            return self.helper(name, f"static inline {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}")
+        if b_not_nan:
+            name = f"kiln_{which}_{_suffix(dt)}_nn"
+            # b is a number: when a is NaN the comparison is false and a (NaN) is returned
+            return self.helper(name, f"static inline {t} {name}({t} a, {t} b) {{ return b {cmp} a ? b : a; }}")
+        name = f"kiln_{which}_{_suffix(dt)}"
+        return self.helper(name, (f"static inline {t} {name}({t} a, {t} b) {{ "
+                                  f"return (a {cmp} b || a != a) ? a : b; }}"))
 
     def abs_int(self, dtype) -> str:
         t = scalar_ctype(dtype)
@@ -287,26 +304,39 @@ class CSupport:
             f"  {it} mm = {conv};\n"
             f"  return ({vt})((({it})a & mm) | (({it})b & ~mm));\n}}"))
 
-    def _vec_minmax(self, which: str, dt) -> str:
-        """``a < b ? a : b`` (``>`` for max) lane by lane. For float vectors of one x86 register the helper
-        uses the min/max instruction, which has exactly these semantics (equal or NaN lanes give ``b``);
-        gcc does not recognise the compare-and-mask form as min/max, and a fused clip then costs a
-        compare, two logic ops and an or per vector instead of one instruction."""
+    def _vec_minmax(self, which: str, dt, b_not_nan: bool = False) -> str:
+        """Lane-wise min/max with the NaN semantics of :meth:`minmax`. For float vectors of one x86
+        register the x86 min/max instruction does the work: ``maxps(x, y)`` is ``x > y ? x : y`` and
+        returns ``y`` when either lane is NaN, so ``maxps(b, a)`` already propagates a NaN in ``a``; when
+        ``b`` may be NaN too, an unordered compare of ``a`` with itself blends ``a``'s NaN lanes back
+        (three instructions). With a constant ``b`` (relu, clip: the fused epilogues of every CNN) it
+        stays one instruction. gcc does not turn the compare-and-mask form into min/max itself."""
         vt = self.ctype(dt)
-        name = f"kiln_{which}_{_suffix(dt)}"
+        suffix_nn = "_nn" if b_not_nan else ""
+        name = f"kiln_{which}_{_suffix(dt)}{suffix_nn}"
         sel = self.select(dt)
         cmp = "<" if which == "min" else ">"
-        mask = self.to_mask(f"a {cmp} b", dt)
-        generic = f"return {sel}({mask}, a, b);"
+        if not dt.is_float:
+            generic = f"return {sel}({self.to_mask(f'a {cmp} b', dt)}, a, b);"
+        elif b_not_nan:
+            generic = f"return {sel}({self.to_mask(f'b {cmp} a', dt)}, b, a);"
+        else:
+            mask = self.to_mask(f"(a {cmp} b) | (a != a)", dt)
+            generic = f"return {sel}({mask}, a, b);"
         intrin = _X86_MINMAX.get((str(dt.element_of()), next_pow2(dt.lanes) * dt.bits))
         if intrin is None or next_pow2(dt.lanes) != dt.lanes:
             return self.helper(name, f"static inline {vt} {name}({vt} a, {vt} b) {{ {generic} }}")
-        guard, reg, fn = intrin
+        guard, reg, fn, blend, unord = intrin
         self.uses_x86_intrinsics = True
+        if b_not_nan:
+            fast = f"  return ({vt}){fn.format(which)}(({reg})b, ({reg})a);"
+        else:
+            fast = (f"  {reg} r = {fn.format(which)}(({reg})a, ({reg})b);\n"
+                    f"  return ({vt}){blend}(r, ({reg})a, {unord.format('(' + reg + ')a')});")
         return self.helper(name, (
             f"static inline {vt} {name}({vt} a, {vt} b) {{\n"
             f"#if {guard}\n"
-            f"  return ({vt}){fn.format(which)}(({reg})a, ({reg})b);\n"
+            f"{fast}\n"
             f"#else\n  {generic}\n#endif\n}}"))
 
     def lanewise(self, name: str, out_dtype, in_dtypes, lane_expr: str) -> str:

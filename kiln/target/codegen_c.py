@@ -734,10 +734,21 @@ class FunctionCodegen(StmtExprVisitor):
         return f"{fn}({self.visit(e.a)}, {self.visit(e.b)})"
 
     def visit_Min(self, e):
-        return f"{self.c.minmax('min', e.dtype)}({self.visit(e.a)}, {self.visit(e.b)})"
+        return self._minmax("min", e)
 
     def visit_Max(self, e):
-        return f"{self.c.minmax('max', e.dtype)}({self.visit(e.a)}, {self.visit(e.b)})"
+        return self._minmax("max", e)
+
+    def _minmax(self, which: str, e):
+        """min/max propagate NaN (c_support.minmax); a constant operand, never NaN, goes second so the
+        helper can use its one-instruction form (relu's and clip's bounds are constants)."""
+        a, b = e.a, e.b
+        if parse_dtype(e.dtype).is_float:
+            if _is_number_const(a) and not _is_number_const(b):
+                a, b = b, a
+            if _is_number_const(b):
+                return f"{self.c.minmax(which, e.dtype, b_not_nan=True)}({self.visit(a)}, {self.visit(b)})"
+        return f"{self.c.minmax(which, e.dtype)}({self.visit(a)}, {self.visit(b)})"
 
     def _compare(self, e, op: str):
         text = self._binary(e, op)
@@ -1037,6 +1048,13 @@ class FunctionCodegen(StmtExprVisitor):
             return bool(self.analyzer.can_prove_greater_equal(e, 0))
         except Exception:  # the analyzer is an optimization aid only
             return False
+
+
+def _is_number_const(e) -> bool:
+    """A float constant (or a broadcast of one) that is not NaN."""
+    if isinstance(e, E.Broadcast):
+        e = e.value
+    return isinstance(e, E.FloatImm) and e.value == e.value
 
 
 _LIBRARY_NAMES = set(_LIBM.values()) | {n + "f" for n in _LIBM.values()} | {

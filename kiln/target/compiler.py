@@ -3,15 +3,21 @@
 Outputs are content-addressed in ``$KILN_CACHE_DIR`` (default ``~/.cache/kiln``): the key is the
 sha256 of the inputs, the flags and the compiler's identity (path + ``--version``). Every cache file
 is written to a temporary name and moved into place with ``os.replace``, so processes building the
-same thing at once never see half a file. A failing compile raises :class:`kiln.error.CompileError`
-with the compiler's message and the path of the kept source.
+same thing at once never see half a file. Beside every entry, ``<entry>.sha256`` records its size and
+digest (written atomically after the entry); every cache hit is checked against it, and an entry that fails
+(truncated, altered, empty, bad record) is evicted and rebuilt, so a damaged cache never reaches the linker or
+``dlopen``. An entry without a record (from an older kiln sharing the cache) is adopted only if its ELF
+structure is whole. A failing compile raises :class:`kiln.error.CompileError` with the compiler's message
+and the path of the kept source.
 """
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shlex
 import shutil
+import struct
 import subprocess
 import tempfile
 import threading
@@ -45,6 +51,7 @@ class CacheStats:
         self.misses = 0
         self.compiles = 0
         self.links = 0
+        self.evictions = 0  # entries that failed their check and were rebuilt
 
     def as_dict(self) -> dict:
         return {"hits": self.hits, "misses": self.misses, "compiles": self.compiles, "links": self.links}
@@ -56,6 +63,8 @@ class CacheStats:
 stats = CacheStats()
 _identity_memo: dict = {}
 _lock = threading.Lock()
+_log = logging.getLogger("kiln.compiler")
+_verified: dict = {}  # entry path -> (inode, mtime, size) at its last successful check in this process
 
 
 # -- finding the compiler ----------------------------------------------------------------------
@@ -134,10 +143,128 @@ def _file_digest(path: str) -> str:
     return h.hexdigest()
 
 
+def _record_path(entry: str) -> str:
+    return entry + ".sha256"
+
+
+def _record_entry(entry: str) -> None:
+    """Write ``<entry>.sha256`` (size and digest of the entry now in place), atomically."""
+    size, digest = os.path.getsize(entry), _file_digest(entry)
+    _atomic_write_bytes(_record_path(entry), f"{size} {digest}\n".encode("ascii"))
+    st = os.stat(entry)
+    with _lock:
+        _verified[entry] = (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _entry_is_intact(entry: str) -> bool:
+    """Whether ``entry`` exists and matches its size/digest record (memoized per file version)."""
+    try:
+        st = os.stat(entry)
+    except OSError:
+        return False
+    sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+    with _lock:
+        if _verified.get(entry) == sig:
+            return True
+    record = _record_path(entry)
+    if not os.path.exists(record):
+        # an entry from a kiln that wrote no records (or one whose writer has not recorded it yet): adopt it
+        # when its ELF structure is whole (catches truncation and emptiness; later damage is then caught by
+        # the record written now)
+        if st.st_size == 0 or not _elf_is_whole(entry, st.st_size):
+            return False
+        try:
+            _record_entry(entry)
+        except OSError:
+            pass
+        return True
+    try:
+        with open(record, encoding="ascii") as f:
+            size_text, digest = f.read().split()
+        size = int(size_text)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    if size <= 0 or size != st.st_size or _file_digest(entry) != digest:
+        return False
+    with _lock:
+        _verified[entry] = sig
+    return True
+
+
+def _elf_is_whole(path: str, size: int) -> bool:
+    """Whether ``path`` is a 64-bit little-endian ELF file whose header tables, sections and segments all
+    lie inside its ``size`` bytes."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+                return False
+            phoff, shoff = struct.unpack_from("<QQ", head, 0x20)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", head, 0x36)
+            if phoff + phnum * phentsize > size or shoff + shnum * shentsize > size:
+                return False
+            if shnum and shentsize < 64 or phnum and phentsize < 56:
+                return False
+            f.seek(shoff)
+            sections = f.read(shnum * shentsize)
+            f.seek(phoff)
+            segments = f.read(phnum * phentsize)
+    except OSError:
+        return False
+    for i in range(shnum):
+        sh_type, = struct.unpack_from("<I", sections, i * shentsize + 4)
+        sh_offset, sh_size = struct.unpack_from("<QQ", sections, i * shentsize + 24)
+        if sh_type != 8 and sh_offset + sh_size > size:  # 8: SHT_NOBITS (.bss) has no bytes in the file
+            return False
+    for i in range(phnum):
+        p_offset, = struct.unpack_from("<Q", segments, i * phentsize + 8)
+        p_filesz, = struct.unpack_from("<Q", segments, i * phentsize + 32)
+        if p_offset + p_filesz > size:
+            return False
+    return True
+
+
+def is_damaged_cache_entry(path: str) -> bool:
+    """Whether ``path`` is a file of the compile cache that no longer matches its size/digest record (for
+    callers that hold a cache path from an earlier build, such as ``export_library``)."""
+    real = os.path.realpath(path)
+    root = os.path.realpath(cache_dir())
+    if not real.startswith(root + os.sep) or not os.path.exists(_record_path(real)):
+        return False
+    return not _entry_is_intact(real)
+
+
+def _cache_hit(entry: str) -> bool:
+    """Count and return a verified hit; a present entry that fails its check is evicted (a miss)."""
+    if _entry_is_intact(entry):
+        stats.hits += 1
+        return True
+    if os.path.exists(entry) or os.path.exists(_record_path(entry)):
+        _log.warning("kiln compile cache: %s is damaged or unrecorded (truncated, altered or empty); "
+                     "evicting and rebuilding it", entry)
+        stats.evictions += 1
+        _silent_remove(entry)
+        _silent_remove(_record_path(entry))
+    stats.misses += 1
+    return False
+
+
 def _temp_sibling(path: str) -> str:
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path))
-    os.close(fd)
-    return tmp
+    """A path to write ``path``'s new content to: a not-yet-existing file in a private directory beside
+    ``path`` (same file system, so ``os.replace`` is atomic). The file does not exist beforehand, so the
+    compiler, the linker or ``open`` creates it with its usual mode under the umask (0755 for a shared
+    library, 0644 for data), not the 0600 of a ``mkstemp`` file (which the linker turned into 0711)."""
+    folder = tempfile.mkdtemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path))
+    return os.path.join(folder, os.path.basename(path))
+
+
+def _discard_temp(tmp: str) -> None:
+    """Remove what :func:`_temp_sibling` made (the file, if it was not moved into place, and its folder)."""
+    _silent_remove(tmp)
+    try:
+        os.rmdir(os.path.dirname(tmp))
+    except OSError:
+        pass
 
 
 def _atomic_write_bytes(path: str, data: bytes) -> None:
@@ -146,9 +273,8 @@ def _atomic_write_bytes(path: str, data: bytes) -> None:
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:
-        _silent_remove(tmp)
-        raise
+    finally:
+        _discard_temp(tmp)
 
 
 def _silent_remove(path: str) -> None:
@@ -195,10 +321,8 @@ def compile_object(source: str, cflags: Iterable[str] = (), suffix: str = ".c") 
     flags = list(DEFAULT_CFLAGS) + list(_workaround_flags(cc)) + list(cflags)
     key = _digest("object", compiler_identity(cc), "\0".join(flags), suffix, source)
     out = _cache_path("obj", key, ".o")
-    if os.path.exists(out):
-        stats.hits += 1
+    if _cache_hit(out):
         return out
-    stats.misses += 1
     with tempfile.TemporaryDirectory(prefix="kiln-cc-") as work:
         src = os.path.join(work, "kernel" + suffix)
         with open(src, "w", encoding="utf-8") as f:
@@ -214,7 +338,8 @@ def compile_object(source: str, cflags: Iterable[str] = (), suffix: str = ".c") 
                 raise CompileError(msg, kept, err.compiler_output.replace(src, kept)) from None
             os.replace(tmp_out, out)
         finally:
-            _silent_remove(tmp_out)
+            _discard_temp(tmp_out)
+    _record_entry(out)
     return out
 
 
@@ -246,7 +371,7 @@ def _link(objects, output: str, flags: list, cc, what: str) -> str:
         _run(cc + [str(o) for o in objects] + ["-o", tmp_out] + flags, "linking " + what, None)
         os.replace(tmp_out, output)
     finally:
-        _silent_remove(tmp_out)
+        _discard_temp(tmp_out)
     return output
 
 
@@ -264,11 +389,11 @@ def link_cached(objects: Sequence[str], ldflags: Iterable[str] = ()) -> str:
     key = _digest("shared", compiler_identity(cc), "\0".join(list(DEFAULT_LDFLAGS) + ldflags),
                   *[_file_digest(o) for o in objects])
     out = _cache_path("lib", key, ".so")
-    if os.path.exists(out):
-        stats.hits += 1
+    if _cache_hit(out):
         return out
-    stats.misses += 1
-    return link_shared(objects, out, ldflags, cc)
+    link_shared(objects, out, ldflags, cc)
+    _record_entry(out)
+    return out
 
 
 def blob_object(data: bytes, output: str, symbol: str = "__kiln_dev_mblob") -> str:
@@ -307,5 +432,5 @@ def blob_object(data: bytes, output: str, symbol: str = "__kiln_dev_mblob") -> s
             _run(cc + ["-c", asm_path, "-o", tmp_out], "assembling the module blob", asm_path)
             os.replace(tmp_out, output)
         finally:
-            _silent_remove(tmp_out)
+            _discard_temp(tmp_out)
     return output

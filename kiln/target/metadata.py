@@ -90,4 +90,8 @@ def function_metadata(func, symbol: str, name_of) -> dict:
         else:
             entry = {"name": name_of(p), "kind": "scalar", "dtype": p.dtype}
         args.append(entry)
-    return {"name": symbol, "args": args, "shape_vars": [name_of(v) for v in implicit_shape_vars(func)]}
+    shape_vars = implicit_shape_vars(func)
+    meta = {"name": symbol, "args": args, "shape_vars": [name_of(v) for v in shape_vars]}
+    if shape_vars:  # the C type each one is read into: the runtime checks the bound values fit it
+        meta["var_dtypes"] = {name_of(v): str(v.dtype) for v in shape_vars}
+    return meta

@@ -329,10 +329,10 @@ class _Compiler:
         return self._int_div(e, lambda a, b: a % b, lambda a, b: np.mod(a, b))
 
     def e_Min(self, e):
-        return self._binary(e, lambda a, b: a if a <= b else b, np.minimum)
+        return self._binary(e, lambda a, b: a if a <= b or a != a else b, np.minimum)  # NaN wins, as compiled
 
     def e_Max(self, e):
-        return self._binary(e, lambda a, b: a if a >= b else b, np.maximum)
+        return self._binary(e, lambda a, b: a if a >= b or a != a else b, np.maximum)  # NaN wins, as compiled
 
     def _cmp(self, e, op):
         fa, fb = self.expr(e.a), self.expr(e.b)

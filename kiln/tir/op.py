@@ -321,7 +321,7 @@ def min(a, b=None, span=None, *, axis=None, where=None, init=None):  # noqa: A00
                         "(min(expr, axis=k) with k = te.reduce_axis(...))")
     a, b = _match(a, b)
     if _is_const(a) and _is_const(b):
-        return a if a.value <= b.value else b
+        return a if a.value <= b.value or a.value != a.value else b  # a NaN wins, as at run time
     if a is b:
         return a
     return _e.Min(a, b)
@@ -336,7 +336,7 @@ def max(a, b=None, span=None, *, axis=None, where=None, init=None):  # noqa: A00
                         "(max(expr, axis=k) with k = te.reduce_axis(...))")
     a, b = _match(a, b)
     if _is_const(a) and _is_const(b):
-        return a if a.value >= b.value else b
+        return a if a.value >= b.value or a.value != a.value else b  # a NaN wins, as at run time
     if a is b:
         return a
     return _e.Max(a, b)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import te
 from ..error import KilnError
+from ..runtime.dtype import parse_dtype
 from ..tir import op as T
 from . import tag
 from .utils import get_const_tuple, normalize_axis, ravel_index
@@ -91,12 +92,19 @@ def any(data, axis=None, keepdims=False, exclude=False):  # noqa: A001
 
 
 def _arg_reducer(is_max: bool, select_last_index: bool):
+    """argmax/argmin as numpy and PyTorch define them: a NaN wins over every number (both argmax and
+    argmin return the first NaN), ties go to the first (or last) index."""
     def combine(lhs, rhs):
         li, lv = lhs
         ri, rv = rhs
         better = lv > rv if is_max else lv < rv
         tie_pick_l = li > ri if select_last_index else li < ri
-        take_l = T.logical_or(better, T.logical_and(lv == rv, tie_pick_l))
+        tie = lv == rv
+        if parse_dtype(lv.dtype).is_float:
+            l_nan, r_nan = lv != lv, rv != rv
+            better = T.logical_or(T.logical_and(l_nan, T.logical_not(r_nan)), better)
+            tie = T.logical_or(tie, T.logical_and(l_nan, r_nan))
+        take_l = T.logical_or(better, T.logical_and(tie, tie_pick_l))
         return T.Select(take_l, li, ri), T.Select(take_l, lv, rv)
 
     def identity(idx_dtype, val_dtype):

@@ -7,6 +7,7 @@ from .. import te
 from ..error import KilnError
 from ..tir import expr as E
 from ..tir import op as T
+from ..tir import stmt as S
 from . import tag
 from .broadcast import broadcast_index, broadcast_shape
 from .utils import get_const_tuple, normalize_axis, prod, ravel_index, unravel_index
@@ -255,14 +256,49 @@ def strided_slice(a, begin, end, strides=None, axes=None, slice_mode="end"):
     return _compute(lengths, f, "T_strided_slice")
 
 
+def checked_indices(indices, n: int, what: str = "take"):
+    """``indices`` with negative entries counted from the end (``-n <= i < n``), checked at run time: an
+    index out of range makes the kernel fail with a message naming it (an AssertStmt, reported through the
+    kernel's error return, docs/abi.md). A separate serial stage: the check must not be inlined away."""
+    shape = get_const_tuple(indices.shape)
+    dt = indices.dtype
+
+    def body(ins, outs):
+        src, dst = ins[0], outs[0]
+        loop_vars = [te.var(f"i{d}") for d in range(len(shape))]
+        v = src[loop_vars] if loop_vars else src[[]]
+        lo, hi = T.const(-n, dt), T.const(n, dt)
+        fixed = T.Select(v < T.const(0, dt), v + hi, v)
+        stmt = S.AssertStmt(T.logical_and(v >= lo, v < hi),
+                            f"{what}: an index is out of range for an axis of size {n} (valid: {-n}..{n - 1})",
+                            S.BufferStore(dst, fixed, loop_vars))
+        for var, extent in reversed(list(zip(loop_vars, shape))):
+            stmt = S.For(var, 0, extent, S.ForKind.SERIAL, stmt)
+        return stmt
+    return te.extern(shape, [indices], body, name="T_checked_indices", dtype=dt, tag="checked_indices")
+
+
 def take(a, indices, axis=None, batch_dims: int = 0, mode: str = "clip"):
-    """Gather along ``axis`` (flattened if None); ``mode``: "clip", "wrap" or "fast" (no bounds handling)."""
-    if mode not in ("clip", "wrap", "fast"):
-        raise KilnError(f"take: mode must be 'clip', 'wrap' or 'fast', got {mode!r}")
+    """Gather along ``axis`` (flattened if None); ``mode``: "clip", "wrap", "fast" (no bounds handling) or,
+    a kiln extension, "raise" (negative indices count from the end; an index out of range fails the call
+    with an error, as ONNX Runtime does for Gather)."""
+    if mode not in ("clip", "wrap", "fast", "raise"):
+        raise KilnError(f"take: mode must be 'clip', 'wrap', 'fast' or 'raise', got {mode!r}")
     if batch_dims:
         raise KilnError("take: batch_dims other than 0 is not implemented in kiln")
     a_shape = get_const_tuple(a.shape)
     scalar_idx = not hasattr(indices, "shape")
+    if mode == "raise":
+        if scalar_idx:
+            n = prod(a_shape) if axis is None else a_shape[normalize_axis(axis, len(a_shape), "take axis")]
+            value = int(indices)
+            if not -n <= value < n:
+                raise KilnError(f"take: index {value} is out of range for an axis of size {n}")
+            indices = value + n if value < 0 else value
+        else:
+            n = prod(a_shape) if axis is None else a_shape[normalize_axis(axis, len(a_shape), "take axis")]
+            indices = checked_indices(indices, n)
+        mode = "fast"
     i_shape = () if scalar_idx else get_const_tuple(indices.shape)
 
     def fix(idx, n):

@@ -123,11 +123,17 @@ class GraphModuleDebug(GraphModule):
         self.debug_datum.display_debug_result()
 
     def _run_debug(self, **input_dict) -> float:
-        """One node-by-node run; returns its wall time in seconds."""
+        """One node-by-node run, serialized with other threads' calls (as GraphExecutor.run); returns its
+        wall time in seconds."""
+        with self._exec._lock:
+            return self._run_locked(input_dict)
+
+    def _run_locked(self, input_dict: dict) -> float:
         start = time.perf_counter()
         ex = self._exec
         for name, value in input_dict.items():
             ex._copy_in(ex._index_of(name), value)
+        ex._check_inputs_set()
         spec = ex.spec
         datum = self.debug_datum
         datum.clear()

@@ -363,7 +363,11 @@ class Gather(OnnxOpConverter):
         x, idx = inputs
         shape = ctx.shape(x)
         axis = _axis(ctx, int(attr.get("axis", 0)), len(shape))
-        return _op.take(x, _normalize_indices(ctx, idx, shape[axis]), axis=axis)
+        if ctx.value(idx) is not None:  # constant indices: checked and normalized at import time
+            return _op.take(x, _normalize_indices(ctx, idx, shape[axis]), axis=axis)
+        # run-time indices: counted from the end when negative, and an index out of range fails the run
+        # with an error (ONNX Runtime raises; clamping would return a wrong row silently)
+        return _op.take(x, idx, axis=axis, mode="raise")
 
 
 @register("GatherElements")

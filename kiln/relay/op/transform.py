@@ -387,8 +387,8 @@ def _take_rel(arg_types, attrs):
     idx = tensor_arg(arg_types, 1, "indices")
     if not idx.dtype.startswith(("int", "uint")):
         raise TypeInferenceError(f"take: indices must be integers, got {idx.dtype}")
-    if attrs.mode not in ("clip", "wrap", "fast"):
-        raise TypeInferenceError(f"take: mode must be 'clip', 'wrap' or 'fast', got {attrs.mode!r}")
+    if attrs.mode not in ("clip", "wrap", "fast", "raise"):
+        raise TypeInferenceError(f"take: mode must be 'clip', 'wrap', 'fast' or 'raise', got {attrs.mode!r}")
     if attrs.batch_dims != 0:
         raise OpNotImplemented("take: batch_dims other than 0 is not implemented in kiln")
     if attrs.axis is None:
@@ -404,7 +404,12 @@ def _take_ref(attrs, inputs, out_type):
         data, axis = data.reshape(-1), 0
     n = data.shape[axis]
     idx = idx.astype(np.int64)
-    idx = np.mod(idx, n) if attrs.mode == "wrap" else np.clip(idx, 0, max(n - 1, 0))
+    if attrs.mode == "raise":
+        if ((idx < -n) | (idx >= n)).any():
+            raise KilnError(f"take: an index is out of range for an axis of size {n} (valid: {-n}..{n - 1})")
+        idx = np.where(idx < 0, idx + n, idx)
+    else:
+        idx = np.mod(idx, n) if attrs.mode == "wrap" else np.clip(idx, 0, max(n - 1, 0))
     return np.take(data, idx, axis=axis)
 
 

@@ -32,17 +32,31 @@ def inline_injective(s, outs) -> None:
     """compute_inline every injective compute stage that is not an output."""
     out_ops = {t.op for t in outs}
     seen = set()
+    read_by_extern = set()  # an extern stage reads its inputs' buffers: they must stay materialized
 
     def visit(op):
         if op in seen:
             return
         seen.add(op)
-        if hasattr(op, "axis") and op not in out_ops and _tag.is_injective(getattr(op, "tag", "")):
-            s[op].compute_inline()
+        if not hasattr(op, "axis"):
+            read_by_extern.update(t.op for t in op.input_tensors)
         for t in op.input_tensors:
             visit(t.op)
     for t in outs:
         visit(t.op)
+    seen.clear()
+
+    def inline(op):
+        if op in seen:
+            return
+        seen.add(op)
+        if hasattr(op, "axis") and op not in out_ops and op not in read_by_extern \
+                and _tag.is_injective(getattr(op, "tag", "")):
+            s[op].compute_inline()
+        for t in op.input_tensors:
+            inline(t.op)
+    for t in outs:
+        inline(t.op)
 
 
 def schedule_output_loops(s, op, vectorize_inner=None) -> None:
