@@ -60,7 +60,8 @@ OPTIMIZE_PASSES = ("RemoveUnusedFunctions", "SimplifyInference", "EliminateCommo
 
 def _optimize_passes() -> list:
     from . import transform as T
-    passes = []
+    from .qnn.transform import Legalize as _qnn_legalize
+    passes = [_qnn_legalize()]  # QNN ops become integer Relay ops first, at every opt level (TVM's pass prefix)
     for name in OPTIMIZE_PASSES:
         factory = getattr(T, name, None)
         if factory is None:
