@@ -126,7 +126,7 @@ class TorchScriptImporter(_PrimHandlers):
             return name in self.KINDS
         if ns == "aten":
             return lookup(name) is not None
-        return False
+        return ns == "quantized" and lookup(kind) is not None  # aten/quantized.py: "quantized::conv2d", ...
 
     def _check_ops(self, graph):
         missing: dict = {}
@@ -146,7 +146,7 @@ class TorchScriptImporter(_PrimHandlers):
         if control_flow or not _is_traced(self.module):
             hints.append(_SCRIPT_HINT)
         if any(k.startswith("quantized::") for k in missing):
-            hints.append("quantized models are not supported")
+            hints.append("kiln converts the quantized ops of torch.ao eager-mode models listed in docs/qnn.md")
         hints.append("or pass custom_convert_map={'ns::op': fn(inputs, input_types)} to convert them yourself")
         raise OpNotImplemented(msg + "\nhint: " + "\nhint: ".join(hints))
 
@@ -287,7 +287,7 @@ class TorchScriptImporter(_PrimHandlers):
         else:
             args, overload = AtenArgs(inputs, [f"arg{i}" for i in range(len(inputs))]), ""
         self.ctx.op_name, self.ctx.overload = name, overload
-        fn = lookup(name)
+        fn = lookup(name if ns == "aten" else kind)
         self._bind_outputs(node, fn(self.ctx, args))
 
     def _typecheck(self, value):
