@@ -289,3 +289,35 @@ def test_type_errors_are_clear():
         _infer(qnn.op.dequantize(xf, 1.0, 0))
     with pytest.raises(KilnError, match="lhs and rhs"):
         _infer(qnn.op.add(x8, relay.var("u", shape=(2, 3), dtype="uint8"), 1.0, 0, 1.0, 0, 1.0, 0))
+
+
+def test_build_canonicalizes_and_folds_constant_weights():
+    """relay.optimize leaves no qnn op, and the weight's zero-point shift is computed at compile time."""
+    d = relay.var("d", shape=(1, 4, 6, 6), dtype="uint8")
+    w = relay.const(_rand_q((5, 4, 3, 3), "int8"))
+    body = qnn.op.requantize(qnn.op.conv2d(d, w, 100, 3, 0.1, 0.02, kernel_size=(3, 3), channels=5), 0.002, 0,
+                             0.05, 10, out_dtype="uint8")
+    mod = kiln.IRModule.from_expr(relay.Function([d], body))
+    with kiln.transform.PassContext(opt_level=3):
+        opt, _ = relay.optimize(mod, "llvm")
+    seen = []
+    relay.analysis.post_order_visit(opt["main"], lambda e: seen.append(e))
+    names = {getattr(e.op, "name", "") for e in seen if isinstance(e, relay.Call)}
+    assert not any(n.startswith("qnn.") for n in names), names
+    consts = [e for e in seen if isinstance(e, relay.Constant) and e.data.numpy().ndim >= 4]
+    assert consts and all(c.data.numpy().dtype != np.int8 for c in consts)  # folded: int32 weights minus zp
+
+
+def test_canonicalize_ops_pass_equals_interpreter():
+    x = relay.var("x", shape=(2, 6), dtype="float32")
+    body = qnn.op.dequantize(qnn.op.add(qnn.op.quantize(x, 0.1, 2), qnn.op.quantize(x, 0.05, -1), 0.1, 2, 0.05, -1,
+                                        0.2, 0), 0.2, 0)
+    mod = relay.transform.InferType()(kiln.IRModule.from_expr(relay.Function([x], body)))
+    low = qnn.transform.CanonicalizeOps()(mod)
+    seen = []
+    relay.analysis.post_order_visit(low["main"], lambda e: seen.append(getattr(getattr(e, "op", None), "name", "")))
+    assert not any(n.startswith("qnn.") for n in seen)
+    xv = (RNG.standard_normal((2, 6)) * 5).astype("float32")
+    a = relay.create_executor("debug", mod=mod).evaluate()(xv).numpy()
+    b = relay.create_executor("debug", mod=low).evaluate()(xv).numpy()
+    np.testing.assert_array_equal(a, b)
