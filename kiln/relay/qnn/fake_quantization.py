@@ -16,7 +16,7 @@ import numpy as np
 
 from ...ir.op import Op
 from ...transform.pass_base import register_pass
-from ..expr import Call, Constant, const
+from ..expr import Call, const
 from ..expr_functor import ExprMutator
 from ..transform._util import op_call, tensor_type, typed_function_pass
 from . import op as qnn

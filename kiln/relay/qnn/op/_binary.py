@@ -16,7 +16,7 @@ from ...op._define import define_op
 from ...op.type_relations import broadcast_shape, tensor_arg, tuple_arg
 from ...transform._util import op_call
 from . import arith, attrs as A
-from ._common import (QUANTIZED_DTYPES, axis_of, check_dtype, check_qparam, expand, requantize_expr,
+from ._common import (QUANTIZED_DTYPES, axis_of, check_dtype, check_qparam, requantize_expr,
                       resolve_rounding, saturate_cast, shift_zp)
 
 _ARGS = ("lhs", "rhs", "lhs_scale", "lhs_zero_point", "rhs_scale", "rhs_zero_point", "output_scale",

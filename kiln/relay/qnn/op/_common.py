@@ -8,8 +8,8 @@ from ....error import TypeInferenceError
 from ....ir.type import TensorType
 from ...expr import Constant, Call
 from ...transform._util import op_call
-from ..op import arith
-from ...op.type_relations import shape_text, tensor_arg, type_text
+from . import arith
+from ...op.type_relations import shape_text, type_text
 
 QUANTIZED_DTYPES = ("int8", "uint8", "int16", "uint16", "int32")
 
