@@ -128,3 +128,35 @@ def test_unquantized_input_to_quantized_op_is_a_clear_error():
     x = relay.var("x", shape=(2,), dtype="uint8")
     with pytest.raises(KilnError, match="not a quantized tensor"):
         lookup("quantized::add")(ctx, [x, x, 0.1, 0])
+
+
+def test_quantize_fx_model():
+    """FX graph mode (prepare_fx / convert_fx): scales and zero points are tensor attributes of the module."""
+    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+            self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+            self.fc = nn.Linear(8, 5)
+
+        def forward(self, x):
+            y = torch.relu(self.bn(self.c1(x)))
+            y = torch.relu(self.c2(y) + y)
+            return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+    torch.manual_seed(2)
+    x = torch.randn(1, 3, 11, 9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prepared = quantize_fx.prepare_fx(M().eval(), get_default_qconfig_mapping("x86"), (x,))
+        for _ in range(4):
+            prepared(torch.randn(2, 3, 11, 9))
+        q = quantize_fx.convert_fx(prepared)
+        traced = torch.jit.trace(q, x).eval()
+        want = q(x).numpy()
+    got, mod = _run_kiln(traced, x)
+    assert "qnn.add" in mod.astext()
+    assert got.argmax() == want.argmax()
+    assert np.max(np.abs(got - want)) <= 2 * float(q.fc.scale) + 1e-6

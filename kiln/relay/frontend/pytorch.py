@@ -71,6 +71,7 @@ class TorchScriptImporter(_PrimHandlers):
         self.params: dict = {}  # name -> numpy
         self.param_by_tensor: dict = {}  # id(tensor) -> name (tied weights share one var)
         self.ctx = AtenContext(default_dtype, TypeCache())
+        self.ctx.param_values = self.params  # quantized-op converters read scales kept as tensor attributes
 
     # -- entry ----------------------------------------------------------------------------------
     def run(self):

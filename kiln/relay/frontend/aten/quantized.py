@@ -61,6 +61,17 @@ def _i32(v):
     return const(np.int32(v))
 
 
+def _number(ctx, v, what):
+    """A Python number from a number, a constant, or a model attribute (FX-converted models keep scales and
+    zero points as tensor attributes, which the importer turns into parameters)."""
+    from ...expr import Var
+    if isinstance(v, Var):
+        value = getattr(ctx, "param_values", {}).get(v.name_hint)
+        if value is not None and np.size(value) == 1:
+            return np.asarray(value).reshape(()).item()
+    return ctx.scalar(v, what)
+
+
 # -- quantize / dequantize --------------------------------------------------------------------------------------
 @register("quantize_per_tensor")
 def quantize_per_tensor(ctx, args):
@@ -68,8 +79,8 @@ def quantize_per_tensor(ctx, args):
     out_dtype = _QDTYPES.get(str(dtype))
     if out_dtype is None:
         raise FrontendError(f"quantize_per_tensor: dtype {dtype} is not a quantized dtype (quint8, qint8, qint32)")
-    scale = float(ctx.scalar(scale, "scale"))
-    zp = int(ctx.scalar(zp, "zero_point"))
+    scale = float(_number(ctx, scale, "scale"))
+    zp = int(_number(ctx, zp, "zero_point"))
     return _set_q(ctx, _qnn().quantize(ctx.cast(x, "float32"), _f32(scale), _i32(zp), out_dtype=out_dtype),
                   scale, zp)
 
@@ -134,8 +145,8 @@ def _conv(relu):
         bias = _bias(ctx, b, in_scale, w_scale)
         if bias is not None:
             acc = _op().nn.bias_add(acc, bias, axis=1)
-        return _requantize(ctx, acc, in_scale, w_scale, ctx.scalar(out_scale), ctx.scalar(out_zp),
-                           ctx.dtype(x), relu, 1)
+        return _requantize(ctx, acc, in_scale, w_scale, _number(ctx, out_scale, "scale"),
+                           _number(ctx, out_zp, "zero_point"), ctx.dtype(x), relu, 1)
     return convert
 
 
@@ -157,8 +168,8 @@ def _linear(relu):
         bias = _bias(ctx, b, in_scale, w_scale)
         if bias is not None:
             acc = _op().nn.bias_add(acc, bias, axis=1)
-        y = _requantize(ctx, acc, in_scale, w_scale, ctx.scalar(out_scale), ctx.scalar(out_zp), ctx.dtype(x),
-                        relu, 1)
+        y = _requantize(ctx, acc, in_scale, w_scale, _number(ctx, out_scale, "scale"),
+                        _number(ctx, out_zp, "zero_point"), ctx.dtype(x), relu, 1)
         if len(shape) != 2:
             y = _set_q(ctx, _op().reshape(y, list(shape[:-1]) + [wq.shape[0]]), *_get_q(ctx, y))
         return y
@@ -172,7 +183,8 @@ register("quantized::linear_relu")(_linear(True))
 # -- elementwise and concatenation -------------------------------------------------------------------------------
 def _binary(name, relu):
     def convert(ctx, args):
-        a, b, scale, zp = args[0], args[1], ctx.scalar(args[2]), ctx.scalar(args[3])
+        a, b = args[0], args[1]
+        scale, zp = _number(ctx, args[2], "scale"), _number(ctx, args[3], "zero_point")
         (sa, za), (sb, zb) = _get_q(ctx, a), _get_q(ctx, b)
         y = getattr(_qnn(), name)(a, b, _f32(sa), _i32(za), _f32(sb), _i32(zb), _f32(scale), _i32(zp))
         if relu:
@@ -189,7 +201,8 @@ register("quantized::mul_relu")(_binary("mul", True))
 
 @register("quantized::cat")
 def quantized_cat(ctx, args):
-    xs, dim, scale, zp = args[0], args[1], ctx.scalar(args[2]), ctx.scalar(args[3])
+    xs, dim = args[0], args[1]
+    scale, zp = _number(ctx, args[2], "scale"), _number(ctx, args[3], "zero_point")
     params = [_get_q(ctx, x) for x in xs]
     axis = int(ctx.scalar(dim)) % ctx.ndim(xs[0])
     y = _qnn().concatenate(list(xs), [_f32(s) for s, _ in params], [_i32(z) for _, z in params], _f32(scale),
