@@ -321,3 +321,39 @@ def test_canonicalize_ops_pass_equals_interpreter():
     a = relay.create_executor("debug", mod=mod).evaluate()(xv).numpy()
     b = relay.create_executor("debug", mod=low).evaluate()(xv).numpy()
     np.testing.assert_array_equal(a, b)
+
+
+def _lowered_conv_dtypes(body, inputs):
+    params = [relay.var(n, shape=v.shape, dtype=str(v.dtype)) for n, v in inputs.items()]
+    mod = relay.transform.InferType()(kiln.IRModule.from_expr(relay.Function(params, body(*params))))
+    low = qnn.transform.CanonicalizeOps()(mod)
+    found = []
+    relay.analysis.post_order_visit(low["main"], lambda e: found.append(e.checked_type.dtype) if (
+        isinstance(e, relay.Call) and getattr(e.op, "name", "") in ("nn.conv2d", "nn.dense")) else None)
+    return found
+
+
+@pytest.mark.parametrize("k,wmax,path", [(40, 127, "float32"), (3000, 127, "int32")])
+def test_dense_float_path_only_when_provably_exact(k, wmax, path):
+    """A constant kernel whose partial sums stay below 2**24 runs on the float32 kernels; else int32. Both exact."""
+    d = _rand_q((3, k), "uint8")
+    w = RNG.integers(-wmax, wmax + 1, (6, k)).astype("int8")
+    body = lambda a: qnn.op.dense(a, relay.const(w), 128, 0, 0.1, 0.1, units=6)  # noqa: E731
+    assert _lowered_conv_dtypes(body, {"d": d}) == [path]
+    interp, comp = run_both(body, {"d": d})
+    want = (d.astype(np.int64) - 128) @ w.astype(np.int64).T
+    np.testing.assert_array_equal(interp, want)
+    np.testing.assert_array_equal(comp, want)
+
+
+def test_conv2d_constant_kernel_float_path_is_exact():
+    d = _rand_q((1, 16, 11, 10), "uint8")
+    w = _rand_q((12, 16, 3, 3), "int8")
+    zp_k = np.array(RNG.integers(-2, 3, 12), "int32")
+    body = lambda a: qnn.op.conv2d(a, relay.const(w), 77, zp_k, 0.1, np.full(12, 0.01, "float32"),  # noqa: E731
+                                   kernel_size=(3, 3), channels=12, padding=(1, 1))
+    assert _lowered_conv_dtypes(body, {"d": d}) == ["float32"]
+    interp, comp = run_both(body, {"d": d})
+    want = _conv_ref(d, w, 77, zp_k, 1, 1)
+    np.testing.assert_array_equal(interp, want)
+    np.testing.assert_array_equal(comp, want)

@@ -17,7 +17,8 @@ from ...op._define import define_op
 from ...op.type_relations import tensor_arg
 from ...transform._util import op_call
 from . import arith
-from ._common import check_dtype, check_qparam, dequantize_expr, quantize_expr, shift_zp
+from ...expr import const
+from ._common import check_dtype, check_qparam, const_value, dequantize_expr, quantize_expr, shift_zp
 
 _INT_IN = ("int8", "uint8", "int16", "uint16", "int32")
 
@@ -67,9 +68,41 @@ class _IntOp:
         return ref(self._nn_attrs(attrs), [d, k], TensorType(out_type.shape, "int32"))
 
     def lower(self, attrs, args, ts):
+        exact = self._float_exact(attrs, args, ts)
+        if exact is not None:
+            return exact
         d = shift_zp(args[0], ts[0], args[2], ts[2])
         k = shift_zp(args[1], ts[1], args[3], ts[3], self.kernel_axis(attrs))
         return op_call(self.nn_name, [d, k], **dict(self._nn_attrs(attrs)))
+
+    def _float_exact(self, attrs, args, ts):
+        """The op in float32 when that is provably exact, else None.
+
+        With a constant kernel, every partial sum of an output is bounded by ``max|x - zp_x| * ||w_o - zp_w||_1``
+        (the L1 norm of that output's shifted weights). Below 2**24 every float32 product and sum of integers is
+        exact whatever the summation order, so the float kernels (packed, vectorized x86 schedules) compute the
+        int32 result exactly; casting back loses nothing.
+        """
+        if self.name not in ("qnn.conv2d", "qnn.dense") or (attrs.out_dtype or "int32") != "int32":
+            return None
+        w, wzp, xzp = const_value(args[1]), const_value(args[3]), const_value(args[2])
+        if w is None or wzp is None or xzp is None or np.size(xzp) != 1:
+            return None
+        axis = self.kernel_axis(attrs)
+        shifted = np.asarray(w, np.int64) - arith._per_channel(np.asarray(wzp, np.int64), w.ndim, axis)
+        l1 = np.abs(np.moveaxis(shifted, axis, 0)).reshape(shifted.shape[axis], -1).sum(axis=1)
+        lo, hi = arith.qrange(ts[0].dtype)
+        zp = int(np.asarray(xzp).reshape(()))
+        bound = max(abs(lo - zp), abs(hi - zp)) * int(l1.max(initial=0))
+        if bound >= 2 ** 24:
+            return None
+        xf = op_call("cast", [args[0]], dtype="float32")
+        if zp:
+            xf = op_call("subtract", [xf, const(np.float32(zp))])
+        values = dict(self._nn_attrs(attrs))
+        values["out_dtype"] = "float32"
+        out = op_call(self.nn_name, [xf, const(shifted.astype(np.float32))], **values)
+        return op_call("cast", [out], dtype="int32")
 
 
 _QARGS = ("input_zero_point", "kernel_zero_point", "input_scale", "kernel_scale")
