@@ -357,3 +357,17 @@ def test_conv2d_constant_kernel_float_path_is_exact():
     want = _conv_ref(d, w, 77, zp_k, 1, 1)
     np.testing.assert_array_equal(interp, want)
     np.testing.assert_array_equal(comp, want)
+
+
+def test_executors_agree_and_text_round_trips():
+    x = relay.var("x", shape=(2, 6), dtype="float32")
+    body = qnn.op.dequantize(qnn.op.requantize(qnn.op.quantize(x, 0.1, 2), 0.1, 2, 0.3, -1, rounding="TONEAREST"),
+                             0.3, -1)
+    mod = relay.transform.InferType()(kiln.IRModule.from_expr(relay.Function([x], body)))
+    xv = (RNG.standard_normal((2, 6)) * 4).astype("float32")
+    results = [relay.create_executor(kind, mod=mod, target="llvm").evaluate()(xv).numpy()
+               for kind in ("debug", "vm", "graph")]
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], results[2])
+    again = relay.transform.InferType()(relay.fromtext(mod.astext()))
+    assert kiln.ir.structural_equal(again["main"], mod["main"])
