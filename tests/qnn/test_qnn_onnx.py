@@ -237,3 +237,22 @@ def test_contrib_ops(op):
     (want,), (got,) = _run_pair(model, feeds)
     assert got.shape == want.shape
     assert np.max(np.abs(got.astype(int) - want.astype(int))) <= 1
+
+
+@pytest.mark.parametrize("op", ["QLinearAveragePool", "QLinearSoftmax"])
+def test_contrib_pool_and_softmax(op):
+    a = RNG.integers(0, 256, (1, 3, 7, 6)).astype("uint8")
+    if op == "QLinearAveragePool":
+        attrs = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0)
+        oshape, ys, yz = (1, 3, 4, 3), 0.04, 120
+    else:
+        attrs = dict(axis=-1, opset=13)
+        oshape, ys, yz = a.shape, 1 / 256, 0
+    node = helper.make_node(op, ["a", "as", "az", "ys", "yz"], ["y"], domain="com.microsoft", **attrs)
+    inits = [_init("as", np.float32(0.05)), _init("az", np.uint8(128)), _init("ys", np.float32(ys)),
+             _init("yz", np.uint8(yz))]
+    model = _single(node, [helper.make_tensor_value_info("a", TensorProto.UINT8, a.shape)],
+                    [helper.make_tensor_value_info("y", TensorProto.UINT8, oshape)], inits, ms=True)
+    (want,), (got,) = _run_pair(model, {"a": a})
+    assert got.shape == want.shape
+    assert np.max(np.abs(got.astype(int) - want.astype(int))) <= 1

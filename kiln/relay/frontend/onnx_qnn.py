@@ -1,7 +1,7 @@
 """ONNX converters for quantized models (TVM's QNN mapping of the ONNX frontend): QuantizeLinear,
 DequantizeLinear, DynamicQuantizeLinear, QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger, and ONNX
 Runtime's com.microsoft contrib ops QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
-QLinearGlobalAveragePool, QLinearConcat.
+QLinearGlobalAveragePool, QLinearAveragePool, QLinearSoftmax, QLinearConcat, QGemm.
 
 Quantized values stay integers: each op becomes a ``relay.qnn`` op, which ``relay.build`` lowers to integer
 Relay ops. Requantization uses kiln's default rounding (UPWARD, TVM's), where ONNX Runtime rounds half to
@@ -303,3 +303,38 @@ class QGemm(OnnxOpConverter):
         return _qnn.requantize(acc, scale, const(np.int32(0)), _scale(ctx, _scalar(ctx, y_s, "output scale")),
                                _zp(ctx, _scalar(ctx, y_zp, "output zero point")), axis=axis,
                                out_dtype=ctx.dtype(y_zp) if y_zp is not None else "uint8")
+
+
+@_register_ms("QLinearAveragePool")
+class QLinearAveragePool(OnnxOpConverter):
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        x = inputs[0]
+        shape = ctx.shape(x)
+        if len(shape) != 4:
+            raise ctx.unsupported(f"QLinearAveragePool on a rank-{len(shape)} tensor (4-D only)")
+        channels_last = int(attr.get("channels_last", 0))
+        spatial = shape[1:3] if channels_last else shape[2:]
+        kernel = list(attr["kernel_shape"])
+        strides = list(attr.get("strides", [1, 1]))
+        begins, ends = auto_pads(ctx, attr, spatial, kernel, strides, [1, 1])
+        return _qnn.avg_pool2d(x, *_qparams(ctx, (list(inputs) + [None] * 5)[:5], 1, 4), pool_size=kernel,
+                               strides=strides, padding=(begins[0], begins[1], ends[0], ends[1]), dilation=(1, 1),
+                               ceil_mode=bool(attr.get("ceil_mode", 0)),
+                               count_include_pad=bool(attr.get("count_include_pad", 0)),
+                               layout="NHWC" if channels_last else "NCHW")
+
+
+@_register_ms("QLinearSoftmax")
+class QLinearSoftmax(OnnxOpConverter):
+    """dequantize, softmax on ``axis`` (opset >= 13 semantics: one axis), quantize."""
+
+    @classmethod
+    def _impl_v1(cls, inputs, attr, ctx):
+        x = inputs[0]
+        if int(attr.get("opset", 13)) < 13:
+            raise ctx.unsupported("QLinearSoftmax with opset < 13 (coerced-to-2-D) semantics")
+        x_s, x_zp, y_s, y_zp = _qparams(ctx, (list(inputs) + [None] * 5)[:5], 1, 4)
+        axis = int(attr.get("axis", -1)) % ctx.ndim(x)
+        y = _nn.softmax(_qnn.dequantize(x, x_s, x_zp), axis=axis)
+        return _qnn.quantize(y, y_s, y_zp, out_dtype=ctx.dtype(x))
