@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...ir.op import Op
 from ...transform.config import register_pass_config
-from ...transform.pass_base import register_pass
+from ...transform.pass_base import ModulePass, register_pass
 from ..expr_functor import ExprMutator
 from ..transform._util import type_of, typed_function_pass
 from . import op as _op  # noqa: F401 (registers the ops)
@@ -58,7 +58,15 @@ def _rewrite_pass(attr_key: str, name: str):
         if not _has_qnn(func):
             return func
         return _QnnRewriter(attr_key).visit(func)
-    return typed_function_pass(rewrite, 0, name)
+    typed = typed_function_pass(rewrite, 0, name)
+
+    def run(mod, ctx):
+        # relay.build runs this on every model: skip type inference when there is no QNN call at all
+        from ..expr import Function
+        if not any(isinstance(f, Function) and _has_qnn(f) for f in mod.functions.values()):
+            return mod
+        return typed(mod)
+    return ModulePass(run, 0, name)
 
 
 def CanonicalizeOps():  # noqa: N802 (TVM's name)
