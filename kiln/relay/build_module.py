@@ -24,6 +24,7 @@ from .backend.graph_executor_codegen import GraphExecutorCodegen, plan_runner_mo
 from .backend.interpreter import ADT
 from .backend.te_compiler import TECompiler
 from .op.annotation import strip_on_device
+from .qnn.transform import Legalize as _qnn_legalize
 from .expr import Constant, Function
 from .expr_functor import bind_vars
 
@@ -68,7 +69,7 @@ OPTIMIZE_PASSES = ("RemoveUnusedFunctions", "SimplifyInference", "EliminateCommo
 
 
 def _optimize_passes() -> list:
-    passes = []
+    passes = [_qnn_legalize()]  # QNN ops become integer Relay ops first, at every opt level (TVM's pass prefix)
     for name in OPTIMIZE_PASSES:
         factory = getattr(T, name, None)
         if factory is None:

@@ -18,6 +18,7 @@ from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, v
 from .common import TypeCache
 from .onnx_common import CONVERTERS, const, NodeContext, decode_attributes, onnx_dtype
 from . import onnx_attention, onnx_einsum, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor  # noqa: F401 (registers the converters)
+from .onnx_qnn import CONTRIB_DOMAIN_OPS
 
 __all__ = ["from_onnx", "GraphConverter", "supported_ops", "MIN_OPSET", "MAX_OPSET"]
 
@@ -60,7 +61,7 @@ class GraphConverter:
         missing: dict = {}
         for node in graph.node:
             reason = None
-            if node.domain not in _DEFAULT_DOMAINS:
+            if node.domain not in _DEFAULT_DOMAINS and (node.domain, node.op_type) not in CONTRIB_DOMAIN_OPS:
                 reason = f"{node.domain}::{node.op_type}"
             else:
                 conv = CONVERTERS.get(node.op_type)

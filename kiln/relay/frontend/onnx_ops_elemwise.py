@@ -1,5 +1,5 @@
 """ONNX converters for elementwise ops: arithmetic, comparisons, logic, unary math, activations, Clip,
-Cast/CastLike, Where, the variadic Min/Max/Sum/Mean, and (de)quantization."""
+Cast/CastLike, Where, the variadic Min/Max/Sum/Mean (QuantizeLinear / DequantizeLinear: onnx_qnn.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -362,53 +362,3 @@ register("Sum")(type("Sum", (_variadic(_op.add),), {}))
 register("Mean")(type("Mean", (_variadic(_op.add, mean=True),), {}))
 register("Max")(type("Max", (_variadic(_op.maximum),), {}))
 register("Min")(type("Min", (_variadic(_op.minimum),), {}))
-
-
-# -- quantization ----------------------------------------------------------------------------------------------------
-def _per_axis(ctx, t, x, axis):
-    """Reshape a 1-D per-axis parameter so it broadcasts against ``x`` along ``axis``."""
-    shp = ctx.shape(t)
-    if len(shp) != 1 or shp[0] == 1:
-        return t
-    nd = ctx.ndim(x)
-    axis = axis % nd
-    return _op.reshape(t, [shp[0]] + [1] * (nd - axis - 1))
-
-
-@register("DequantizeLinear")
-class DequantizeLinear(OnnxOpConverter):
-    @classmethod
-    def _impl_v10(cls, inputs, attr, ctx):
-        x, scale = inputs[0], inputs[1]
-        zp = inputs[2] if len(inputs) > 2 else None
-        if int(attr.get("block_size", 0)):
-            raise ctx.unsupported("blocked dequantization (block_size)")
-        axis = int(attr.get("axis", 1))
-        out_dt = ctx.dtype(scale)
-        xf = _op.cast(x, "float32")
-        if zp is not None:
-            xf = _op.subtract(xf, _per_axis(ctx, _op.cast(zp, "float32"), x, axis))
-        out = _op.multiply(xf, _per_axis(ctx, _op.cast(scale, "float32"), x, axis))
-        return _op.cast(out, out_dt) if out_dt != "float32" else out
-
-
-@register("QuantizeLinear")
-class QuantizeLinear(OnnxOpConverter):
-    @classmethod
-    def _impl_v10(cls, inputs, attr, ctx):
-        x, scale = inputs[0], inputs[1]
-        zp = inputs[2] if len(inputs) > 2 else None
-        if int(attr.get("block_size", 0)):
-            raise ctx.unsupported("blocked quantization (block_size)")
-        if "output_dtype" in attr and int(attr["output_dtype"]) and zp is None:
-            out_dt = onnx_dtype(attr["output_dtype"], ctx.where)
-        else:
-            out_dt = ctx.dtype(zp) if zp is not None else "uint8"
-        if out_dt not in ("uint8", "int8", "uint16", "int16"):
-            raise ctx.unsupported(f"quantization to {out_dt}")
-        axis = int(attr.get("axis", 1))
-        q = _op.round(_op.divide(_op.cast(x, "float32"), _per_axis(ctx, _op.cast(scale, "float32"), x, axis)))
-        if zp is not None:
-            q = _op.add(q, _per_axis(ctx, _op.cast(zp, "float32"), x, axis))
-        info = np.iinfo(out_dt)
-        return _op.cast(_op.clip(q, float(info.min), float(info.max)), out_dt)

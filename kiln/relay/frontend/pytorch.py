@@ -71,6 +71,7 @@ class TorchScriptImporter(_PrimHandlers):
         self.params: dict = {}  # name -> numpy
         self.param_by_tensor: dict = {}  # id(tensor) -> name (tied weights share one var)
         self.ctx = AtenContext(default_dtype, TypeCache())
+        self.ctx.param_values = self.params  # quantized-op converters read scales kept as tensor attributes
 
     # -- entry ----------------------------------------------------------------------------------
     def run(self):
@@ -126,7 +127,7 @@ class TorchScriptImporter(_PrimHandlers):
             return name in self.KINDS
         if ns == "aten":
             return lookup(name) is not None
-        return False
+        return ns == "quantized" and lookup(kind) is not None  # aten/quantized.py: "quantized::conv2d", ...
 
     def _check_ops(self, graph):
         missing: dict = {}
@@ -146,7 +147,7 @@ class TorchScriptImporter(_PrimHandlers):
         if control_flow:  # a saved-and-loaded trace is no TracedModule any more: only the graph tells
             hints.append(_SCRIPT_HINT)
         if any(k.startswith("quantized::") for k in missing):
-            hints.append("quantized models are not supported")
+            hints.append("kiln converts the quantized ops of torch.ao eager-mode models listed in docs/qnn.md")
         hints.append(("or pass" if hints else "pass") + " custom_convert_map={'ns::op': fn(inputs, input_types)} "
                      "to convert them yourself")
         raise OpNotImplemented(msg + "\nhint: " + "\nhint: ".join(hints))
@@ -288,7 +289,7 @@ class TorchScriptImporter(_PrimHandlers):
         else:
             args, overload = AtenArgs(inputs, [f"arg{i}" for i in range(len(inputs))]), ""
         self.ctx.op_name, self.ctx.overload = name, overload
-        fn = lookup(name)
+        fn = lookup(name if ns == "aten" else kind)
         self._bind_outputs(node, fn(self.ctx, args))
 
     def _typecheck(self, value):

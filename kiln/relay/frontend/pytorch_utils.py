@@ -20,6 +20,10 @@ _TORCH_DTYPE_NAMES = {"torch.uint8": "uint8", "torch.int8": "int8", "torch.int16
 
 SUPPORTED_DTYPES = frozenset(_SCALAR_TYPE_CODES.values())
 
+# quantized element types: names only the quantized-op converters (aten/quantized.py) accept
+_QUANTIZED_DTYPES = {12: "qint8", 13: "quint8", 14: "qint32", "torch.qint8": "qint8", "torch.quint8": "quint8",
+                     "torch.qint32": "qint32"}
+
 
 class DTypeName(str):
     """A dtype argument, already translated to kiln's spelling (so converters can tell it from a string)."""
@@ -37,6 +41,8 @@ def torch_dtype_to_str(dtype, where: str = "") -> str:
             name = {"Float": "float32", "Double": "float64", "Half": "float16", "Long": "int64", "Int": "int32",
                     "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
                     "BFloat16": "bfloat16"}.get(str(dtype))
+    if name is None:
+        name = _QUANTIZED_DTYPES.get(int(dtype) if isinstance(dtype, (int, np.integer)) else str(dtype))
     if name is None:
         at = f" (at {where})" if where else ""
         raise FrontendError(f"unsupported dtype {dtype}{at}: kiln's PyTorch frontend handles "
