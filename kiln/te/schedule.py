@@ -234,10 +234,6 @@ class Stage(Node):
                 raise ScheduleError(
                     f"fuse on stage '{self.op.name}': cannot fuse the {_ITER_TYPE_NAMES.get(iv.iter_type)} "
                     f"axis '{_axis_name(iv)}'")
-        if outer.iter_type != inner.iter_type and E.IterVar.CommReduce in (outer.iter_type, inner.iter_type):
-            raise ScheduleError(
-                f"fuse on stage '{self.op.name}': cannot fuse the data-parallel and reduction axes "
-                f"'{_axis_name(outer)}' and '{_axis_name(inner)}'")
         p_outer = self._find_leaf(outer, "fuse")
         p_inner = self._find_leaf(inner, "fuse")
         if p_inner + 1 == p_outer:
@@ -363,14 +359,13 @@ class Stage(Node):
 
     # -- placement -----------------------------------------------------------------------------
     def compute_at(self, parent, scope):
-        """Compute this stage inside the loop ``scope`` of the consumer stage ``parent``."""
+        """Compute this stage inside the loop ``scope`` of the consumer stage ``parent``.
+
+        As in TVM, whether the attachment makes sense (``parent`` consumes this stage, no stage is
+        computed at itself or in a cycle, outputs stay at root) is checked when the schedule is lowered.
+        """
         if not isinstance(parent, Stage):
             raise ScheduleError(f"compute_at on stage '{self.op.name}': parent must be a Stage (s[tensor])")
-        if parent is self:
-            raise ScheduleError(f"compute_at on stage '{self.op.name}': cannot compute a stage at itself")
-        if self.is_output:
-            raise ScheduleError(
-                f"compute_at on stage '{self.op.name}': it is an output of the schedule and must be computed at root")
         if isinstance(self.op, PlaceholderOp):
             raise ScheduleError(f"compute_at on stage '{self.op.name}': a placeholder is not computed")
         if not any(scope is x for x in parent.leaf_iter_vars):
@@ -378,10 +373,6 @@ class Stage(Node):
             raise ScheduleError(
                 f"compute_at on stage '{self.op.name}': axis '{_axis_name(scope)}' is not a loop of stage "
                 f"'{parent.op.name}' (its loops are [{leaves}])")
-        if not _reads_transitively(parent.op, self.op):
-            raise ScheduleError(
-                f"compute_at on stage '{self.op.name}': stage '{parent.op.name}' does not consume "
-                f"'{self.op.name}' (directly or through other stages), so it cannot be computed inside it")
         self.attach_type = kScope
         self.attach_ivar = scope
         self.attach_stage = parent
@@ -394,7 +385,7 @@ class Stage(Node):
             raise ScheduleError(
                 f"compute_inline on stage '{self.op.name}': it is an output of the schedule; outputs must be "
                 "materialized")
-        if self.op.reduce_axis:
+        if self.op.reduce_axis or isinstance(self.op.body[0], E.Reduce):
             raise ScheduleError(
                 f"compute_inline on stage '{self.op.name}': it is a reduction; a reduction cannot be inlined "
                 "into its consumers (use compute_at instead)")
@@ -412,6 +403,55 @@ class Stage(Node):
 
     def get_attach_spec(self) -> "Stage":
         return self
+
+
+def check_attachments(sch) -> None:
+    """The compute_at rules TVM enforces when lowering: a ScheduleError naming the broken one."""
+    for st in sch.stages:
+        if st.attach_type != kScope:
+            continue
+        parent = st.attach_stage
+        where = f"s[{st.op.name}].compute_at(s[{parent.op.name}], {_axis_name(st.attach_ivar)})"
+        if parent is st:
+            raise ScheduleError(f"{where}: a stage cannot be computed at itself; attach it to a stage that reads it")
+        if st.is_output:
+            raise ScheduleError(f"{where}: '{st.op.name}' is an output of the schedule and must be computed at root")
+        seen, p = {id(st)}, parent
+        while p is not None and p.attach_type == kScope:
+            if id(p) in seen:
+                raise ScheduleError(f"{where}: the compute_at attachments form a cycle through stage '{p.op.name}'")
+            seen.add(id(p))
+            p = p.attach_stage
+        if not _reads_transitively(parent.op, st.op):
+            raise ScheduleError(
+                f"{where}: stage '{parent.op.name}' does not consume '{st.op.name}' (directly or through other "
+                f"stages), so '{st.op.name}' cannot be computed inside it")
+
+
+def legalize_invalid_attach(sch) -> None:
+    """Move an attachment whose loop was split or fused after compute_at to the loop that replaced it
+    (the inner loop of a split, the fused loop of a fuse), as TVM's LegalizeInvalidAttach does."""
+    for st in sch.stages:
+        if st.attach_type != kScope:
+            continue
+        parent, iv = st.attach_stage, st.attach_ivar
+        for _ in range(len(parent.relations) + 1):
+            if any(iv is x for x in parent.leaf_iter_vars):
+                break
+            nxt = None
+            for rel in parent.relations:
+                if isinstance(rel, Split) and rel.parent is iv:
+                    nxt = rel.inner
+                elif isinstance(rel, Fuse) and (rel.inner is iv or rel.outer is iv):
+                    nxt = rel.fused
+                elif isinstance(rel, Rebase) and rel.parent is iv:
+                    nxt = rel.rebased
+                if nxt is not None:
+                    break
+            if nxt is None:
+                break
+            iv = nxt
+        st.attach_ivar = iv
 
 
 def _reads_transitively(consumer_op, producer_op) -> bool:
@@ -524,8 +564,10 @@ class Schedule(Node):
         """A copy with inlined stages substituted and every loop rebased to start at 0."""
         from .schedule_dataflow import inject_inline, rebase_non_zero_min_loop
         sn = self.copy()
+        check_attachments(sn)
         inject_inline(sn)
         rebase_non_zero_min_loop(sn)
+        legalize_invalid_attach(sn)
         return sn
 
     def create_group(self, outputs, inputs, include_inputs=False):

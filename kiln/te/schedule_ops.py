@@ -200,7 +200,7 @@ def make_compute_stmt(stage, dom_map):
         preds.append(stage.store_predicate)
     main_nest.append(_if_nest(preds))
     tensors = op.outputs
-    if op.reduce_axis:
+    if isinstance(op.body[0], E.Reduce):  # also a reduction over no axes
         update_state = {iv: 2 for iv in op.reduce_axis}
         for iv in op.axis:
             update_state[iv] = 1
