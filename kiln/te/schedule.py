@@ -103,6 +103,33 @@ def _axis_name(iv) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# schedule record (PassContext config "te.keep_schedule_record")
+# --------------------------------------------------------------------------------------------
+def _recorded(name: str):
+    """Make a primitive append (a snapshot of the schedule, ``name``) to its schedule's
+    ``schedule_record``/``primitive_record`` when the schedule keeps a record. Primitives called by
+    another primitive (``tile`` splits and reorders) are not recorded on their own, as in TVM."""
+    def deco(fn):
+        def wrapper(self, *args, **kwargs):
+            sch = self if isinstance(self, Schedule) else self.attach_sch
+            if sch is None or not getattr(sch, "keep_schedule_record", False):
+                return fn(self, *args, **kwargs)
+            sch._record_depth += 1
+            try:
+                out = fn(self, *args, **kwargs)
+            finally:
+                sch._record_depth -= 1
+            if sch._record_depth == 0:
+                sch._add_record(name)
+            return out
+        wrapper.__name__ = fn.__name__
+        wrapper.__qualname__ = fn.__qualname__
+        wrapper.__doc__ = fn.__doc__
+        return wrapper
+    return deco
+
+
+# --------------------------------------------------------------------------------------------
 # Stage
 # --------------------------------------------------------------------------------------------
 class Stage(Node):
@@ -187,6 +214,7 @@ class Stage(Node):
         return a
 
     # -- loop transformations ------------------------------------------------------------------
+    @_recorded("split")
     def split(self, parent, factor=None, nparts=None):
         """Split ``parent`` into (outer, inner) by ``factor`` (inner extent) or ``nparts`` (outer)."""
         if (factor is None) == (nparts is None):
@@ -210,6 +238,7 @@ class Stage(Node):
         self.leaf_iter_vars[pos:pos + 1] = [outer, inner]
         return outer, inner
 
+    @_recorded("fuse")
     def fuse(self, *args):
         """Fuse adjacent axes (outer first) into one; with no axes, add a unit outermost loop."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
@@ -252,6 +281,7 @@ class Stage(Node):
         self.leaf_iter_vars[p_outer:p_inner + 1] = [fused]
         return fused
 
+    @_recorded("reorder")
     def reorder(self, *args):
         """Put the given axes in this order, in the loop positions they occupy now."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
@@ -271,6 +301,7 @@ class Stage(Node):
         for p, iv in zip(sorted(pos), args):
             self.leaf_iter_vars[p] = iv
 
+    @_recorded("tile")
     def tile(self, x_parent, y_parent, x_factor, y_factor):
         """Split two axes and order them (x_outer, y_outer, x_inner, y_inner)."""
         xo, xi = self.split(x_parent, factor=x_factor)
@@ -293,22 +324,27 @@ class Stage(Node):
                 f"{_ITER_TYPE_NAMES.get(iv.iter_type)} axis '{_axis_name(iv)}'")
         self._attr(iv).iter_type = itype
 
+    @_recorded("vectorize")
     def vectorize(self, var):
         """Mark an axis to be vectorized."""
         self._set_iter_type(var, E.IterVar.Vectorized, "vectorize")
 
+    @_recorded("unroll")
     def unroll(self, var):
         """Mark an axis to be unrolled."""
         self._set_iter_type(var, E.IterVar.Unrolled, "unroll")
 
+    @_recorded("parallel")
     def parallel(self, var):
         """Mark an axis to run in parallel threads."""
         self._set_iter_type(var, E.IterVar.Parallelized, "parallel")
 
+    @_recorded("tensorize")
     def tensorize(self, var, tensor_intrin):
         from ..error import OpNotImplemented
         raise OpNotImplemented("Stage.tensorize is not implemented in kiln")
 
+    @_recorded("bind")
     def bind(self, ivar, thread_ivar):
         """Bind a loop to a GPU thread axis (``te.thread_axis``)."""
         self._find_leaf(ivar, "bind")
@@ -321,6 +357,7 @@ class Stage(Node):
                 f"'{_axis_name(ivar)}' to a thread")
         self._attr(ivar).bind_thread = thread_ivar
 
+    @_recorded("pragma")
     def pragma(self, var, pragma_type: str, pragma_value=None):
         """Annotate a loop with ``pragma_<type>`` (becomes an AttrStmt around the loop)."""
         if pragma_type == "unroll":
@@ -333,10 +370,12 @@ class Stage(Node):
             a.pragma_keys.append(str(pragma_type))
             a.pragma_values.append(tir_op.convert(pragma_value) if pragma_value is not None else None)
 
+    @_recorded("prefetch")
     def prefetch(self, tensor, var, offset):
         from ..error import OpNotImplemented
         raise OpNotImplemented("Stage.prefetch is not implemented in kiln")
 
+    @_recorded("storage_align")
     def storage_align(self, axis, factor, offset):
         """Record a row alignment for the stage's buffer (an optimization hint; kiln keeps it only)."""
         if not any(axis is x for x in getattr(self.op, "axis", [])):
@@ -346,18 +385,22 @@ class Stage(Node):
         a.dim_align_factor = int(factor)
         a.dim_align_offset = int(offset)
 
+    @_recorded("double_buffer")
     def double_buffer(self):
         """Mark the stage's buffer for double buffering (recorded; kiln's CPU path ignores it)."""
         self.is_double_buffer = True
 
+    @_recorded("set_scope")
     def set_scope(self, scope: str):
         """Storage scope of this stage's buffer ("global", "shared", "local", ...)."""
         self.scope = scope
 
+    @_recorded("set_store_predicate")
     def set_store_predicate(self, predicate):
         self.store_predicate = predicate
 
     # -- placement -----------------------------------------------------------------------------
+    @_recorded("compute_at")
     def compute_at(self, parent, scope):
         """Compute this stage inside the loop ``scope`` of the consumer stage ``parent``.
 
@@ -377,6 +420,7 @@ class Stage(Node):
         self.attach_ivar = scope
         self.attach_stage = parent
 
+    @_recorded("compute_inline")
     def compute_inline(self):
         """Substitute this stage's body into its consumers instead of materializing it."""
         if not isinstance(self.op, ComputeOp):
@@ -395,6 +439,7 @@ class Stage(Node):
         self.attach_ivar = None
         self.attach_stage = None
 
+    @_recorded("compute_root")
     def compute_root(self):
         """Compute this stage at the root of the function (the default)."""
         self.attach_type = kGroupRoot
@@ -498,6 +543,11 @@ class Schedule(Node):
         if not isinstance(ops, (list, tuple)):
             ops = [ops]
         self.outputs = [_as_op(o) for o in ops]
+        from ..transform.pass_context import PassContext
+        self.keep_schedule_record = bool(PassContext.current().get_config("te.keep_schedule_record", False))
+        self.schedule_record: list = []
+        self.primitive_record: list = []
+        self._record_depth = 0
         self.stages: list = []
         self.stage_map: dict = {}
         self.groups: list = []
@@ -506,6 +556,14 @@ class Schedule(Node):
             st.is_output = any(op is o for o in self.outputs)
             self.stages.append(st)
             self.stage_map[op] = st
+        if self.keep_schedule_record:
+            self._add_record("vanilla")
+
+    def _add_record(self, name: str) -> None:
+        snap = self.copy()
+        snap.keep_schedule_record = False  # a snapshot records nothing itself
+        self.schedule_record.append(snap)
+        self.primitive_record.append(name)
 
     def __repr__(self):
         return f"Schedule({', '.join(s.op.name for s in self.stages)})"
@@ -546,6 +604,8 @@ class Schedule(Node):
         """A copy whose stages can be changed without touching this schedule."""
         n = object.__new__(Schedule)
         n.outputs = list(self.outputs)
+        n.keep_schedule_record = getattr(self, "keep_schedule_record", False)
+        n.schedule_record, n.primitive_record, n._record_depth = [], [], 0
         smap = {id(s): s._copy() for s in self.stages}
         for g in self.groups:
             smap[id(g)] = g._copy()
@@ -574,16 +634,19 @@ class Schedule(Node):
         from ..error import OpNotImplemented
         raise OpNotImplemented("Schedule.create_group is not implemented in kiln")
 
+    @_recorded("cache_read")
     def cache_read(self, tensor, scope: str, readers):
         """A stage copying ``tensor`` into ``scope`` that ``readers`` read instead."""
         from .schedule_dataflow import cache_read
         return cache_read(self, tensor, scope, readers)
 
+    @_recorded("cache_write")
     def cache_write(self, tensor, scope: str):
         """A stage computing ``tensor`` in ``scope``; the original stage then copies it out."""
         from .schedule_dataflow import cache_write
         return cache_write(self, tensor, scope)
 
+    @_recorded("rfactor")
     def rfactor(self, tensor, axis, factor_axis: int = 0):
         """Factor a reduction over ``axis`` into a data-parallel stage plus a smaller reduction."""
         from .schedule_dataflow import rfactor
