@@ -216,4 +216,4 @@ def _not_built(name):
 
 
 create_prim_func = _not_built("create_prim_func")
-decl_tensor_intrin = _not_built("decl_tensor_intrin")
+from .tensor_intrin import decl_tensor_intrin  # noqa: E402,F401 - te.decl_tensor_intrin

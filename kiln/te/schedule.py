@@ -82,6 +82,7 @@ class IterVarAttr:
         self.pragma_values: list = []
         self.dim_align_factor = 0
         self.dim_align_offset = 0
+        self.tensor_intrin = None
 
     def copy(self) -> "IterVarAttr":
         n = IterVarAttr()
@@ -341,8 +342,17 @@ class Stage(Node):
 
     @_recorded("tensorize")
     def tensorize(self, var, tensor_intrin):
-        from ..error import OpNotImplemented
-        raise OpNotImplemented("Stage.tensorize is not implemented in kiln")
+        """Replace the loops from ``var`` inward by ``tensor_intrin`` (``te.decl_tensor_intrin``)."""
+        from .tensor_intrin import TensorIntrin
+        if not isinstance(tensor_intrin, TensorIntrin):
+            raise ScheduleError(f"tensorize on stage '{self.op.name}': expected a te.decl_tensor_intrin result, "
+                                f"got {tensor_intrin!r}")
+        if not isinstance(self.op, ComputeOp):
+            raise ScheduleError(f"tensorize on stage '{self.op.name}': only compute stages can be tensorized")
+        self._find_leaf(var, "tensorize")
+        a = self._attr(var)
+        a.iter_type = E.IterVar.Tensorized
+        a.tensor_intrin = tensor_intrin
 
     @_recorded("bind")
     def bind(self, ivar, thread_ivar):

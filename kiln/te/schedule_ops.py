@@ -193,6 +193,12 @@ def _make_reduction(op, tensors):
 
 def make_compute_stmt(stage, dom_map):
     op = stage.op
+    for pos, iv in enumerate(stage.leaf_iter_vars):
+        attr = stage.iter_var_attrs.get(iv)
+        if attr is not None and attr.tensor_intrin is not None:
+            from .tensor_intrin import make_tensorize_stmt
+            return make_tensorize_stmt(stage, dom_map, pos, attr.tensor_intrin, make_loop_nest, _if_nest,
+                                       merge_nest, mp)
     main_vmap = {}
     main_nest = make_loop_nest(stage, dom_map, 0, False, set(), main_vmap)
     preds = [tir_op.likely(p) for p in mp.make_bound_check(stage, dom_map, main_vmap, False, set())]
