@@ -16,8 +16,8 @@ from .shape_ops import collapse_sum, ndarray_size, slice_like  # noqa: F401
 from . import nn, image, generic, testing  # noqa: F401
 from .nn.dilate import dilate  # noqa: F401
 
-_LAZY_SUBPACKAGES = ("x86",)  # imported on first use: x86 pulls in AutoTVM (templates) and the x86 target
-_NOT_BUILT = {"cuda": "CUDA", "rocm": "ROCm", "arm_cpu": "ARM CPU", "mali": "Mali", "bifrost": "Bifrost",
+_LAZY_SUBPACKAGES = ("x86", "cuda", "gpu")  # imported on first use: x86 pulls in AutoTVM (templates) and the x86 target
+_NOT_BUILT = {"rocm": "ROCm", "arm_cpu": "ARM CPU", "mali": "Mali", "bifrost": "Bifrost",
               "intel_graphics": "Intel graphics", "adreno": "Adreno", "hls": "HLS", "vulkan": "Vulkan"}
 
 
