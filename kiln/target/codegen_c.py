@@ -948,6 +948,24 @@ class FunctionCodegen(StmtExprVisitor):
         return f"(({scalar_ctype(e.dtype)})__builtin_popcount((uint32_t)({self.visit(x)}) & {mask}u))"
 
     # ------------------------------------------------------------------ packed calls
+    def _packed_buffer_ptr(self, e, buf) -> str:
+        """The data pointer of a buffer passed to a packed call: its data plus its element offset (a view
+        made by tensorize); the view must be compact, as kiln's DLTensors carry no strides."""
+        from ..arith import Analyzer
+        from ..tir import op as tir_op
+        if buf.strides:
+            ana, acc = Analyzer(), tir_op.const(1, "int32")
+            for d, st in reversed(list(zip(buf.shape, buf.strides))):
+                if not ana.can_prove_equal(st, acc):
+                    self.fail(e, f"call_packed: buffer {buf.name} is a strided view (strides {list(buf.strides)}, "
+                                 f"shape {list(buf.shape)}); kiln passes only compact buffers to packed functions")
+                acc = tir_op.mul(acc, d)
+        data = self.name_of(buf.data)
+        off = buf.elem_offset
+        if isinstance(off, E.IntImm) and off.value == 0:
+            return data
+        return f"(({scalar_ctype(buf.dtype)}*){data} + ({self.visit(off)}))"
+
     def _packed_call_lines(self, e, result_dtype):
         """Emit the statements of a packed call; returns the C name holding the result (if any)."""
         name = e.args[0].value if isinstance(e.args[0], E.StringImm) else str(e.args[0])
@@ -963,8 +981,9 @@ class FunctionCodegen(StmtExprVisitor):
                 shape, tensor = f"kiln_pk_shape_{k}_{i}", f"kiln_pk_tensor_{k}_{i}"
                 dims = ", ".join(f"(int64_t)({self.visit(d)})" for d in a.shape) or "0"
                 adt = parse_dtype(a.dtype)
+                ptr = self._packed_buffer_ptr(e, a)
                 self.emit(f"int64_t {shape}[{max(len(a.shape), 1)}] = {{{dims}}};")
-                self.emit(f"DLTensor {tensor} = {{(void*){self.name_of(a.data)}, {{1, 0}}, {len(a.shape)}, "
+                self.emit(f"DLTensor {tensor} = {{(void*){ptr}, {{1, 0}}, {len(a.shape)}, "
                           f"{{{adt.dl_code}, {adt.bits if not adt.is_bool else 8}, {adt.lanes}}}, {shape}, NULL, 0}};")
                 self.emit(f"{av}[{i}].v_handle = &{tensor};")
                 self.emit(f"{cv}[{i}] = KILN_ARG_DLTENSOR;")

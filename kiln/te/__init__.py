@@ -16,7 +16,8 @@ from ..tir.op import (  # noqa: F401 - re-exports, as tvm.te does
 from ..tir.op import const as _tir_const  # noqa: F401
 from .tensor import Tensor, TensorSlice, Operation, PlaceholderOp, ComputeOp, ExternOp
 from .operation import (var, size_var, const, placeholder, compute, extern, reduce_axis, thread_axis,
-                        tag_scope, TagScope, scan, create_prim_func, decl_tensor_intrin)
+                        tag_scope, TagScope, create_prim_func, decl_tensor_intrin)
+from .scan import scan, ScanOp
 from .schedule import (Schedule, Stage, create_schedule, Split, Fuse, Rebase, Singleton, IterVarAttr,
                        IterVarRelation)
 from .lower import schedule_to_primfunc

@@ -77,7 +77,48 @@ class _TensorToBuffer(StmtExprMutator):
             body = self.visit(s.body)
             self.buf_subst, self.var_subst = saved
             return body
+        if s.attr_key == "buffer_bind_scope":
+            return self._bind_region(s)
         return self.generic_visit(s)
+
+    def _bind_region(self, s):
+        """A tensorize intrinsic's buffer over a region of a real tensor (``Stage.tensorize``)."""
+        from ..error import OpNotImplemented
+        from ..tir import op as tir_op
+        b = s.node
+        key = self._key(b.tensor)
+        if key not in self.extern:
+            raise OpNotImplemented(
+                f"tensorize: the intrinsic's buffer {b.buffer.name} binds to '{key.name}', an intermediate tensor; "
+                "kiln binds tensorize regions only to tensors that are function arguments")
+        real = self.extern[key]
+        if real.strides:
+            strides = list(real.strides)
+        else:
+            strides, acc = [], tir_op.const(1, "int32")
+            for d in reversed(real.shape):
+                strides.append(acc)
+                acc = tir_op.mul(acc, d)
+            strides.reverse()
+        mins = [self.visit(m) for m in b.mins]
+        offset = real.elem_offset
+        for m, st in zip(mins, strides):
+            offset = tir_op.add(offset, tir_op.mul(m, st))
+        ib = b.buffer
+        n = len(ib.shape)
+        new_strides = strides[len(strides) - n:]
+        nb = Buffer(real.data, ib.dtype, ib.shape, new_strides, offset, name=ib.name, scope=real.scope())
+        saved = dict(self.buf_subst), dict(self.var_subst)
+        self.buf_subst[ib] = nb
+        self.var_subst[ib.data] = real.data
+        if isinstance(ib.elem_offset, E.Var):
+            self.var_subst[ib.elem_offset] = offset
+        for sv, real_st in zip(ib.strides, new_strides):
+            if isinstance(sv, E.Var):
+                self.var_subst[sv] = real_st
+        body = self.visit(s.body)
+        self.buf_subst, self.var_subst = saved
+        return body
 
     def _bind(self, ph, real):
         if len(ph.shape) != len(real.shape):

@@ -214,6 +214,6 @@ def _not_built(name):
     return fn
 
 
-scan = _not_built("scan")
+
 create_prim_func = _not_built("create_prim_func")
-decl_tensor_intrin = _not_built("decl_tensor_intrin")
+from .tensor_intrin import decl_tensor_intrin  # noqa: E402,F401 - te.decl_tensor_intrin

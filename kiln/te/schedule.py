@@ -82,6 +82,7 @@ class IterVarAttr:
         self.pragma_values: list = []
         self.dim_align_factor = 0
         self.dim_align_offset = 0
+        self.tensor_intrin = None
 
     def copy(self) -> "IterVarAttr":
         n = IterVarAttr()
@@ -100,6 +101,33 @@ _ITER_TYPE_NAMES = {
 
 def _axis_name(iv) -> str:
     return iv.var.name if isinstance(iv, E.IterVar) else repr(iv)
+
+
+# --------------------------------------------------------------------------------------------
+# schedule record (PassContext config "te.keep_schedule_record")
+# --------------------------------------------------------------------------------------------
+def _recorded(name: str):
+    """Make a primitive append (a snapshot of the schedule, ``name``) to its schedule's
+    ``schedule_record``/``primitive_record`` when the schedule keeps a record. Primitives called by
+    another primitive (``tile`` splits and reorders) are not recorded on their own, as in TVM."""
+    def deco(fn):
+        def wrapper(self, *args, **kwargs):
+            sch = self if isinstance(self, Schedule) else self.attach_sch
+            if sch is None or not getattr(sch, "keep_schedule_record", False):
+                return fn(self, *args, **kwargs)
+            sch._record_depth += 1
+            try:
+                out = fn(self, *args, **kwargs)
+            finally:
+                sch._record_depth -= 1
+            if sch._record_depth == 0:
+                sch._add_record(name)
+            return out
+        wrapper.__name__ = fn.__name__
+        wrapper.__qualname__ = fn.__qualname__
+        wrapper.__doc__ = fn.__doc__
+        return wrapper
+    return deco
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,6 +215,7 @@ class Stage(Node):
         return a
 
     # -- loop transformations ------------------------------------------------------------------
+    @_recorded("split")
     def split(self, parent, factor=None, nparts=None):
         """Split ``parent`` into (outer, inner) by ``factor`` (inner extent) or ``nparts`` (outer)."""
         if (factor is None) == (nparts is None):
@@ -210,6 +239,7 @@ class Stage(Node):
         self.leaf_iter_vars[pos:pos + 1] = [outer, inner]
         return outer, inner
 
+    @_recorded("fuse")
     def fuse(self, *args):
         """Fuse adjacent axes (outer first) into one; with no axes, add a unit outermost loop."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
@@ -234,10 +264,6 @@ class Stage(Node):
                 raise ScheduleError(
                     f"fuse on stage '{self.op.name}': cannot fuse the {_ITER_TYPE_NAMES.get(iv.iter_type)} "
                     f"axis '{_axis_name(iv)}'")
-        if outer.iter_type != inner.iter_type and E.IterVar.CommReduce in (outer.iter_type, inner.iter_type):
-            raise ScheduleError(
-                f"fuse on stage '{self.op.name}': cannot fuse the data-parallel and reduction axes "
-                f"'{_axis_name(outer)}' and '{_axis_name(inner)}'")
         p_outer = self._find_leaf(outer, "fuse")
         p_inner = self._find_leaf(inner, "fuse")
         if p_inner + 1 == p_outer:
@@ -256,6 +282,7 @@ class Stage(Node):
         self.leaf_iter_vars[p_outer:p_inner + 1] = [fused]
         return fused
 
+    @_recorded("reorder")
     def reorder(self, *args):
         """Put the given axes in this order, in the loop positions they occupy now."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
@@ -275,6 +302,7 @@ class Stage(Node):
         for p, iv in zip(sorted(pos), args):
             self.leaf_iter_vars[p] = iv
 
+    @_recorded("tile")
     def tile(self, x_parent, y_parent, x_factor, y_factor):
         """Split two axes and order them (x_outer, y_outer, x_inner, y_inner)."""
         xo, xi = self.split(x_parent, factor=x_factor)
@@ -297,22 +325,36 @@ class Stage(Node):
                 f"{_ITER_TYPE_NAMES.get(iv.iter_type)} axis '{_axis_name(iv)}'")
         self._attr(iv).iter_type = itype
 
+    @_recorded("vectorize")
     def vectorize(self, var):
         """Mark an axis to be vectorized."""
         self._set_iter_type(var, E.IterVar.Vectorized, "vectorize")
 
+    @_recorded("unroll")
     def unroll(self, var):
         """Mark an axis to be unrolled."""
         self._set_iter_type(var, E.IterVar.Unrolled, "unroll")
 
+    @_recorded("parallel")
     def parallel(self, var):
         """Mark an axis to run in parallel threads."""
         self._set_iter_type(var, E.IterVar.Parallelized, "parallel")
 
+    @_recorded("tensorize")
     def tensorize(self, var, tensor_intrin):
-        from ..error import OpNotImplemented
-        raise OpNotImplemented("Stage.tensorize is not implemented in kiln")
+        """Replace the loops from ``var`` inward by ``tensor_intrin`` (``te.decl_tensor_intrin``)."""
+        from .tensor_intrin import TensorIntrin
+        if not isinstance(tensor_intrin, TensorIntrin):
+            raise ScheduleError(f"tensorize on stage '{self.op.name}': expected a te.decl_tensor_intrin result, "
+                                f"got {tensor_intrin!r}")
+        if not isinstance(self.op, ComputeOp):
+            raise ScheduleError(f"tensorize on stage '{self.op.name}': only compute stages can be tensorized")
+        self._find_leaf(var, "tensorize")
+        a = self._attr(var)
+        a.iter_type = E.IterVar.Tensorized
+        a.tensor_intrin = tensor_intrin
 
+    @_recorded("bind")
     def bind(self, ivar, thread_ivar):
         """Bind a loop to a GPU thread axis (``te.thread_axis``)."""
         self._find_leaf(ivar, "bind")
@@ -325,6 +367,7 @@ class Stage(Node):
                 f"'{_axis_name(ivar)}' to a thread")
         self._attr(ivar).bind_thread = thread_ivar
 
+    @_recorded("pragma")
     def pragma(self, var, pragma_type: str, pragma_value=None):
         """Annotate a loop with ``pragma_<type>`` (becomes an AttrStmt around the loop)."""
         if pragma_type == "unroll":
@@ -337,10 +380,12 @@ class Stage(Node):
             a.pragma_keys.append(str(pragma_type))
             a.pragma_values.append(tir_op.convert(pragma_value) if pragma_value is not None else None)
 
+    @_recorded("prefetch")
     def prefetch(self, tensor, var, offset):
         from ..error import OpNotImplemented
         raise OpNotImplemented("Stage.prefetch is not implemented in kiln")
 
+    @_recorded("storage_align")
     def storage_align(self, axis, factor, offset):
         """Record a row alignment for the stage's buffer (an optimization hint; kiln keeps it only)."""
         if not any(axis is x for x in getattr(self.op, "axis", [])):
@@ -350,27 +395,30 @@ class Stage(Node):
         a.dim_align_factor = int(factor)
         a.dim_align_offset = int(offset)
 
+    @_recorded("double_buffer")
     def double_buffer(self):
         """Mark the stage's buffer for double buffering (recorded; kiln's CPU path ignores it)."""
         self.is_double_buffer = True
 
+    @_recorded("set_scope")
     def set_scope(self, scope: str):
         """Storage scope of this stage's buffer ("global", "shared", "local", ...)."""
         self.scope = scope
 
+    @_recorded("set_store_predicate")
     def set_store_predicate(self, predicate):
         self.store_predicate = predicate
 
     # -- placement -----------------------------------------------------------------------------
+    @_recorded("compute_at")
     def compute_at(self, parent, scope):
-        """Compute this stage inside the loop ``scope`` of the consumer stage ``parent``."""
+        """Compute this stage inside the loop ``scope`` of the consumer stage ``parent``.
+
+        As in TVM, whether the attachment makes sense (``parent`` consumes this stage, no stage is
+        computed at itself or in a cycle, outputs stay at root) is checked when the schedule is lowered.
+        """
         if not isinstance(parent, Stage):
             raise ScheduleError(f"compute_at on stage '{self.op.name}': parent must be a Stage (s[tensor])")
-        if parent is self:
-            raise ScheduleError(f"compute_at on stage '{self.op.name}': cannot compute a stage at itself")
-        if self.is_output:
-            raise ScheduleError(
-                f"compute_at on stage '{self.op.name}': it is an output of the schedule and must be computed at root")
         if isinstance(self.op, PlaceholderOp):
             raise ScheduleError(f"compute_at on stage '{self.op.name}': a placeholder is not computed")
         if not any(scope is x for x in parent.leaf_iter_vars):
@@ -378,14 +426,11 @@ class Stage(Node):
             raise ScheduleError(
                 f"compute_at on stage '{self.op.name}': axis '{_axis_name(scope)}' is not a loop of stage "
                 f"'{parent.op.name}' (its loops are [{leaves}])")
-        if not _reads_transitively(parent.op, self.op):
-            raise ScheduleError(
-                f"compute_at on stage '{self.op.name}': stage '{parent.op.name}' does not consume "
-                f"'{self.op.name}' (directly or through other stages), so it cannot be computed inside it")
         self.attach_type = kScope
         self.attach_ivar = scope
         self.attach_stage = parent
 
+    @_recorded("compute_inline")
     def compute_inline(self):
         """Substitute this stage's body into its consumers instead of materializing it."""
         if not isinstance(self.op, ComputeOp):
@@ -394,7 +439,7 @@ class Stage(Node):
             raise ScheduleError(
                 f"compute_inline on stage '{self.op.name}': it is an output of the schedule; outputs must be "
                 "materialized")
-        if self.op.reduce_axis:
+        if self.op.reduce_axis or isinstance(self.op.body[0], E.Reduce):
             raise ScheduleError(
                 f"compute_inline on stage '{self.op.name}': it is a reduction; a reduction cannot be inlined "
                 "into its consumers (use compute_at instead)")
@@ -404,6 +449,7 @@ class Stage(Node):
         self.attach_ivar = None
         self.attach_stage = None
 
+    @_recorded("compute_root")
     def compute_root(self):
         """Compute this stage at the root of the function (the default)."""
         self.attach_type = kGroupRoot
@@ -412,6 +458,55 @@ class Stage(Node):
 
     def get_attach_spec(self) -> "Stage":
         return self
+
+
+def check_attachments(sch) -> None:
+    """The compute_at rules TVM enforces when lowering: a ScheduleError naming the broken one."""
+    for st in sch.stages:
+        if st.attach_type != kScope:
+            continue
+        parent = st.attach_stage
+        where = f"s[{st.op.name}].compute_at(s[{parent.op.name}], {_axis_name(st.attach_ivar)})"
+        if parent is st:
+            raise ScheduleError(f"{where}: a stage cannot be computed at itself; attach it to a stage that reads it")
+        if st.is_output:
+            raise ScheduleError(f"{where}: '{st.op.name}' is an output of the schedule and must be computed at root")
+        seen, p = {id(st)}, parent
+        while p is not None and p.attach_type == kScope:
+            if id(p) in seen:
+                raise ScheduleError(f"{where}: the compute_at attachments form a cycle through stage '{p.op.name}'")
+            seen.add(id(p))
+            p = p.attach_stage
+        if not _reads_transitively(parent.op, st.op):
+            raise ScheduleError(
+                f"{where}: stage '{parent.op.name}' does not consume '{st.op.name}' (directly or through other "
+                f"stages), so '{st.op.name}' cannot be computed inside it")
+
+
+def legalize_invalid_attach(sch) -> None:
+    """Move an attachment whose loop was split or fused after compute_at to the loop that replaced it
+    (the inner loop of a split, the fused loop of a fuse), as TVM's LegalizeInvalidAttach does."""
+    for st in sch.stages:
+        if st.attach_type != kScope:
+            continue
+        parent, iv = st.attach_stage, st.attach_ivar
+        for _ in range(len(parent.relations) + 1):
+            if any(iv is x for x in parent.leaf_iter_vars):
+                break
+            nxt = None
+            for rel in parent.relations:
+                if isinstance(rel, Split) and rel.parent is iv:
+                    nxt = rel.inner
+                elif isinstance(rel, Fuse) and (rel.inner is iv or rel.outer is iv):
+                    nxt = rel.fused
+                elif isinstance(rel, Rebase) and rel.parent is iv:
+                    nxt = rel.rebased
+                if nxt is not None:
+                    break
+            if nxt is None:
+                break
+            iv = nxt
+        st.attach_ivar = iv
 
 
 def _reads_transitively(consumer_op, producer_op) -> bool:
@@ -458,6 +553,11 @@ class Schedule(Node):
         if not isinstance(ops, (list, tuple)):
             ops = [ops]
         self.outputs = [_as_op(o) for o in ops]
+        from ..transform.pass_context import PassContext
+        self.keep_schedule_record = bool(PassContext.current().get_config("te.keep_schedule_record", False))
+        self.schedule_record: list = []
+        self.primitive_record: list = []
+        self._record_depth = 0
         self.stages: list = []
         self.stage_map: dict = {}
         self.groups: list = []
@@ -466,6 +566,14 @@ class Schedule(Node):
             st.is_output = any(op is o for o in self.outputs)
             self.stages.append(st)
             self.stage_map[op] = st
+        if self.keep_schedule_record:
+            self._add_record("vanilla")
+
+    def _add_record(self, name: str) -> None:
+        snap = self.copy()
+        snap.keep_schedule_record = False  # a snapshot records nothing itself
+        self.schedule_record.append(snap)
+        self.primitive_record.append(name)
 
     def __repr__(self):
         return f"Schedule({', '.join(s.op.name for s in self.stages)})"
@@ -506,6 +614,8 @@ class Schedule(Node):
         """A copy whose stages can be changed without touching this schedule."""
         n = object.__new__(Schedule)
         n.outputs = list(self.outputs)
+        n.keep_schedule_record = getattr(self, "keep_schedule_record", False)
+        n.schedule_record, n.primitive_record, n._record_depth = [], [], 0
         smap = {id(s): s._copy() for s in self.stages}
         for g in self.groups:
             smap[id(g)] = g._copy()
@@ -524,24 +634,29 @@ class Schedule(Node):
         """A copy with inlined stages substituted and every loop rebased to start at 0."""
         from .schedule_dataflow import inject_inline, rebase_non_zero_min_loop
         sn = self.copy()
+        check_attachments(sn)
         inject_inline(sn)
         rebase_non_zero_min_loop(sn)
+        legalize_invalid_attach(sn)
         return sn
 
     def create_group(self, outputs, inputs, include_inputs=False):
         from ..error import OpNotImplemented
         raise OpNotImplemented("Schedule.create_group is not implemented in kiln")
 
+    @_recorded("cache_read")
     def cache_read(self, tensor, scope: str, readers):
         """A stage copying ``tensor`` into ``scope`` that ``readers`` read instead."""
         from .schedule_dataflow import cache_read
         return cache_read(self, tensor, scope, readers)
 
+    @_recorded("cache_write")
     def cache_write(self, tensor, scope: str):
         """A stage computing ``tensor`` in ``scope``; the original stage then copies it out."""
         from .schedule_dataflow import cache_write
         return cache_write(self, tensor, scope)
 
+    @_recorded("rfactor")
     def rfactor(self, tensor, axis, factor_axis: int = 0):
         """Factor a reduction over ``axis`` into a data-parallel stage plus a smaller reduction."""
         from .schedule_dataflow import rfactor

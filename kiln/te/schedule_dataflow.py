@@ -132,9 +132,9 @@ def cache_write(sch, tensor, scope: str):
     bodies = []
     first = None
     for b in compute_op.body:
-        nb = substitute(b, vsub)
+        nb = _subst_with_combiner(b, vsub)
         nb = _inject_predicate(preds, nb)
-        nb = substitute(nb, vsub2new)
+        nb = _subst_with_combiner(nb, vsub2new)
         if isinstance(nb, E.Reduce):
             if first is None:
                 first = nb
@@ -166,6 +166,21 @@ def cache_write(sch, tensor, scope: str):
     cs.group = orig.group
     outs = cache_op.outputs
     return outs if isinstance(tensor, (list, tuple)) else outs[0]
+
+
+def _subst_with_combiner(expr, vmap):
+    """``substitute`` that also rewrites a reduction's combiner and identity, which may use the
+    compute's axes (a loop-dependent reducer); plain substitution treats the combiner as a leaf."""
+    out = substitute(expr, vmap)
+    if not isinstance(out, E.Reduce) or not vmap:
+        return out
+    c = out.combiner
+    result = [substitute(r, vmap) for r in c.result]
+    ident = [substitute(r, vmap) for r in c.identity_element]
+    if all(a is b for a, b in zip(result, c.result)) and all(a is b for a, b in zip(ident, c.identity_element)):
+        return out
+    comb = E.CommReducer(c.lhs, c.rhs, result, ident)
+    return E.Reduce(comb, out.source, out.axis, out.condition, out.value_index, out.init)
 
 
 def _inject_predicate(preds, body):

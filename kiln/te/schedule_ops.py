@@ -193,6 +193,12 @@ def _make_reduction(op, tensors):
 
 def make_compute_stmt(stage, dom_map):
     op = stage.op
+    for pos, iv in enumerate(stage.leaf_iter_vars):
+        attr = stage.iter_var_attrs.get(iv)
+        if attr is not None and attr.tensor_intrin is not None:
+            from .tensor_intrin import make_tensorize_stmt
+            return make_tensorize_stmt(stage, dom_map, pos, attr.tensor_intrin, make_loop_nest, _if_nest,
+                                       merge_nest, mp)
     main_vmap = {}
     main_nest = make_loop_nest(stage, dom_map, 0, False, set(), main_vmap)
     preds = [tir_op.likely(p) for p in mp.make_bound_check(stage, dom_map, main_vmap, False, set())]
@@ -200,7 +206,7 @@ def make_compute_stmt(stage, dom_map):
         preds.append(stage.store_predicate)
     main_nest.append(_if_nest(preds))
     tensors = op.outputs
-    if op.reduce_axis:
+    if isinstance(op.body[0], E.Reduce):  # also a reduction over no axes
         update_state = {iv: 2 for iv in op.reduce_axis}
         for iv in op.axis:
             update_state[iv] = 1

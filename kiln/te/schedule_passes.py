@@ -28,7 +28,7 @@ def ScheduleOps(sch, dom_map: dict, debug_keep_trivial_loop: bool = False):  # n
 
 def _is_elemwise(op) -> bool:
     """A compute without reduction whose every tensor read indexes exactly its own axes, in order."""
-    if not isinstance(op, ComputeOp) or op.reduce_axis:
+    if not isinstance(op, ComputeOp) or op.reduce_axis or isinstance(op.body[0], E.Reduce):
         return False
     axis_vars = [iv.var for iv in op.axis]
     ok = [True]
@@ -46,7 +46,7 @@ def _is_elemwise(op) -> bool:
 
 def _is_broadcast(op) -> bool:
     """A compute without reduction whose tensor reads index a subsequence of its axes (a broadcast)."""
-    if not isinstance(op, ComputeOp) or op.reduce_axis:
+    if not isinstance(op, ComputeOp) or op.reduce_axis or isinstance(op.body[0], E.Reduce):
         return False
     axis_vars = [iv.var for iv in op.axis]
     ok = [True]
@@ -85,7 +85,7 @@ def AutoInlineBroadcast(sch) -> None:  # noqa: N802
 
 def AutoInlineInjective(sch) -> None:  # noqa: N802
     """Inline every non-output compute stage without a reduction (in place)."""
-    _auto_inline(sch, lambda op: not op.reduce_axis)
+    _auto_inline(sch, lambda op: not op.reduce_axis and not isinstance(op.body[0], E.Reduce))
 
 
 __all__ = ["InferBound", "ScheduleOps", "AutoInlineElemWise", "AutoInlineBroadcast", "AutoInlineInjective"]

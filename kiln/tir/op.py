@@ -700,9 +700,8 @@ def _reduce_axes(name, axis) -> list:
     if axis is None:
         raise KilnError(f"{name} reduction: give the axes to reduce over, e.g. "
                         f"{name}(expr, axis=k) with k = te.reduce_axis((0, n), 'k')")
+    # an empty list is a reduction over no axes (TVM allows it): the identity combined with one value
     axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
-    if not axes:
-        raise KilnError(f"{name} reduction: the list of reduction axes is empty")
     for ax in axes:
         if not isinstance(ax, _e.IterVar) or ax.iter_type != _e.IterVar.CommReduce:
             what = f"data-parallel axis '{ax.var.name}'" if isinstance(ax, _e.IterVar) else repr(ax)

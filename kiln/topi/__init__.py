@@ -17,12 +17,17 @@ from . import nn, image, generic, testing  # noqa: F401
 from .nn.dilate import dilate  # noqa: F401
 from . import x86  # noqa: F401,E402  (registers the "cpu" implementations of topi.generic's schedules)
 
-_NOT_BUILT = {"cuda": "CUDA", "rocm": "ROCm", "arm_cpu": "ARM CPU", "mali": "Mali", "bifrost": "Bifrost",
+_LAZY_SUBPACKAGES = ("cuda", "gpu")  # imported on first use (x86 is imported above: it registers "cpu" schedules)
+_NOT_BUILT = {"rocm": "ROCm", "arm_cpu": "ARM CPU", "mali": "Mali", "bifrost": "Bifrost",
               "intel_graphics": "Intel graphics", "adreno": "Adreno", "hls": "HLS", "vulkan": "Vulkan"}
 
 
 def __getattr__(name):
-    """A target folder kiln does not have gets a message naming what exists."""
+    """``topi.cuda``/``topi.gpu`` load on first use; a target folder kiln does not have gets a message naming
+    what exists."""
+    if name in _LAZY_SUBPACKAGES:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
     if name in _NOT_BUILT:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}: {_NOT_BUILT[name]} schedules are not "
                              f"built in kiln (CPU targets only); use topi.x86 or topi.generic schedules with "

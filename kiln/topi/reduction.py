@@ -10,10 +10,10 @@ from .utils import get_const_tuple, normalize_axis, ravel_index
 
 
 def reduce_axes(ndim: int, axis=None, exclude: bool = False) -> list:
-    """The sorted list of axes a reduction covers (``None`` or an empty list: all, as TVM's GetRealAxis;
-    ``exclude``: all but these)."""
+    """The sorted list of axes a reduction covers (``None``: all; an empty list: none, as TVM v0.13's
+    GetRealAxis and numpy's ``axis=()``; ``exclude``: all but these)."""
     axes = None if axis is None else ([axis] if isinstance(axis, int) else list(get_const_tuple(axis)))
-    if not axes:
+    if axes is None:
         return list(range(ndim))
     axes = sorted({normalize_axis(int(a), ndim) for a in axes})
     if exclude:

@@ -33,8 +33,9 @@ def _mean(x, axis, keepdims):
 
 
 def _reduce_args(attrs, inputs, out_type):
-    axis = list(attrs.axis) if attrs.axis is not None else None
-    return [inputs[0], axis, attrs.keepdims, attrs.exclude]
+    # Relay's axes (an empty list is every axis, TVM's GetReduceAxes) resolved here: TOPI reads an
+    # empty list as no axis at all
+    return [inputs[0], list(_axes(attrs, inputs[0])), attrs.keepdims, False]
 
 
 _REDUCE = {"sum": np.sum, "mean": _mean, "max": np.max, "min": np.min, "prod": np.prod, "all": np.all,

@@ -1,0 +1,269 @@
+"""Tensor intrinsics: ``te.decl_tensor_intrin`` and the lowering of ``Stage.tensorize``.
+
+A TensorIntrin describes a small computation (a TE op over placeholder inputs) and the TIR that
+replaces it (usually a ``call_extern``/``call_packed`` to a micro-kernel), written over Buffers of the
+op's inputs and outputs. ``s[C].tensorize(axis, intrin)`` replaces the loops from ``axis`` inward by
+that TIR; each intrinsic buffer is bound to the region of the stage's tensor the replaced loops touch
+(an AttrStmt ``buffer_bind_scope`` that :mod:`kiln.te.lower` resolves into a Buffer over the real
+tensor's memory with the region's element offset and the tensor's strides).
+
+kiln matches the stage to the intrinsic structurally simply: the replaced loops must cover the
+trailing data-parallel axes and the trailing reduction axes of the stage with the intrinsic's extents,
+the i-th tensor read by the stage must correspond to the intrinsic's i-th input, and each index must
+differ from the intrinsic's by an offset independent of the replaced loops.
+"""
+from __future__ import annotations
+
+from ..arith import Analyzer
+from ..error import KilnError, LoweringError, OpNotImplemented
+from ..ir.node import Node
+from ..tir import expr as E
+from ..tir import op as tir_op
+from ..tir import stmt as S
+from ..tir.buffer import Buffer, decl_buffer
+from ..tir.stmt_functor import post_order_visit, substitute
+from .tensor import ComputeOp, Operation, collect_input_tensors
+
+
+class TensorIntrin(Node):
+    """The declaration made by ``te.decl_tensor_intrin``."""
+
+    _is_var = True
+    _fields = ()
+
+    def __init__(self, name, op, inputs, buffers, scalar_params, body, reduce_init, reduce_update):
+        self.name, self.op, self.inputs, self.buffers = name, op, inputs, buffers
+        self.scalar_params = scalar_params
+        self.body, self.reduce_init, self.reduce_update = body, reduce_init, reduce_update
+
+    def __call__(self, *args, **kwargs):
+        raise OpNotImplemented("calling a TensorIntrin inside te.compute (TVM's TensorComputeOp) is not "
+                               "implemented in kiln; use Stage.tensorize")
+
+
+def _as_stmt(x, what):
+    if x is None:
+        return None
+    if isinstance(x, E.PrimExpr):
+        return S.Evaluate(x)
+    if isinstance(x, S.Stmt):
+        return x
+    raise KilnError(f"decl_tensor_intrin: {what} must be a TIR statement or expression, got {x!r}")
+
+
+def decl_tensor_intrin(op, fcompute, name: str = "tensor_intrin", binds=None, scalar_params=None,
+                       default_buffer_params=None) -> TensorIntrin:
+    """Declare a tensor intrinsic computing ``op`` (``te.decl_tensor_intrin``).
+
+    ``fcompute(ins, outs)`` gets Buffers for ``op``'s inputs and outputs and returns the replacing
+    statement, or a triple ``(body, reduce_reset, reduce_update)`` for reductions tensorized in parts.
+    """
+    if not isinstance(op, ComputeOp):
+        raise KilnError(f"decl_tensor_intrin {name}: op must be the operation of a te.compute, got {op!r}")
+    if scalar_params:
+        raise OpNotImplemented("decl_tensor_intrin: scalar_params are not implemented in kiln")
+    binds = dict(binds or {})
+    params = dict(default_buffer_params or {})
+    inputs = collect_input_tensors(op.body)
+    bufs = []
+    for t in inputs + op.outputs:
+        b = binds.get(t)
+        if b is None:
+            b = decl_buffer(t.shape, t.dtype, name=t.op.name, **params)
+        if not isinstance(b, Buffer):
+            raise KilnError(f"decl_tensor_intrin {name}: binds[{t.name}] must be a tir.Buffer")
+        bufs.append(b)
+    res = fcompute(bufs[:len(inputs)], bufs[len(inputs):])
+    if isinstance(res, (list, tuple)):
+        if len(res) != 3:
+            raise KilnError(f"decl_tensor_intrin {name}: fcompute returned {len(res)} values; give one statement "
+                            "or (body, reduce_reset, reduce_update)")
+        body, init, update = (_as_stmt(r, w) for r, w in zip(res, ("body", "reduce_reset", "reduce_update")))
+    else:
+        body, init, update = _as_stmt(res, "the body"), None, None
+    return TensorIntrin(name, op, inputs, bufs, [], body, init, update)
+
+
+class BindRegion(Node):
+    """``buffer_bind_scope`` payload: intrinsic buffer -> region of a tensor starting at ``mins``."""
+
+    _is_var = True
+    _fields = ()
+
+    def __init__(self, buffer, tensor, mins):
+        self.buffer, self.tensor, self.mins = buffer, tensor, list(mins)
+
+
+def _uses(expr, vars_) -> bool:
+    found = [False]
+    ids = {id(v) for v in vars_}
+
+    def f(n):
+        if isinstance(n, E.Var) and id(n) in ids:
+            found[0] = True
+    post_order_visit(expr, f)
+    return found[0]
+
+
+def _loads(expr):
+    out = []
+
+    def f(n):
+        if isinstance(n, E.ProducerLoad):
+            out.append(n)
+    post_order_visit(expr, f)
+    return out
+
+
+def _region_mins(stage_name, t_stage, stage_idx_list, intrin_idx, ivars, ana):
+    """Per-dimension start of the region of ``t_stage`` read where the intrinsic reads ``intrin_idx``."""
+    n_s, n_i = len(t_stage.shape), len(intrin_idx)
+    if n_i > n_s:
+        raise LoweringError(f"tensorize {stage_name}: tensor {t_stage.name} has fewer dimensions than the "
+                            "intrinsic's")
+    mins = []
+    for stage_idx in stage_idx_list:
+        cur = []
+        for d in range(n_s):
+            e = stage_idx[d]
+            if d < n_s - n_i:
+                if _uses(e, ivars):
+                    raise LoweringError(f"tensorize {stage_name}: index {d} of {t_stage.name} varies inside the "
+                                        "tensorized loops but the intrinsic has no such dimension")
+                cur.append(ana.simplify(e))
+            else:
+                off = ana.simplify(tir_op.sub(e, intrin_idx[d - (n_s - n_i)]))
+                if _uses(off, ivars):
+                    raise LoweringError(f"tensorize {stage_name}: the access {t_stage.name}[{', '.join(map(str, stage_idx))}] "
+                                        "does not match the intrinsic's access pattern")
+                cur.append(off)
+        mins.append(cur)
+    return mins[0]
+
+
+def make_tensorize_stmt(stage, dom_map, pos, intrin, nest_fn, if_fn, merge_nest, mp):
+    """The statement of ``stage`` whose loops from leaf ``pos`` inward are replaced by ``intrin``."""
+    op, iop = stage.op, intrin.op
+    leaves = stage.leaf_iter_vars
+    ana = Analyzer()
+    for iv in leaves[pos:]:
+        d = dom_map[iv]
+        ana.bind(iv.var, d)
+    # loops outside the tensorized region
+    main_vmap = {}
+    main_nest = nest_fn(stage, dom_map, 0, False, set(), main_vmap)
+    # root axis values at the start of the region: inner leaves at their minimum
+    start = {iv: main_vmap[iv] for iv in leaves[:pos]}
+    for iv in leaves[pos:]:
+        start[iv] = dom_map[iv].min
+    mp.pass_up_index(stage, dom_map, start)
+    n_dp, n_red = len(iop.axis), len(iop.reduce_axis)
+    if n_dp > len(op.axis) or n_red > len(op.reduce_axis):
+        raise LoweringError(f"tensorize {op.name}: the intrinsic has more axes than the stage")
+    s_dp = op.axis[len(op.axis) - n_dp:]
+    s_red = op.reduce_axis[len(op.reduce_axis) - n_red:]
+    ivars = [iv.var for iv in iop.axis] + [iv.var for iv in iop.reduce_axis]
+    # every replaced loop must belong to those axes, with the intrinsic's extents
+    inner_touch = {iv: 1 for iv in leaves[pos:]}
+    mp.pass_up_bitmask_or(stage, inner_touch, allow_missing=True)
+    for s_iv, i_iv in zip(list(s_dp) + list(s_red), list(iop.axis) + list(iop.reduce_axis)):
+        if s_iv not in inner_touch:
+            raise LoweringError(f"tensorize {op.name}: axis '{s_iv.var.name}' of the stage is not inside the "
+                                f"tensorized loops but matches the intrinsic's axis '{i_iv.var.name}'")
+    for iv in op.axis[:len(op.axis) - n_dp] + op.reduce_axis[:len(op.reduce_axis) - n_red]:
+        if iv in inner_touch:
+            raise LoweringError(f"tensorize {op.name}: the tensorized loops cover axis '{iv.var.name}', which the "
+                                "intrinsic does not have")
+    vsub = {iv.var: start[iv] for iv in op.axis + op.reduce_axis if iv in start}
+    for s_iv, i_iv in zip(list(s_dp) + list(s_red), list(iop.axis) + list(iop.reduce_axis)):
+        vsub[s_iv.var] = tir_op.add(start[s_iv], i_iv.var)
+        if not ana.can_prove_equal(_tile_extent(stage, dom_map, s_iv, leaves[pos:], mp), i_iv.dom.extent):
+            raise LoweringError(f"tensorize {op.name}: the tensorized loops cover a different extent of axis "
+                                f"'{s_iv.var.name}' than the intrinsic's {i_iv.dom.extent}")
+    # inputs: i-th tensor read by the stage <-> i-th intrinsic input
+    s_inputs = collect_input_tensors(op.body)
+    if len(s_inputs) != len(intrin.inputs):
+        raise LoweringError(f"tensorize {op.name}: the stage reads {len(s_inputs)} tensors, the intrinsic "
+                            f"{len(intrin.inputs)}")
+    s_loads = _loads(op.body[0].source[0] if isinstance(op.body[0], E.Reduce) else op.body[0])
+    i_loads = _loads(iop.body[0].source[0] if isinstance(iop.body[0], E.Reduce) else iop.body[0])
+    binds = []
+    for k, (ts, ti) in enumerate(zip(s_inputs, intrin.inputs)):
+        sl = [[substitute(i, vsub) for i in l.indices] for l in s_loads if l.producer == ts]
+        il = [l.indices for l in i_loads if l.producer == ti]
+        if not sl or not il:
+            raise LoweringError(f"tensorize {op.name}: cannot match input {ts.name} to the intrinsic's {ti.name}")
+        binds.append(BindRegion(intrin.buffers[k], ts, _region_mins(op.name, ts, sl, il[0], ivars, ana)))
+    n_in = len(intrin.inputs)
+    out_idx = [tir_op.add(start[iv], 0) if iv not in s_dp else None for iv in op.axis]
+    for k, t in enumerate(op.outputs):
+        idx = [vsub[iv.var] for iv in op.axis]
+        mins = _region_mins(op.name, t, [idx], [iv.var for iv in iop.axis], ivars, ana)
+        binds.append(BindRegion(intrin.buffers[n_in + k], t, mins))
+    del out_idx
+
+    def bind(stmt, which):
+        for b in reversed(which):
+            stmt = S.AttrStmt(b, "buffer_bind_scope", tir_op.const(0, "int32"), stmt)
+        return stmt
+
+    preds = [tir_op.likely(p) for p in mp.make_bound_check(stage, dom_map, main_vmap, False, set())]
+    reduces_outside = [iv for iv in leaves[:pos] if iv.iter_type == E.IterVar.CommReduce or
+                       _touches_reduce(stage, iv, mp)]
+    from .schedule_ops import substitute_ivs
+    if not reduces_outside:
+        body = bind(intrin.body, binds)
+        nest = main_nest[:pos + 1] + [if_fn(preds)]
+        return substitute_ivs(merge_nest(nest, body), main_vmap)
+    if intrin.reduce_init is None or intrin.reduce_update is None:
+        raise LoweringError(f"tensorize {op.name}: reduction loops stay outside the tensorized region, so the "
+                            "intrinsic must give (body, reduce_reset, reduce_update)")
+    first_red = min(leaves.index(iv) for iv in reduces_outside)
+    skip = set()
+    update_state = {iv: 2 for iv in op.reduce_axis}
+    for iv in op.axis:
+        update_state[iv] = 1
+    mp.pass_down_bitmask_or(stage, update_state)
+    skip = {iv for iv, f in update_state.items() if f == 2}
+    init_vmap = {iv: main_vmap[iv] for iv in leaves[:first_red]}
+    init_nest = nest_fn(stage, dom_map, first_red, True, skip, init_vmap)
+    out_binds = binds[n_in:]
+    init_start = dict(init_vmap)
+    for iv in leaves[first_red:]:
+        if iv not in init_start:
+            init_start[iv] = dom_map[iv].min
+    init_start = {iv: v for iv, v in init_start.items() if iv in leaves}
+    for iv in leaves[:first_red]:
+        init_start[iv] = main_vmap[iv]
+    mp.pass_up_index(stage, dom_map, init_start, allow_missing=True)
+    ibinds = []
+    for b in out_binds:
+        ivsub = {iv.var: init_start.get(iv, iv.var) for iv in op.axis}
+        ibinds.append(BindRegion(b.buffer, b.tensor, [substitute(m, ivsub) for m in b.mins]))
+    init_levels = [lvl for i, lvl in enumerate(init_nest[:pos + 1]) if i > first_red]
+    init = merge_nest(init_levels, bind(intrin.reduce_init, ibinds))
+    init = substitute_ivs(init, init_vmap)
+    update = merge_nest(main_nest[first_red + 1:pos + 1] + [if_fn(preds)], bind(intrin.reduce_update, binds))
+    body = merge_nest(main_nest[:first_red + 1], S.seq(init, update))
+    return substitute_ivs(body, main_vmap)
+
+
+def _touches_reduce(stage, iv, mp) -> bool:
+    state = {iv: 1}
+    mp.pass_up_bitmask_or(stage, state, allow_missing=True)
+    return any(x in state for x in stage.op.reduce_axis)
+
+
+def _tile_extent(stage, dom_map, root_iv, inner_leaves, mp):
+    """The extent of ``root_iv`` covered when only ``inner_leaves`` vary (the others fixed)."""
+    val = {iv: dom_map[iv].min for iv in stage.leaf_iter_vars}
+    lo = dict(val)
+    hi = dict(val)
+    for iv in inner_leaves:
+        hi[iv] = tir_op.add(dom_map[iv].min, tir_op.sub(dom_map[iv].extent, 1))
+    mp.pass_up_index(stage, dom_map, lo, allow_missing=True)
+    mp.pass_up_index(stage, dom_map, hi, allow_missing=True)
+    return Analyzer().simplify(tir_op.add(tir_op.sub(hi[root_iv], lo[root_iv]), 1))
+
+
+__all__ = ["TensorIntrin", "decl_tensor_intrin", "BindRegion", "make_tensorize_stmt", "Operation"]
