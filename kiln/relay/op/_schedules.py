@@ -162,6 +162,18 @@ _NN_STRATEGIES = {
         "pool1d", "nn.max_pool1d", _pool1d_compute("max"), "schedule_pool")),
     "nn.avg_pool1d": G.GenericStrategy("avg_pool1d_strategy", lambda a, i, t, tg: G._one(
         "pool1d", "nn.avg_pool1d", _pool1d_compute("avg"), "schedule_pool")),
+    "nn.conv3d": G.GenericStrategy("conv3d_strategy", lambda a, i, t, tg: G._one(
+        "conv3d_ncdhw", "nn.conv3d", G._compute_from_registry("nn.conv3d"), "schedule_conv3d_ncdhw")),
+    "nn.conv3d_transpose": G.GenericStrategy("conv3d_transpose_strategy", lambda a, i, t, tg: G._one(
+        "conv3d_transpose_ncdhw", "nn.conv3d_transpose", G._compute_from_registry("nn.conv3d_transpose"),
+        "schedule_conv3d_transpose_ncdhw")),
+    "nn.max_pool3d": G.GenericStrategy("max_pool3d_strategy", lambda a, i, t, tg: G._one(
+        "pool3d", "nn.max_pool3d", G._compute_from_registry("nn.max_pool3d"), "schedule_pool")),
+    "nn.avg_pool3d": G.GenericStrategy("avg_pool3d_strategy", lambda a, i, t, tg: G._one(
+        "pool3d", "nn.avg_pool3d", G._compute_from_registry("nn.avg_pool3d"), "schedule_pool")),
+    **{f"nn.adaptive_{k}_pool{d}d": G.GenericStrategy(f"adaptive_{k}_pool{d}d_strategy", lambda a, i, t, tg, k=k, d=d: G._one(
+        "adaptive_pool", f"nn.adaptive_{k}_pool{d}d", G._compute_from_registry(f"nn.adaptive_{k}_pool{d}d"),
+        "schedule_adaptive_pool")) for k in ("avg", "max") for d in (1, 3)},
     "cumsum": G.GenericStrategy("cumsum_strategy", lambda a, i, t, tg: G._one(
         "cumsum", "cumsum", _scan_compute("cumsum"), "schedule_scan")),
     "cumprod": G.GenericStrategy("cumprod_strategy", lambda a, i, t, tg: G._one(
