@@ -13,6 +13,7 @@ from .transform import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .algorithm import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
+from .scatter import scatter_elements  # noqa: F401
 from . import nn, image, strategy  # noqa: F401
 from . import arg_types  # noqa: F401  (FInferArgTypes hooks; needs the nn ops registered)
 from . import _schedules
@@ -23,4 +24,4 @@ if hasattr(strategy, "x86"):  # vectorized x86 schedules wrap the strategies reg
 
 __all__ = (list(_op_all) + list(tensor.__all__) + list(reduce.__all__) + list(transform.__all__) + list(shape.__all__)
            + list(algorithm.__all__) + list(indexing.__all__)
-           + ["nn", "image", "strategy", "op_attrs"])
+           + ["scatter_elements", "nn", "image", "strategy", "op_attrs"])

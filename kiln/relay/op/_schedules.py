@@ -174,6 +174,8 @@ _NN_STRATEGIES = {
     **{f"nn.adaptive_{k}_pool{d}d": G.GenericStrategy(f"adaptive_{k}_pool{d}d_strategy", lambda a, i, t, tg, k=k, d=d: G._one(
         "adaptive_pool", f"nn.adaptive_{k}_pool{d}d", G._compute_from_registry(f"nn.adaptive_{k}_pool{d}d"),
         "schedule_adaptive_pool")) for k in ("avg", "max") for d in (1, 3)},
+    "scatter_elements": G.GenericStrategy("scatter_elements_strategy", lambda a, i, t, tg: G._one(
+        "scatter_elements", "scatter_elements", G._compute_from_registry("scatter_elements"), "schedule_scatter")),
     "cumsum": G.GenericStrategy("cumsum_strategy", lambda a, i, t, tg: G._one(
         "cumsum", "cumsum", _scan_compute("cumsum"), "schedule_scan")),
     "cumprod": G.GenericStrategy("cumprod_strategy", lambda a, i, t, tg: G._one(
