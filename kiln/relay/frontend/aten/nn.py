@@ -295,6 +295,28 @@ def _instance_norm(ctx, args):
 _POOL_LAYOUT = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
 
 
+def _torch_ceil_mode(ctx, sizes, kernel, stride, padding, dilation, kind, count_include_pad):
+    """PyTorch's ceil_mode drops a last window that would start in the right padding; Relay's does not.
+    Returns (ceil_mode, padding before + after) giving PyTorch's output sizes."""
+    ceil_out, floor_out, torch_out = [], [], []
+    for n, k, s, p, d in zip(sizes, kernel, stride, padding, dilation):
+        span = n + 2 * p - (k - 1) * d - 1
+        c = -(-span // s) + 1
+        floor_out.append(span // s + 1)
+        ceil_out.append(c)
+        torch_out.append(c - 1 if (c - 1) * s >= n + p else c)
+    if torch_out == ceil_out:
+        return True, list(padding) * 2
+    if torch_out == floor_out:
+        return False, list(padding) * 2
+    if kind == "avg" and count_include_pad:
+        raise FrontendError(f"aten::{ctx.op_name}: ceil_mode with count_include_pad on an input where only some "
+                            "axes keep their last window is not supported")
+    after = [p + max(0, (o - 1) * s + (k - 1) * d + 1 - (n + 2 * p))
+             for n, k, s, p, d, o in zip(sizes, kernel, stride, padding, dilation, torch_out)]
+    return False, list(padding) + after
+
+
 def _pool(ctx, args, nd, kind):
     x = args[0]
     unbatched = ctx.ndim(x) == nd + 1
@@ -306,8 +328,11 @@ def _pool(ctx, args, nd, kind):
     padding = _tuple(ctx, args.get("padding", [0]), nd, "padding")
     ceil_mode = bool(args.get("ceil_mode", False))
     layout = _POOL_LAYOUT[nd]
+    dilation = _tuple(ctx, args.get("dilation", [1]), nd, "dilation") if kind == "max" else [1] * nd
+    if ceil_mode:
+        ceil_mode, padding = _torch_ceil_mode(ctx, ctx.shape(x)[2:], kernel, stride, padding, dilation, kind,
+                                              bool(args.get("count_include_pad", True)))
     if kind == "max":
-        dilation = _tuple(ctx, args.get("dilation", [1]), nd, "dilation")
         fn = relay_op(f"nn.max_pool{nd}d")
         out = fn(x, pool_size=kernel, strides=stride, dilation=dilation, padding=padding, layout=layout,
                  ceil_mode=ceil_mode)
