@@ -72,6 +72,7 @@ class TorchScriptImporter(_PrimHandlers):
         self.param_by_tensor: dict = {}  # id(tensor) -> name (tied weights share one var)
         self.ctx = AtenContext(default_dtype, TypeCache())
         self.ctx.param_values = self.params  # quantized-op converters read scales kept as tensor attributes
+        self.export_path = None
 
     # -- entry ----------------------------------------------------------------------------------
     def run(self):
@@ -97,6 +98,38 @@ class TorchScriptImporter(_PrimHandlers):
         params = {v.name_hint: nd.array(self.params[v.name_hint]) for v in used if v.name_hint in self.params}
         return mod, params
 
+    def export_renamed_graph(self, graph, location):
+        """TVM's ``export_renamed_c_graph_path``: rename every node's outputs after its operator type
+        (``aten::conv2d_0_0``: the first conv2d's first output; ``prim::GetAttr`` nodes keep their names) and
+        write the graph's text to ``<location>/tvm_exported_c_graph_<timestamp>.txt``. Returns the file path
+        and ``{node kind + index: node}`` (the source names, parser-friendly with use_parser_friendly_name)."""
+        import datetime
+        import os
+        import re
+        counts: dict = {}
+        source_map: dict = {}
+
+        def rename(nodes):
+            for node in nodes:
+                for block in node.blocks():
+                    rename(block.nodes())
+                kind = node.kind()
+                if kind == "prim::GetAttr":
+                    continue
+                counts[kind] = counts.get(kind, -1) + 1
+                src = f"{kind}_{counts[kind]}"
+                for i, out in enumerate(node.outputs()):
+                    out.setDebugName(f"{src}_{i}")
+                source_map[re.sub(r"[:.]", "_", src) if self.friendly else src] = node
+        rename(graph.nodes())
+        os.makedirs(location, exist_ok=True)
+        stamp = datetime.datetime.now().strftime("%m_%d_%Y_%H_%M_%S")
+        path = os.path.join(location, f"tvm_exported_c_graph_{stamp}.txt")
+        with open(path, "w") as f:
+            f.write(str(graph))
+        self.exported_graph_path, self.source_map = path, source_map
+        return path, source_map
+
     def _graph(self):
         import torch
         if isinstance(self.module, torch.jit.ScriptFunction):
@@ -110,6 +143,8 @@ class TorchScriptImporter(_PrimHandlers):
         else:
             raise FrontendError(f"from_pytorch expects a torch.jit.ScriptModule, got {type(self.module).__name__}")
         torch._C._jit_pass_inline(graph)
+        if self.export_path is not None:
+            self.export_renamed_graph(graph, self.export_path)
         return graph
 
     # -- checking -------------------------------------------------------------------------------
@@ -187,7 +222,9 @@ class TorchScriptImporter(_PrimHandlers):
             if ttype.kind() == "TensorType" and ttype.scalarType() is not None:
                 traced_dtype = torch_dtype_to_str(ttype.scalarType(), f"graph input {gin.debugName()!r}")
                 if not self._dtype_given(info):
-                    dtype = traced_dtype if traced_dtype in ("int64", "int32", "bool") else dtype
+                    # the model was traced with inputs of this dtype: type the graph with it (a float16 or
+                    # uint8 model typed float32 would reject its own inputs at set_input)
+                    dtype = "float32" if traced_dtype == "bfloat16" else traced_dtype
             v = _expr.var(name, shape=tuple(shape), dtype=dtype)
             self.env[gin.debugName()] = v
             out.append(v)
@@ -289,6 +326,7 @@ class TorchScriptImporter(_PrimHandlers):
         else:
             args, overload = AtenArgs(inputs, [f"arg{i}" for i in range(len(inputs))]), ""
         self.ctx.op_name, self.ctx.overload = name, overload
+        self.ctx.out_shapes = [self._traced_shape(o) for o in node.outputs()]
         fn = lookup(name if ns == "aten" else kind)
         self._bind_outputs(node, fn(self.ctx, args))
 
@@ -483,10 +521,13 @@ def from_pytorch(script_module, input_infos, custom_convert_map=None, default_dt
     ``input_infos``: ``[(name, shape)]`` or ``[(name, (shape, dtype))]``, one per graph input in order.
     ``custom_convert_map``: ``{"aten::op": fn(inputs, input_types) -> relay expr}`` for ops kiln lacks.
     Parameters are returned as a dict of NDArrays keyed by attribute path (``conv1.weight``; with
-    ``use_parser_friendly_name``, ``conv1_weight``).
+    ``use_parser_friendly_name``, ``conv1_weight``, which the Relay text parser can read back).
+    Input dtypes come from ``input_infos`` when given there, else from the dtypes the model was traced with.
+    ``export_renamed_c_graph_path``: a directory; the TorchScript graph, with every value renamed after the
+    operator that makes it (``aten::conv2d_0_0``), is written there as ``tvm_exported_c_graph_<time>.txt``.
     """
-    if export_renamed_c_graph_path is not None:
-        raise OpNotImplemented("from_pytorch: export_renamed_c_graph_path is not supported by kiln")
     importer = TorchScriptImporter(script_module, input_infos, custom_convert_map, default_dtype,
                                    use_parser_friendly_name, keep_quantized_weight)
+    if export_renamed_c_graph_path is not None:
+        importer.export_path = str(export_renamed_c_graph_path)
     return importer.run()

@@ -171,6 +171,20 @@ _NN_STRATEGIES = {
         "pool1d", "nn.max_pool1d", _pool1d_compute("max"), "schedule_pool")),
     "nn.avg_pool1d": _strategy("avg_pool1d_strategy", lambda a, i, t, tg: G._one(
         "pool1d", "nn.avg_pool1d", _pool1d_compute("avg"), "schedule_pool")),
+    "nn.conv3d": _strategy("conv3d_strategy", lambda a, i, t, tg: G._one(
+        "conv3d_ncdhw", "nn.conv3d", G._compute_from_registry("nn.conv3d"), "schedule_conv3d_ncdhw")),
+    "nn.conv3d_transpose": _strategy("conv3d_transpose_strategy", lambda a, i, t, tg: G._one(
+        "conv3d_transpose_ncdhw", "nn.conv3d_transpose", G._compute_from_registry("nn.conv3d_transpose"),
+        "schedule_conv3d_transpose_ncdhw")),
+    "nn.max_pool3d": _strategy("max_pool3d_strategy", lambda a, i, t, tg: G._one(
+        "pool3d", "nn.max_pool3d", G._compute_from_registry("nn.max_pool3d"), "schedule_pool")),
+    "nn.avg_pool3d": _strategy("avg_pool3d_strategy", lambda a, i, t, tg: G._one(
+        "pool3d", "nn.avg_pool3d", G._compute_from_registry("nn.avg_pool3d"), "schedule_pool")),
+    **{f"nn.adaptive_{k}_pool{d}d": _strategy(f"adaptive_{k}_pool{d}d_strategy", lambda a, i, t, tg, k=k, d=d: G._one(
+        "adaptive_pool", f"nn.adaptive_{k}_pool{d}d", G._compute_from_registry(f"nn.adaptive_{k}_pool{d}d"),
+        "schedule_adaptive_pool")) for k in ("avg", "max") for d in (1, 3)},
+    "scatter_elements": _strategy("scatter_elements_strategy", lambda a, i, t, tg: G._one(
+        "scatter_elements", "scatter_elements", G._compute_from_registry("scatter_elements"), "schedule_scatter")),
     "cumsum": _strategy("cumsum_strategy", lambda a, i, t, tg: G._one(
         "cumsum", "cumsum", _scan_compute("cumsum"), "schedule_scan")),
     "cumprod": _strategy("cumprod_strategy", lambda a, i, t, tg: G._one(

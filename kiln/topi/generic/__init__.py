@@ -29,6 +29,7 @@ _NAMES = [
     "schedule_layer_norm", "schedule_group_norm", "schedule_batch_norm", "schedule_lrn",
     "schedule_conv1d_ncw", "schedule_group_conv1d_ncw", "schedule_argsort", "schedule_sort", "schedule_topk",
     "schedule_scan", "schedule_l2_normalize", "schedule_instance_norm",
+    "schedule_conv3d_ncdhw", "schedule_conv3d_transpose_ncdhw", "schedule_scatter",
 ]
 for _n in _NAMES:
     globals()[_n] = _make(_n)

@@ -1,2 +1,2 @@
 """Image operators (TVM's ``topi.image``)."""
-from .resize import resize1d, resize2d, get_inx, get_closest_index
+from .resize import resize1d, resize2d, resize3d, get_inx, get_closest_index

@@ -140,3 +140,14 @@ def resize1d(data, roi, size, layout="NCW", method="linear", coordinate_transfor
     size = [int(s) for s in get_const_tuple(size)]
     return _resize_nd(data, _layout_axes(layout, "W"), size, method, coordinate_transformation_mode,
                       rounding_method, bicubic_alpha, out_dtype, "resize")
+
+
+def resize3d(data, roi, size, layout="NCDHW", method="linear", coordinate_transformation_mode="half_pixel",
+             rounding_method="", bicubic_alpha=-0.5, bicubic_exclude=0, extrapolation_value=0.0, out_dtype=None,
+             output_shape=None):
+    """Resize the D, H and W axes to ``size=(out_d, out_h, out_w)``."""
+    if coordinate_transformation_mode == "tf_crop_and_resize":
+        raise KilnError("resize3d: coordinate_transformation_mode 'tf_crop_and_resize' is not implemented in kiln")
+    size = [int(s) for s in get_const_tuple(size)]
+    return _resize_nd(data, _layout_axes(layout, "DHW"), size, method, coordinate_transformation_mode,
+                      rounding_method, bicubic_alpha, out_dtype, "resize")

@@ -3,7 +3,7 @@
 Tests compare compiled kernels (and the Relay debug interpreter) against these.
 """
 from .common import get_pad_tuple
-from .conv import (conv1d_ncw_python, conv2d_hwcn_python, conv2d_nchw_python, conv2d_nhwc_python,
+from .conv import (conv1d_ncw_python, conv3d_ncdhw_python, conv3d_transpose_ncdhw_python, conv2d_hwcn_python, conv2d_nchw_python, conv2d_nhwc_python,
                    conv2d_transpose_nchw_python, conv2d_transpose_nhwc_python, depthwise_conv2d_python_nchw,
                    depthwise_conv2d_python_nhwc, dilate_python)
 from .pool import adaptive_pool, pool1d_ncw_python, pool2d_python, pool3d_ncdhw_python, poolnd_python

@@ -126,3 +126,68 @@ def dilate_python(input_np, strides, dilation_value=0.0, out_dtype=None):
     out = np.full(shape, dilation_value, dtype=out_dtype)
     out[tuple(slice(None, None, s) for s in strides)] = input_np
     return out
+
+
+def _pad3d(padding):
+    p = (padding,) if isinstance(padding, int) else tuple(int(x) for x in padding)
+    if len(p) == 1:
+        return p * 6
+    if len(p) == 3:
+        return p + p
+    if len(p) == 6:
+        return p
+    raise KilnError(f"conv3d: padding must have 1, 3 or 6 values, got {p}")
+
+
+def conv3d_ncdhw_python(a_np, w_np, stride, padding, groups=1, dilation=1):
+    """conv3d, data NCDHW, weight OIDHW (I = in_channel // groups); padding 1, 3 or 6 values
+    (front, top, left, back, bottom, right)."""
+    batch, in_c = a_np.shape[:2]
+    num_filter, cg = w_np.shape[:2]
+    ks = w_np.shape[2:]
+    if in_c % groups or num_filter % groups or in_c // groups != cg:
+        raise KilnError(f"conv3d: input channels {in_c}, weight {w_np.shape} and groups={groups} do not fit")
+    st = as_tuple(stride, 3, "stride")
+    dl = as_tuple(dilation, 3, "dilation")
+    dks = [(k - 1) * d + 1 for k, d in zip(ks, dl)]
+    p = _pad3d(padding)
+    acc = acc_dtype(a_np.dtype)
+    apad = np.pad(a_np.astype(acc), ((0, 0), (0, 0)) + tuple(zip(p[:3], p[3:])))
+    out = [(s - dk) // t + 1 for s, dk, t in zip(apad.shape[2:], dks, st)]
+    win = sliding_window_view(apad, dks, axis=(2, 3, 4))
+    win = win[:, :, : (out[0] - 1) * st[0] + 1: st[0], : (out[1] - 1) * st[1] + 1: st[1],
+              : (out[2] - 1) * st[2] + 1: st[2], ::dl[0], ::dl[1], ::dl[2]]
+    win = win.reshape(batch, groups, cg, *out, *ks)
+    wg = w_np.astype(acc).reshape(groups, num_filter // groups, cg, *ks)
+    res = np.einsum("ngcdhwijk,gfcijk->ngfdhw", win, wg, optimize=True)
+    return res.reshape(batch, num_filter, *out).astype(a_np.dtype)
+
+
+def conv3d_transpose_ncdhw_python(a_np, w_np, stride, padding, output_padding=(0, 0, 0), groups=1, dilation=1):
+    """Transposed conv3d: data NCDHW, weight IODHW ([in_channel, out_channel // groups, kd, kh, kw])."""
+    batch, in_c = a_np.shape[:2]
+    sizes = a_np.shape[2:]
+    w_in, fg = w_np.shape[:2]
+    ks = w_np.shape[2:]
+    if w_in != in_c or in_c % groups:
+        raise KilnError(f"conv3d_transpose: data {a_np.shape}, weight {w_np.shape}, groups={groups} do not fit")
+    st = as_tuple(stride, 3, "stride")
+    dl = as_tuple(dilation, 3, "dilation")
+    op = as_tuple(output_padding, 3, "output_padding")
+    p = _pad3d(padding)
+    acc = acc_dtype(a_np.dtype)
+    full_sz = [(s - 1) * t + (k - 1) * d + 1 + o for s, t, k, d, o in zip(sizes, st, ks, dl, op)]
+    cg = in_c // groups
+    full = np.zeros((batch, groups, fg, *full_sz), dtype=acc)
+    a_g = a_np.astype(acc).reshape(batch, groups, cg, *sizes)
+    w_g = w_np.astype(acc).reshape(groups, cg, fg, *ks)
+    for kd in range(ks[0]):
+        for kh in range(ks[1]):
+            for kw in range(ks[2]):
+                contrib = np.einsum("ngcdhw,gcf->ngfdhw", a_g, w_g[:, :, :, kd, kh, kw])
+                full[:, :, :, kd * dl[0]: kd * dl[0] + (sizes[0] - 1) * st[0] + 1: st[0],
+                     kh * dl[1]: kh * dl[1] + (sizes[1] - 1) * st[1] + 1: st[1],
+                     kw * dl[2]: kw * dl[2] + (sizes[2] - 1) * st[2] + 1: st[2]] += contrib
+    out = full.reshape(batch, groups * fg, *full_sz)
+    out = out[:, :, p[0]: full_sz[0] - p[3], p[1]: full_sz[1] - p[4], p[2]: full_sz[2] - p[5]]
+    return out.astype(a_np.dtype)

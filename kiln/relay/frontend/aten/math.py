@@ -150,9 +150,17 @@ register("lt", "__lt__")(_binary("less"))
 register("le", "__le__")(_binary("less_equal"))
 register("gt", "__gt__")(_binary("greater"))
 register("ge", "__ge__")(_binary("greater_equal"))
-register("logical_and")(_binary("logical_and"))
-register("logical_or")(_binary("logical_or"))
-register("logical_xor")(_binary("logical_xor"))
+def _logical(relay_name):
+    """torch.logical_*: any dtype, truth by nonzero; Relay's logical ops take bools."""
+    def convert(ctx, args):
+        a, b = (ctx.cast(ctx.as_expr(v, "bool" if not isinstance(v, Expr) else None), "bool") for v in args[:2])
+        return ctx.fold(getattr(_op(), relay_name)(a, b))
+    return convert
+
+
+register("logical_and")(_logical("logical_and"))
+register("logical_or")(_logical("logical_or"))
+register("logical_xor")(_logical("logical_xor"))
 
 
 def _bitwise(logical, bitwise):

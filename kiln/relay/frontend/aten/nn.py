@@ -276,12 +276,23 @@ def _native_group_norm(ctx, args):
 
 @register("instance_norm")
 def _instance_norm(ctx, args):
+    """Normalizes each (sample, channel) by its own statistics, or, when the module tracks running
+    statistics and is in eval mode (use_input_stats=False), by the running mean and variance."""
     x, w, b = args[0], args[1], args[2]
     eps = float(args.get("eps", 1e-5))
     axes = list(range(2, ctx.ndim(x)))
-    mean = _op().mean(x, axis=axes, keepdims=True)
-    d = x - mean
-    var = _op().mean(d * d, axis=axes, keepdims=True)
+    cshape = [1, ctx.shape(x)[1]] + [1] * len(axes)
+    use_input_stats = args["use_input_stats"]
+    if use_input_stats is not None and not use_input_stats:
+        if args["running_mean"] is None or args["running_var"] is None:
+            raise FrontendError("aten::instance_norm with use_input_stats=False needs running statistics")
+        mean = _op().reshape(ctx.cast(args["running_mean"], ctx.dtype(x)), cshape)
+        var = _op().reshape(ctx.cast(args["running_var"], ctx.dtype(x)), cshape)
+        d = x - mean
+    else:
+        mean = _op().mean(x, axis=axes, keepdims=True)
+        d = x - mean
+        var = _op().mean(d * d, axis=axes, keepdims=True)
     out = d / _op().sqrt(var + ctx.const(eps, ctx.dtype(x)))
     bshape = [1, ctx.shape(x)[1]] + [1] * len(axes)
     if w is not None:
@@ -295,6 +306,28 @@ def _instance_norm(ctx, args):
 _POOL_LAYOUT = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
 
 
+def _torch_ceil_mode(ctx, sizes, kernel, stride, padding, dilation, kind, count_include_pad):
+    """PyTorch's ceil_mode drops a last window that would start in the right padding; Relay's does not.
+    Returns (ceil_mode, padding before + after) giving PyTorch's output sizes."""
+    ceil_out, floor_out, torch_out = [], [], []
+    for n, k, s, p, d in zip(sizes, kernel, stride, padding, dilation):
+        span = n + 2 * p - (k - 1) * d - 1
+        c = -(-span // s) + 1
+        floor_out.append(span // s + 1)
+        ceil_out.append(c)
+        torch_out.append(c - 1 if (c - 1) * s >= n + p else c)
+    if torch_out == ceil_out:
+        return True, list(padding) * 2
+    if torch_out == floor_out:
+        return False, list(padding) * 2
+    if kind == "avg" and count_include_pad:
+        raise FrontendError(f"aten::{ctx.op_name}: ceil_mode with count_include_pad on an input where only some "
+                            "axes keep their last window is not supported")
+    after = [p + max(0, (o - 1) * s + (k - 1) * d + 1 - (n + 2 * p))
+             for n, k, s, p, d, o in zip(sizes, kernel, stride, padding, dilation, torch_out)]
+    return False, list(padding) + after
+
+
 def _pool(ctx, args, nd, kind):
     x = args[0]
     unbatched = ctx.ndim(x) == nd + 1
@@ -306,8 +339,11 @@ def _pool(ctx, args, nd, kind):
     padding = _tuple(ctx, args.get("padding", [0]), nd, "padding")
     ceil_mode = bool(args.get("ceil_mode", False))
     layout = _POOL_LAYOUT[nd]
+    dilation = _tuple(ctx, args.get("dilation", [1]), nd, "dilation") if kind == "max" else [1] * nd
+    if ceil_mode:
+        ceil_mode, padding = _torch_ceil_mode(ctx, ctx.shape(x)[2:], kernel, stride, padding, dilation, kind,
+                                              bool(args.get("count_include_pad", True)))
     if kind == "max":
-        dilation = _tuple(ctx, args.get("dilation", [1]), nd, "dilation")
         fn = relay_op(f"nn.max_pool{nd}d")
         out = fn(x, pool_size=kernel, strides=stride, dilation=dilation, padding=padding, layout=layout,
                  ceil_mode=ceil_mode)
@@ -404,7 +440,76 @@ def _out_size(ctx, x, output_size, scales, nd):
     return [int(math.floor(s * float(f))) for s, f in zip(in_sizes, sc)]
 
 
+def _axis_scales(ctx, args, nd):
+    """The per-axis scale factors the call gives (None where it gives an output size only)."""
+    names = args.names
+    if "scale_factors" in names:
+        sc = args["scale_factors"]
+        if sc is None or (args["output_size"] is not None and len(ctx.int_list(args["output_size"])) > 0):
+            return [None] * nd
+    else:
+        sc = [args[n] for n in names if n.startswith("scales")]
+    sc = list(sc) if isinstance(sc, (list, tuple)) else [sc] * nd
+    sc = sc * nd if len(sc) == 1 else sc
+    return [None if v is None else float(v) for v in sc]
+
+
+def _torch_taps(method, n_in, n_out, scale, align):
+    """PyTorch's source taps for one axis: a list of (index array, weight array or None) over the outputs."""
+    f32 = np.float32
+    dst = np.arange(n_out, dtype=f32)
+    if align and method != "nearest" and method != "nearest-exact":
+        ratio = f32((n_in - 1) / (n_out - 1)) if n_out > 1 else f32(0)
+    else:
+        ratio = f32(1.0 / scale) if scale is not None and scale > 0 else f32(n_in / n_out)
+    if method == "nearest":
+        return [(np.minimum(np.floor(dst * ratio).astype(np.int64), n_in - 1), None)]
+    if method == "nearest-exact":
+        return [(np.minimum(np.floor((dst + f32(0.5)) * ratio).astype(np.int64), n_in - 1), None)]
+    src = dst * ratio if align else (dst + f32(0.5)) * ratio - f32(0.5)
+    if method == "linear":
+        src = np.maximum(src, f32(0)) if not align else src
+        i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+        i1 = np.minimum(i0 + 1, n_in - 1)
+        l1 = (src - i0).astype(f32)
+        return [(i0, f32(1) - l1), (i1, l1)]
+    i = np.floor(src).astype(np.int64)
+    t = (src - i).astype(np.float64)
+    a = -0.75
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    weights = [far(t + 1), near(t), near(1 - t), far(2 - t)]
+    return [(np.clip(i + k - 1, 0, n_in - 1), w.astype(f32)) for k, w in enumerate(weights)]
+
+
+def _resize_by_taps(ctx, x, sizes, scales, method, align):
+    """Resize with PyTorch's exact coordinate mapping, one axis at a time: a take per tap, weighted."""
+    dt = ctx.dtype(x)
+    nd = len(sizes)
+    for j in range(nd):
+        axis = 2 + j
+        n_in = ctx.shape(x)[axis]
+        bshape = [1] * ctx.ndim(x)
+        bshape[axis] = sizes[j]
+        out = None
+        for idx, w in _torch_taps(method, n_in, sizes[j], scales[j], align):
+            term = _op().take(x, ctx.const(idx, "int64"), axis=axis)
+            if w is not None:
+                term = term * ctx.const(w.reshape(bshape), dt)
+            out = term if out is None else out + term
+        x = out
+    return x
+
+
 def _upsample(ctx, args, nd, method):
+    """PyTorch's interpolate. Relay's resize maps coordinates with the in/out size ratio; PyTorch uses the
+    scale factor when one is given (5 * 1.7 -> 8 outputs, mapped by 1/1.7, not 5/8), and bicubic uses
+    a = -0.75. When the two mappings agree the Relay resize op is used; otherwise the taps PyTorch reads
+    are computed here and gathered with take."""
     x = args[0]
     names = args.names
     if "scale_factors" in names:
@@ -413,27 +518,30 @@ def _upsample(ctx, args, nd, method):
         scales = [args[n] for n in names if n.startswith("scales")]
         scales = None if not scales or all(s is None for s in scales) else scales
         size = _out_size(ctx, x, args["output_size"], scales, nd)
-    align = bool(args["align_corners"]) if "align_corners" in names else False
+    align = bool(args["align_corners"]) if "align_corners" in names and args["align_corners"] is not None else False
+    scales = _axis_scales(ctx, args, nd)
+    in_sizes = ctx.shape(x)[2:]
+    ratio_agrees = all(s is None or (1.0 / s) == (n / o) for s, n, o in zip(scales, in_sizes, size))
+    if not ratio_agrees and not (align and method in ("linear", "cubic")):
+        return _resize_by_taps(ctx, x, size, scales, method, align)
     if method == "nearest":
         mode, ctm, rounding = "nearest_neighbor", "asymmetric", "floor"
     elif method == "nearest-exact":
         mode, ctm, rounding = "nearest_neighbor", "half_pixel", "round_prefer_ceil"
     else:
         mode, ctm, rounding = method, ("align_corners" if align else "half_pixel"), ""
-    if nd == 2:
-        return _op().image.resize2d(x, size, roi=None, layout="NCHW", method=mode,
-                                    coordinate_transformation_mode=ctm, rounding_method=rounding)
-    if nd == 1:
-        return relay_op("image.resize1d")(x, size, roi=None, layout="NCW", method=mode,
-                                    coordinate_transformation_mode=ctm, rounding_method=rounding)
-    return relay_op("image.resize3d")(x, size, roi=None, layout="NCDHW", method=mode,
-                                coordinate_transformation_mode=ctm, rounding_method=rounding)
+    alpha = -0.75  # PyTorch's bicubic coefficient (Relay's default is -0.5)
+    layout = {1: "NCW", 2: "NCHW", 3: "NCDHW"}[nd]
+    return relay_op(f"image.resize{nd}d")(x, size, roi=None, layout=layout, method=mode,
+                                          coordinate_transformation_mode=ctm, rounding_method=rounding,
+                                          cubic_alpha=alpha)
 
 
 register("upsample_nearest1d")(lambda ctx, args: _upsample(ctx, args, 1, "nearest"))
 register("upsample_nearest2d")(lambda ctx, args: _upsample(ctx, args, 2, "nearest"))
 register("upsample_nearest3d")(lambda ctx, args: _upsample(ctx, args, 3, "nearest"))
-register("_upsample_nearest_exact2d")(lambda ctx, args: _upsample(ctx, args, 2, "nearest-exact"))
+for _nd in (1, 2, 3):
+    register(f"_upsample_nearest_exact{_nd}d")(lambda ctx, args, _nd=_nd: _upsample(ctx, args, _nd, "nearest-exact"))
 register("upsample_linear1d")(lambda ctx, args: _upsample(ctx, args, 1, "linear"))
 register("upsample_bilinear2d")(lambda ctx, args: _upsample(ctx, args, 2, "linear"))
 register("upsample_trilinear3d")(lambda ctx, args: _upsample(ctx, args, 3, "linear"))

@@ -60,6 +60,7 @@ class AtenContext:
         self.types = type_cache or TypeCache()
         self.op_name = ""
         self.overload = ""
+        self.out_shapes = None  # the traced shapes of the node's outputs, where the importer knows them
 
     # -- types -----------------------------------------------------------------------------------
     def shape(self, e) -> tuple:

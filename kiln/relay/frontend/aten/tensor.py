@@ -416,15 +416,6 @@ def _data_dependent(ctx, args):
     raise FrontendError(f"aten::{ctx.op_name} has a data-dependent output shape; kiln needs static shapes")
 
 
-@register("index_put")
-def _index_put(ctx, args):
-    x, indices, values = args[0], list(args[1]), args[2]
-    if len(indices) == 1 and indices[0] is not None and ctx.dtype(indices[0]) == "bool":
-        v = ctx.as_expr(values, ctx.dtype(x))
-        return _op().where(indices[0], _op().broadcast_to(v, list(ctx.shape(x))), x)
-    raise FrontendError("aten::index_put is supported only with a single boolean mask")
-
-
 # -- creation -------------------------------------------------------------------------------------
 def _creation_dtype(ctx, args, fill=None, like=None):
     dtype = args["dtype"]

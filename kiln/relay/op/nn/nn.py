@@ -270,3 +270,72 @@ def mirror_pad(data, pad_width, mode="SYMMETRIC"):
 
 __all__ += ["instance_norm", "l2_normalize", "lrn", "conv1d", "max_pool1d", "avg_pool1d", "depth_to_space",
             "space_to_depth", "mirror_pad"]
+
+
+# -- 3-d convolution / pooling and 1-d / 3-d adaptive pooling (registered in _nn_3d) -------------------------------
+def _triple(v):
+    return (v, v, v) if isinstance(v, int) else tuple(v)
+
+
+def conv3d(data, weight, strides=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1, 1), groups=1, channels=None,
+           kernel_size=None, data_layout="NCDHW", kernel_layout="OIDHW", out_layout="", out_dtype=""):
+    """3-D convolution (NCDHW data, OIDHW weight)."""
+    return _call("nn.conv3d", [data, weight], strides=_triple(strides), padding=_triple(padding),
+                 dilation=_triple(dilation), groups=groups, channels=channels,
+                 kernel_size=_triple(kernel_size) if kernel_size is not None else None, data_layout=data_layout,
+                 kernel_layout=kernel_layout, out_layout=out_layout, out_dtype=_dtype(out_dtype))
+
+
+def conv3d_transpose(data, weight, strides=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1, 1), groups=1,
+                     channels=None, kernel_size=None, data_layout="NCDHW", kernel_layout="IODHW", out_layout="",
+                     output_padding=(0, 0, 0), out_dtype=""):
+    """Transposed 3-D convolution (NCDHW data, IODHW weight)."""
+    return _call("nn.conv3d_transpose", [data, weight], strides=_triple(strides), padding=_triple(padding),
+                 dilation=_triple(dilation), groups=groups, channels=channels,
+                 kernel_size=_triple(kernel_size) if kernel_size is not None else None, data_layout=data_layout,
+                 kernel_layout=kernel_layout, out_layout=out_layout, output_padding=_triple(output_padding),
+                 out_dtype=_dtype(out_dtype))
+
+
+def max_pool3d(data, pool_size=(1, 1, 1), strides=(1, 1, 1), dilation=(1, 1, 1), padding=(0, 0, 0),
+               layout="NCDHW", out_layout="", ceil_mode=False):
+    return _call("nn.max_pool3d", [data], pool_size=_triple(pool_size), strides=_triple(strides),
+                 dilation=_triple(dilation), padding=_triple(padding), layout=layout, out_layout=out_layout,
+                 ceil_mode=ceil_mode)
+
+
+def avg_pool3d(data, pool_size=(1, 1, 1), strides=(1, 1, 1), dilation=(1, 1, 1), padding=(0, 0, 0),
+               layout="NCDHW", out_layout="", ceil_mode=False, count_include_pad=False):
+    return _call("nn.avg_pool3d", [data], pool_size=_triple(pool_size), strides=_triple(strides),
+                 dilation=_triple(dilation), padding=_triple(padding), layout=layout, out_layout=out_layout,
+                 ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+
+
+def _size_attr(output_size):
+    if output_size is None:
+        return None
+    return (output_size,) if isinstance(output_size, int) else tuple(output_size)
+
+
+def adaptive_avg_pool1d(data, output_size=None, layout="NCW", out_layout=""):
+    return _call("nn.adaptive_avg_pool1d", [data], output_size=_size_attr(output_size), layout=layout,
+                 out_layout=out_layout)
+
+
+def adaptive_max_pool1d(data, output_size=None, layout="NCW", out_layout=""):
+    return _call("nn.adaptive_max_pool1d", [data], output_size=_size_attr(output_size), layout=layout,
+                 out_layout=out_layout)
+
+
+def adaptive_avg_pool3d(data, output_size=None, layout="NCDHW", out_layout=""):
+    return _call("nn.adaptive_avg_pool3d", [data], output_size=_size_attr(output_size), layout=layout,
+                 out_layout=out_layout)
+
+
+def adaptive_max_pool3d(data, output_size=None, layout="NCDHW", out_layout=""):
+    return _call("nn.adaptive_max_pool3d", [data], output_size=_size_attr(output_size), layout=layout,
+                 out_layout=out_layout)
+
+
+__all__ += ["conv3d", "conv3d_transpose", "max_pool3d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_max_pool1d",
+            "adaptive_avg_pool3d", "adaptive_max_pool3d"]
