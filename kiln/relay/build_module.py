@@ -24,6 +24,7 @@ from .backend.graph_executor_codegen import GraphExecutorCodegen, plan_runner_mo
 from .backend.interpreter import ADT
 from .backend.te_compiler import TECompiler
 from .expr import Constant, Function
+from .op.annotation import strip_on_device
 from .expr_functor import bind_vars
 
 
