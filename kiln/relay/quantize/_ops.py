@@ -17,6 +17,7 @@ from ...ir.type import TensorType
 from ...runtime.dtype import dtype_str
 from ..expr import Call
 from ..op._define import define_op
+from ..op.op import register_injective_schedule
 from .qconfig import QAnnotateKind
 
 SIMULATED_QUANTIZE = "relay.op.annotation.simulated_quantize"
@@ -79,6 +80,9 @@ define_op(SIMULATED_QUANTIZE, num_inputs=4, rel=_simulated_quantize_rel, rel_nam
 define_op(CAST_HINT, num_inputs=1, rel="Identity", pattern=OpPattern.ELEMWISE, reference=_identity_ref,
           attrs=CastHintAttrs, compute=_identity_compute, level=10,
           describe="identity that tells relay.quantize's realize to cast the value to attrs.dtype")
+for _name in (SIMULATED_QUANTIZE, CAST_HINT):
+    if not Op.get(_name).has_attr("FTVMStrategy"):
+        register_injective_schedule(_name)
 
 
 def simulated_quantize(data, dom_scale, clip_min, clip_max, kind: int, sign: bool = True,

@@ -10,52 +10,59 @@ from __future__ import annotations
 import numpy as np
 
 
-def _smooth(p: np.ndarray, eps: float = 0.0001):
+def _smooth(p: np.ndarray, zeros: np.ndarray, eps: float = 0.0001):
     """Move ``eps`` of mass onto the empty bins (so log(p/q) is finite); None if p is all zeros."""
-    zeros = p == 0
-    n_zeros = int(zeros.sum())
+    n_zeros = int(np.count_nonzero(zeros))
     n_nonzeros = p.size - n_zeros
     if n_nonzeros == 0:
         return None
     eps1 = eps * n_zeros / n_nonzeros
     if eps1 >= 1.0:
-        return p.astype(np.float64)
-    return p + np.where(zeros, eps, -eps1)
+        return p
+    out = p - eps1
+    out[zeros] = eps
+    return out
 
 
 def _kl(p: np.ndarray, q: np.ndarray) -> float:
+    """KL(p || q) of two positive vectors, each normalized to sum 1."""
     p = p / p.sum()
     q = q / q.sum()
-    mask = p > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        terms = p[mask] * np.log(p[mask] / q[mask])
-    return float(np.sum(terms))
+        return float(np.dot(p, np.log(p / q)))
 
 
 def find_threshold_by_kl(hist: np.ndarray, hist_edges: np.ndarray, num_bins: int, num_quantized_bins: int) -> float:
     """The threshold (a bin edge) minimizing KL(p || q) over candidate cut points."""
     hist = np.asarray(hist, dtype=np.float64)
+    csum = np.concatenate([[0.0], np.cumsum(hist)])
+    total = csum[-1]
+    nonzero = (hist != 0).astype(np.float64)
     zero_bin = num_bins // 2
     half_q = num_quantized_bins // 2
+    nq = num_quantized_bins
     best, best_div = float(hist_edges[-1]), np.inf
     for i in range(half_q, zero_bin + 1):
         start, stop = zero_bin - i, zero_bin + i + 1
-        sliced = hist[start:stop].copy()
-        p = sliced.copy()
-        p[0] += hist[:start].sum()
-        p[-1] += hist[stop:].sum()
+        sliced = hist[start:stop]
         n = sliced.size
-        merged = n // num_quantized_bins
+        merged = n // nq
+        p = sliced.copy()
+        p[0] += csum[start]            # everything left of the window
+        p[-1] += total - csum[stop]    # everything right of it
         # level j gathers bins [j*merged, (j+1)*merged); the last one also the remainder
-        bounds = np.arange(num_quantized_bins) * merged
+        bounds = np.arange(0, nq * merged, merged)
         qbins = np.add.reduceat(sliced, bounds)
-        nonzero = (sliced != 0).astype(np.float64)
-        norms = np.add.reduceat(nonzero, bounds)
-        level = np.minimum(np.arange(n) // merged, num_quantized_bins - 1)
+        norms = np.add.reduceat(nonzero[start:stop], bounds)
         with np.errstate(divide="ignore", invalid="ignore"):
-            per_bin = np.where(norms[level] > 0, qbins[level] / norms[level], 0.0)
-        q = np.where(p != 0, per_bin, 0.0)
-        ps, qs = _smooth(p), _smooth(q)
+            per_level = np.where(norms > 0, qbins / norms, 0.0)
+        counts = np.full(nq, merged)
+        counts[-1] = n - merged * (nq - 1)
+        q = np.repeat(per_level, counts)
+        p_zero = p == 0
+        q[p_zero] = 0.0
+        ps = _smooth(p, p_zero)
+        qs = _smooth(q, q == 0)
         if ps is None or qs is None:
             continue
         div = _kl(ps, qs)
