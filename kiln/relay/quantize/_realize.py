@@ -286,7 +286,8 @@ def cast_hint_realize(ref_call, new_args, ctx):
     x = new_args[0]
     if isinstance(x, QRealizeIntExpr):
         dtype = ref_call.attrs.dtype
-        return QRealizeIntExpr(_cast(x.data, dtype), x.dom_scale, dtype)
+        data = x.data if x.dtype == dtype else _cast(x.data, dtype)
+        return QRealizeIntExpr(data, x.dom_scale, dtype)
     return None
 
 

@@ -37,8 +37,11 @@ def prerequisite_optimize(mod: IRModule, params=None) -> IRModule:
 def quantize(mod: IRModule, params=None, dataset=None) -> IRModule:
     """Quantize ``mod`` under the current ``qconfig``; ``dataset`` (an iterable of
     ``{input_name: array}``) is needed by the ``kl_divergence`` and ``percentile`` calibrations."""
-    mod = prerequisite_optimize(mod, params)
     cfg = current_qconfig()
+    if cfg.partition_conversions != "disabled":  # fail before the (long) calibration
+        from ._partition_conversions import partition_conversions
+        partition_conversions(None, None, None)
+    mod = prerequisite_optimize(mod, params)
     calibrate_pass = module_pass(calibrate(dataset), opt_level=1, name="QuantizeCalibrate")
     passes = [partition(), _transform.InferType(), annotate(), calibrate_pass, _transform.InferType()]
     if not cfg.do_simulation:
@@ -49,8 +52,4 @@ def quantize(mod: IRModule, params=None, dataset=None) -> IRModule:
         with quantize_context():
             mod = seq(mod)
     mod = _transform.InferType()(mod)
-    if cfg.partition_conversions != "disabled":
-        from ._partition_conversions import partition_conversions
-        return partition_conversions(mod, {cfg.dtype_input, cfg.dtype_weight},
-                                     cfg.partition_conversions == "fully_integral")
     return mod
