@@ -69,7 +69,7 @@ def pool_impl_nd(data, kernel, stride, dilation, padding, pool_type, ceil_mode, 
                 hi = T.min((shape[ax] - 1 - start) // dilation[j], kernel[j] - 1)
                 n = T.max(hi - lo + 1, 0)
             count = n if count is None else count * n
-        return acc(*i) / T.cast(T.max(count, 1), data.dtype)
+        return T.div(acc(*i), T.cast(T.max(count, 1), data.dtype))
     return te.compute(out_shape, divide, name="pool_avg", tag=tag.ELEMWISE)
 
 
@@ -106,7 +106,7 @@ def global_pool(data, pool_type, layout="NCHW"):
         raise KilnError(f"global_pool: pool_type must be 'max' or 'avg', got {pool_type!r}")
     s = te.compute(out_shape, lambda *i: T.sum(window(i), axis=rv), name="global_pool_sum", tag="global_pool_sum")
     n = prod([shape[a] for a in axes])
-    return te.compute(out_shape, lambda *i: s(*i) / T.const(n, data.dtype), name="global_pool_avg", tag=tag.ELEMWISE)
+    return te.compute(out_shape, lambda *i: T.div(s(*i), T.const(n, data.dtype)), name="global_pool_avg", tag=tag.ELEMWISE)
 
 
 def adaptive_pool_impl(data, output_size, pool_type, layout):
@@ -153,7 +153,7 @@ def adaptive_pool_impl(data, output_size, pool_type, layout):
         for j, ax in enumerate(axes):
             start, end = bounds(i[ax], j)
             count = (end - start) if count is None else count * (end - start)
-        return s(*i) / T.cast(count, data.dtype)
+        return T.div(s(*i), T.cast(count, data.dtype))
     return te.compute(out_shape, favg, name="adaptive_pool_avg", tag=tag.ELEMWISE)
 
 
