@@ -26,7 +26,6 @@ from .backend.te_compiler import TECompiler
 from .op.annotation import strip_on_device
 from .qnn.transform import Legalize as _qnn_legalize
 from .expr import Constant, Function
-from .op.annotation import strip_on_device
 from .expr_functor import bind_vars
 
 
