@@ -180,6 +180,8 @@ class _Adjoints:
 
 
 def _merge(old, new, ty):
+    if new is None:
+        return old
     if isinstance(ty, TupleType):
         new = _split_tuple_grad(new, len(ty.fields))
         old = old or [None] * len(ty.fields)
