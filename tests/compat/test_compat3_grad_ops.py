@@ -250,3 +250,44 @@ def test_global_pool_gradients(mode):
     body = relay.nn.global_avg_pool2d(x) * _weights((2, 3, 1, 1)) + relay.nn.global_max_pool2d(x) * \
         _weights((2, 3, 1, 1), 2)
     _check(relay.Function([x], body), [rng.randn(2, 3, 4, 5)], mode)
+
+
+POOL = [
+    ("max", dict(pool_size=(2, 2), strides=(2, 2))),
+    ("max", dict(pool_size=(3, 3), strides=(2, 1), padding=(1, 1))),
+    ("max", dict(pool_size=(3, 2), strides=(2, 2), padding=(0, 1, 1, 0), ceil_mode=True)),
+    ("max", dict(pool_size=(2, 2), strides=(1, 1), dilation=(2, 1))),
+    ("avg", dict(pool_size=(2, 2), strides=(2, 2))),
+    ("avg", dict(pool_size=(3, 3), strides=(2, 1), padding=(1, 1), count_include_pad=True)),
+    ("avg", dict(pool_size=(3, 3), strides=(2, 1), padding=(1, 1), count_include_pad=False)),
+    ("avg", dict(pool_size=(3, 2), strides=(2, 2), padding=(0, 1, 1, 0), ceil_mode=True)),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind,kw", POOL, ids=[f"{k}{i}" for i, (k, _) in enumerate(POOL)])
+def test_pool2d_gradients(kind, kw, mode):
+    x = _var("x", (1, 2, 7, 6))
+    pool = getattr(relay.nn, f"{kind}_pool2d")(x, **kw)
+    out_shape = tuple(int(d) for d in relay.testing.run_infer_type(pool).checked_type.shape)
+    data = rng.permutation(2 * 7 * 6).reshape(1, 2, 7, 6) * 0.01  # distinct values: no ties within 2*eps
+    _check(relay.Function([x], pool * _weights(out_shape)), [data], mode, eps=1e-4)
+
+
+def test_max_pool2d_grad_ties_go_to_the_first_maximum():
+    x = _var("x", (1, 1, 2, 4))
+    g = _var("g", (1, 1, 1, 2))
+    f = relay.Function([g, x], relay.nn.max_pool2d_grad(g, x, pool_size=(2, 2), strides=(2, 2)))
+    out = relay.create_executor("debug").evaluate(f)(np.array([[[[3.0, 5.0]]]]),
+                                                      np.array([[[[1.0, 1.0, 0.0, 2.0], [0.0, 1.0, 2.0, 2.0]]]]))
+    np.testing.assert_array_equal(out.numpy(), [[[[3.0, 0, 0, 5.0], [0, 0, 0, 0]]]])
+
+
+def test_pool2d_grad_ops_are_not_compiled_yet():
+    import kiln
+    from kiln.error import OpNotImplemented
+    x = relay.var("x", shape=(1, 1, 4, 4))
+    g = relay.var("g", shape=(1, 1, 2, 2))
+    f = relay.Function([g, x], relay.nn.avg_pool2d_grad(g, x, pool_size=(2, 2), strides=(2, 2)))
+    with pytest.raises(OpNotImplemented, match="nn.avg_pool2d_grad"):
+        relay.build(kiln.IRModule.from_expr(f), target="llvm")

@@ -598,7 +598,7 @@ def _pool_grad(op_name):
             raise OpNotImplemented(f"gradient of nn.{op_name} needs nn.{op_name}_grad, which kiln does not have")
         attrs = orig.attrs
         kw = dict(pool_size=attrs.pool_size, strides=attrs.strides, padding=attrs.padding, layout=attrs.layout,
-                  ceil_mode=attrs.ceil_mode)
+                  ceil_mode=attrs.ceil_mode, dilation=attrs.dilation)
         if op_name == "avg_pool2d":
             kw["count_include_pad"] = attrs.count_include_pad
         return [fn(grad, orig.args[0], **kw)]
