@@ -22,6 +22,7 @@ from . import _schedules
 
 _schedules.register_all()
 from . import shape_func  # noqa: F401,E402  (shape functions of the op families, for relay.Any on the VM)
+from . import _tensor_grad  # noqa: F401,E402  (FPrimalGradient of the ops, for relay.transform.gradient)
 
 __all__ = (list(_op_all) + list(tensor.__all__) + list(reduce.__all__) + list(transform.__all__) + list(shape.__all__)
            + list(algorithm.__all__) + list(indexing.__all__)

@@ -62,7 +62,12 @@ def register_pattern(op_name: str, pattern, level: int = 10):
     return register_op_attr(op_name, "TOpPattern", OpPattern(int(pattern)), level)
 
 
-register_gradient = _attr("FPrimalGradient")
+def register_gradient(op_name: str, fgradient: Callable | None = None, level: int = 10):
+    """``fgradient(orig_call, output_grad) -> [grad per argument]`` (key ``FPrimalGradient``), used by
+    ``relay.transform.gradient``; a decorator without ``fgradient``."""
+    return register_op_attr(op_name, "FPrimalGradient", fgradient, level)
+
+
 register_alter_op_layout = _attr("FTVMAlterOpLayout")
 register_convert_op_layout = _attr("FTVMConvertOpLayout")
 register_legalize = _attr("FTVMLegalize")

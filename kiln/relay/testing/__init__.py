@@ -12,6 +12,7 @@ from ..expr import Function
 from . import init, layers, mlp, resnet, mobilenet, vgg, squeezenet, dcgan  # noqa: F401
 from .init import create_workload, Xavier, Initializer  # noqa: F401
 from .temp_op_attr import TempOpAttr  # noqa: F401
+from .check_grad import check_grad, _np_randn_from_type  # noqa: F401
 
 
 def run_opt_pass(expr, opt_pass, import_prelude: bool = False):
@@ -49,5 +50,5 @@ def count(expr, pred) -> int:
     return len(hits)
 
 
-__all__ = ["run_opt_pass", "run_infer_type", "rand", "count", "create_workload", "Xavier", "Initializer",
+__all__ = ["check_grad", "run_opt_pass", "run_infer_type", "rand", "count", "create_workload", "Xavier", "Initializer",
            "TempOpAttr", "init", "layers", "mlp", "resnet", "mobilenet", "vgg", "squeezenet", "dcgan"]

@@ -24,3 +24,4 @@ def FakeQuantizationToInteger(hard_fail=False, use_qat=False, optional_qnn_ops=N
     """Rewrite QDQ regions (dequantize -> ops -> quantize) into integer QNN ops (kiln/relay/qnn/fake_quantization.py)."""
     from ..qnn.fake_quantization import FakeQuantizationToInteger as _fq2i
     return _fq2i(hard_fail, use_qat, optional_qnn_ops)
+from .gradient import gradient, FirstOrderGradient  # noqa: E402,F401

@@ -3,5 +3,6 @@ from . import _nn, _conv_pool, _nn_extra, _nn_3d, _dense_pack, _alter_layout  # 
 from .nn import *  # noqa: F401,F403
 from .nn import __all__ as _nn_all
 from ._dense_pack import contrib_dense_pack  # noqa: F401
+from ._pool_grad import max_pool2d_grad, avg_pool2d_grad  # noqa: F401
 
-__all__ = list(_nn_all) + ["contrib_dense_pack"]
+__all__ = list(_nn_all) + ["contrib_dense_pack", "max_pool2d_grad", "avg_pool2d_grad"]
