@@ -20,7 +20,7 @@ from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, v
 from .common import TypeCache
 from .onnx_common import (DEFAULT_DOMAINS, REGISTRY, canonical_domain, const, lookup, NodeContext,
                           decode_attributes, onnx_dtype)
-from . import onnx_attention, onnx_einsum, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor  # noqa: F401 (registers the converters)
+from . import onnx_attention, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor  # noqa: F401 (registers the converters)
 
 __all__ = ["from_onnx", "GraphConverter", "supported_ops", "MIN_OPSET", "MAX_OPSET"]
 

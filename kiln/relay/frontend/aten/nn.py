@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ....error import FrontendError
+from ..einsum import einsum
 from .registry import register, relay_op
 
 
@@ -190,7 +191,6 @@ def _dot(ctx, args):
 
 @register("einsum")
 def _einsum(ctx, args):
-    from .einsum import einsum
     return einsum(ctx, str(args[0]), [ctx.as_expr(t) for t in args[1]])
 
 
