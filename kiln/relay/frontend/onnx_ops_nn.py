@@ -271,25 +271,18 @@ def _lp_pool(inputs, attr, ctx):
     return _op.power(s, scalar(1.0 / p, dt))
 
 
-def _global_pool(ctx, x, reducer):
-    axes = list(range(2, ctx.ndim(x)))
-    return reducer(x, axis=axes, keepdims=True)
+def _global_pool(pool2d, reducer):
+    """A global pool: the 2-D Relay op on 4-D inputs, else ``reducer`` over every spatial axis."""
+    def convert(inputs, attr, ctx):
+        x = inputs[0]
+        if ctx.ndim(x) == 4:
+            return pool2d(x)
+        return reducer(x, axis=list(range(2, ctx.ndim(x))), keepdims=True)
+    return convert
 
 
-@onnx_op("GlobalAveragePool", since=1)
-def _global_average_pool(inputs, attr, ctx):
-    x = inputs[0]
-    if ctx.ndim(x) == 4:
-        return _nn.global_avg_pool2d(x)
-    return _global_pool(ctx, x, _op.mean)
-
-
-@onnx_op("GlobalMaxPool", since=1)
-def _global_max_pool(inputs, attr, ctx):
-    x = inputs[0]
-    if ctx.ndim(x) == 4:
-        return _nn.global_max_pool2d(x)
-    return _global_pool(ctx, x, _op.max)
+onnx_op("GlobalAveragePool", since=1)(_global_pool(_nn.global_avg_pool2d, _op.mean))
+onnx_op("GlobalMaxPool", since=1)(_global_pool(_nn.global_max_pool2d, _op.max))
 
 
 # -- normalization -----------------------------------------------------------------------------------------------

@@ -289,16 +289,8 @@ class TorchScriptImporter:
         fn = lookup(name)
         self._bind_outputs(node, fn(self.ctx, args))
 
-    def _typecheck(self, value):
-        """Infer the types of new expressions now, so a type error is reported at the node that made it."""
-        if isinstance(value, Expr):
-            self.ctx.type_of(value)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                self._typecheck(v)
-
     def _bind_outputs(self, node, value):
-        self._typecheck(value)
+        self.ctx.typecheck(value)
         outs = list(node.outputs())
         if len(outs) == 1:
             self.env[outs[0].debugName()] = value
