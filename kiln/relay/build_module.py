@@ -27,6 +27,7 @@ from .op.annotation import strip_on_device
 from .qnn.transform import Legalize as _qnn_legalize
 from .expr import Constant, Function
 from .expr_functor import bind_vars
+from .op.annotation import strip_on_device
 
 
 def bind_params_by_name(func: Function, params: dict) -> Function:

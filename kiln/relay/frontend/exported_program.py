@@ -65,7 +65,7 @@ class ExportedProgramImporter:
                 break
             try:
                 self.env[node] = self._convert(node)
-                self._typecheck(self.env[node])
+                self.ctx.typecheck(self.env[node])
             except FrontendError as err:
                 raise FrontendError(f"while converting {_describe(node)}: {err}") from err
             except OpNotImplemented as err:
@@ -80,14 +80,6 @@ class ExportedProgramImporter:
         from ...runtime import ndarray as nd
         params = {v.name_hint: nd.array(self.params[v.name_hint]) for v in used if v.name_hint in self.params}
         return mod, params
-
-    def _typecheck(self, value):
-        """Infer the types of new expressions now, so a type error is reported at the node that made it."""
-        if isinstance(value, Expr):
-            self.ctx.type_of(value)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                self._typecheck(v)
 
     # -- checking ---------------------------------------------------------------------------------
     def _supported(self, node) -> bool:

@@ -4,7 +4,9 @@
 convert in one error, then converts the graph node by node into a Relay function. Shapes are static:
 each graph input gets its shape from ``shape`` or from the model, and values that only depend on constants
 (``Shape`` of a static tensor, shape arithmetic, folded weights) are evaluated at import time, so ops such
-as ``Reshape`` or ``Slice`` see constant operands. The op converters live in ``onnx_ops_*.py``.
+as ``Reshape`` or ``Slice`` see constant operands. The op converters live in ``onnx_ops_*.py``, registered
+with ``@onnx_op(op_type, since=N)`` (``onnx_common.py``); each node uses the highest ``since`` not above the
+model's opset for the node's domain.
 """
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ from ...ir.module import IRModule
 from ...ir.type import TupleType
 from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, var
 from .common import TypeCache
-from .onnx_common import CONVERTERS, const, NodeContext, decode_attributes, onnx_dtype
-from . import onnx_attention, onnx_einsum, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor  # noqa: F401 (registers the converters)
-from .onnx_qnn import CONTRIB_DOMAIN_OPS
+from .onnx_common import (DEFAULT_DOMAINS, REGISTRY, canonical_domain, const, lookup, NodeContext,
+                          decode_attributes, onnx_dtype)
+from . import onnx_attention, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor, onnx_qnn  # noqa: F401 (registers the converters)
 
 __all__ = ["from_onnx", "GraphConverter", "supported_ops", "MIN_OPSET", "MAX_OPSET"]
 
@@ -26,29 +28,32 @@ __all__ = ["from_onnx", "GraphConverter", "supported_ops", "MIN_OPSET", "MAX_OPS
 MIN_OPSET = 11
 MAX_OPSET = 21
 
-_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+def supported_ops(opset: int = MAX_OPSET, domain: str = "") -> list:
+    """The ONNX op types kiln converts at ``opset`` of ``domain`` (the default domain unless named)."""
+    return sorted(n for n, c in REGISTRY.get(canonical_domain(domain), {}).items()
+                  if c.get_converter(opset) is not None)
 
 
-def supported_ops(opset: int = MAX_OPSET) -> list:
-    """The ONNX op types kiln converts at ``opset``."""
-    return sorted(n for n, c in CONVERTERS.items() if c.get_converter(opset) is not None)
-
-
-def _model_opset(model) -> int:
-    for imp in model.opset_import:
-        if imp.domain in _DEFAULT_DOMAINS:
-            return int(imp.version)
-    return 1  # an ONNX model without a default-domain import uses opset 1
+def _model_opsets(model) -> dict:
+    """The opset the model imports for each domain ("" for the default one)."""
+    opsets = {canonical_domain(imp.domain): int(imp.version) for imp in model.opset_import}
+    opsets.setdefault("", 1)  # an ONNX model without a default-domain import uses opset 1
+    return opsets
 
 
 class GraphConverter:
     """Converts one ONNX GraphProto into a Relay function (TVM's ``onnx.GraphProto``)."""
 
-    def __init__(self, shape: dict | None, dtype, freeze_params: bool, opset: int, convert_config: dict | None):
+    def __init__(self, shape: dict | None, dtype, freeze_params: bool, opset: int, convert_config: dict | None,
+                 domain_opsets: dict | None = None):
         self.shape = dict(shape or {})
         self.dtype = dtype
         self.freeze_params = freeze_params
-        self.opset = opset
+        self.opset = opset  # the default domain's
+        # custom domains (com.microsoft, ...) -> the opset the model imports for them
+        self.opsets = {canonical_domain(d): int(v) for d, v in (domain_opsets or {}).items()}
+        self.opsets[""] = opset
         self.config = dict(convert_config or {})
         self.table: dict = {}        # ONNX value name -> Relay expression
         self.param_values: dict = {}  # initializer name -> numpy value (for params that stay variables)
@@ -61,14 +66,11 @@ class GraphConverter:
         missing: dict = {}
         for node in graph.node:
             reason = None
-            if node.domain not in _DEFAULT_DOMAINS and (node.domain, node.op_type) not in CONTRIB_DOMAIN_OPS:
-                reason = f"{node.domain}::{node.op_type}"
-            else:
-                conv = CONVERTERS.get(node.op_type)
-                if conv is None:
-                    reason = node.op_type
-                elif conv.get_converter(self.opset) is None:
-                    reason = f"{node.op_type} (opset {self.opset}; kiln starts at opset {conv.versions()[0]})"
+            conv = lookup(node.op_type, node.domain)
+            if conv is None:
+                reason = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}::{node.op_type}"
+            elif conv.get_converter(self._opset_of(node)) is None:
+                reason = conv.why_not(self._opset_of(node))
             if reason is not None:
                 missing.setdefault(reason, []).append(node.name or (node.output[0] if node.output else "?"))
         if missing:
@@ -183,9 +185,14 @@ class GraphConverter:
                 param_dict[p.name_hint] = _nd.array(np.array(self.param_values[p.name_hint], order="C"))
         return func, param_dict
 
+    def _opset_of(self, node) -> int:
+        """The opset the model imports for the node's domain (1 when it imports none)."""
+        return self.opsets.get(canonical_domain(node.domain), 1)
+
     def _convert_node(self, node) -> None:
-        ctx = NodeContext(self, node, self.opset)
-        conv = CONVERTERS[node.op_type].get_converter(self.opset)
+        opset = self._opset_of(node)
+        ctx = NodeContext(self, node, opset)
+        conv = lookup(node.op_type, node.domain).get_converter(opset)
         inputs = [self.table[name] if name else None for name in node.input]
         try:
             attr = decode_attributes(node)
@@ -301,11 +308,12 @@ def from_onnx(model, shape: dict | None = None, dtype="float32", opset: int | No
     if not isinstance(model, onnx.ModelProto):
         raise FrontendError(f"from_onnx expects an onnx.ModelProto (or a path), got {type(model).__name__}")
     _check_model(model)
+    opsets = _model_opsets(model)
     if opset is None:
-        opset = _model_opset(model)
+        opset = opsets[""]
     if shape is not None and not isinstance(shape, dict):
         raise FrontendError(f"shape must be a dict from input name to shape, got {type(shape).__name__}")
-    conv = GraphConverter(shape, dtype, freeze_params, int(opset), convert_config)
+    conv = GraphConverter(shape, dtype, freeze_params, int(opset), convert_config, opsets)
     func, params = conv.from_onnx(model.graph)
     mod = IRModule.from_expr(func)
     from ..transform import InferType

@@ -1,10 +1,12 @@
-"""Shared pieces of the ONNX importer: dtype and attribute decoding, the versioned converter base class
-and its registry, and the per-node context that converters use to ask shapes, dtypes and known values.
+"""Shared pieces of the ONNX importer: dtype and attribute decoding, the converter registry, and the
+per-node context that converters use to ask shapes, dtypes and known values.
 
-A converter is a subclass of :class:`OnnxOpConverter` with classmethods ``_impl_v<N>(inputs, attr, ctx)``;
-the importer picks the highest ``N`` not above the model's opset, as TVM does. ``inputs`` holds one Relay
-expression per ONNX input (``None`` for an omitted optional input); the result is an expression, or a
-list of them for a node with several outputs.
+A converter is a function ``fn(inputs, attr, ctx)`` registered with ``@onnx_op("Relu", since=1)``; an op
+whose semantics changed between opsets has one function per version, and the importer picks the highest
+``since`` not above the model's opset for the node's domain (as TVM picks ``_impl_v<N>``). ``inputs`` holds
+one Relay expression per ONNX input (``None`` for an omitted optional input); the result is an expression,
+or a list of them for a node with several outputs. Classes in TVM's ``_impl_v<N>`` convention still register
+through :func:`register` (an adapter onto the same registry).
 """
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ from ...error import FrontendError, KilnError, OpNotImplemented
 from ...ir.type import TensorType, TupleType
 from ..expr import Constant, TupleGetItem, Var
 
-__all__ = ["const", "ONNX_DTYPES", "onnx_dtype", "OnnxOpConverter", "register", "CONVERTERS", "NodeContext",
-           "decode_attributes"]
+__all__ = ["const", "ONNX_DTYPES", "onnx_dtype", "onnx_op", "lookup", "OpVersions", "REGISTRY", "CONVERTERS",
+           "DEFAULT_DOMAINS", "canonical_domain", "OnnxOpConverter", "register", "NodeContext", "decode_attributes"]
 
 #: ONNX TensorProto element types kiln can compute with, as kiln dtype strings.
 ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
@@ -47,12 +49,106 @@ def const(value) -> Constant:
 
 
 # -- converter registry ---------------------------------------------------------------------------------------
-#: ONNX op type -> converter class
-CONVERTERS: dict = {}
+#: the spellings of ONNX's default domain
+DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
+def canonical_domain(domain: str) -> str:
+    """``""`` for the default domain (``""`` or ``"ai.onnx"``), else the domain unchanged."""
+    return "" if domain in DEFAULT_DOMAINS else domain
+
+
+class OpVersions:
+    """The converters of one op type in one domain, keyed by the opset each starts at (``since``).
+
+    ``get_converter(opset)`` picks the highest ``since`` not above ``opset``, as TVM's ``_impl_v<N>`` lookup
+    does; a version registered with ``until`` stops there (the op is then unsupported above ``until`` unless a
+    later version exists).
+    """
+
+    def __init__(self, domain: str, op_type: str):
+        self.domain = domain
+        self.op_type = op_type
+        self.impls: dict = {}   # since -> converter fn(inputs, attr, ctx)
+        self.until: dict = {}   # since -> last opset it handles, or None (open)
+
+    def add(self, since: int, until: int | None, fn: Callable) -> None:
+        if since in self.impls:
+            raise KilnError(f"ONNX converter for {self.label} (since opset {since}) registered twice")
+        if until is not None and until < since:
+            raise KilnError(f"ONNX converter for {self.label}: until={until} is below since={since}")
+        self.impls[since] = fn
+        self.until[since] = until
+
+    @property
+    def label(self) -> str:
+        return f"{self.domain}::{self.op_type}" if self.domain else self.op_type
+
+    def versions(self) -> list:
+        return sorted(self.impls)
+
+    def get_converter(self, opset: int) -> Callable | None:
+        """The converter for ``opset``, or None when no registered version covers it."""
+        usable = [v for v in self.versions() if v <= opset]
+        if not usable:
+            return None
+        until = self.until[usable[-1]]
+        if until is not None and opset > until:
+            return None
+        return self.impls[usable[-1]]
+
+    def why_not(self, opset: int) -> str:
+        """Why ``opset`` has no converter (for the unsupported-ops report)."""
+        first = self.versions()[0]
+        if opset < first:
+            return f"{self.label} (opset {opset}; kiln starts at opset {first})"
+        last = max(v for v in self.versions() if v <= opset)
+        return f"{self.label} (opset {opset}; kiln's converter stops at opset {self.until[last]})"
+
+
+#: domain ("" for the default one) -> op type -> OpVersions
+REGISTRY: dict = {"": {}}
+#: the default domain's table (op type -> OpVersions), the one most code reads
+CONVERTERS: dict = REGISTRY[""]
+
+
+def onnx_op(*op_types: str, since: int = 1, until: int | None = None, domain: str = "") -> Callable:
+    """Register ``fn(inputs, attr, ctx)`` as the converter of ``op_types`` from opset ``since`` on.
+
+    ``inputs`` holds one Relay expression per ONNX input (None for an omitted optional input), ``attr`` the
+    decoded attributes, ``ctx`` the :class:`NodeContext`; the result is an expression, or a list of them for
+    a node with several outputs. An op whose semantics changed between opsets gets one function per version
+    (``@onnx_op("Resize", since=10)`` and ``@onnx_op("Resize", since=11)``); the importer uses the highest
+    ``since`` not above the model's opset for the node's domain. ``until`` closes a version's range;
+    ``domain`` names a custom domain such as ``"com.microsoft"``.
+    """
+    if not op_types:
+        raise KilnError("onnx_op needs at least one ONNX op type")
+    dom = canonical_domain(domain)
+
+    def deco(fn: Callable) -> Callable:
+        table = REGISTRY.setdefault(dom, {})
+        for name in op_types:
+            entry = table.get(name)
+            if entry is None:
+                entry = table[name] = OpVersions(dom, name)
+            entry.add(int(since), None if until is None else int(until), fn)
+        return fn
+    return deco
+
+
+def lookup(op_type: str, domain: str = "") -> OpVersions | None:
+    """The registered versions of ``op_type`` in ``domain``, or None when kiln has no converter for it."""
+    return REGISTRY.get(canonical_domain(domain), {}).get(op_type)
+
+
+# -- the old convention, adapted --------------------------------------------------------------------------------
 class OnnxOpConverter:
-    """Base of the per-op converters; ``_impl_v<N>`` handles opsets ``N`` up to the next defined version."""
+    """Base of converters written in TVM's class convention: classmethods ``_impl_v<N>(inputs, attr, ctx)``.
+
+    Kept so a class written that way still works; :func:`register` turns each ``_impl_v<N>`` into an
+    ``onnx_op(..., since=N)`` registration. New converters are plain functions decorated with :func:`onnx_op`.
+    """
 
     @classmethod
     def versions(cls) -> list:
@@ -67,13 +163,15 @@ class OnnxOpConverter:
         return getattr(cls, f"_impl_v{usable[-1]}")
 
 
-def register(*op_types: str) -> Callable:
-    """Class decorator: register a converter under one or more ONNX op types."""
+def register(*op_types: str, domain: str = "") -> Callable:
+    """Class decorator for the old convention: registers each ``_impl_v<N>`` of the class as
+    ``onnx_op(*op_types, since=N, domain=domain)`` (see docs/onnx.md for converting such a class)."""
     def deco(cls):
-        for name in op_types:
-            if name in CONVERTERS:
-                raise KilnError(f"ONNX converter for {name} registered twice")
-            CONVERTERS[name] = cls
+        versions = OnnxOpConverter.versions.__func__(cls)
+        if not versions:
+            raise KilnError(f"ONNX converter class {cls.__name__} has no _impl_v<N> classmethod")
+        for v in versions:
+            onnx_op(*op_types, since=v, domain=domain)(getattr(cls, f"_impl_v{v}"))
         return cls
     return deco
 

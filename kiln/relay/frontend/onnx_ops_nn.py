@@ -1,4 +1,4 @@
-"""ONNX converters for neural-network ops: Conv/ConvTranspose, Gemm/MatMul, pooling, normalizations,
+"""ONNX converters for neural-network ops: Conv/ConvTranspose, Gemm/MatMul/Einsum, pooling, normalizations,
 Softmax/LogSoftmax/Hardmax, Dropout, LRN and Resize/Upsample.
 
 1-D convolutions and pools run as their 2-D forms with a unit height; 3-D forms are not supported (kiln has
@@ -12,7 +12,8 @@ import numpy as np
 from .. import op as _op
 from ..op import image as _image
 from ..op import nn as _nn
-from .onnx_common import const, OnnxOpConverter, register
+from .einsum import einsum
+from .onnx_common import onnx_op
 from .onnx_ops_elemwise import scalar
 
 
@@ -68,78 +69,74 @@ def _from_2d(ctx, y):
 
 
 # -- convolution -----------------------------------------------------------------------------------------------
-@register("Conv")
-class Conv(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        x, w = inputs[0], inputs[1]
-        b = inputs[2] if len(inputs) > 2 else None
-        xshape, wshape = ctx.shape(x, dynamic_ok=True), ctx.shape(w)
-        nd = len(xshape) - 2
-        kernel = list(attr.get("kernel_shape", wshape[2:]))
-        strides, dilations = _spatial_attrs(ctx, attr, nd, kernel)
-        begins, ends = auto_pads(ctx, attr, xshape[2:], kernel, strides, dilations)
-        group = int(attr.get("group", 1))
-        x2, was_1d = _to_2d(ctx, x, "Conv")
-        if was_1d:
-            w = _op.reshape(w, [wshape[0], wshape[1], 1, wshape[2]])
-            kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
-            begins, ends = [0] + begins, [0] + ends
-        y = _nn.conv2d(x2, w, strides=strides, padding=(begins[0], begins[1], ends[0], ends[1]), dilation=dilations,
-                       groups=group, channels=wshape[0], kernel_size=kernel)
-        if b is not None:
-            y = _nn.bias_add(y, b, axis=1)
-        return _from_2d(ctx, y) if was_1d else y
+@onnx_op("Conv", since=1)
+def _conv(inputs, attr, ctx):
+    x, w = inputs[0], inputs[1]
+    b = inputs[2] if len(inputs) > 2 else None
+    xshape, wshape = ctx.shape(x, dynamic_ok=True), ctx.shape(w)
+    nd = len(xshape) - 2
+    kernel = list(attr.get("kernel_shape", wshape[2:]))
+    strides, dilations = _spatial_attrs(ctx, attr, nd, kernel)
+    begins, ends = auto_pads(ctx, attr, xshape[2:], kernel, strides, dilations)
+    group = int(attr.get("group", 1))
+    x2, was_1d = _to_2d(ctx, x, "Conv")
+    if was_1d:
+        w = _op.reshape(w, [wshape[0], wshape[1], 1, wshape[2]])
+        kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
+        begins, ends = [0] + begins, [0] + ends
+    y = _nn.conv2d(x2, w, strides=strides, padding=(begins[0], begins[1], ends[0], ends[1]), dilation=dilations,
+                   groups=group, channels=wshape[0], kernel_size=kernel)
+    if b is not None:
+        y = _nn.bias_add(y, b, axis=1)
+    return _from_2d(ctx, y) if was_1d else y
 
 
-@register("ConvTranspose")
-class ConvTranspose(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        x, w = inputs[0], inputs[1]
-        b = inputs[2] if len(inputs) > 2 else None
-        xshape, wshape = ctx.shape(x), ctx.shape(w)
-        nd = len(xshape) - 2
-        group = int(attr.get("group", 1))
-        kernel = list(attr.get("kernel_shape", wshape[2:]))
-        strides, dilations = _spatial_attrs(ctx, attr, nd, kernel)
-        out_pad = list(attr.get("output_padding", [0] * nd))
-        auto = attr.get("auto_pad", "NOTSET") or "NOTSET"
-        out_shape = attr.get("output_shape")
-        if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
-            if out_shape is None:
-                out_shape = [n * s for n, s in zip(xshape[2:], strides)]
-            out_shape = list(out_shape)[-nd:]
-            begins, ends = [], []
-            for k in range(nd):
-                total = (strides[k] * (xshape[2 + k] - 1) + out_pad[k] + (kernel[k] - 1) * dilations[k] + 1
-                         - out_shape[k])
-                if total < 0:  # the requested output is larger: the extra rows come from output_padding
-                    out_pad[k] -= total
-                    total = 0
-                half = total // 2
-                if auto == "SAME_UPPER":
-                    begins.append(half)
-                    ends.append(total - half)
-                else:
-                    begins.append(total - half)
-                    ends.append(half)
-        elif auto == "VALID":
-            begins, ends = [0] * nd, [0] * nd
-        else:
-            pads = list(attr.get("pads", [0] * (2 * nd)))
-            begins, ends = pads[:nd], pads[nd:]
-        x2, was_1d = _to_2d(ctx, x, "ConvTranspose")
-        if was_1d:
-            w = _op.reshape(w, [wshape[0], wshape[1], 1, wshape[2]])
-            kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
-            begins, ends, out_pad = [0] + begins, [0] + ends, [0] + out_pad
-        y = _nn.conv2d_transpose(x2, w, strides=strides, padding=(begins[0], begins[1], ends[0], ends[1]),
-                                 dilation=dilations, groups=group, channels=wshape[1] * group, kernel_size=kernel,
-                                 output_padding=out_pad)
-        if b is not None:
-            y = _nn.bias_add(y, b, axis=1)
-        return _from_2d(ctx, y) if was_1d else y
+@onnx_op("ConvTranspose", since=1)
+def _conv_transpose(inputs, attr, ctx):
+    x, w = inputs[0], inputs[1]
+    b = inputs[2] if len(inputs) > 2 else None
+    xshape, wshape = ctx.shape(x), ctx.shape(w)
+    nd = len(xshape) - 2
+    group = int(attr.get("group", 1))
+    kernel = list(attr.get("kernel_shape", wshape[2:]))
+    strides, dilations = _spatial_attrs(ctx, attr, nd, kernel)
+    out_pad = list(attr.get("output_padding", [0] * nd))
+    auto = attr.get("auto_pad", "NOTSET") or "NOTSET"
+    out_shape = attr.get("output_shape")
+    if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+        if out_shape is None:
+            out_shape = [n * s for n, s in zip(xshape[2:], strides)]
+        out_shape = list(out_shape)[-nd:]
+        begins, ends = [], []
+        for k in range(nd):
+            total = (strides[k] * (xshape[2 + k] - 1) + out_pad[k] + (kernel[k] - 1) * dilations[k] + 1
+                     - out_shape[k])
+            if total < 0:  # the requested output is larger: the extra rows come from output_padding
+                out_pad[k] -= total
+                total = 0
+            half = total // 2
+            if auto == "SAME_UPPER":
+                begins.append(half)
+                ends.append(total - half)
+            else:
+                begins.append(total - half)
+                ends.append(half)
+    elif auto == "VALID":
+        begins, ends = [0] * nd, [0] * nd
+    else:
+        pads = list(attr.get("pads", [0] * (2 * nd)))
+        begins, ends = pads[:nd], pads[nd:]
+    x2, was_1d = _to_2d(ctx, x, "ConvTranspose")
+    if was_1d:
+        w = _op.reshape(w, [wshape[0], wshape[1], 1, wshape[2]])
+        kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
+        begins, ends, out_pad = [0] + begins, [0] + ends, [0] + out_pad
+    y = _nn.conv2d_transpose(x2, w, strides=strides, padding=(begins[0], begins[1], ends[0], ends[1]),
+                             dilation=dilations, groups=group, channels=wshape[1] * group, kernel_size=kernel,
+                             output_padding=out_pad)
+    if b is not None:
+        y = _nn.bias_add(y, b, axis=1)
+    return _from_2d(ctx, y) if was_1d else y
 
 
 # -- matrix products ---------------------------------------------------------------------------------------------
@@ -177,33 +174,34 @@ def matmul(ctx, a, b):
     return out
 
 
-@register("MatMul")
-class MatMul(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        return matmul(ctx, inputs[0], inputs[1])
+@onnx_op("MatMul", since=1)
+def _mat_mul(inputs, attr, ctx):
+    return matmul(ctx, inputs[0], inputs[1])
 
 
-@register("Gemm")
-class Gemm(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        a, b = inputs[0], inputs[1]
-        c = inputs[2] if len(inputs) > 2 else None
-        alpha, beta = float(attr.get("alpha", 1.0)), float(attr.get("beta", 1.0))
-        dt = ctx.dtype(a)
-        if int(attr.get("transA", 0)):
-            a = _op.transpose(a, [1, 0])
-        if not int(attr.get("transB", 0)):
-            b = _op.transpose(b, [1, 0])
-        out = _nn.dense(a, b)
-        if alpha != 1.0:
-            out = _op.multiply(out, scalar(alpha, dt))
-        if c is not None and beta != 0.0:
-            if beta != 1.0:
-                c = _op.multiply(c, scalar(beta, dt))
-            out = _op.add(out, c)
-        return out
+@onnx_op("Gemm", since=1)
+def _gemm(inputs, attr, ctx):
+    a, b = inputs[0], inputs[1]
+    c = inputs[2] if len(inputs) > 2 else None
+    alpha, beta = float(attr.get("alpha", 1.0)), float(attr.get("beta", 1.0))
+    dt = ctx.dtype(a)
+    if int(attr.get("transA", 0)):
+        a = _op.transpose(a, [1, 0])
+    if not int(attr.get("transB", 0)):
+        b = _op.transpose(b, [1, 0])
+    out = _nn.dense(a, b)
+    if alpha != 1.0:
+        out = _op.multiply(out, scalar(alpha, dt))
+    if c is not None and beta != 0.0:
+        if beta != 1.0:
+            c = _op.multiply(c, scalar(beta, dt))
+        out = _op.add(out, c)
+    return out
+
+
+@onnx_op("Einsum", since=12)
+def _einsum(inputs, attr, ctx):
+    return einsum(ctx, attr["equation"], [i for i in inputs if i is not None])
 
 
 # -- pooling -----------------------------------------------------------------------------------------------------
@@ -247,72 +245,53 @@ def _pool(ctx, inputs, attr, kind):
     return _from_2d(ctx, y) if was_1d else y
 
 
-@register("MaxPool")
-class MaxPool(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        if len(ctx.node.output) > 1 and ctx.node.output[1]:
-            raise ctx.unsupported("the Indices output of MaxPool")
-        if not _is_float(ctx.dtype(inputs[0])):
-            raise ctx.unsupported(f"MaxPool on {ctx.dtype(inputs[0])}")
-        return _pool(ctx, inputs, attr, "MaxPool")
+@onnx_op("MaxPool", since=1)
+def _max_pool(inputs, attr, ctx):
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        raise ctx.unsupported("the Indices output of MaxPool")
+    if not _is_float(ctx.dtype(inputs[0])):
+        raise ctx.unsupported(f"MaxPool on {ctx.dtype(inputs[0])}")
+    return _pool(ctx, inputs, attr, "MaxPool")
 
 
-@register("AveragePool")
-class AveragePool(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        return _pool(ctx, inputs, attr, "AveragePool")
+@onnx_op("AveragePool", since=1)
+def _average_pool(inputs, attr, ctx):
+    return _pool(ctx, inputs, attr, "AveragePool")
 
 
-@register("LpPool")
-class LpPool(OnnxOpConverter):
-    @classmethod
-    def _impl_v11(cls, inputs, attr, ctx):
-        x = inputs[0]
-        dt = ctx.dtype(x)
-        p = float(attr.get("p", 2))
-        kernel = list(attr.get("kernel_shape", []))
-        powered = _op.power(_op.abs(x), scalar(p, dt))
-        pattr = dict(attr, count_include_pad=1)
-        s = _op.multiply(_pool(ctx, [powered], pattr, "AveragePool"), scalar(float(np.prod(kernel)), dt))
-        return _op.power(s, scalar(1.0 / p, dt))
+@onnx_op("LpPool", since=11)
+def _lp_pool(inputs, attr, ctx):
+    x = inputs[0]
+    dt = ctx.dtype(x)
+    p = float(attr.get("p", 2))
+    kernel = list(attr.get("kernel_shape", []))
+    powered = _op.power(_op.abs(x), scalar(p, dt))
+    pattr = dict(attr, count_include_pad=1)
+    s = _op.multiply(_pool(ctx, [powered], pattr, "AveragePool"), scalar(float(np.prod(kernel)), dt))
+    return _op.power(s, scalar(1.0 / p, dt))
 
 
-def _global_pool(ctx, x, reducer):
-    axes = list(range(2, ctx.ndim(x)))
-    return reducer(x, axis=axes, keepdims=True)
-
-
-@register("GlobalAveragePool")
-class GlobalAveragePool(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
+def _global_pool(pool2d, reducer):
+    """A global pool: the 2-D Relay op on 4-D inputs, else ``reducer`` over every spatial axis."""
+    def convert(inputs, attr, ctx):
         x = inputs[0]
         if ctx.ndim(x) == 4:
-            return _nn.global_avg_pool2d(x)
-        return _global_pool(ctx, x, _op.mean)
+            return pool2d(x)
+        return reducer(x, axis=list(range(2, ctx.ndim(x))), keepdims=True)
+    return convert
 
 
-@register("GlobalMaxPool")
-class GlobalMaxPool(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        x = inputs[0]
-        if ctx.ndim(x) == 4:
-            return _nn.global_max_pool2d(x)
-        return _global_pool(ctx, x, _op.max)
+onnx_op("GlobalAveragePool", since=1)(_global_pool(_nn.global_avg_pool2d, _op.mean))
+onnx_op("GlobalMaxPool", since=1)(_global_pool(_nn.global_max_pool2d, _op.max))
 
 
 # -- normalization -----------------------------------------------------------------------------------------------
-@register("BatchNormalization")
-class BatchNormalization(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        if int(attr.get("training_mode", 0)) or (ctx.opset < 9 and not int(attr.get("is_test", 1))):
-            raise ctx.unsupported("BatchNormalization in training mode")
-        x, gamma, beta, mean, var = inputs[:5]
-        return _nn.batch_norm(x, gamma, beta, mean, var, axis=1, epsilon=float(attr.get("epsilon", 1e-5)))[0]
+@onnx_op("BatchNormalization", since=1)
+def _batch_normalization(inputs, attr, ctx):
+    if int(attr.get("training_mode", 0)) or (ctx.opset < 9 and not int(attr.get("is_test", 1))):
+        raise ctx.unsupported("BatchNormalization in training mode")
+    x, gamma, beta, mean, var = inputs[:5]
+    return _nn.batch_norm(x, gamma, beta, mean, var, axis=1, epsilon=float(attr.get("epsilon", 1e-5)))[0]
 
 
 def _channel_view(ctx, t, ndim):
@@ -329,130 +308,117 @@ def _normalize(x, axes, eps, dt):
     return _op.multiply(centered, inv), mean, inv
 
 
-@register("InstanceNormalization")
-class InstanceNormalization(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        x, scale, bias = inputs
-        nd = ctx.ndim(x)
-        y, _, _ = _normalize(x, list(range(2, nd)), float(attr.get("epsilon", 1e-5)), ctx.dtype(x))
-        return _op.add(_op.multiply(y, _channel_view(ctx, scale, nd)), _channel_view(ctx, bias, nd))
+@onnx_op("InstanceNormalization", since=1)
+def _instance_normalization(inputs, attr, ctx):
+    x, scale, bias = inputs
+    nd = ctx.ndim(x)
+    y, _, _ = _normalize(x, list(range(2, nd)), float(attr.get("epsilon", 1e-5)), ctx.dtype(x))
+    return _op.add(_op.multiply(y, _channel_view(ctx, scale, nd)), _channel_view(ctx, bias, nd))
 
 
-@register("LayerNormalization")
-class LayerNormalization(OnnxOpConverter):
-    @classmethod
-    def _impl_v17(cls, inputs, attr, ctx):
-        x, scale = inputs[0], inputs[1]
-        bias = inputs[2] if len(inputs) > 2 else None
-        shape = ctx.shape(x)
-        nd = len(shape)
-        axis = int(attr.get("axis", -1)) % nd
-        eps = float(attr.get("epsilon", 1e-5))
-        dt = ctx.dtype(x)
-        extra_outputs = any(o for o in ctx.node.output[1:])
-        if (axis == nd - 1 and not extra_outputs and ctx.shape(scale) == (shape[-1],)
-                and (bias is None or ctx.shape(bias) == (shape[-1],))):
-            b = bias if bias is not None else scalar(np.zeros(shape[-1]), dt)
-            return _nn.layer_norm(x, scale, b, axis=-1, epsilon=eps)
-        y, mean, inv = _normalize(x, list(range(axis, nd)), eps, dt)
-        y = _op.multiply(y, scale)
-        if bias is not None:
-            y = _op.add(y, bias)
-        return [y, mean, inv]
+@onnx_op("LayerNormalization", since=17)
+def _layer_normalization(inputs, attr, ctx):
+    x, scale = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    shape = ctx.shape(x)
+    nd = len(shape)
+    axis = int(attr.get("axis", -1)) % nd
+    eps = float(attr.get("epsilon", 1e-5))
+    dt = ctx.dtype(x)
+    extra_outputs = any(o for o in ctx.node.output[1:])
+    if (axis == nd - 1 and not extra_outputs and ctx.shape(scale) == (shape[-1],)
+            and (bias is None or ctx.shape(bias) == (shape[-1],))):
+        b = bias if bias is not None else scalar(np.zeros(shape[-1]), dt)
+        return _nn.layer_norm(x, scale, b, axis=-1, epsilon=eps)
+    y, mean, inv = _normalize(x, list(range(axis, nd)), eps, dt)
+    y = _op.multiply(y, scale)
+    if bias is not None:
+        y = _op.add(y, bias)
+    return [y, mean, inv]
 
 
-@register("RMSNormalization")
-class RMSNormalization(OnnxOpConverter):
-    @classmethod
-    def _impl_v23(cls, inputs, attr, ctx):
-        x, scale = inputs[0], inputs[1]
-        nd = ctx.ndim(x)
-        axis = int(attr.get("axis", -1)) % nd
-        dt = ctx.dtype(x)
-        ms = _op.mean(_op.multiply(x, x), axis=list(range(axis, nd)), keepdims=True)
-        return _op.multiply(_op.multiply(x, _op.rsqrt(_op.add(ms, scalar(float(attr.get("epsilon", 1e-5)), dt)))),
-                            scale)
+@onnx_op("RMSNormalization", since=23)
+def _rms_normalization(inputs, attr, ctx):
+    x, scale = inputs[0], inputs[1]
+    nd = ctx.ndim(x)
+    axis = int(attr.get("axis", -1)) % nd
+    dt = ctx.dtype(x)
+    ms = _op.mean(_op.multiply(x, x), axis=list(range(axis, nd)), keepdims=True)
+    return _op.multiply(_op.multiply(x, _op.rsqrt(_op.add(ms, scalar(float(attr.get("epsilon", 1e-5)), dt)))),
+                        scale)
 
 
-@register("GroupNormalization")
-class GroupNormalization(OnnxOpConverter):
-    @classmethod
-    def _convert(cls, inputs, attr, ctx, per_group_params):
-        x, scale, bias = inputs
-        shape = ctx.shape(x)
-        g = int(attr["num_groups"])
-        n, c = shape[0], shape[1]
-        if c % g:
-            raise ctx.error(f"{c} channels do not divide into {g} groups")
-        dt = ctx.dtype(x)
-        grouped = _op.reshape(x, [n, g, -1])
-        y, _, _ = _normalize(grouped, [2], float(attr.get("epsilon", 1e-5)), dt)
-        y = _op.reshape(y, list(shape))
-        if per_group_params:
-            scale = _op.repeat(scale, c // g, axis=0)
-            bias = _op.repeat(bias, c // g, axis=0)
-        nd = len(shape)
-        return _op.add(_op.multiply(y, _channel_view(ctx, scale, nd)), _channel_view(ctx, bias, nd))
-
-    @classmethod
-    def _impl_v18(cls, inputs, attr, ctx):
-        return cls._convert(inputs, attr, ctx, per_group_params=True)
-
-    @classmethod
-    def _impl_v21(cls, inputs, attr, ctx):
-        return cls._convert(inputs, attr, ctx, per_group_params=False)
+def _group_norm(inputs, attr, ctx, per_group_params):
+    x, scale, bias = inputs
+    shape = ctx.shape(x)
+    g = int(attr["num_groups"])
+    n, c = shape[0], shape[1]
+    if c % g:
+        raise ctx.error(f"{c} channels do not divide into {g} groups")
+    dt = ctx.dtype(x)
+    grouped = _op.reshape(x, [n, g, -1])
+    y, _, _ = _normalize(grouped, [2], float(attr.get("epsilon", 1e-5)), dt)
+    y = _op.reshape(y, list(shape))
+    if per_group_params:
+        scale = _op.repeat(scale, c // g, axis=0)
+        bias = _op.repeat(bias, c // g, axis=0)
+    nd = len(shape)
+    return _op.add(_op.multiply(y, _channel_view(ctx, scale, nd)), _channel_view(ctx, bias, nd))
 
 
-@register("LpNormalization")
-class LpNormalization(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        x = inputs[0]
-        axis = int(attr.get("axis", -1))
-        p = int(attr.get("p", 2))
-        if p == 1:
-            norm = _op.sum(_op.abs(x), axis=[axis], keepdims=True)
-        elif p == 2:
-            norm = _op.sqrt(_op.sum(_op.multiply(x, x), axis=[axis], keepdims=True))
-        else:
-            raise ctx.error(f"p must be 1 or 2, got {p}")
-        zero = scalar(0, ctx.dtype(x))
-        safe = _op.where(_op.equal(norm, zero), scalar(1, ctx.dtype(x)), norm)
-        return _op.where(_op.equal(norm, zero), zero, _op.divide(x, safe))
+@onnx_op("GroupNormalization", since=18)
+def _group_normalization_v18(inputs, attr, ctx):
+    return _group_norm(inputs, attr, ctx, per_group_params=True)
 
 
-@register("MeanVarianceNormalization")
-class MeanVarianceNormalization(OnnxOpConverter):
-    @classmethod
-    def _impl_v9(cls, inputs, attr, ctx):
-        x = inputs[0]
-        dt = ctx.dtype(x)
-        axes = list(attr.get("axes", [0, 2, 3]))
-        mean = _op.mean(x, axis=axes, keepdims=True)
-        centered = _op.subtract(x, mean)
-        std = _op.sqrt(_op.mean(_op.multiply(centered, centered), axis=axes, keepdims=True))
-        return _op.divide(centered, _op.add(std, scalar(1e-9, dt)))
+@onnx_op("GroupNormalization", since=21)
+def _group_normalization_v21(inputs, attr, ctx):
+    return _group_norm(inputs, attr, ctx, per_group_params=False)
 
 
-@register("LRN")
-class LRN(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        x = inputs[0]
-        shape = ctx.shape(x)
-        dt = ctx.dtype(x)
-        size = int(attr["size"])
-        alpha, beta, bias = float(attr.get("alpha", 1e-4)), float(attr.get("beta", 0.75)), float(attr.get("bias", 1.0))
-        n, c = shape[0], shape[1]
-        rest = int(np.prod(shape[2:])) if len(shape) > 2 else 1
-        sq = _op.reshape(_op.multiply(x, x), [n, 1, c, rest])
-        lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
-        window = _nn.avg_pool2d(sq, pool_size=(size, 1), strides=(1, 1), padding=(lo, 0, hi, 0),
-                                count_include_pad=True)
-        sums = _op.reshape(_op.multiply(window, scalar(float(size), dt)), list(shape))
-        denom = _op.power(_op.add(scalar(bias, dt), _op.multiply(scalar(alpha / size, dt), sums)), scalar(beta, dt))
-        return _op.divide(x, denom)
+@onnx_op("LpNormalization", since=1)
+def _lp_normalization(inputs, attr, ctx):
+    x = inputs[0]
+    axis = int(attr.get("axis", -1))
+    p = int(attr.get("p", 2))
+    if p == 1:
+        norm = _op.sum(_op.abs(x), axis=[axis], keepdims=True)
+    elif p == 2:
+        norm = _op.sqrt(_op.sum(_op.multiply(x, x), axis=[axis], keepdims=True))
+    else:
+        raise ctx.error(f"p must be 1 or 2, got {p}")
+    zero = scalar(0, ctx.dtype(x))
+    safe = _op.where(_op.equal(norm, zero), scalar(1, ctx.dtype(x)), norm)
+    return _op.where(_op.equal(norm, zero), zero, _op.divide(x, safe))
+
+
+@onnx_op("MeanVarianceNormalization", since=9)
+def _mean_variance_normalization(inputs, attr, ctx):
+    x = inputs[0]
+    dt = ctx.dtype(x)
+    axes = list(attr.get("axes", [0, 2, 3]))
+    mean = _op.mean(x, axis=axes, keepdims=True)
+    centered = _op.subtract(x, mean)
+    std = _op.sqrt(_op.mean(_op.multiply(centered, centered), axis=axes, keepdims=True))
+    return _op.divide(centered, _op.add(std, scalar(1e-9, dt)))
+
+
+@onnx_op("LRN", since=1)
+def _lrn(inputs, attr, ctx):
+    x = inputs[0]
+    shape = ctx.shape(x)
+    dt = ctx.dtype(x)
+    size = int(attr["size"])
+    alpha, beta, bias = float(attr.get("alpha", 1e-4)), float(attr.get("beta", 0.75)), float(attr.get("bias", 1.0))
+    n, c = shape[0], shape[1]
+    rest = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+    sq = _op.reshape(_op.multiply(x, x), [n, 1, c, rest])
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    window = _nn.avg_pool2d(sq, pool_size=(size, 1), strides=(1, 1), padding=(lo, 0, hi, 0),
+                            count_include_pad=True)
+    sums = _op.reshape(_op.multiply(window, scalar(float(size), dt)), list(shape))
+    denom = _op.power(_op.add(scalar(bias, dt), _op.multiply(scalar(alpha / size, dt), sums)), scalar(beta, dt))
+    return _op.divide(x, denom)
 
 
 # -- softmax family ------------------------------------------------------------------------------------------------
@@ -475,49 +441,47 @@ def _hardmax(ctx, x, axis):
     return _op.cast(_op.equal(idx, pos), ctx.dtype(x))
 
 
-def _softmax_family(fn_by_axis):
-    class SoftmaxLike(OnnxOpConverter):
-        @classmethod
-        def _impl_v1(cls, inputs, attr, ctx):
-            x = inputs[0]
-            return _coerce_2d(ctx, x, int(attr.get("axis", 1)), lambda t, a: fn_by_axis(ctx, t, a))
+def _softmax_family(name, fn_by_axis):
+    """Register ``name``: before opset 13 on the input flattened to 2-D at ``axis``, from 13 on one axis."""
+    @onnx_op(name, since=1)
+    def convert_v1(inputs, attr, ctx):
+        x = inputs[0]
+        return _coerce_2d(ctx, x, int(attr.get("axis", 1)), lambda t, a: fn_by_axis(ctx, t, a))
 
-        @classmethod
-        def _impl_v13(cls, inputs, attr, ctx):
-            return fn_by_axis(ctx, inputs[0], int(attr.get("axis", -1)))
-    return SoftmaxLike
+    @onnx_op(name, since=13)
+    def convert_v13(inputs, attr, ctx):
+        return fn_by_axis(ctx, inputs[0], int(attr.get("axis", -1)))
 
 
-register("Softmax")(type("Softmax", (_softmax_family(lambda ctx, x, a: _nn.softmax(x, axis=a)),), {}))
-register("LogSoftmax")(type("LogSoftmax", (_softmax_family(lambda ctx, x, a: _nn.log_softmax(x, axis=a)),), {}))
-register("Hardmax")(type("Hardmax", (_softmax_family(_hardmax),), {}))
+_softmax_family("Softmax", lambda ctx, x, a: _nn.softmax(x, axis=a))
+_softmax_family("LogSoftmax", lambda ctx, x, a: _nn.log_softmax(x, axis=a))
+_softmax_family("Hardmax", _hardmax)
 
 
 # -- Dropout ---------------------------------------------------------------------------------------------------------
-@register("Dropout")
-class Dropout(OnnxOpConverter):
-    @classmethod
-    def _mask(cls, ctx, x):
-        return _op.ones(ctx.shape(x), "bool")
+def _dropout_mask(ctx, x):
+    return _op.ones(ctx.shape(x), "bool")
 
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        x = inputs[0]
-        if ctx.opset < 7 and not int(attr.get("is_test", 1)):
-            raise ctx.unsupported("Dropout in training mode")
-        return [x, cls._mask(ctx, x)]
 
-    @classmethod
-    def _impl_v12(cls, inputs, attr, ctx):
-        x = inputs[0]
-        training = inputs[2] if len(inputs) > 2 else None
-        if training is not None:
-            mode = ctx.value(training)
-            if mode is None or bool(np.asarray(mode).reshape(-1)[0]):
-                ratio = ctx.value(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else 0.5
-                if mode is None or float(np.asarray(ratio).reshape(-1)[0]) != 0.0:
-                    raise ctx.unsupported("Dropout in training mode (training_mode=true)")
-        return [x, cls._mask(ctx, x)]
+@onnx_op("Dropout", since=1)
+def _dropout_v1(inputs, attr, ctx):
+    x = inputs[0]
+    if ctx.opset < 7 and not int(attr.get("is_test", 1)):
+        raise ctx.unsupported("Dropout in training mode")
+    return [x, _dropout_mask(ctx, x)]
+
+
+@onnx_op("Dropout", since=12)
+def _dropout_v12(inputs, attr, ctx):
+    x = inputs[0]
+    training = inputs[2] if len(inputs) > 2 else None
+    if training is not None:
+        mode = ctx.value(training)
+        if mode is None or bool(np.asarray(mode).reshape(-1)[0]):
+            ratio = ctx.value(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else 0.5
+            if mode is None or float(np.asarray(ratio).reshape(-1)[0]) != 0.0:
+                raise ctx.unsupported("Dropout in training mode (training_mode=true)")
+    return [x, _dropout_mask(ctx, x)]
 
 
 # -- Resize / Upsample --------------------------------------------------------------------------------------------
@@ -554,67 +518,64 @@ def _sizes_from_scales(ctx, shape, scales):
     return sizes
 
 
-@register("Resize")
-class Resize(OnnxOpConverter):
-    @classmethod
-    def _impl_v10(cls, inputs, attr, ctx):
-        x, scales = inputs[0], inputs[1]
-        mode = _RESIZE_MODES.get(attr.get("mode", "nearest"))
-        if mode is None or mode == "cubic":
-            raise ctx.error(f"mode must be nearest or linear, got {attr.get('mode')!r}")
-        sizes = _sizes_from_scales(ctx, ctx.shape(x), ctx.require_value(scales, "scales"))
-        return _resize(ctx, x, sizes, mode, "asymmetric", "floor", -0.75, 0, 0.0)
-
-    @classmethod
-    def _impl_v11(cls, inputs, attr, ctx):
-        x = inputs[0]
-        scales = inputs[2] if len(inputs) > 2 else None
-        sizes = inputs[3] if len(inputs) > 3 else None
-        shape = ctx.shape(x)
-        if int(attr.get("antialias", 0)):
-            raise ctx.unsupported("antialias=1")
-        mode = _RESIZE_MODES.get(attr.get("mode", "nearest"))
-        if mode is None:
-            raise ctx.error(f"mode must be nearest, linear or cubic, got {attr.get('mode')!r}")
-        axes = attr.get("axes")
-        nd = len(shape)
-        axes = [a % nd for a in axes] if axes is not None else list(range(nd))
-        scale_given = scales is not None and ctx.shape(scales) != (0,)
-        size_v = ctx.require_value(sizes, "sizes") if sizes is not None and not scale_given else None
-        if size_v is not None and np.asarray(size_v).size:
-            req = [int(s) for s in np.asarray(size_v).reshape(-1)]
-            policy = attr.get("keep_aspect_ratio_policy", "stretch")
-            if policy != "stretch":
-                ratios = [req[k] / shape[a] for k, a in enumerate(axes)]
-                r = min(ratios) if policy == "not_larger" else max(ratios)
-                req = [int(math.floor(r * shape[a] + 0.5)) for a in axes]
-            out = list(shape)
-            for k, a in enumerate(axes):
-                out[a] = req[k]
-        else:
-            scale_v = ctx.require_value(scales, "scales") if scales is not None else None
-            if scale_v is None or not np.asarray(scale_v).size:
-                raise ctx.error("one of scales or sizes is required")
-            full = [1.0] * nd
-            for k, a in enumerate(axes):
-                full[a] = float(np.asarray(scale_v).reshape(-1)[k])
-            out = _sizes_from_scales(ctx, shape, full)
-        return _resize(ctx, x, out, mode, attr.get("coordinate_transformation_mode", "half_pixel"),
-                       attr.get("nearest_mode", "round_prefer_floor"), float(attr.get("cubic_coeff_a", -0.75)),
-                       int(attr.get("exclude_outside", 0)), float(attr.get("extrapolation_value", 0.0)))
+@onnx_op("Resize", since=10)
+def _resize_v10(inputs, attr, ctx):
+    x, scales = inputs[0], inputs[1]
+    mode = _RESIZE_MODES.get(attr.get("mode", "nearest"))
+    if mode is None or mode == "cubic":
+        raise ctx.error(f"mode must be nearest or linear, got {attr.get('mode')!r}")
+    sizes = _sizes_from_scales(ctx, ctx.shape(x), ctx.require_value(scales, "scales"))
+    return _resize(ctx, x, sizes, mode, "asymmetric", "floor", -0.75, 0, 0.0)
 
 
-@register("Upsample")
-class Upsample(OnnxOpConverter):
-    @classmethod
-    def _impl_v7(cls, inputs, attr, ctx):
-        x = inputs[0]
-        scales = attr.get("scales") if len(inputs) < 2 else ctx.require_value(inputs[1], "scales")
-        mode = _RESIZE_MODES.get(attr.get("mode", "nearest"))
-        if mode is None or mode == "cubic":
-            raise ctx.error(f"mode must be nearest or linear, got {attr.get('mode')!r}")
-        sizes = _sizes_from_scales(ctx, ctx.shape(x), scales)
-        return _resize(ctx, x, sizes, mode, "asymmetric", "floor", -0.75, 0, 0.0)
+@onnx_op("Resize", since=11)
+def _resize_v11(inputs, attr, ctx):
+    x = inputs[0]
+    scales = inputs[2] if len(inputs) > 2 else None
+    sizes = inputs[3] if len(inputs) > 3 else None
+    shape = ctx.shape(x)
+    if int(attr.get("antialias", 0)):
+        raise ctx.unsupported("antialias=1")
+    mode = _RESIZE_MODES.get(attr.get("mode", "nearest"))
+    if mode is None:
+        raise ctx.error(f"mode must be nearest, linear or cubic, got {attr.get('mode')!r}")
+    axes = attr.get("axes")
+    nd = len(shape)
+    axes = [a % nd for a in axes] if axes is not None else list(range(nd))
+    scale_given = scales is not None and ctx.shape(scales) != (0,)
+    size_v = ctx.require_value(sizes, "sizes") if sizes is not None and not scale_given else None
+    if size_v is not None and np.asarray(size_v).size:
+        req = [int(s) for s in np.asarray(size_v).reshape(-1)]
+        policy = attr.get("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            ratios = [req[k] / shape[a] for k, a in enumerate(axes)]
+            r = min(ratios) if policy == "not_larger" else max(ratios)
+            req = [int(math.floor(r * shape[a] + 0.5)) for a in axes]
+        out = list(shape)
+        for k, a in enumerate(axes):
+            out[a] = req[k]
+    else:
+        scale_v = ctx.require_value(scales, "scales") if scales is not None else None
+        if scale_v is None or not np.asarray(scale_v).size:
+            raise ctx.error("one of scales or sizes is required")
+        full = [1.0] * nd
+        for k, a in enumerate(axes):
+            full[a] = float(np.asarray(scale_v).reshape(-1)[k])
+        out = _sizes_from_scales(ctx, shape, full)
+    return _resize(ctx, x, out, mode, attr.get("coordinate_transformation_mode", "half_pixel"),
+                   attr.get("nearest_mode", "round_prefer_floor"), float(attr.get("cubic_coeff_a", -0.75)),
+                   int(attr.get("exclude_outside", 0)), float(attr.get("extrapolation_value", 0.0)))
+
+
+@onnx_op("Upsample", since=7)
+def _upsample(inputs, attr, ctx):
+    x = inputs[0]
+    scales = attr.get("scales") if len(inputs) < 2 else ctx.require_value(inputs[1], "scales")
+    mode = _RESIZE_MODES.get(attr.get("mode", "nearest"))
+    if mode is None or mode == "cubic":
+        raise ctx.error(f"mode must be nearest or linear, got {attr.get('mode')!r}")
+    sizes = _sizes_from_scales(ctx, ctx.shape(x), scales)
+    return _resize(ctx, x, sizes, mode, "asymmetric", "floor", -0.75, 0, 0.0)
 
 
 # -- losses ------------------------------------------------------------------------------------------------------
@@ -647,20 +608,16 @@ def nll_loss(ctx, x, target, weight, reduction, ignore_index):
     return _op.divide(_op.sum(loss), _op.sum(wt))
 
 
-@register("NegativeLogLikelihoodLoss")
-class NegativeLogLikelihoodLoss(OnnxOpConverter):
-    @classmethod
-    def _impl_v12(cls, inputs, attr, ctx):
-        weight = inputs[2] if len(inputs) > 2 else None
-        return nll_loss(ctx, inputs[0], inputs[1], weight, attr.get("reduction", "mean"), attr.get("ignore_index"))
+@onnx_op("NegativeLogLikelihoodLoss", since=12)
+def _negative_log_likelihood_loss(inputs, attr, ctx):
+    weight = inputs[2] if len(inputs) > 2 else None
+    return nll_loss(ctx, inputs[0], inputs[1], weight, attr.get("reduction", "mean"), attr.get("ignore_index"))
 
 
-@register("SoftmaxCrossEntropyLoss")
-class SoftmaxCrossEntropyLoss(OnnxOpConverter):
-    @classmethod
-    def _impl_v12(cls, inputs, attr, ctx):
-        scores, labels = inputs[0], inputs[1]
-        weight = inputs[2] if len(inputs) > 2 else None
-        log_prob = _nn.log_softmax(scores, axis=1)
-        loss = nll_loss(ctx, log_prob, labels, weight, attr.get("reduction", "mean"), attr.get("ignore_index"))
-        return [loss, log_prob]
+@onnx_op("SoftmaxCrossEntropyLoss", since=12)
+def _softmax_cross_entropy_loss(inputs, attr, ctx):
+    scores, labels = inputs[0], inputs[1]
+    weight = inputs[2] if len(inputs) > 2 else None
+    log_prob = _nn.log_softmax(scores, axis=1)
+    loss = nll_loss(ctx, log_prob, labels, weight, attr.get("reduction", "mean"), attr.get("ignore_index"))
+    return [loss, log_prob]

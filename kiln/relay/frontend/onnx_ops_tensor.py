@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import op as _op
 from ..op import nn as _nn
-from .onnx_common import const, ONNX_DTYPES, OnnxOpConverter, onnx_dtype, register
+from .onnx_common import const, ONNX_DTYPES, onnx_dtype, onnx_op
 from .onnx_ops_elemwise import scalar
 
 
@@ -27,82 +27,70 @@ def _int64(values):
 
 
 # -- shapes and constants ---------------------------------------------------------------------------------------
-@register("Shape")
-class Shape(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        shape = list(ctx.shape(inputs[0]))
-        n = len(shape)
-        start = int(attr.get("start", 0))
-        end = attr.get("end")
-        start = min(max(start + n if start < 0 else start, 0), n)
-        end = n if end is None else int(end)
-        end = min(max(end + n if end < 0 else end, 0), n)
-        return _int64(shape[start:end])
+@onnx_op("Shape", since=1)
+def _shape(inputs, attr, ctx):
+    shape = list(ctx.shape(inputs[0]))
+    n = len(shape)
+    start = int(attr.get("start", 0))
+    end = attr.get("end")
+    start = min(max(start + n if start < 0 else start, 0), n)
+    end = n if end is None else int(end)
+    end = min(max(end + n if end < 0 else end, 0), n)
+    return _int64(shape[start:end])
 
 
-@register("Size")
-class Size(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        return _int64(int(np.prod(ctx.shape(inputs[0]))))
+@onnx_op("Size", since=1)
+def _size(inputs, attr, ctx):
+    return _int64(int(np.prod(ctx.shape(inputs[0]))))
 
 
-@register("Constant")
-class Constant(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        if "value" in attr:
-            v = np.asarray(attr["value"])
-            if str(v.dtype) not in ONNX_DTYPES.values():
-                raise ctx.unsupported(f"a Constant of dtype {v.dtype}")
-            return const(v)
-        for key, dt in (("value_float", "float32"), ("value_floats", "float32"), ("value_int", "int64"),
-                        ("value_ints", "int64")):
-            if key in attr:
-                return const(np.asarray(attr[key], dtype=dt))
-        if "sparse_value" in attr:
-            raise ctx.unsupported("a sparse_value Constant")
-        if "value_string" in attr or "value_strings" in attr:
-            raise ctx.unsupported("a string Constant")
-        raise ctx.error("no value attribute")
+@onnx_op("Constant", since=1)
+def _constant(inputs, attr, ctx):
+    if "value" in attr:
+        v = np.asarray(attr["value"])
+        if str(v.dtype) not in ONNX_DTYPES.values():
+            raise ctx.unsupported(f"a Constant of dtype {v.dtype}")
+        return const(v)
+    for key, dt in (("value_float", "float32"), ("value_floats", "float32"), ("value_int", "int64"),
+                    ("value_ints", "int64")):
+        if key in attr:
+            return const(np.asarray(attr[key], dtype=dt))
+    if "sparse_value" in attr:
+        raise ctx.unsupported("a sparse_value Constant")
+    if "value_string" in attr or "value_strings" in attr:
+        raise ctx.unsupported("a string Constant")
+    raise ctx.error("no value attribute")
 
 
-@register("ConstantOfShape")
-class ConstantOfShape(OnnxOpConverter):
-    @classmethod
-    def _impl_v9(cls, inputs, attr, ctx):
-        shape = ctx.int_list(inputs[0], "shape")
-        value = np.asarray(attr.get("value", np.zeros(1, "float32")))
-        if value.size != 1:
-            raise ctx.error(f"value must hold one element, got {value.size}")
-        dt = str(value.dtype)
-        return _op.full(scalar(value.reshape(()), dt), shape, dt)
+@onnx_op("ConstantOfShape", since=9)
+def _constant_of_shape(inputs, attr, ctx):
+    shape = ctx.int_list(inputs[0], "shape")
+    value = np.asarray(attr.get("value", np.zeros(1, "float32")))
+    if value.size != 1:
+        raise ctx.error(f"value must hold one element, got {value.size}")
+    dt = str(value.dtype)
+    return _op.full(scalar(value.reshape(()), dt), shape, dt)
 
 
-@register("Range")
-class Range(OnnxOpConverter):
-    @classmethod
-    def _impl_v11(cls, inputs, attr, ctx):
-        start, limit, delta = (np.asarray(ctx.require_value(i, n)).reshape(()) for i, n in
-                               zip(inputs, ("start", "limit", "delta")))
-        dt = ctx.dtype(inputs[0])
-        n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
-        vals = start.astype("float64") + np.arange(n, dtype="float64") * delta.astype("float64")
-        if not dt.startswith("float"):
-            vals = start.astype(dt) + np.arange(n, dtype=dt) * delta.astype(dt)
-        return const(np.asarray(vals, dtype=dt))
+@onnx_op("Range", since=11)
+def _range(inputs, attr, ctx):
+    start, limit, delta = (np.asarray(ctx.require_value(i, n)).reshape(()) for i, n in
+                           zip(inputs, ("start", "limit", "delta")))
+    dt = ctx.dtype(inputs[0])
+    n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+    vals = start.astype("float64") + np.arange(n, dtype="float64") * delta.astype("float64")
+    if not dt.startswith("float"):
+        vals = start.astype(dt) + np.arange(n, dtype=dt) * delta.astype(dt)
+    return const(np.asarray(vals, dtype=dt))
 
 
-@register("EyeLike")
-class EyeLike(OnnxOpConverter):
-    @classmethod
-    def _impl_v9(cls, inputs, attr, ctx):
-        shape = ctx.shape(inputs[0])
-        if len(shape) != 2:
-            raise ctx.error(f"input must be 2-D, got shape {shape}")
-        dt = onnx_dtype(attr["dtype"], ctx.where) if "dtype" in attr else ctx.dtype(inputs[0])
-        return const(np.eye(shape[0], shape[1], k=int(attr.get("k", 0)), dtype=dt))
+@onnx_op("EyeLike", since=9)
+def _eye_like(inputs, attr, ctx):
+    shape = ctx.shape(inputs[0])
+    if len(shape) != 2:
+        raise ctx.error(f"input must be 2-D, got shape {shape}")
+    dt = onnx_dtype(attr["dtype"], ctx.where) if "dtype" in attr else ctx.dtype(inputs[0])
+    return const(np.eye(shape[0], shape[1], k=int(attr.get("k", 0)), dtype=dt))
 
 
 # -- reshaping ------------------------------------------------------------------------------------------------------
@@ -129,43 +117,38 @@ def reshape_target(ctx, in_shape, target, allowzero=False) -> list:
     return out
 
 
-@register("Reshape")
-class Reshape(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        return _op.reshape(inputs[0], reshape_target(ctx, ctx.shape(inputs[0]), list(attr["shape"])))
-
-    @classmethod
-    def _impl_v5(cls, inputs, attr, ctx):
-        target = ctx.int_list(inputs[1], "target shape")
-        return _op.reshape(inputs[0], reshape_target(ctx, ctx.shape(inputs[0]), target,
-                                                     bool(int(attr.get("allowzero", 0)))))
+@onnx_op("Reshape", since=1)
+def _reshape_v1(inputs, attr, ctx):
+    return _op.reshape(inputs[0], reshape_target(ctx, ctx.shape(inputs[0]), list(attr["shape"])))
 
 
-@register("Flatten")
-class Flatten(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        shape = ctx.shape(inputs[0], dynamic_ok=True)
-        axis = int(attr.get("axis", 1))
-        axis = axis + len(shape) if axis < 0 else axis
-        if not 0 <= axis <= len(shape):
-            raise ctx.error(f"axis {attr.get('axis')} is out of range for a {len(shape)}-D tensor")
-        head, tail = shape[:axis], shape[axis:]
-        static = lambda dims: all(isinstance(d, int) for d in dims)  # noqa: E731
-        if not static(head) and not static(tail):
-            raise ctx.unsupported("Flatten with dynamic dimensions on both sides of the axis")
-        # an unknown side becomes -1 (reshape infers it at run time)
-        return _op.reshape(inputs[0], [int(np.prod(head)) if static(head) else -1,
-                                       int(np.prod(tail)) if static(tail) else -1])
+@onnx_op("Reshape", since=5)
+def _reshape_v5(inputs, attr, ctx):
+    target = ctx.int_list(inputs[1], "target shape")
+    return _op.reshape(inputs[0], reshape_target(ctx, ctx.shape(inputs[0]), target,
+                                                 bool(int(attr.get("allowzero", 0)))))
 
 
-@register("Transpose")
-class Transpose(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        perm = attr.get("perm")
-        return _op.transpose(inputs[0], list(perm) if perm is not None else None)
+@onnx_op("Flatten", since=1)
+def _flatten(inputs, attr, ctx):
+    shape = ctx.shape(inputs[0], dynamic_ok=True)
+    axis = int(attr.get("axis", 1))
+    axis = axis + len(shape) if axis < 0 else axis
+    if not 0 <= axis <= len(shape):
+        raise ctx.error(f"axis {attr.get('axis')} is out of range for a {len(shape)}-D tensor")
+    head, tail = shape[:axis], shape[axis:]
+    static = lambda dims: all(isinstance(d, int) for d in dims)  # noqa: E731
+    if not static(head) and not static(tail):
+        raise ctx.unsupported("Flatten with dynamic dimensions on both sides of the axis")
+    # an unknown side becomes -1 (reshape infers it at run time)
+    return _op.reshape(inputs[0], [int(np.prod(head)) if static(head) else -1,
+                                   int(np.prod(tail)) if static(tail) else -1])
+
+
+@onnx_op("Transpose", since=1)
+def _transpose(inputs, attr, ctx):
+    perm = attr.get("perm")
+    return _op.transpose(inputs[0], list(perm) if perm is not None else None)
 
 
 def _squeeze(ctx, x, axes):
@@ -190,128 +173,116 @@ def _unsqueeze(ctx, x, axes):
     return _op.reshape(x, shape)
 
 
-@register("Squeeze")
-class Squeeze(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        return _squeeze(ctx, inputs[0], attr.get("axes"))
-
-    @classmethod
-    def _impl_v13(cls, inputs, attr, ctx):
-        axes = ctx.int_list(inputs[1], "axes") if len(inputs) > 1 and inputs[1] is not None else None
-        return _squeeze(ctx, inputs[0], axes)
+@onnx_op("Squeeze", since=1)
+def _squeeze_v1(inputs, attr, ctx):
+    return _squeeze(ctx, inputs[0], attr.get("axes"))
 
 
-@register("Unsqueeze")
-class Unsqueeze(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        return _unsqueeze(ctx, inputs[0], list(attr["axes"]))
-
-    @classmethod
-    def _impl_v13(cls, inputs, attr, ctx):
-        return _unsqueeze(ctx, inputs[0], ctx.int_list(inputs[1], "axes"))
+@onnx_op("Squeeze", since=13)
+def _squeeze_v13(inputs, attr, ctx):
+    axes = ctx.int_list(inputs[1], "axes") if len(inputs) > 1 and inputs[1] is not None else None
+    return _squeeze(ctx, inputs[0], axes)
 
 
-@register("Expand")
-class Expand(OnnxOpConverter):
-    @classmethod
-    def _impl_v8(cls, inputs, attr, ctx):
-        x = inputs[0]
-        target = ctx.int_list(inputs[1], "shape")
-        shape = ctx.shape(x)
-        try:
-            out = np.broadcast_shapes(tuple(shape), tuple(target))
-        except ValueError:
-            raise ctx.error(f"cannot expand shape {shape} to {tuple(target)}") from None
-        if tuple(out) == tuple(shape):
-            return x
-        return _op.broadcast_to(x, list(out))
+@onnx_op("Unsqueeze", since=1)
+def _unsqueeze_v1(inputs, attr, ctx):
+    return _unsqueeze(ctx, inputs[0], list(attr["axes"]))
 
 
-@register("Tile")
-class Tile(OnnxOpConverter):
-    @classmethod
-    def _impl_v6(cls, inputs, attr, ctx):
-        return _op.tile(inputs[0], ctx.int_list(inputs[1], "repeats"))
+@onnx_op("Unsqueeze", since=13)
+def _unsqueeze_v13(inputs, attr, ctx):
+    return _unsqueeze(ctx, inputs[0], ctx.int_list(inputs[1], "axes"))
 
 
-@register("DepthToSpace")
-class DepthToSpace(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        x = inputs[0]
-        n, c, h, w = ctx.shape(x)
-        b = int(attr["blocksize"])
-        if c % (b * b):
-            raise ctx.error(f"{c} channels do not divide by blocksize^2 = {b * b}")
-        if attr.get("mode", "DCR") == "DCR":
-            y = _op.transpose(_op.reshape(x, [n, b, b, c // (b * b), h, w]), [0, 3, 4, 1, 5, 2])
-        else:
-            y = _op.transpose(_op.reshape(x, [n, c // (b * b), b, b, h, w]), [0, 1, 4, 2, 5, 3])
-        return _op.reshape(y, [n, c // (b * b), h * b, w * b])
+@onnx_op("Expand", since=8)
+def _expand(inputs, attr, ctx):
+    x = inputs[0]
+    target = ctx.int_list(inputs[1], "shape")
+    shape = ctx.shape(x)
+    try:
+        out = np.broadcast_shapes(tuple(shape), tuple(target))
+    except ValueError:
+        raise ctx.error(f"cannot expand shape {shape} to {tuple(target)}") from None
+    if tuple(out) == tuple(shape):
+        return x
+    return _op.broadcast_to(x, list(out))
 
 
-@register("SpaceToDepth")
-class SpaceToDepth(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        x = inputs[0]
-        n, c, h, w = ctx.shape(x)
-        b = int(attr["blocksize"])
-        if h % b or w % b:
-            raise ctx.error(f"spatial size {h}x{w} does not divide by blocksize {b}")
-        perm = [0, 3, 5, 1, 2, 4] if attr.get("mode", "DCR") == "DCR" else [0, 1, 3, 5, 2, 4]
-        y = _op.transpose(_op.reshape(x, [n, c, h // b, b, w // b, b]), perm)
-        return _op.reshape(y, [n, c * b * b, h // b, w // b])
+@onnx_op("Tile", since=6)
+def _tile(inputs, attr, ctx):
+    return _op.tile(inputs[0], ctx.int_list(inputs[1], "repeats"))
+
+
+@onnx_op("DepthToSpace", since=1)
+def _depth_to_space(inputs, attr, ctx):
+    x = inputs[0]
+    n, c, h, w = ctx.shape(x)
+    b = int(attr["blocksize"])
+    if c % (b * b):
+        raise ctx.error(f"{c} channels do not divide by blocksize^2 = {b * b}")
+    if attr.get("mode", "DCR") == "DCR":
+        y = _op.transpose(_op.reshape(x, [n, b, b, c // (b * b), h, w]), [0, 3, 4, 1, 5, 2])
+    else:
+        y = _op.transpose(_op.reshape(x, [n, c // (b * b), b, b, h, w]), [0, 1, 4, 2, 5, 3])
+    return _op.reshape(y, [n, c // (b * b), h * b, w * b])
+
+
+@onnx_op("SpaceToDepth", since=1)
+def _space_to_depth(inputs, attr, ctx):
+    x = inputs[0]
+    n, c, h, w = ctx.shape(x)
+    b = int(attr["blocksize"])
+    if h % b or w % b:
+        raise ctx.error(f"spatial size {h}x{w} does not divide by blocksize {b}")
+    perm = [0, 3, 5, 1, 2, 4] if attr.get("mode", "DCR") == "DCR" else [0, 1, 3, 5, 2, 4]
+    y = _op.transpose(_op.reshape(x, [n, c, h // b, b, w // b, b]), perm)
+    return _op.reshape(y, [n, c * b * b, h // b, w // b])
 
 
 # -- joining and splitting ------------------------------------------------------------------------------------------
-@register("Concat")
-class Concat(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        args = [i for i in inputs if i is not None]
-        if len(args) == 1:
-            return args[0]
-        return _op.concatenate(args, axis=int(attr.get("axis", 1)))
+@onnx_op("Concat", since=1)
+def _concat(inputs, attr, ctx):
+    args = [i for i in inputs if i is not None]
+    if len(args) == 1:
+        return args[0]
+    return _op.concatenate(args, axis=int(attr.get("axis", 1)))
 
 
-@register("Split")
-class Split(OnnxOpConverter):
-    @classmethod
-    def _split(cls, ctx, x, axis, sizes, num_outputs):
-        shape = ctx.shape(x)
-        axis = _axis(ctx, axis, len(shape))
-        dim = shape[axis]
-        if sizes is None:
-            n = num_outputs
-            step = -(-dim // n)
-            sizes = [step] * (n - 1) + [dim - step * (n - 1)]
-        if sum(sizes) != dim or any(s < 0 for s in sizes):
-            raise ctx.error(f"split sizes {sizes} do not add up to the axis size {dim}")
-        if len(sizes) == 1:
-            return [x]
-        points = list(np.cumsum(sizes)[:-1])
-        parts = _op.split(x, [int(p) for p in points], axis=axis)
-        return [parts[k] for k in range(len(sizes))]
+def _split(ctx, x, axis, sizes, num_outputs):
+    shape = ctx.shape(x)
+    axis = _axis(ctx, axis, len(shape))
+    dim = shape[axis]
+    if sizes is None:
+        n = num_outputs
+        step = -(-dim // n)
+        sizes = [step] * (n - 1) + [dim - step * (n - 1)]
+    if sum(sizes) != dim or any(s < 0 for s in sizes):
+        raise ctx.error(f"split sizes {sizes} do not add up to the axis size {dim}")
+    if len(sizes) == 1:
+        return [x]
+    points = list(np.cumsum(sizes)[:-1])
+    parts = _op.split(x, [int(p) for p in points], axis=axis)
+    return [parts[k] for k in range(len(sizes))]
 
-    @classmethod
-    def _impl_v2(cls, inputs, attr, ctx):
-        split = attr.get("split")
-        return cls._split(ctx, inputs[0], int(attr.get("axis", 0)), list(split) if split else None,
-                          len(ctx.node.output))
 
-    @classmethod
-    def _impl_v13(cls, inputs, attr, ctx):
-        sizes = ctx.int_list(inputs[1], "split") if len(inputs) > 1 and inputs[1] is not None else None
-        return cls._split(ctx, inputs[0], int(attr.get("axis", 0)), sizes, len(ctx.node.output))
+@onnx_op("Split", since=2)
+def _split_v2(inputs, attr, ctx):
+    split = attr.get("split")
+    return _split(ctx, inputs[0], int(attr.get("axis", 0)), list(split) if split else None,
+                  len(ctx.node.output))
 
-    @classmethod
-    def _impl_v18(cls, inputs, attr, ctx):
-        sizes = ctx.int_list(inputs[1], "split") if len(inputs) > 1 and inputs[1] is not None else None
-        n = int(attr.get("num_outputs", len(ctx.node.output)))
-        return cls._split(ctx, inputs[0], int(attr.get("axis", 0)), sizes, n)
+
+@onnx_op("Split", since=13)
+def _split_v13(inputs, attr, ctx):
+    sizes = ctx.int_list(inputs[1], "split") if len(inputs) > 1 and inputs[1] is not None else None
+    return _split(ctx, inputs[0], int(attr.get("axis", 0)), sizes, len(ctx.node.output))
+
+
+@onnx_op("Split", since=18)
+def _split_v18(inputs, attr, ctx):
+    sizes = ctx.int_list(inputs[1], "split") if len(inputs) > 1 and inputs[1] is not None else None
+    n = int(attr.get("num_outputs", len(ctx.node.output)))
+    return _split(ctx, inputs[0], int(attr.get("axis", 0)), sizes, n)
 
 
 # -- indexing -------------------------------------------------------------------------------------------------------
@@ -330,18 +301,17 @@ def slice_expr(ctx, x, starts, ends, axes, steps):
                              strides=[int(st) for st in steps], axes=axes)
 
 
-@register("Slice")
-class Slice(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        return slice_expr(ctx, inputs[0], list(attr["starts"]), list(attr["ends"]), attr.get("axes"), None)
+@onnx_op("Slice", since=1)
+def _slice_v1(inputs, attr, ctx):
+    return slice_expr(ctx, inputs[0], list(attr["starts"]), list(attr["ends"]), attr.get("axes"), None)
 
-    @classmethod
-    def _impl_v10(cls, inputs, attr, ctx):
-        def opt(k, what):
-            return ctx.int_list(inputs[k], what) if len(inputs) > k and inputs[k] is not None else None
-        return slice_expr(ctx, inputs[0], ctx.int_list(inputs[1], "starts"), ctx.int_list(inputs[2], "ends"),
-                          opt(3, "axes"), opt(4, "steps"))
+
+@onnx_op("Slice", since=10)
+def _slice_v10(inputs, attr, ctx):
+    def opt(k, what):
+        return ctx.int_list(inputs[k], what) if len(inputs) > k and inputs[k] is not None else None
+    return slice_expr(ctx, inputs[0], ctx.int_list(inputs[1], "starts"), ctx.int_list(inputs[2], "ends"),
+                      opt(3, "axes"), opt(4, "steps"))
 
 
 def _normalize_indices(ctx, idx, dim):
@@ -356,114 +326,100 @@ def _normalize_indices(ctx, idx, dim):
     return _op.where(_op.less(idx, scalar(0, dt)), _op.add(idx, scalar(dim, dt)), idx)
 
 
-@register("Gather")
-class Gather(OnnxOpConverter):
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        x, idx = inputs
-        shape = ctx.shape(x)
-        axis = _axis(ctx, int(attr.get("axis", 0)), len(shape))
-        if ctx.value(idx) is not None:  # constant indices: checked and normalized at import time
-            return _op.take(x, _normalize_indices(ctx, idx, shape[axis]), axis=axis)
-        # run-time indices: counted from the end when negative, and an index out of range fails the run
-        # with an error (ONNX Runtime raises; clamping would return a wrong row silently)
-        return _op.take(x, idx, axis=axis, mode="raise")
+@onnx_op("Gather", since=1)
+def _gather(inputs, attr, ctx):
+    x, idx = inputs
+    shape = ctx.shape(x)
+    axis = _axis(ctx, int(attr.get("axis", 0)), len(shape))
+    if ctx.value(idx) is not None:  # constant indices: checked and normalized at import time
+        return _op.take(x, _normalize_indices(ctx, idx, shape[axis]), axis=axis)
+    # run-time indices: counted from the end when negative, and an index out of range fails the run
+    # with an error (ONNX Runtime raises; clamping would return a wrong row silently)
+    return _op.take(x, idx, axis=axis, mode="raise")
 
 
-@register("GatherElements")
-class GatherElements(OnnxOpConverter):
-    @classmethod
-    def _impl_v11(cls, inputs, attr, ctx):
-        x, idx = inputs
-        shape = ctx.shape(x)
-        axis = _axis(ctx, int(attr.get("axis", 0)), len(shape))
-        return _op.gather(x, axis, _normalize_indices(ctx, idx, shape[axis]))
+@onnx_op("GatherElements", since=11)
+def _gather_elements(inputs, attr, ctx):
+    x, idx = inputs
+    shape = ctx.shape(x)
+    axis = _axis(ctx, int(attr.get("axis", 0)), len(shape))
+    return _op.gather(x, axis, _normalize_indices(ctx, idx, shape[axis]))
 
 
-@register("GatherND")
-class GatherND(OnnxOpConverter):
-    @classmethod
-    def _impl_v11(cls, inputs, attr, ctx):
-        x, idx = inputs
-        dshape, ishape = ctx.shape(x), ctx.shape(idx)
-        b = int(attr.get("batch_dims", 0))
-        m = ishape[-1]
-        if b + m > len(dshape):
-            raise ctx.error(f"indices of depth {m} with batch_dims {b} exceed the data rank {len(dshape)}")
-        idt = "int64"
-        idx = _op.cast(idx, idt)
-        dims = dshape[b:b + m]
-        # negative indices count from the end of their axis
-        dim_vec = _int64(list(dims))
-        idx = _op.where(_op.less(idx, scalar(0, idt)), _op.add(idx, dim_vec), idx)
-        strides = [int(np.prod(dims[k + 1:])) for k in range(m)]
-        lin = _op.sum(_op.multiply(idx, _int64(strides)), axis=[-1])
-        nbatch = int(np.prod(dshape[:b])) if b else 1
-        if b:
-            offs = np.arange(nbatch, dtype="int64").reshape(list(ishape[:b]) + [1] * (len(ishape) - 1 - b))
-            lin = _op.add(lin, _int64(offs * int(np.prod(dims))))
-        flat = _op.reshape(x, [nbatch * int(np.prod(dims))] + list(dshape[b + m:]))
-        return _op.take(flat, lin, axis=0)
+@onnx_op("GatherND", since=11)
+def _gather_nd(inputs, attr, ctx):
+    x, idx = inputs
+    dshape, ishape = ctx.shape(x), ctx.shape(idx)
+    b = int(attr.get("batch_dims", 0))
+    m = ishape[-1]
+    if b + m > len(dshape):
+        raise ctx.error(f"indices of depth {m} with batch_dims {b} exceed the data rank {len(dshape)}")
+    idt = "int64"
+    idx = _op.cast(idx, idt)
+    dims = dshape[b:b + m]
+    # negative indices count from the end of their axis
+    dim_vec = _int64(list(dims))
+    idx = _op.where(_op.less(idx, scalar(0, idt)), _op.add(idx, dim_vec), idx)
+    strides = [int(np.prod(dims[k + 1:])) for k in range(m)]
+    lin = _op.sum(_op.multiply(idx, _int64(strides)), axis=[-1])
+    nbatch = int(np.prod(dshape[:b])) if b else 1
+    if b:
+        offs = np.arange(nbatch, dtype="int64").reshape(list(ishape[:b]) + [1] * (len(ishape) - 1 - b))
+        lin = _op.add(lin, _int64(offs * int(np.prod(dims))))
+    flat = _op.reshape(x, [nbatch * int(np.prod(dims))] + list(dshape[b + m:]))
+    return _op.take(flat, lin, axis=0)
 
 
-@register("OneHot")
-class OneHot(OnnxOpConverter):
-    @classmethod
-    def _impl_v9(cls, inputs, attr, ctx):
-        idx, depth, values = inputs
-        d = int(np.asarray(ctx.require_value(depth, "depth")).reshape(-1)[0])
-        ishape = ctx.shape(idx)
-        rank = len(ishape) + 1
-        axis = _axis(ctx, int(attr.get("axis", -1)), rank)
-        idx = _op.cast(idx, "int64")
-        idx = _op.where(_op.less(idx, scalar(0, "int64")), _op.add(idx, scalar(d, "int64")), idx)
-        idx = _op.reshape(idx, list(ishape[:axis]) + [1] + list(ishape[axis:]))
-        pos = _int64(np.arange(d).reshape([d] + [1] * (rank - axis - 1)))
-        off = _op.strided_slice(values, [0], [1])
-        on = _op.strided_slice(values, [1], [2])
-        return _op.where(_op.equal(idx, pos), _op.reshape(on, []), _op.reshape(off, []))
+@onnx_op("OneHot", since=9)
+def _one_hot(inputs, attr, ctx):
+    idx, depth, values = inputs
+    d = int(np.asarray(ctx.require_value(depth, "depth")).reshape(-1)[0])
+    ishape = ctx.shape(idx)
+    rank = len(ishape) + 1
+    axis = _axis(ctx, int(attr.get("axis", -1)), rank)
+    idx = _op.cast(idx, "int64")
+    idx = _op.where(_op.less(idx, scalar(0, "int64")), _op.add(idx, scalar(d, "int64")), idx)
+    idx = _op.reshape(idx, list(ishape[:axis]) + [1] + list(ishape[axis:]))
+    pos = _int64(np.arange(d).reshape([d] + [1] * (rank - axis - 1)))
+    off = _op.strided_slice(values, [0], [1])
+    on = _op.strided_slice(values, [1], [2])
+    return _op.where(_op.equal(idx, pos), _op.reshape(on, []), _op.reshape(off, []))
 
 
-@register("Trilu")
-class Trilu(OnnxOpConverter):
-    @classmethod
-    def _impl_v14(cls, inputs, attr, ctx):
-        x = inputs[0]
-        k = int(np.asarray(ctx.require_value(inputs[1], "k")).reshape(-1)[0]) if len(inputs) > 1 and \
-            inputs[1] is not None else 0
-        shape = ctx.shape(x)
-        n, m = shape[-2], shape[-1]
-        mask = np.triu(np.ones((n, m), bool), k) if int(attr.get("upper", 1)) else np.tril(np.ones((n, m), bool), k)
-        return _op.where(const(mask), x, scalar(0, ctx.dtype(x)))
+@onnx_op("Trilu", since=14)
+def _trilu(inputs, attr, ctx):
+    x = inputs[0]
+    k = int(np.asarray(ctx.require_value(inputs[1], "k")).reshape(-1)[0]) if len(inputs) > 1 and \
+        inputs[1] is not None else 0
+    shape = ctx.shape(x)
+    n, m = shape[-2], shape[-1]
+    mask = np.triu(np.ones((n, m), bool), k) if int(attr.get("upper", 1)) else np.tril(np.ones((n, m), bool), k)
+    return _op.where(const(mask), x, scalar(0, ctx.dtype(x)))
 
 
-@register("NonZero")
-class NonZero(OnnxOpConverter):
-    @classmethod
-    def _impl_v9(cls, inputs, attr, ctx):
-        v = ctx.value(inputs[0])
-        if v is None:
-            raise ctx.unsupported("NonZero of a run-time tensor (its output shape depends on the data)")
-        return _int64(np.array(np.nonzero(v), dtype="int64").reshape(np.ndim(v), -1))
+@onnx_op("NonZero", since=9)
+def _non_zero(inputs, attr, ctx):
+    v = ctx.value(inputs[0])
+    if v is None:
+        raise ctx.unsupported("NonZero of a run-time tensor (its output shape depends on the data)")
+    return _int64(np.array(np.nonzero(v), dtype="int64").reshape(np.ndim(v), -1))
 
 
-@register("Compress")
-class Compress(OnnxOpConverter):
-    @classmethod
-    def _impl_v9(cls, inputs, attr, ctx):
-        x, cond = inputs
-        c = ctx.value(cond)
-        if c is None:
-            raise ctx.unsupported("Compress with a run-time condition (its output shape depends on the data)")
-        keep = np.nonzero(np.asarray(c).reshape(-1))[0]
-        axis = attr.get("axis")
-        if axis is None:
-            x = _op.reshape(x, [-1])
-            axis = 0
-        shape = ctx.shape(x)
-        axis = _axis(ctx, int(axis), len(shape))
-        keep = keep[keep < shape[axis]]
-        return _op.take(x, _int64(keep), axis=axis)
+@onnx_op("Compress", since=9)
+def _compress(inputs, attr, ctx):
+    x, cond = inputs
+    c = ctx.value(cond)
+    if c is None:
+        raise ctx.unsupported("Compress with a run-time condition (its output shape depends on the data)")
+    keep = np.nonzero(np.asarray(c).reshape(-1))[0]
+    axis = attr.get("axis")
+    if axis is None:
+        x = _op.reshape(x, [-1])
+        axis = 0
+    shape = ctx.shape(x)
+    axis = _axis(ctx, int(axis), len(shape))
+    keep = keep[keep < shape[axis]]
+    return _op.take(x, _int64(keep), axis=axis)
 
 
 # -- Pad ------------------------------------------------------------------------------------------------------------
@@ -512,98 +468,93 @@ def pad_expr(ctx, x, pads, value, mode, axes=None):
     return y
 
 
-@register("Pad")
-class Pad(OnnxOpConverter):
-    @classmethod
-    def _impl_v2(cls, inputs, attr, ctx):
-        value = attr.get("value", 0.0)
-        return pad_expr(ctx, inputs[0], list(attr["pads"]), scalar(value, ctx.dtype(inputs[0])),
-                        attr.get("mode", "constant"))
+@onnx_op("Pad", since=2)
+def _pad_v2(inputs, attr, ctx):
+    value = attr.get("value", 0.0)
+    return pad_expr(ctx, inputs[0], list(attr["pads"]), scalar(value, ctx.dtype(inputs[0])),
+                    attr.get("mode", "constant"))
 
-    @classmethod
-    def _impl_v11(cls, inputs, attr, ctx):
-        pads = ctx.int_list(inputs[1], "pads")
-        value = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
-        axes = ctx.int_list(inputs[3], "axes") if len(inputs) > 3 and inputs[3] is not None else None
-        return pad_expr(ctx, inputs[0], pads, value, attr.get("mode", "constant"), axes)
+
+@onnx_op("Pad", since=11)
+def _pad_v11(inputs, attr, ctx):
+    pads = ctx.int_list(inputs[1], "pads")
+    value = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+    axes = ctx.int_list(inputs[3], "axes") if len(inputs) > 3 and inputs[3] is not None else None
+    return pad_expr(ctx, inputs[0], pads, value, attr.get("mode", "constant"), axes)
 
 
 # -- CumSum --------------------------------------------------------------------------------------------------------
-@register("CumSum")
-class CumSum(OnnxOpConverter):
-    @classmethod
-    def _impl_v11(cls, inputs, attr, ctx):
-        x = inputs[0]
-        shape = ctx.shape(x)
-        nd = len(shape)
-        axis = _axis(ctx, int(np.asarray(ctx.require_value(inputs[1], "axis")).reshape(-1)[0]), nd)
-        n = shape[axis]
-        exclusive, reverse = int(attr.get("exclusive", 0)), int(attr.get("reverse", 0))
-        i = np.arange(n)
-        # weight[j, i] = 1 when x[i] contributes to out[j]
-        if reverse:
-            w = (i[None, :] > i[:, None]) if exclusive else (i[None, :] >= i[:, None])
-        else:
-            w = (i[None, :] < i[:, None]) if exclusive else (i[None, :] <= i[:, None])
-        dt = ctx.dtype(x)
-        cdt = dt if dt.startswith("float") else "float64"
-        perm = [a for a in range(nd) if a != axis] + [axis]
-        moved = _op.transpose(x, perm) if axis != nd - 1 else x
-        flat = _op.reshape(moved, [-1, n])
-        if cdt != dt:
-            flat = _op.cast(flat, cdt)
-        out = _nn.dense(flat, const(w.astype(cdt)), units=n)
-        if cdt != dt:
-            out = _op.cast(out, dt)
-        out = _op.reshape(out, [shape[a] for a in perm])
-        if axis != nd - 1:
-            out = _op.transpose(out, list(np.argsort(perm)))
-        return out
+@onnx_op("CumSum", since=11)
+def _cum_sum(inputs, attr, ctx):
+    x = inputs[0]
+    shape = ctx.shape(x)
+    nd = len(shape)
+    axis = _axis(ctx, int(np.asarray(ctx.require_value(inputs[1], "axis")).reshape(-1)[0]), nd)
+    n = shape[axis]
+    exclusive, reverse = int(attr.get("exclusive", 0)), int(attr.get("reverse", 0))
+    i = np.arange(n)
+    # weight[j, i] = 1 when x[i] contributes to out[j]
+    if reverse:
+        w = (i[None, :] > i[:, None]) if exclusive else (i[None, :] >= i[:, None])
+    else:
+        w = (i[None, :] < i[:, None]) if exclusive else (i[None, :] <= i[:, None])
+    dt = ctx.dtype(x)
+    cdt = dt if dt.startswith("float") else "float64"
+    perm = [a for a in range(nd) if a != axis] + [axis]
+    moved = _op.transpose(x, perm) if axis != nd - 1 else x
+    flat = _op.reshape(moved, [-1, n])
+    if cdt != dt:
+        flat = _op.cast(flat, cdt)
+    out = _nn.dense(flat, const(w.astype(cdt)), units=n)
+    if cdt != dt:
+        out = _op.cast(out, dt)
+    out = _op.reshape(out, [shape[a] for a in perm])
+    if axis != nd - 1:
+        out = _op.transpose(out, list(np.argsort(perm)))
+    return out
 
 
 # -- CumProd / TopK (relay.cumprod / relay.topk) ----------------------------------------------------------------------
-@register("CumProd")
-class CumProd(OnnxOpConverter):
-    @classmethod
-    def _impl_v26(cls, inputs, attr, ctx):
-        x = inputs[0]
-        nd = ctx.ndim(x)
-        axis = _axis(ctx, int(np.asarray(ctx.require_value(inputs[1], "axis")).reshape(-1)[0]), nd)
-        exclusive, reverse = bool(int(attr.get("exclusive", 0))), bool(int(attr.get("reverse", 0)))
-        if reverse:
-            x = _op.reverse(x, axis)
-        out = _op.cumprod(x, axis=axis, exclusive=exclusive)
-        return _op.reverse(out, axis) if reverse else out
+@onnx_op("CumProd", since=26)
+def _cum_prod(inputs, attr, ctx):
+    x = inputs[0]
+    nd = ctx.ndim(x)
+    axis = _axis(ctx, int(np.asarray(ctx.require_value(inputs[1], "axis")).reshape(-1)[0]), nd)
+    exclusive, reverse = bool(int(attr.get("exclusive", 0))), bool(int(attr.get("reverse", 0)))
+    if reverse:
+        x = _op.reverse(x, axis)
+    out = _op.cumprod(x, axis=axis, exclusive=exclusive)
+    return _op.reverse(out, axis) if reverse else out
 
 
-@register("TopK")
-class TopK(OnnxOpConverter):
-    @classmethod
-    def _topk(cls, ctx, x, k, axis, largest):
-        nd = ctx.ndim(x)
-        axis = _axis(ctx, axis, nd)
-        n = ctx.shape(x)[axis]
-        if not 0 <= k <= n:
-            from ...error import KilnError
-            raise KilnError(f"TopK: k={k} is outside [0, {n}] for axis {axis} of shape {ctx.shape(x)}")
-        # ties: the lower index first, for both largest and smallest (ONNX's rule; relay.topk's too)
-        values, indices = _op.topk(x, k=k, axis=axis, ret_type="both", is_ascend=not largest, dtype="int64")
-        return [values, indices]
+def _topk(ctx, x, k, axis, largest):
+    nd = ctx.ndim(x)
+    axis = _axis(ctx, axis, nd)
+    n = ctx.shape(x)[axis]
+    if not 0 <= k <= n:
+        from ...error import KilnError
+        raise KilnError(f"TopK: k={k} is outside [0, {n}] for axis {axis} of shape {ctx.shape(x)}")
+    # ties: the lower index first, for both largest and smallest (ONNX's rule; relay.topk's too)
+    values, indices = _op.topk(x, k=k, axis=axis, ret_type="both", is_ascend=not largest, dtype="int64")
+    return [values, indices]
 
-    @classmethod
-    def _impl_v1(cls, inputs, attr, ctx):
-        return cls._topk(ctx, inputs[0], int(attr["k"]), int(attr.get("axis", -1)), True)
 
-    @classmethod
-    def _impl_v10(cls, inputs, attr, ctx):
-        k = int(np.asarray(ctx.require_value(inputs[1], "K")).reshape(-1)[0])
-        return cls._topk(ctx, inputs[0], k, int(attr.get("axis", -1)), True)
+@onnx_op("TopK", since=1)
+def _topk_v1(inputs, attr, ctx):
+    return _topk(ctx, inputs[0], int(attr["k"]), int(attr.get("axis", -1)), True)
 
-    @classmethod
-    def _impl_v11(cls, inputs, attr, ctx):
-        # sorted=0 lets the output be in any order: the sorted order is one valid answer
-        k = int(np.asarray(ctx.require_value(inputs[1], "K")).reshape(-1)[0])
-        return cls._topk(ctx, inputs[0], k, int(attr.get("axis", -1)), bool(int(attr.get("largest", 1))))
+
+@onnx_op("TopK", since=10)
+def _topk_v10(inputs, attr, ctx):
+    k = int(np.asarray(ctx.require_value(inputs[1], "K")).reshape(-1)[0])
+    return _topk(ctx, inputs[0], k, int(attr.get("axis", -1)), True)
+
+
+@onnx_op("TopK", since=11)
+def _topk_v11(inputs, attr, ctx):
+    # sorted=0 lets the output be in any order: the sorted order is one valid answer
+    k = int(np.asarray(ctx.require_value(inputs[1], "K")).reshape(-1)[0])
+    return _topk(ctx, inputs[0], k, int(attr.get("axis", -1)), bool(int(attr.get("largest", 1))))
 
 
 # -- reductions -----------------------------------------------------------------------------------------------------
@@ -615,8 +566,9 @@ def _reduce_axes(ctx, inputs, attr, axes_as_input: bool):
     return axes
 
 
-def _reduction(body):
-    """A Reduce* converter; ``body(ctx, x, axes, keepdims)`` computes the reduction (axes=None: all)."""
+def _reduction(name, body, axes_input_since):
+    """Register Reduce* op ``name``: axes as an attribute until opset ``axes_input_since``, as an input from
+    then on; ``body(ctx, x, axes, keepdims)`` computes the reduction."""
     def convert(inputs, attr, ctx, axes_as_input):
         x = inputs[0]
         axes = _reduce_axes(ctx, inputs, attr, axes_as_input)
@@ -629,22 +581,13 @@ def _reduction(body):
         axes = sorted({_axis(ctx, a, nd) for a in axes})
         return body(ctx, x, axes, keepdims)
 
-    class Reduce(OnnxOpConverter):
-        @classmethod
-        def _impl_v1(cls, inputs, attr, ctx):
-            return convert(inputs, attr, ctx, False)
+    @onnx_op(name, since=1)
+    def convert_axes_attr(inputs, attr, ctx):
+        return convert(inputs, attr, ctx, False)
 
-    class ReduceAxesInput18(Reduce):
-        @classmethod
-        def _impl_v18(cls, inputs, attr, ctx):
-            return convert(inputs, attr, ctx, True)
-
-    class ReduceAxesInput13(Reduce):
-        @classmethod
-        def _impl_v13(cls, inputs, attr, ctx):
-            return convert(inputs, attr, ctx, True)
-
-    return ReduceAxesInput18, ReduceAxesInput13
+    @onnx_op(name, since=axes_input_since)
+    def convert_axes_input(inputs, attr, ctx):
+        return convert(inputs, attr, ctx, True)
 
 
 def _sq(x):
@@ -686,23 +629,19 @@ def _logsumexp(ctx, x, axes, keepdims):
 
 
 for _name, _body in _REDUCERS.items():
-    _v18, _ = _reduction(_body)
-    register(_name)(type(_name, (_v18,), {}))
-_, _v13 = _reduction(lambda ctx, x, a, k: _op.sum(x, axis=a, keepdims=k))
-register("ReduceSum")(type("ReduceSum", (_v13,), {}))
+    _reduction(_name, _body, axes_input_since=18)
+_reduction("ReduceSum", lambda ctx, x, a, k: _op.sum(x, axis=a, keepdims=k), axes_input_since=13)
 
 
 def _arg_reduce(fn):
-    class ArgReduce(OnnxOpConverter):
-        @classmethod
-        def _impl_v1(cls, inputs, attr, ctx):
-            x = inputs[0]
-            axis = _axis(ctx, int(attr.get("axis", 0)), ctx.ndim(x))
-            out = fn(x, axis=[axis], keepdims=bool(int(attr.get("keepdims", 1))),
-                     select_last_index=bool(int(attr.get("select_last_index", 0))))
-            return _op.cast(out, "int64")
-    return ArgReduce
+    def convert(inputs, attr, ctx):
+        x = inputs[0]
+        axis = _axis(ctx, int(attr.get("axis", 0)), ctx.ndim(x))
+        out = fn(x, axis=[axis], keepdims=bool(int(attr.get("keepdims", 1))),
+                 select_last_index=bool(int(attr.get("select_last_index", 0))))
+        return _op.cast(out, "int64")
+    return convert
 
 
-register("ArgMax")(type("ArgMax", (_arg_reduce(_op.argmax),), {}))
-register("ArgMin")(type("ArgMin", (_arg_reduce(_op.argmin),), {}))
+onnx_op("ArgMax", since=1)(_arg_reduce(_op.argmax))
+onnx_op("ArgMin", since=1)(_arg_reduce(_op.argmin))

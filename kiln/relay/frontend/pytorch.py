@@ -46,17 +46,12 @@ def _is_traced(script_module) -> bool:
         type(script_module).__name__ in ("TopLevelTracedModule", "TracedModule")
 
 
-class _PrimHandlers:
-    """Evaluation of TorchScript's ``prim::`` nodes (one method per kind: ``prim_<Kind>``)."""
+class TorchScriptImporter:
+    """Converts one inlined TorchScript graph into a Relay function.
 
-    KINDS = ("Constant", "ListConstruct", "TupleConstruct", "TupleUnpack", "ListUnpack", "GetAttr",
-             "NumToTensor", "If", "dtype", "device", "shape", "TupleIndex", "ListIndex", "unchecked_cast",
-             "Uninitialized", "data", "ImplicitTensorToNum", "min", "max", "requires_grad", "is_cuda",
-             "layout", "RaiseException", "DictConstruct", "TupleSlice", "type", "CreateObject", "SetAttr")
-
-
-class TorchScriptImporter(_PrimHandlers):
-    """Converts one inlined TorchScript graph into a Relay function."""
+    aten ops go through the aten table (``aten/``); TorchScript's ``prim::<Kind>`` nodes are evaluated by the
+    method ``prim_<Kind>(node)``: defining that method is all it takes to support a new kind.
+    """
 
     def __init__(self, script_module, input_infos, custom_convert_map=None, default_dtype="float32",
                  use_parser_friendly_name=False, keep_quantized_weight=False):
@@ -159,10 +154,14 @@ class TorchScriptImporter(_PrimHandlers):
             return True
         ns, _, name = kind.partition("::")
         if ns == "prim":
-            return name in self.KINDS
+            return self._prim_handler(name) is not None
         if ns == "aten":
             return lookup(name) is not None
         return ns == "quantized" and lookup(kind) is not None  # aten/quantized.py: "quantized::conv2d", ...
+
+    def _prim_handler(self, kind: str):
+        """The ``prim_<kind>`` method, or None for a prim kind kiln does not evaluate."""
+        return getattr(self, f"prim_{kind}", None)
 
     def _check_ops(self, graph):
         missing: dict = {}
@@ -314,8 +313,7 @@ class TorchScriptImporter(_PrimHandlers):
             return
         ns, _, name = kind.partition("::")
         if ns == "prim":
-            handler = getattr(self, f"prim_{name}")
-            handler(node)
+            self._prim_handler(name)(node)
             return
         inputs = [self.env[i.debugName()] for i in node.inputs()]
         schema_text = node.schema()
@@ -330,16 +328,8 @@ class TorchScriptImporter(_PrimHandlers):
         fn = lookup(name if ns == "aten" else kind)
         self._bind_outputs(node, fn(self.ctx, args))
 
-    def _typecheck(self, value):
-        """Infer the types of new expressions now, so a type error is reported at the node that made it."""
-        if isinstance(value, Expr):
-            self.ctx.type_of(value)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                self._typecheck(v)
-
     def _bind_outputs(self, node, value):
-        self._typecheck(value)
+        self.ctx.typecheck(value)
         outs = list(node.outputs())
         if len(outs) == 1:
             self.env[outs[0].debugName()] = value

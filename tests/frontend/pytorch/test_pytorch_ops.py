@@ -127,6 +127,12 @@ MATH = {
     "einsum_outer": (lambda a, b: torch.einsum("i,j->ij", a, b), [r(3), r(4)]),
     "einsum_sum": (lambda a: torch.einsum("ij->j", a), [r(3, 4)]),
     "einsum_ell": (lambda a, b: torch.einsum("...ij,...jk->...ik", a, b), [r(2, 3, 5), r(2, 5, 4)]),
+    "einsum_implicit": (lambda a, b: torch.einsum("ij,jk", a, b), [r(3, 5), r(5, 4)]),
+    "einsum_chain": (lambda a, b, c: torch.einsum("ij,jk,kl->li", a, b, c), [r(3, 5), r(5, 4), r(4, 7)]),
+    "einsum_bcast": (lambda a, b: torch.einsum("bij,bjk->bik", a, b), [r(1, 3, 5), r(2, 5, 4)]),
+    "rsub_alpha": (lambda a, b: torch.rsub(a, b, alpha=2.0), [r(4, 5), r(5)]),
+    "sub_alpha": (lambda a, b: torch.sub(a, b, alpha=0.5), [r(4, 5), r(4, 5)]),
+    "addmm_beta0": (lambda c, a, b: torch.addmm(c, a, b, beta=0.0), [r(4), r(3, 5), r(5, 4)]),
 }
 
 

@@ -72,40 +72,37 @@ def _scaled(ctx, v, alpha):
     return v * alpha
 
 
+def _with_alpha(ctx, args, relay_name: str, reverse: bool = False):
+    """``a <op> alpha * b`` (add, sub), or with ``reverse`` ``b <op> alpha * a`` (rsub)."""
+    dtype = result_dtype(ctx, args[0], args[1])
+    a, b = promote(ctx, args[0], args[1], dtype=dtype)
+    if reverse:
+        a, b = b, a
+    alpha = args["alpha"]
+    if alpha is not None and alpha != 1:
+        b = ctx.fold(_op().multiply(b, ctx.as_expr(alpha, dtype)))
+    return ctx.fold(getattr(_op(), relay_name)(a, b))
+
+
 @register("add", "__add__")
 def _add(ctx, args):
     if isinstance(args[0], (list, tuple)):  # list concatenation in TorchScript
         return list(args[0]) + list(args[1])
     if not isinstance(args[0], Expr) and not isinstance(args[1], Expr):
         return args[0] + args[1] * (args.get("alpha", 1))
-    dtype = result_dtype(ctx, args[0], args[1])
-    a, b = promote(ctx, args[0], args[1], dtype=dtype)
-    alpha = args["alpha"]
-    if alpha is not None and alpha != 1:
-        b = ctx.fold(_op().multiply(b, ctx.as_expr(alpha, dtype)))
-    return ctx.fold(_op().add(a, b))
+    return _with_alpha(ctx, args, "add")
 
 
 @register("sub", "__sub__", "subtract")
 def _sub(ctx, args):
     if not isinstance(args[0], Expr) and not isinstance(args[1], Expr):
         return args[0] - args[1] * (args.get("alpha", 1))
-    dtype = result_dtype(ctx, args[0], args[1])
-    a, b = promote(ctx, args[0], args[1], dtype=dtype)
-    alpha = args["alpha"]
-    if alpha is not None and alpha != 1:
-        b = ctx.fold(_op().multiply(b, ctx.as_expr(alpha, dtype)))
-    return ctx.fold(_op().subtract(a, b))
+    return _with_alpha(ctx, args, "subtract")
 
 
 @register("rsub")
 def _rsub(ctx, args):
-    dtype = result_dtype(ctx, args[0], args[1])
-    a, b = promote(ctx, args[0], args[1], dtype=dtype)
-    alpha = args["alpha"]
-    if alpha is not None and alpha != 1:
-        a = ctx.fold(_op().multiply(a, ctx.as_expr(alpha, dtype)))
-    return ctx.fold(_op().subtract(b, a))
+    return _with_alpha(ctx, args, "subtract", reverse=True)
 
 
 @register("mul", "__mul__", "multiply")

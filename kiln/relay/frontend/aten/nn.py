@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ....error import FrontendError
+from ..einsum import einsum
 from .registry import register, relay_op
 
 
@@ -120,11 +121,11 @@ def _mm(ctx, args):
     return _op().nn.dense(args[0], _t2(args[1]))
 
 
-@register("addmm")
-def _addmm(ctx, args):
-    inp, a, b = args[0], args[1], args[2]
+def _beta_plus_alpha(ctx, args, product):
+    """``beta * input + alpha * product`` (addmm, baddbmm); input is skipped when beta is 0."""
+    inp, a = args[0], args[1]
     beta, alpha = args.get("beta", 1), args.get("alpha", 1)
-    out = _op().nn.dense(a, _t2(b))
+    out = product
     dt = ctx.dtype(a)
     if alpha != 1:
         out = out * ctx.const(alpha, dt)
@@ -134,6 +135,11 @@ def _addmm(ctx, args):
     if beta != 1:
         inp = inp * ctx.const(beta, dt)
     return _op().add(out, inp)
+
+
+@register("addmm")
+def _addmm(ctx, args):
+    return _beta_plus_alpha(ctx, args, _op().nn.dense(args[1], _t2(args[2])))
 
 
 @register("bmm")
@@ -143,18 +149,8 @@ def _bmm(ctx, args):
 
 @register("baddbmm")
 def _baddbmm(ctx, args):
-    inp, a, b = args[0], args[1], args[2]
-    beta, alpha = args.get("beta", 1), args.get("alpha", 1)
-    out = _op().nn.batch_matmul(a, b, transpose_a=False, transpose_b=False)
-    dt = ctx.dtype(a)
-    if alpha != 1:
-        out = out * ctx.const(alpha, dt)
-    if beta == 0:
-        return out
-    inp = ctx.as_expr(inp, dt)
-    if beta != 1:
-        inp = inp * ctx.const(beta, dt)
-    return _op().add(out, inp)
+    return _beta_plus_alpha(ctx, args, _op().nn.batch_matmul(args[1], args[2], transpose_a=False,
+                                                             transpose_b=False))
 
 
 def matmul(ctx, a, b):
@@ -190,7 +186,6 @@ def _dot(ctx, args):
 
 @register("einsum")
 def _einsum(ctx, args):
-    from .einsum import einsum
     return einsum(ctx, str(args[0]), [ctx.as_expr(t) for t in args[1]])
 
 

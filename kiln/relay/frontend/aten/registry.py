@@ -80,6 +80,15 @@ class AtenContext:
     def type_of(self, e):
         return self.types.type_of(e)
 
+    def typecheck(self, value) -> None:
+        """Infer the types of new expressions (in ``value``, or a list/tuple of them) now, so an importer
+        reports a type error at the node that made it."""
+        if isinstance(value, Expr):
+            self.type_of(value)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                self.typecheck(v)
+
     # -- values ----------------------------------------------------------------------------------
     def is_tensor(self, v) -> bool:
         return isinstance(v, Expr)
