@@ -41,19 +41,13 @@ class SymbolicTECompiler(TECompiler):
     builder_cls = _SymbolicBuilder
 
 
-class _GenericKeys:
-    """The target seen by op strategies when a target-specific schedule needs static sizes: same target,
-    but only the ``generic`` strategy key (TOPI's generic computes and schedules accept symbolic extents)."""
-
-    def __init__(self, target):
-        self._target = target
-        self.keys = ["generic"]
-
-    def __getattr__(self, name):
-        return getattr(self._target, name)
-
-    def __str__(self) -> str:
-        return str(self._target)
+def _generic_keys(target):
+    """The same target with only the ``generic`` key: the op strategies and schedules it dispatches to are
+    TOPI's generic ones, which accept symbolic extents (used where a target-specific schedule needs static
+    sizes)."""
+    import re
+    from ....target import Target
+    return Target(re.sub(r" -keys=\S+", "", str(target)) + " -keys=generic")
 
 
 def _has_symbolic(tensors) -> bool:
@@ -103,7 +97,7 @@ def _symbolic_visit_call(self, call):
             return _ScheduleBuilder.visit_call(self, call)
         except (KilnError, TypeError, ValueError):  # a schedule that needs static sizes: take the generic one
             real = self.target
-            self.target = _GenericKeys(real)
+            self.target = _generic_keys(real)
             try:
                 return _ScheduleBuilder.visit_call(self, call)
             finally:
