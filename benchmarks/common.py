@@ -32,14 +32,14 @@ def target_isa(target: str) -> str:
         return f"invalid target: {str(err).splitlines()[0][:160]}"
 
 
-def thread_counts(ort_intra_op: int | None = None) -> dict:
+def thread_counts(ort_intra_op: int | None = None, pytorch: bool = True) -> dict:
     """The thread count of every contender: kiln's requested and in-use counts and its policy, PyTorch's
-    (when torch is imported) and ONNX Runtime's ``intra_op_num_threads`` (as the benchmark set it)."""
+    (when it is a contender and torch is imported) and ONNX Runtime's ``intra_op_num_threads`` (as the benchmark set it)."""
     import sys
     from kiln.runtime import thread_status
     st = thread_status()
     out = {"kiln": st["requested"], "kiln_in_use": st["threads"], "kiln_policy": st["policy"]}
-    if "torch" in sys.modules:
+    if pytorch and "torch" in sys.modules:
         out["pytorch"] = sys.modules["torch"].get_num_threads()
     if ort_intra_op is not None:
         out["onnxruntime"] = ort_intra_op
