@@ -28,14 +28,13 @@ _threads_override: list = []
 
 def set_num_threads(n: int | None) -> None:
     """Set the threads of kiln's parallel loops, for every library loaded now and later (None: back to
-    $KILN_NUM_THREADS / $TVM_NUM_THREADS / the CPUs usable here)."""
+    $KILN_NUM_THREADS / $TVM_NUM_THREADS / the CPUs usable here). Under the adaptive thread policy
+    (``kiln.runtime.thread_policy``) this is the most threads used; fewer while other processes keep cores busy."""
     if n is not None:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise KilnError(f"set_num_threads expects a positive integer or None, got {n!r}")
     _threads_override[:] = [] if n is None else [n]
-    from .thread_policy import ADAPTER
-    ADAPTER.restart()  # an explicit choice holds until the adaptive policy measures afresh
-    apply_effective_threads()
+    apply_effective_threads()  # under the adaptive policy n is the most threads used (thread_policy)
 
 
 def apply_effective_threads() -> None:

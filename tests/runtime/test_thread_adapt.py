@@ -154,6 +154,7 @@ def fake_adapter(monkeypatch):
     monkeypatch.setattr(tp.ADAPTER, "cpus", 2)
     kiln.runtime.set_num_threads(2)
     yield fake
+    tp.ADAPTER.restart()
     kiln.runtime.set_thread_policy(None)
     kiln.runtime.set_num_threads(None)
 
@@ -177,10 +178,15 @@ def test_decisions_reach_loaded_and_new_libraries(fake_adapter):
     assert _read_threads(before) == 2 and _read_threads(after) == 2
     kiln.runtime.set_thread_policy("adaptive")                        # the measurement is kept
     assert _read_threads(before) == 1
-    kiln.runtime.set_num_threads(2)                                   # an explicit count starts afresh
-    assert _read_threads(before) == 2 and tp.ADAPTER.usable is None
+    kiln.runtime.set_num_threads(1)                                   # the requested count caps it
+    assert _read_threads(before) == 1 and kiln.runtime.thread_status()["requested"] == 1
+    kiln.runtime.set_num_threads(2)                                   # and the measurement still holds
+    assert _read_threads(before) == 1
     st = kiln.runtime.thread_status()
-    assert st["policy"] == "adaptive" and st["requested"] == 2 and st["threads"] == 2
+    assert st["policy"] == "adaptive" and st["requested"] == 2 and st["threads"] == 1
+    tp.ADAPTER.restart()
+    kiln.runtime.set_thread_policy("adaptive")
+    assert _read_threads(before) == 2 and kiln.runtime.thread_status()["threads"] == 2
 
 
 def test_fixed_policy_measures_but_does_not_act(fake_adapter):
