@@ -106,8 +106,9 @@ def openmp_status() -> dict:
 # threads do, not the wait. So kiln measures how much CPU time the *other* processes use, and runs its
 # parallel loops on the cores they leave free: ``threads = min(requested, round(cpus - others))``, at least 1.
 #
-# Measurement: every ``window_s`` (0.25 s) at most, on a graph executor / VM run, kiln reads the machine's
-# busy time (/proc/stat: user, nice, system, irq, softirq, steal) and its own process's CPU time
+# Measurement: every ``window_s`` (0.25 s) at most, on a graph executor / VM run, kiln reads the busy time of
+# the CPUs it may run on (/proc/stat: user, nice, system, irq, softirq, steal; the per-CPU lines of its
+# affinity when that is not every CPU, e.g. under taskset or a cpuset) and its own process's CPU time
 # (getrusage; its OpenMP workers, spinning or not, and any other library in the process count as its own).
 # The difference over the wall time of the window is the number of cores the others kept busy. A new
 # count is applied after ``confirm`` (2) windows in a row agree, so a short burst does not flip it.
@@ -148,22 +149,35 @@ def set_thread_policy(policy: str | None) -> None:
 
 
 def sample_cpu_times():
-    """``(busy_s, self_s)``: seconds every CPU of the machine has been busy since boot, and this process's
-    CPU seconds (all its threads). None where /proc/stat cannot be read (not Linux)."""
+    """``(busy_s, self_s, cpus)``: seconds the CPUs this process may run on (its affinity; the whole machine's
+    line of /proc/stat when that is every CPU) have been busy since boot, this process's CPU seconds (all its
+    threads), and how many CPUs that is. None where /proc/stat cannot be read (not Linux)."""
     if resource is None:
         return None
     try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        allowed = None
+    try:
         with open("/proc/stat", "rb") as f:
-            fields = f.readline().split()
+            if allowed is None or len(allowed) >= _online_cpus():
+                lines, allowed = [f.readline()], None
+            else:
+                names = {b"cpu%d" % i for i in allowed}
+                lines = [line for line in f if line.split(b" ", 1)[0] in names]
     except OSError:
         return None
-    if len(fields) < 8 or fields[0] != b"cpu":
-        return None
-    # user nice system idle iowait irq softirq steal (guest time is already inside user)
-    ticks = [int(x) for x in fields[1:9]]
-    busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]
+    busy = 0
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 9 or not fields[0].startswith(b"cpu"):
+            return None
+        # user nice system idle iowait irq softirq steal (guest time is already inside user)
+        t = [int(x) for x in fields[1:9]]
+        busy += t[0] + t[1] + t[2] + t[5] + t[6] + t[7]
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return busy / _CLK_TCK, usage.ru_utime + usage.ru_stime
+    cpus = _online_cpus() if allowed is None else len(lines)
+    return busy / _CLK_TCK, usage.ru_utime + usage.ru_stime, cpus
 
 
 def _online_cpus() -> int:
@@ -173,7 +187,7 @@ def _online_cpus() -> int:
 class ThreadAdapter:
     """Measures how many cores other processes keep busy and derives how many this process may use.
 
-    ``sample`` returns ``(busy_s, self_s)`` (see :func:`sample_cpu_times`) and ``clock`` monotonic seconds;
+    ``sample`` returns ``(busy_s, self_s[, cpus])`` (see :func:`sample_cpu_times`), ``clock`` monotonic seconds;
     both are injectable so the decisions can be tested without a busy machine. ``usable`` is None until
     ``confirm`` windows agree, then the cores left free by the others (at least 1)."""
 
@@ -221,6 +235,8 @@ class ThreadAdapter:
             return False
         others = max(0.0, ((sample[0] - prev[1]) - (sample[1] - prev[2])) / wall)
         self.others = others
+        if len(sample) > 2 and sample[2]:
+            self.cpus = sample[2]          # the CPUs of the process's affinity (taskset, cpusets)
         want = max(1, int(self.cpus - others + 0.5))
         if want == self._candidate:
             self._streak += 1

@@ -235,3 +235,26 @@ def test_real_counters_see_a_cpu_bound_neighbour():
         hog.wait()
     assert ad.others is not None and ad.others >= 0.5
     assert ad.usable == max(1, int(ad.cpus - ad.others + 0.5))
+
+
+def test_cpus_follow_the_affinity():
+    """Pinned to one CPU (taskset, a cpuset), only that CPU's line of /proc/stat counts, and the adapter
+    sizes against one CPU."""
+    import os
+    fake = FakeMachine()
+    ad = tp.ThreadAdapter(sample=lambda: fake.sample() + (3,), clock=fake.clock, cpus=8, confirm=1)
+    ad.tick()
+    _step(fake, ad, others=1.0)
+    assert ad.cpus == 3 and ad.usable == 2
+    full = tp.sample_cpu_times()
+    assert full is not None and full[2] == (os.cpu_count() if len(os.sched_getaffinity(0)) >= os.cpu_count()
+                                            else len(os.sched_getaffinity(0)))
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
+        pytest.skip("needs two usable CPUs to pin to one of them")
+    try:
+        os.sched_setaffinity(0, {min(allowed)})
+        pinned = tp.sample_cpu_times()
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert pinned[2] == 1 and 0 < pinned[0] <= tp.sample_cpu_times()[0]
