@@ -216,6 +216,22 @@ def test_graph_executor_runs_drive_the_policy(fake_adapter):
     np.testing.assert_allclose(m.get_output(0).numpy(), data + data)
 
 
+def test_vm_runs_drive_the_policy(fake_adapter):
+    from kiln import relay
+    from kiln.runtime.vm import VirtualMachine
+    x = relay.var("x", shape=(4,), dtype="float32")
+    exe = relay.vm.compile(kiln.IRModule.from_expr(relay.Function([x], relay.multiply(x, x))), "llvm")
+    vm = VirtualMachine(exe, kiln.cpu())
+    data = np.arange(4, dtype="float32")
+    kiln.runtime.set_thread_policy("adaptive")
+    samples = fake_adapter.samples
+    for _ in range(3):
+        fake_adapter.advance(0.3, others=1.0)
+        out = vm.invoke("main", data)
+    assert fake_adapter.samples == samples + 3 and kiln.runtime.effective_threads() == 1
+    np.testing.assert_allclose(out.numpy(), data * data)
+
+
 HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
 
 
