@@ -114,7 +114,7 @@ def bench_model(key: str, args, tmpdir: str) -> dict:
                         row["others_busy_cores"].append(st["others_busy_cores"])
     finally:
         set_thread_policy(None)
-        set_num_threads(args.threads)
+        set_num_threads(None)
     for phase in PHASES:
         for name, r in runs[phase].items():
             row["phases"][phase][name] = {"median_ms": statistics.median(r) * 1e3, "min_ms": min(r) * 1e3,
