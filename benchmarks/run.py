@@ -221,6 +221,8 @@ def main(argv=None) -> dict:
                    help="kiln target strings, one kiln column each (default: llvm, the host)")
     p.add_argument("--target", action="append", default=None, metavar="TARGET",
                    help="a kiln target string (repeatable; adds to --targets)")
+    p.add_argument("--thread-policy", choices=("adaptive", "fixed"), default=None,
+                   help="kiln's thread-count policy (default: $KILN_THREAD_POLICY, else adaptive)")
     p.add_argument("--tuning-log", default=None, help="AutoTVM log: adds a 'kiln_tuned' column")
     p.add_argument("--skip", default="", help="comma list of contenders to leave out")
     p.add_argument("--out", default="run", help="results file stem under benchmarks/results/")
@@ -241,6 +243,9 @@ def main(argv=None) -> dict:
         p.error(f"unknown workloads {unknown}; choose from {list(MODELS)}")
     os.environ.setdefault("KILN_NUM_THREADS", str(args.threads))
     torch.set_num_threads(args.threads)
+    if args.thread_policy:
+        from kiln.runtime import set_thread_policy
+        set_thread_policy(args.thread_policy)
     rows = []
     with tempfile.TemporaryDirectory() as tmpdir:
         for key in keys:
