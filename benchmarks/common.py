@@ -11,12 +11,58 @@ from typing import Callable
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
-def machine_info() -> dict:
+def machine_info(targets=("llvm",)) -> dict:
+    """The machine a result came from: CPU model (/proc/cpuinfo), usable cores, ISA features, and for each kiln
+    target string the ISA kiln builds for it (``kiln.target.x86.target_cpu_summary``)."""
     from kiln.target.x86 import host_cpu_info
     info = host_cpu_info()
-    feats = [f for f in ("avx512f", "avx2", "fma", "avx") if f in info.flags]
-    return {"cpu": info.model_name, "cores": info.num_cores, "features": feats,
+    feats = [f for f in ("avx512f", "avx512vnni", "avx512bf16", "amx_tile", "avx2", "fma", "avx") if f in info.flags]
+    return {"cpu": info.model_name or "unknown CPU", "cores": info.num_cores, "online_cpus": os.cpu_count(),
+            "features": feats, "targets": {t: target_isa(t) for t in targets},
+            "host_target": os.environ.get("KILN_HOST_TARGET") or None,
             "python": platform.python_version(), "load_average": list(os.getloadavg())}
+
+
+def target_isa(target: str) -> str:
+    """One line naming the CPU and vector ISA kiln builds ``target`` for (or why it cannot)."""
+    try:
+        from kiln.target.x86 import target_cpu_summary
+        return target_cpu_summary(target)
+    except Exception as err:  # noqa: BLE001 - an unknown CPU name is reported in the table
+        return f"invalid target: {str(err).splitlines()[0][:160]}"
+
+
+def thread_counts(ort_intra_op: int | None = None, pytorch: bool = True) -> dict:
+    """The thread count of every contender: kiln's requested and in-use counts and its policy, PyTorch's
+    (when it is a contender and torch is imported) and ONNX Runtime's ``intra_op_num_threads`` (as the benchmark set it)."""
+    import sys
+    from kiln.runtime import thread_status
+    st = thread_status()
+    out = {"kiln": st["requested"], "kiln_in_use": st["threads"], "kiln_policy": st["policy"]}
+    if pytorch and "torch" in sys.modules:
+        out["pytorch"] = sys.modules["torch"].get_num_threads()
+    if ort_intra_op is not None:
+        out["onnxruntime"] = ort_intra_op
+    return out
+
+
+def machine_line(machine: dict, threads: dict | None = None) -> str:
+    """The markdown line every results table starts with: CPU model, cores, ISA per target, threads."""
+    targets = "; ".join(f"target `{t}` -> {isa}" for t, isa in machine.get("targets", {}).items())
+    text = (f"Machine: {machine['cpu']}, {machine['cores']} usable cores ({machine.get('online_cpus')} online), "
+            f"features {', '.join(machine['features']) or 'none of AVX/AVX2/FMA/AVX-512'}; {targets}")
+    if machine.get("host_target"):
+        text += f"; KILN_HOST_TARGET={machine['host_target']!r}"
+    if threads:
+        used = threads.get("kiln_in_use", threads["kiln"])
+        parts = [f"kiln {threads['kiln']} ({threads.get('kiln_policy', 'fixed')} policy"
+                 + (f", {used} in use at the end)" if used != threads["kiln"] else ")")]
+        parts += [f"{k} {v}" for k, v in threads.items() if k not in ("kiln", "kiln_in_use", "kiln_policy")]
+        text += "; threads: " + ", ".join(parts)
+    load = machine.get("load_average")
+    if load:
+        text += f"; load average {', '.join(f'{x:.1f}' for x in load)}"
+    return text + "."
 
 
 def time_call(fn: Callable[[], object], number: int) -> float:

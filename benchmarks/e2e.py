@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from .common import interleaved, machine_info, write_results
+from .common import interleaved, machine_info, machine_line, thread_counts, write_results
 
 
 def torch_resnet(params: dict, num_layers: int = 18):
@@ -152,8 +152,10 @@ def main(argv=None) -> dict:
                                       "max_abs_diff_vs_kiln": errors.get(name)}
     report["graph_executor_overhead_100_kernels"] = overhead_100_kernels()
 
+    report["machine"] = machine_info()
+    report["thread_counts"] = thread_counts(ort_intra_op=args.threads if "onnxruntime" in contenders else None)
     lines = [f"# End to end: {report['model']}", "",
-             f"machine: {report['machine']}, threads: {args.threads}", "",
+             machine_line(report["machine"], report["thread_counts"]), "",
              "| contender | median (ms) | best (ms) | max abs diff vs kiln |", "|---|---|---|---|"]
     for name, r in report["contenders"].items():
         if "error" in r:

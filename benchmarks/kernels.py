@@ -30,7 +30,7 @@ os.environ["KILN_NUM_THREADS"] = "1"  # before kiln loads any library
 
 import numpy as np  # noqa: E402
 
-from .common import machine_info, write_results  # noqa: E402
+from .common import machine_info, machine_line, thread_counts, write_results  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------------- cases
@@ -327,10 +327,10 @@ def main(argv=None) -> dict:
         print(f"{row['name']:<34} kiln {row['kiln_gflops_best']:6.1f} GF/s  pytorch {row['pytorch_gflops_best']:6.1f} "
               f"GF/s  {row['pct_best']:5.0f}%   ({config})", flush=True)
     info = machine_info()
-    lines = ["# Single-thread kernel quality: kiln vs PyTorch", "",
-             f"Machine: {info['cpu']}, features {', '.join(info['features'])}; ONE thread each; thread CPU time, "
-             f"{args.rounds} interleaved rounds of about {args.target_s} s; load average at the end "
-             f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}. PyTorch {torch.__version__}.", "",
+    threads = thread_counts()
+    lines = ["# Single-thread kernel quality: kiln vs PyTorch", "", machine_line(info, threads), "",
+             f"ONE thread each; thread CPU time, {args.rounds} interleaved rounds of about {args.target_s} s. "
+             f"PyTorch {torch.__version__}.", "",
              "| case | kiln layout | GFLOP | kiln GFLOP/s best (median) | PyTorch GFLOP/s best (median) "
              "| kiln/PyTorch |",
              "|---|---|---|---|---|---|"]
@@ -352,7 +352,8 @@ def main(argv=None) -> dict:
                          f"{r['compile_s']:.1f} | {r['max_abs_err']:.2g} |")
     text = "\n".join(lines) + "\n"
     print(text)
-    data = {"benchmark": "single-thread kernels", "machine": info, "rounds": args.rounds, "target_s": args.target_s,
+    data = {"benchmark": "single-thread kernels", "machine": info, "thread_counts": threads, "rounds": args.rounds,
+            "target_s": args.target_s,
             "sets": args.sets, "rows": rows, "models": model_rows}
     if not args.no_write:
         jpath, mpath = write_results("kernels", data, text)

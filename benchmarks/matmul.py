@@ -11,12 +11,11 @@ Writes benchmarks/results/matmul.json and matmul.md.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import numpy as np
 
-from .common import interleaved, machine_info, write_results
+from .common import interleaved, machine_info, machine_line, thread_counts, write_results
 
 
 def gemm_schedule(M: int, N: int, K: int, bm: int, bn: int, ku: int):
@@ -103,14 +102,14 @@ def main(argv=None) -> dict:
     if "pytorch" in rows:
         pct = 100.0 * rows["kiln"]["gflops_median"] / rows["pytorch"]["gflops_median"]
     data = {"benchmark": f"fp32 matmul {M}x{N}x{K}", "machine": machine_info(), "threads": cores,
+            "thread_counts": thread_counts(),
             "schedule": {"bm": args.bm, "bn": args.bn, "ku": args.ku, "simd_width": simd},
             "rounds": args.rounds, "number": args.number, "versions": versions, "results": rows,
             "kiln_pct_of_pytorch": pct}
 
     lines = [f"# fp32 matmul {M}x{N}x{K}", "",
-             f"Machine: {data['machine']['cpu']}, {cores} cores, features {', '.join(data['machine']['features'])}; "
-             f"{cores} threads for every contender; {args.rounds} interleaved rounds of {args.number} calls, "
-             f"load average at the end {', '.join(f'{x:.1f}' for x in os.getloadavg())}.",
+             machine_line(data["machine"], data["thread_counts"]),
+             f"numpy uses its BLAS's own threads; {args.rounds} interleaved rounds of {args.number} calls.",
              f"kiln schedule: bm={args.bm}, bn={args.bn}, ku={args.ku} (SIMD width {simd}).", "",
              "| contender | median ms | best ms | GFLOP/s (median) | GFLOP/s (best) |",
              "|---|---|---|---|---|"]

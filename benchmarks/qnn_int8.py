@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from .common import interleaved, machine_info, write_results
+from .common import interleaved, machine_info, machine_line, thread_counts, write_results
 
 
 def _model(size: int, path: str):
@@ -83,6 +83,7 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--number", type=int, default=10)
     ap.add_argument("--size", type=int, default=56)
+    ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     threads = int(os.environ.get("KILN_NUM_THREADS", os.cpu_count() or 1))
     tmp = tempfile.mkdtemp()
@@ -109,9 +110,12 @@ def main(argv=None):
         rows.append(f"| {name} | {t['median_s'] * 1e3:.3f} | {t['best_s'] * 1e3:.3f} | {err:.4f} | "
                     f"{int(outputs[name].argmax() == ref.argmax())} |")
     info = machine_info()
+    counts = thread_counts(ort_intra_op=threads, pytorch=False)
     md = (f"# int8 small CNN ({args.size}x{args.size}, 4 convs + fc), {threads} threads\n\n"
-          f"machine: {info}\n\n" + "\n".join(rows) + "\n")
-    write_results("qnn_int8", {"machine": info, "times": times, "size": args.size, "threads": threads}, md)
+          f"{machine_line(info, counts)}\n\n" + "\n".join(rows) + "\n")
+    if not args.no_write:
+        write_results("qnn_int8", {"machine": info, "thread_counts": counts, "times": times, "size": args.size,
+                                   "threads": threads}, md)
     print(md)
 
 

@@ -2,12 +2,17 @@
 
     python -m benchmarks.run [--models mlp_b1,resnet18,...] [--rounds 7] [--number 3] [--tuning-log FILE]
                              [--skip torch_compile,onnxruntime] [--threads N] [--no-write]
+                             [--targets "llvm" "llvm -mcpu=core-avx2"]   # one kiln column per target
 
 For each workload: fp32, every contender with the same thread count, a warm-up, then ``rounds`` interleaved
 rounds of ``number`` calls (median and min per call), compile time, and the max abs error against PyTorch eager.
 kiln's path for models is the PyTorch frontend -> relay.build (opt_level 3, under the llvm target so the x86
 AlterOpLayout hooks run) -> graph executor; a workload whose path fails shows "n/a" with the reason.
-Writes benchmarks/results/run.json and run.md (with the machine description).
+``--targets`` (or ``--target``, repeatable) builds kiln once per target string, each a column timed in the same
+interleaved rounds as the others, so the host's ISA and e.g. ``-mcpu=core-avx2`` are compared in one table; a
+target whose ISA this CPU lacks is built but shows n/a (it cannot run here).
+Writes benchmarks/results/run.json and run.md (with the CPU model, the ISA of every target and every
+contender's thread count).
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ import traceback
 
 import numpy as np
 
-from .common import interleaved, machine_info, write_results
+from .common import interleaved, machine_info, machine_line, thread_counts, write_results
 from .models import MODELS
 
 CONTENDERS = ("pytorch", "torch_compile", "onnxruntime", "kiln", "kiln_tuned")
@@ -30,7 +35,12 @@ def _reason(err: BaseException) -> str:
     return text[:160]
 
 
-def _kiln_build(model, inputs, tuning_log=None):
+def kiln_column(name: str, target: str, targets: list) -> str:
+    """Column name of kiln built for ``target``: ``kiln`` for the first target, ``kiln [<target>]`` for others."""
+    return name if target == targets[0] else f"{name} [{target}]"
+
+
+def _kiln_build(model, inputs, tuning_log=None, target="llvm"):
     import torch
     import kiln as tvm
     from kiln import relay
@@ -41,7 +51,7 @@ def _kiln_build(model, inputs, tuning_log=None):
     shapes = [(f"input{i}", (tuple(x.shape), str(x.dtype).replace("torch.", ""))) for i, x in enumerate(inputs)]
     t0 = time.perf_counter()
     mod, params = relay.frontend.from_pytorch(scripted, shapes)
-    target = tvm.target.Target("llvm")
+    target = tvm.target.Target(target)
     ctx = None
     if tuning_log:
         from kiln import autotvm
@@ -54,6 +64,11 @@ def _kiln_build(model, inputs, tuning_log=None):
         if ctx is not None:
             ctx.__exit__(None, None, None)
     compile_s = time.perf_counter() - t0
+    from kiln.runtime.cpu_features import missing_features
+    from kiln.target.x86 import required_features
+    missing = missing_features(required_features(target))
+    if missing:
+        raise RuntimeError(f"built ({compile_s:.1f}s) but this CPU cannot run it: it lacks {', '.join(missing)}")
     gmod = GraphModule(lib["default"](tvm.cpu(0)))
     for (name, _), x in zip(shapes, inputs):
         gmod.set_input(name, tvm.nd.array(x.numpy()))
@@ -133,9 +148,12 @@ def bench_one(key: str, args, tmpdir: str) -> dict:
     add("pytorch", eager)
     add("torch_compile", lambda: _torch_compile(model, inputs))
     add("onnxruntime", lambda: _onnxruntime(model, inputs, args.threads, tmpdir))
-    add("kiln", lambda: _kiln_build(model, inputs))
+    for target in args.targets:
+        add(kiln_column("kiln", target, args.targets), lambda t=target: _kiln_build(model, inputs, target=t))
     if args.tuning_log:
-        add("kiln_tuned", lambda: _kiln_build(model, inputs, args.tuning_log))
+        for target in args.targets:
+            add(kiln_column("kiln_tuned", target, args.targets),
+                lambda t=target: _kiln_build(model, inputs, args.tuning_log, target=t))
     if contenders:
         timings = interleaved(contenders, rounds=args.rounds, number=args.number, warmup=args.warmup)
         for name, t in timings.items():
@@ -144,15 +162,27 @@ def bench_one(key: str, args, tmpdir: str) -> dict:
     return row
 
 
+def _columns(data: dict) -> list:
+    """Contenders in table order: the fixed ones, each kiln column (one per target) where it belongs."""
+    seen = []
+    for r in data["rows"]:
+        for c in list(r["results"]) + list(r["notes"]):
+            if c != "all" and c not in seen:
+                seen.append(c)
+    base = {c: i for i, c in enumerate(CONTENDERS)}
+    return sorted(seen, key=lambda c: (base.get(c.split(" [")[0], len(base)), seen.index(c)))
+
+
 def to_markdown(data: dict) -> str:
     m = data["machine"]
-    names = [c for c in CONTENDERS if any(c in r["results"] or c in r["notes"] for r in data["rows"])]
-    lines = ["# kiln benchmark", "",
-             f"Machine: {m['cpu']}, {m['cores']} cores, features {', '.join(m['features'])}; {data['threads']} "
-             f"threads for every contender; fp32; {data['rounds']} interleaved rounds of {data['number']} calls after "
-             f"{data['warmup']} warm-up calls; load average at the end {', '.join(f'{x:.1f}' for x in m['load_average'])}; "
-             f"OpenMP wait policy {data.get('openmp', {}).get('policy') or 'libgomp default'} (shared by kiln and PyTorch)."
-             , "", "Median ms per call (min ms) [compile s] {max abs error vs PyTorch}.", "",
+    names = _columns(data)
+    th = data["thread_counts"]
+    lines = ["# kiln benchmark", "", machine_line(m, th), "",
+             f"fp32; {data['rounds']} interleaved rounds of {data['number']} calls after {data['warmup']} warm-up "
+             f"calls; OpenMP wait policy {data.get('openmp', {}).get('policy') or 'libgomp default'} (shared by kiln "
+             f"and PyTorch); kiln columns: " + ", ".join(f"`{kiln_column('kiln', t, data['targets'])}` = target "
+                                                       f"`{t}`" for t in data["targets"]) + ".",
+             "", "Median ms per call (min ms) [compile s] {max abs error vs PyTorch}.", "",
              "| workload | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     notes = []
     for r in data["rows"]:
@@ -178,7 +208,7 @@ def main(argv=None) -> dict:
     import tempfile
     # kiln first: it sets its OpenMP wait-policy default before libgomp is loaded (torch ships one too and the
     # two libraries then share it), so both contenders run under the policy recorded in the results
-    from kiln.runtime.thread_policy import openmp_status
+    from kiln.runtime.thread_policy import openmp_status, thread_status
     import torch
     from kiln.target.x86 import host_cpu_info
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -187,6 +217,12 @@ def main(argv=None) -> dict:
     p.add_argument("--number", type=int, default=5)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=host_cpu_info().num_cores)
+    p.add_argument("--targets", nargs="+", default=None, metavar="TARGET",
+                   help="kiln target strings, one kiln column each (default: llvm, the host)")
+    p.add_argument("--target", action="append", default=None, metavar="TARGET",
+                   help="a kiln target string (repeatable; adds to --targets)")
+    p.add_argument("--thread-policy", choices=("adaptive", "fixed"), default=None,
+                   help="kiln's thread-count policy (default: $KILN_THREAD_POLICY, else adaptive)")
     p.add_argument("--tuning-log", default=None, help="AutoTVM log: adds a 'kiln_tuned' column")
     p.add_argument("--skip", default="", help="comma list of contenders to leave out")
     p.add_argument("--out", default="run", help="results file stem under benchmarks/results/")
@@ -194,18 +230,30 @@ def main(argv=None) -> dict:
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
     args.skip = set(filter(None, args.skip.split(",")))
+    args.targets = list(dict.fromkeys((args.targets or []) + (args.target or []))) or ["llvm"]
+    from kiln.target import Target
+    for t in args.targets:
+        try:
+            Target(t)
+        except Exception as err:  # noqa: BLE001 - a bad target string is a usage error
+            p.error(f"--targets {t!r}: {str(err).splitlines()[0]}")
     keys = [k.strip() for k in args.models.split(",") if k.strip()]
     unknown = [k for k in keys if k not in MODELS]
     if unknown:
         p.error(f"unknown workloads {unknown}; choose from {list(MODELS)}")
     os.environ.setdefault("KILN_NUM_THREADS", str(args.threads))
     torch.set_num_threads(args.threads)
+    if args.thread_policy:
+        from kiln.runtime import set_thread_policy
+        set_thread_policy(args.thread_policy)
     rows = []
     with tempfile.TemporaryDirectory() as tmpdir:
         for key in keys:
             print(f"[benchmarks.run] {key} ...", file=sys.stderr, flush=True)
             rows.append(bench_one(key, args, tmpdir))
-    data = {"machine": machine_info(), "threads": args.threads, "rounds": args.rounds, "number": args.number,
+    data = {"machine": machine_info(args.targets), "threads": args.threads, "targets": args.targets,
+            "thread_counts": thread_counts(ort_intra_op=args.threads), "thread_policy": thread_status(),
+            "rounds": args.rounds, "number": args.number,
             "warmup": args.warmup, "tuning_log": args.tuning_log, "openmp": openmp_status(),
             "versions": {"torch": torch.__version__, "numpy": np.__version__}, "rows": rows}
     try:

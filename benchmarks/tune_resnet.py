@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from .common import RESULTS_DIR, interleaved, machine_info, paired_speedup, write_results
+from .common import RESULTS_DIR, interleaved, machine_info, machine_line, paired_speedup, thread_counts, write_results
 
 
 def _log(msg: str) -> None:
@@ -229,9 +229,8 @@ def torchvision_resnet18():
 def to_markdown(data: dict) -> str:
     m = data["machine"]
     lines = ["# AutoTVM on resnet-18 (issue 7 acceptance)", "",
-             f"Machine: {m['cpu']}, {m['cores']} cores, features {', '.join(m['features'])}; {data['threads']} "
-             f"threads; fp32, batch 1, 224x224; load average at the end "
-             f"{', '.join(f'{x:.1f}' for x in m['load_average'])}; OpenMP wait policy "
+             machine_line(m, data.get("thread_counts")), "",
+             f"fp32, batch 1, 224x224; OpenMP wait policy "
              f"{data.get('openmp', {}).get('policy') or 'libgomp default'}.", "",
              f"Tuning: {data['n_tasks']} conv2d tasks from relay.testing resnet-18, tuner {data['tuner']}, at most "
              f"{data['trials']} trials per task (plus the fallback config, measured first), early stopping "
@@ -435,7 +434,8 @@ def main(argv=None) -> dict:
                                                     / med["torchvision resnet18 / kiln tuned"])
         speedups["PyTorch eager / kiln tuned (>1: kiln faster)"] = (med["torchvision resnet18 / PyTorch eager"]
                                                                     / med["torchvision resnet18 / kiln tuned"])
-    data = {"machine": machine_info(), "threads": args.threads, "tuner": args.tuner, "trials": args.trials,
+    data = {"machine": machine_info(), "threads": args.threads, "thread_counts": thread_counts(),
+            "tuner": args.tuner, "trials": args.trials,
             "early_stopping": args.early_stopping, "measure_threads": args.measure_threads,
             "verify_top": args.verify_top, "verify_passes": args.verify_passes,
             "measure_clock": args.measure_clock, "n_tasks": len(tasks), "extract_seconds": extract_s,

@@ -1,5 +1,9 @@
 """``kiln bench MODEL``: latency (median / min) of a model through kiln, beside the model's own framework
-(ONNX Runtime for .onnx, PyTorch for TorchScript) when installed, timed in interleaved rounds."""
+(ONNX Runtime for .onnx, PyTorch for TorchScript) when installed, timed in interleaved rounds.
+
+Every contender runs with kiln's thread count (``--threads``, else :func:`kiln.runtime.num_threads`): ONNX Runtime's
+``intra_op_num_threads``, PyTorch's ``set_num_threads``. The report names the CPU, the ISA kiln built for and
+each contender's thread count (kiln's policy too: ``--thread-policy``)."""
 from __future__ import annotations
 
 import statistics
@@ -28,6 +32,9 @@ def add_parser(sub) -> None:
     p.add_argument("--no-peers", action="store_true", help="time kiln only")
     p.add_argument("--seed", type=int, default=0)
     add_threads_argument(p)
+    p.add_argument("--thread-policy", choices=("adaptive", "fixed"), default=None,
+                   help="kiln's thread-count policy: adaptive (default; fewer threads while other processes keep "
+                   "cores busy) or fixed ($KILN_THREAD_POLICY)")
     p.set_defaults(handler=run)
 
 
@@ -54,16 +61,21 @@ def _own_interleaved(contenders: dict, rounds: int = 7, number: int = 3, warmup:
     return {name: {"median_s": statistics.median(r), "best_s": min(r), "runs_s": r} for name, r in runs.items()}
 
 
-def _peer_onnxruntime(path: str, feed: dict):
+def _peer_onnxruntime(path: str, feed: dict, threads: int):
     import onnxruntime as ort
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     names = {i.name for i in sess.get_inputs()}
     feed = {k: v for k, v in feed.items() if k in names}
-    return (lambda: sess.run(None, feed)), (lambda: sess.run(None, feed)[0])
+    used = f"{sess.get_session_options().intra_op_num_threads} (intra_op_num_threads)"
+    return (lambda: sess.run(None, feed)), (lambda: sess.run(None, feed)[0]), used
 
 
-def _peer_pytorch(path: str, feed: dict):
+def _peer_pytorch(path: str, feed: dict, threads: int):
     import torch
+    torch.set_num_threads(threads)
     module = torch.jit.load(path, map_location="cpu").eval()
     args = [torch.from_numpy(np.ascontiguousarray(v)) for v in feed.values()]
 
@@ -76,7 +88,7 @@ def _peer_pytorch(path: str, feed: dict):
         while isinstance(out, (tuple, list)):
             out = out[0]
         return out.numpy()
-    return call, first
+    return call, first, f"{torch.get_num_threads()} (torch.get_num_threads)"
 
 
 def run(args) -> int:
@@ -84,7 +96,11 @@ def run(args) -> int:
     from ..runtime.graph_executor import GraphModule
     if args.rounds < 1 or args.number < 1 or args.warmup < 0:
         raise CLIError("--rounds and --number must be >= 1, --warmup >= 0")
-    apply_threads(args.threads)   # before kiln's kernels load (the peers keep their own thread settings)
+    from ..runtime import num_threads, set_thread_policy, thread_status
+    apply_threads(args.threads)   # before kiln's kernels load; the peers get the same count below
+    if args.thread_policy:
+        set_thread_policy(args.thread_policy)
+    threads = num_threads()
     compiled = args.model.endswith((".so", ".tar"))
     compile_s = None
     if compiled:
@@ -108,12 +124,12 @@ def run(args) -> int:
         gmod.run()
         return gmod.get_output(0).numpy()
 
-    contenders, outputs, notes = {"kiln": gmod.run}, {"kiln": kiln_output()}, {}
+    contenders, outputs, notes, peer_threads = {"kiln": gmod.run}, {"kiln": kiln_output()}, {}, {}
     peer = {"onnx": ("onnxruntime", _peer_onnxruntime), "pytorch": ("pytorch", _peer_pytorch)}.get(fmt)
     if peer and not args.no_peers:
         name, make = peer
         try:
-            call, first = make(args.model, feed)
+            call, first, peer_threads[name] = make(args.model, feed, threads)
             outputs[name] = first()
             contenders[name] = call
         except ImportError:
@@ -129,6 +145,18 @@ def run(args) -> int:
     if compile_s is not None:
         print(f"kiln compile time: {compile_s:.2f} s" + (f" (tuning records {args.tuning_records})"
                                                        if args.tuning_records else " (untuned)"))
+    from ..target.x86 import host_cpu_info, target_cpu_summary
+    cpu = host_cpu_info()
+    built_for = getattr(args, "target", None) if not compiled else None
+    try:
+        isa = target_cpu_summary(parse_target(built_for)) if built_for else "as compiled (see the module's target)"
+    except Exception:  # noqa: BLE001 - the line is informational
+        isa = str(built_for)
+    print(f"CPU: {cpu.model_name or 'unknown'}, {cpu.num_cores} usable cores; kiln target: {isa}")
+    st = thread_status()
+    counts = [f"kiln {st['requested']} ({st['policy']} policy, {st['threads']} in use at the end)"]
+    counts += [f"{name} {peer_threads[name]}" for name in results if name != "kiln"]
+    print("threads: " + ", ".join(counts))
     ref = next((outputs[n] for n in outputs if n != "kiln"), None)
     print(f"{'contender':<12} {'median ms':>10} {'min ms':>10} {'max |err|':>10}")
     for name, r in results.items():

@@ -16,6 +16,7 @@ from .registry import PackedFunc, get_global_func, list_global_func_names, regis
 from .convert import convert, convert_to_object  # noqa: F401
 from .params import save_param_dict, load_param_dict  # noqa: F401
 from .library import num_threads, set_num_threads  # noqa: F401
+from .thread_policy import effective_threads, get_thread_policy, set_thread_policy, thread_status  # noqa: F401
 
 nd = ndarray
 
@@ -23,7 +24,7 @@ __all__ = [
     "Module", "load_module", "NDArray", "ndarray", "nd", "Device", "device", "cpu", "cuda", "DataType",
     "register_func", "get_global_func", "list_global_func_names", "remove_global_func", "PackedFunc",
     "BenchmarkResult", "enabled", "convert", "save_param_dict", "load_param_dict",
-    "num_threads", "set_num_threads",
+    "num_threads", "set_num_threads", "effective_threads", "set_thread_policy", "get_thread_policy", "thread_status",
 ]
 
 # Registers the loader of graph executor factories (runtime.module.loadbinary_GraphExecutorFactory), so

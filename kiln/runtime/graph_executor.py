@@ -27,6 +27,7 @@ from .module import Module
 from .ndarray import NDArray, _aligned_empty
 from .params import load_params, save_params
 from .registry import register_func
+from .thread_policy import tick as _thread_tick
 
 
 #: Symbol of the native plan runner relay.build links into the kernel library (see graph_executor_codegen).
@@ -439,6 +440,7 @@ class GraphExecutor(Module):
     def run(self, **inputs) -> None:
         """Run the whole graph (setting ``inputs`` by name first). Calls from several threads are
         serialized (they share the executor's buffers)."""
+        _thread_tick()  # the adaptive thread policy measures here (kiln.runtime.thread_policy)
         with self._lock:
             for name, value in inputs.items():
                 self._copy_in(self._index_of(name), value)

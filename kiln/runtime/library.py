@@ -28,12 +28,20 @@ _threads_override: list = []
 
 def set_num_threads(n: int | None) -> None:
     """Set the threads of kiln's parallel loops, for every library loaded now and later (None: back to
-    $KILN_NUM_THREADS / $TVM_NUM_THREADS / the CPUs usable here)."""
+    $KILN_NUM_THREADS / $TVM_NUM_THREADS / the CPUs usable here). Under the adaptive thread policy
+    (``kiln.runtime.thread_policy``) this is the most threads used; fewer while other processes keep cores busy."""
     if n is not None:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise KilnError(f"set_num_threads expects a positive integer or None, got {n!r}")
     _threads_override[:] = [] if n is None else [n]
-    value = num_threads()
+    apply_effective_threads()  # under the adaptive policy n is the most threads used (thread_policy)
+
+
+def apply_effective_threads() -> None:
+    """Write the thread count in use now (:func:`kiln.runtime.thread_policy.effective_threads`) into every
+    loaded library; its next parallel region runs with it."""
+    from .thread_policy import effective_threads
+    value = effective_threads(num_threads())
     for lib in list(_live_libraries):
         lib.set_num_threads(value)
 
@@ -243,7 +251,8 @@ class Library:
         self._set_pointer("__kiln_call_packed", CALL_PACKED_ADDRESS)
         self._threads = self._optional_int("__kiln_num_threads")
         if self._threads is not None:
-            self._threads.value = num_threads()
+            from .thread_policy import effective_threads
+            self._threads.value = effective_threads(num_threads())
         _live_libraries.add(self)
         self._get_error = self._optional("__kiln_get_last_error", ctypes.c_char_p, [])
         self._time_call = self._optional("__kiln_time_call", ctypes.c_double,

@@ -1,4 +1,8 @@
-"""OpenMP defaults for kiln's kernels, applied when ``kiln.runtime`` is imported.
+"""OpenMP defaults for kiln's kernels (applied when ``kiln.runtime`` is imported) and the thread-count policy.
+
+The second half of this module chooses how many threads a parallel loop gets while other processes keep
+cores busy (``KILN_THREAD_POLICY=adaptive|fixed``, :func:`set_thread_policy`; see the comment before
+:func:`get_thread_policy`). The first half is the wait policy of the idle OpenMP workers:
 
 kiln's parallel loops run on GNU OpenMP (libgomp). After a parallel region its worker threads wait for the
 next one: spinning for ``GOMP_SPINCOUNT`` iterations, then sleeping on a futex. Both extremes hurt:
@@ -26,8 +30,18 @@ question altogether: relay.build makes their parallel loops serial (``kiln.relay
 from __future__ import annotations
 
 import os
+import threading
+import time
+
+try:
+    import resource
+    _CLK_TCK = float(os.sysconf("SC_CLK_TCK"))
+except (ImportError, ValueError, OSError, AttributeError):  # not a POSIX system: nothing to measure
+    resource = None
+    _CLK_TCK = 100.0
 
 _STATUS: dict = {}
+
 # spins before an idle OpenMP worker sleeps (see the module doc for the measurements behind it)
 DEFAULT_SPINCOUNT = 10000
 
@@ -80,3 +94,207 @@ def openmp_status() -> dict:
                           "policy it was started with. Import kiln first or set OMP_WAIT_POLICY / GOMP_SPINCOUNT "
                           "in the environment.")
     return out
+
+
+# -- how many threads: the adaptive policy ------------------------------------------------------------------
+# A parallel loop is split evenly between its threads (OpenMP's static schedule) and ends in a barrier, so it
+# takes as long as its slowest thread. When another process keeps a core busy, the thread sharing that core
+# with it gets half of it (or waits a whole scheduler slice) and the region takes as long as doing that share
+# alone on a full core, plus the wake-ups; the other threads wait. On a 2-core machine beside one CPU-bound
+# process mobilenet_v2 went from 6 to 15 ms with 2 threads, slower than the same model on one thread (which
+# gets a core of its own). Spinning longer or shorter (GOMP_SPINCOUNT) changes only what the waiting
+# threads do, not the wait. So kiln measures how much CPU time the *other* processes use, and runs its
+# parallel loops on the cores they leave free: ``threads = min(requested, round(cpus - others))``, at least 1.
+#
+# Measurement: every ``window_s`` (0.25 s) at most, on a graph executor / VM run, kiln reads the busy time of
+# the CPUs it may run on (/proc/stat: user, nice, system, irq, softirq, steal; the per-CPU lines of its
+# affinity when that is not every CPU, e.g. under taskset or a cpuset) and its own process's CPU time
+# (getrusage; its OpenMP workers, spinning or not, and any other library in the process count as its own).
+# The difference over the wall time of the window is the number of cores the others kept busy. A new
+# count is applied after ``confirm`` (2) windows in a row agree, so a short burst does not flip it.
+# The decision is written into every loaded library's ``__kiln_num_threads`` (the mechanism of
+# ``kiln.runtime.set_num_threads``), which the next parallel region reads.
+
+THREAD_POLICY_ENV = "KILN_THREAD_POLICY"
+THREAD_POLICIES = ("adaptive", "fixed")
+_policy_override: list = []
+
+
+def get_thread_policy() -> str:
+    """The thread-count policy in effect: :func:`set_thread_policy`'s, else ``$KILN_THREAD_POLICY``, else
+    ``adaptive``. ``fixed`` always uses :func:`kiln.runtime.num_threads` threads."""
+    if _policy_override:
+        return _policy_override[0]
+    text = os.environ.get(THREAD_POLICY_ENV, "").strip().lower()
+    if not text:
+        return "adaptive"
+    if text not in THREAD_POLICIES:
+        from ..error import KilnError
+        raise KilnError(f"${THREAD_POLICY_ENV} must be one of {', '.join(THREAD_POLICIES)}, got {text!r}")
+    return text
+
+
+def set_thread_policy(policy: str | None) -> None:
+    """Choose the thread-count policy for this process: ``"adaptive"`` (fewer threads while other processes
+    keep cores busy), ``"fixed"`` (always :func:`kiln.runtime.num_threads`), or None (back to
+    ``$KILN_THREAD_POLICY`` / the default). Applies to every kernel library at once."""
+    if policy is not None:
+        if not isinstance(policy, str) or policy.strip().lower() not in THREAD_POLICIES:
+            from ..error import KilnError
+            raise KilnError(f"set_thread_policy expects one of {', '.join(THREAD_POLICIES)} or None, got {policy!r}")
+        policy = policy.strip().lower()
+    _policy_override[:] = [] if policy is None else [policy]
+    get_thread_policy()  # a bad $KILN_THREAD_POLICY is reported here, not in the middle of a run
+    _apply()
+
+
+def sample_cpu_times():
+    """``(busy_s, self_s, cpus)``: seconds the CPUs this process may run on (its affinity; the whole machine's
+    line of /proc/stat when that is every CPU) have been busy since boot, this process's CPU seconds (all its
+    threads), and how many CPUs that is. None where /proc/stat cannot be read (not Linux)."""
+    if resource is None:
+        return None
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        allowed = None
+    try:
+        with open("/proc/stat", "rb") as f:
+            if allowed is None or len(allowed) >= _online_cpus():
+                lines, allowed = [f.readline()], None
+            else:
+                names = {b"cpu%d" % i for i in allowed}
+                lines = [line for line in f if line.split(b" ", 1)[0] in names]
+    except OSError:
+        return None
+    busy = 0
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 9 or not fields[0].startswith(b"cpu"):
+            return None
+        # user nice system idle iowait irq softirq steal (guest time is already inside user)
+        t = [int(x) for x in fields[1:9]]
+        busy += t[0] + t[1] + t[2] + t[5] + t[6] + t[7]
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpus = _online_cpus() if allowed is None else len(lines)
+    return busy / _CLK_TCK, usage.ru_utime + usage.ru_stime, cpus
+
+
+def _online_cpus() -> int:
+    return os.cpu_count() or 1
+
+
+class ThreadAdapter:
+    """Measures how many cores other processes keep busy and derives how many this process may use.
+
+    ``sample`` returns ``(busy_s, self_s[, cpus])`` (see :func:`sample_cpu_times`), ``clock`` monotonic seconds;
+    both are injectable so the decisions can be tested without a busy machine. ``usable`` is None until
+    ``confirm`` windows agree, then the cores left free by the others (at least 1)."""
+
+    def __init__(self, sample=None, clock=None, cpus: int | None = None, window_s: float = 0.25,
+                 confirm: int = 2):
+        self._sample = sample or sample_cpu_times
+        self._clock = clock or time.monotonic
+        self.cpus = cpus or _online_cpus()
+        self.window_s = window_s
+        self.confirm = max(1, int(confirm))
+        self._lock = threading.Lock()
+        self.changes = 0
+        self.restart()
+
+    def restart(self) -> None:
+        """Forget what was measured: back to the requested thread count until new windows decide."""
+        self._prev = None
+        self._next = 0.0
+        self._candidate = None
+        self._streak = 0
+        self.usable = None
+        self.others = None
+
+    def tick(self) -> bool:
+        """Called before a model run: measures when a window has passed. Returns whether ``usable`` changed.
+        Cheap (one clock read) between windows; never blocks (a concurrent measurement is skipped)."""
+        now = self._clock()
+        if now < self._next or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return self._measure(now)
+        finally:
+            self._lock.release()
+
+    def _measure(self, now: float) -> bool:
+        self._next = now + self.window_s
+        sample = self._sample()
+        if sample is None:
+            return False
+        prev, self._prev = self._prev, (now, sample[0], sample[1])
+        if prev is None:
+            return False
+        wall = now - prev[0]
+        if wall <= 0:
+            return False
+        others = max(0.0, ((sample[0] - prev[1]) - (sample[1] - prev[2])) / wall)
+        self.others = others
+        if len(sample) > 2 and sample[2]:
+            self.cpus = sample[2]          # the CPUs of the process's affinity (taskset, cpusets)
+        want = max(1, int(self.cpus - others + 0.5))
+        if want == self._candidate:
+            self._streak += 1
+        else:
+            self._candidate, self._streak = want, 1
+        if self._streak >= self.confirm and want != self.usable:
+            self.usable = want
+            self.changes += 1
+            return True
+        return False
+
+    def threads(self, requested: int) -> int:
+        """The thread count for parallel loops given the ``requested`` one (the adaptive policy)."""
+        if self.usable is None:
+            return requested
+        return max(1, min(requested, self.usable))
+
+
+ADAPTER = ThreadAdapter()
+
+
+def effective_threads(requested: int | None = None) -> int:
+    """Threads kiln's parallel loops use now: ``requested`` (default :func:`kiln.runtime.num_threads`),
+    lowered by the adaptive policy while other processes keep cores busy."""
+    if requested is None:
+        from .library import num_threads
+        requested = num_threads()
+    if get_thread_policy() == "fixed":
+        return requested
+    return ADAPTER.threads(requested)
+
+
+def _apply() -> None:
+    from .library import apply_effective_threads
+    apply_effective_threads()
+
+
+def tick() -> None:
+    """Hook of the executors (graph executor and VM runs): measure if a window passed, and when the
+    decision changes write the new count into the loaded libraries. The measurement runs under both
+    policies (so :func:`thread_status` can report the others' load); only ``adaptive`` acts on it."""
+    if ADAPTER.tick() and get_thread_policy() == "adaptive":
+        _apply()
+
+
+def thread_status() -> dict:
+    """What the thread policy sees and does: ``policy``, ``requested`` (num_threads), ``threads`` (in use now),
+    ``cpus``, ``others_busy_cores`` (last window; None before two windows) and ``changes`` (decisions applied)."""
+    from .library import num_threads
+    requested = num_threads()
+    return {"policy": get_thread_policy(), "requested": requested, "threads": effective_threads(requested),
+            "cpus": ADAPTER.cpus, "others_busy_cores": ADAPTER.others, "usable_cores": ADAPTER.usable,
+            "changes": ADAPTER.changes, "window_s": ADAPTER.window_s}
+
+
+def _after_fork_in_child() -> None:
+    ADAPTER.restart()  # the parent's samples (its own CPU time) mean nothing here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

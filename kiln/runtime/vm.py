@@ -24,6 +24,7 @@ from .kernel import _EXPR_GLOBALS, _compile_extent
 from .module import Module
 from .ndarray import NDArray
 from .registry import register_func
+from .thread_policy import tick as _thread_tick
 
 _MAGIC = b"KILNVMX1"
 _VERSION = 1
@@ -490,6 +491,7 @@ class VirtualMachine:
 
     def _run_function(self, index: int, args: list):
         """The dispatch loop; VM-level calls push frames on an explicit stack (no Python recursion)."""
+        _thread_tick()  # the adaptive thread policy measures here (kiln.runtime.thread_policy)
         funcs = self.exe.functions
         kernels, consts, pool = self._kernels, self._consts, self.pool
         f = funcs[index]

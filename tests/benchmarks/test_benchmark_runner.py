@@ -18,3 +18,46 @@ def test_runner_on_mlp_batch1(tmp_path, monkeypatch):
         assert kiln["max_abs_err"] < 1e-3
     assert (tmp_path / "smoke.md").read_text().startswith("# kiln benchmark")
     assert (tmp_path / "smoke.json").exists()
+
+
+def test_runner_names_the_cpu_and_one_column_per_target(tmp_path, monkeypatch):
+    """--targets builds kiln once per target, each its own column; a target this CPU cannot run is built and
+    reported n/a with the missing features. The table and JSON name the CPU, each target's ISA, the threads."""
+    from benchmarks import common, run
+    from kiln.target.x86 import host_can_run, host_cpu_info
+    monkeypatch.setattr(common, "RESULTS_DIR", str(tmp_path))
+    targets = ["llvm -mcpu=core-avx2", "llvm -mcpu=skylake-avx512"]
+    data = run.main(["--models", "mlp_b1", "--rounds", "1", "--number", "1", "--warmup", "1",
+                     "--skip", "pytorch,torch_compile,onnxruntime", "--out", "smoke2", "--targets", *targets])
+    row = data["rows"][0]
+    for target, column in zip(targets, ["kiln", "kiln [llvm -mcpu=skylake-avx512]"]):
+        if host_can_run(target):
+            assert row["results"][column]["max_abs_err"] < 1e-3
+        else:
+            assert "cannot run it" in row["notes"][column]
+    m = data["machine"]
+    assert m["cpu"] == (host_cpu_info().model_name or "unknown CPU") and m["cores"] >= 1
+    assert "AVX2" in m["targets"][targets[0]] and "AVX-512" in m["targets"][targets[1]]
+    assert data["thread_counts"]["kiln"] >= 1 and data["thread_counts"]["kiln_policy"] in ("adaptive", "fixed")
+    text = (tmp_path / "smoke2.md").read_text()
+    first = text.splitlines()[2]
+    assert first.startswith(f"Machine: {m['cpu']}") and "skylake-avx512: AVX-512" in first and "threads: kiln" in first
+    assert "| kiln | kiln [llvm -mcpu=skylake-avx512] |" in text
+
+
+def test_contention_smoke():
+    """benchmarks.contention runs both phases for every contender and stops its neighbour processes."""
+    from benchmarks import contention
+    with contention.Neighbours(1, 30.0) as n:
+        procs = list(n.procs)
+        assert all(p.poll() is None for p in procs)
+    assert all(p.returncode is not None for p in procs)
+    data = contention.main(["--models", "mlp_b1", "--rounds", "1", "--number", "1", "--settle-s", "0.3",
+                            "--no-write"])
+    row = data["rows"][0]
+    for phase in ("quiet", "busy"):
+        assert {"kiln", "kiln_fixed", "kiln_1t"} <= set(row["phases"][phase])
+    assert row["kiln_busy_threads"] and all(1 <= t <= data["threads"] for t in row["kiln_busy_threads"])
+    assert row["max_abs_err"]["kiln"] < 1e-3
+    import kiln
+    assert kiln.runtime.library._threads_override == []      # the process's thread settings are left as found

@@ -99,6 +99,11 @@ def test_bench_onnx_beside_onnxruntime(onnx_models):
         return
     assert float(rows["onnxruntime"][0]) > 0
     assert float(rows["kiln"][2]) < 1e-3   # kiln's max |err| against ONNX Runtime
+    # the report names the CPU and every contender's thread count (ONNX Runtime runs with kiln's)
+    threads = next(line for line in res.stdout.splitlines() if line.startswith("threads: "))
+    kiln_n = int(threads.split("kiln ")[1].split()[0])
+    assert f"onnxruntime {kiln_n} (intra_op_num_threads)" in threads and "policy" in threads
+    assert any(line.startswith("CPU: ") and "fp32 lanes" in line for line in res.stdout.splitlines())
 
 
 def test_bench_compiled_module_kiln_only(compiled_conv):
