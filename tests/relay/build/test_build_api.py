@@ -269,7 +269,7 @@ def test_wrong_shape_or_dtype_gives_expected(gmod):
 
 
 def test_output_index_out_of_range(gmod):
-    gmod.run()
+    gmod.run(x=np.zeros((3, 5), "float32"), w=np.zeros((3, 5), "float32"))
     with pytest.raises(ArgumentError, match=r"output index 3 is out of range.*1 output"):
         gmod.get_output(3)
     with pytest.raises(ArgumentError, match="out of range"):

@@ -104,9 +104,11 @@ def test_poisoning_exposes_a_bad_plan():
     rp = g["node_row_ptr"]
     sids = g["attrs"]["storage_id"][1]
     ops = [i for i, n in enumerate(g["nodes"]) if n["op"] == "tvm_op"]
-    # put exp(x) (first op) into the same buffer as the sigmoid output, which is written while exp is live
+    # put sigmoid(a) into the buffer of negative(a), which is still live (add reads both): no kernel sees
+    # its output alias one of its inputs (the executor refuses that outright), yet the result is wrong
     sig = next(i for i in ops if "sigmoid" in g["nodes"][i]["name"])
-    sids[rp[sig]] = sids[rp[ops[0]]]
+    neg = next(i for i in ops if "negative" in g["nodes"][i]["name"])
+    sids[rp[sig]] = sids[rp[neg]]
     from kiln.runtime.graph_executor import GraphExecutor
     ex = GraphExecutor(json.dumps(g), lib.get_lib(), [tvm.cpu(0)])
     x = np.random.uniform(-2, 2, SHAPE).astype("float32")
