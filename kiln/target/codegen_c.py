@@ -30,6 +30,7 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
 from ..tir.stmt_functor import StmtExprVisitor
+from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
 from .c_support import CSupport, scalar_ctype, suffix
 from .metadata import function_metadata, implicit_shape_vars
 from .vector_split import split_store
@@ -252,7 +253,7 @@ class FunctionCodegen(StmtExprVisitor):
         self.lines: list[str] = []
         self.indent = 1
         self.nonneg: set = set()       # ids of variables known to be >= 0
-        self.cleanup: list = []        # ("heap", name) | ("parallel", label, flag, used)
+        self.exits = ErrorExits()      # live heap buffers and the enclosing parallel loop
         self.parallel_depth = 0
         self.counter = 0
         self.analyzer = _make_analyzer()
@@ -346,23 +347,10 @@ class FunctionCodegen(StmtExprVisitor):
         return f"{t} {name} = ({t})args[{index}].v_int64;"
 
     # ------------------------------------------------------------------ error exits
-    def error_exit(self) -> list[str]:
-        """Lines that free live heap buffers and leave (the function, or the parallel iteration)."""
-        out = []
-        for entry in reversed(self.cleanup):
-            if entry[0] == "heap":
-                out.append(f"kiln_free({entry[1]});")
-            else:
-                entry[3][0] = True
-                record = self.c.record_failure()
-                out.append(f"{record}(&{entry[2]}, {entry[2].replace('failed', 'msg')});")
-                out.append(f"goto {entry[1]};")
-                return out
-        out.append("return -1;")
-        return out
-
     def emit_error(self, message_expr: str | None):
-        lines = ([f"__kiln_set_last_error({message_expr});"] if message_expr else []) + self.error_exit()
+        """Set the last error (unless a callee did) and leave through the error exits."""
+        lines = ([f"__kiln_set_last_error({message_expr});"] if message_expr else []) + \
+            self.exits.lines(self.c.record_failure)
         for line in lines:
             self.emit(line)
 
@@ -464,36 +452,32 @@ class FunctionCodegen(StmtExprVisitor):
         self.emit("}")
 
     def _parallel_loop(self, s, header: str):
-        k = self.uid()
-        label, flag, used = f"kiln_par_end_{k}", f"kiln_par_failed_{k}", [False]
+        loop = ParallelLoop.numbered(self.uid())
         threads = self.c.omp_threads()
         outer_lines, self.lines = self.lines, []
         base_indent = self.indent
         self.indent = base_indent + 1
-        self.cleanup.append(("parallel", label, flag, used))
+        self.exits.push(loop)
         self.parallel_depth += 1
         self.visit(s.body)
         self.parallel_depth -= 1
-        self.cleanup.pop()
+        self.exits.pop()
         body_lines, self.lines = self.lines, outer_lines
         self.indent = base_indent
-        msg = flag.replace("failed", "msg")
-        if used[0]:
-            self.emit(f"int32_t {flag} = 0;")
-            self.emit(f"char {msg}[1024];")
-            self.emit(f"{msg}[0] = 0;")
+        if loop.used:
+            self.emit(f"int32_t {loop.flag} = 0;")
+            self.emit(f"char {loop.msg}[1024];")
+            self.emit(f"{loop.msg}[0] = 0;")
         self.emit(f"#pragma omp parallel for num_threads({threads}())")
         self.emit(header)
         self.lines.extend(body_lines)
-        if used[0]:
-            self.emit(f"  {label}: ;")
+        if loop.used:
+            self.emit(f"  {loop.label}: ;")
         self.emit("}")
-        if used[0]:
-            self.emit(f"if ({flag}) {{")
+        if loop.used:
+            self.emit(f"if ({loop.flag}) {{")
             self.indent += 1
-            self.emit(f"__kiln_set_last_error({msg});")
-            for line in self.error_exit():
-                self.emit(line)
+            self.emit_error(loop.msg)
             self.indent -= 1
             self.emit("}")
 
@@ -586,9 +570,9 @@ class FunctionCodegen(StmtExprVisitor):
         self.emit_error(c_string(f"{self.symbol}: out of memory allocating buffer '{s.buffer_var.name}'"))
         self.indent -= 1
         self.emit("}")
-        self.cleanup.append(("heap", name))
+        self.exits.push(HeapBuffer(name))
         self.visit(s.body)
-        self.cleanup.pop()
+        self.exits.pop()
         self.emit(f"kiln_free({name});")
 
     def _try_promote(self, s, name: str, elem: str, count: int) -> bool:
