@@ -57,6 +57,22 @@ _LIBM = {
 _PREDICATES = {"isnan", "isinf", "isfinite"}
 _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_left": "<<", "shift_right": ">>"}
 _COMMENT_ATTRS = ("relay_op", "relay.op", "op_name", "compute_name")
+# binary operators that print as one C operator; And/Or: (scalar, vector) forms
+_ARITHMETIC = {E.Add: "+", E.Sub: "-", E.Mul: "*"}
+_COMPARISONS = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
+_LOGICAL = {E.And: ("&&", "&"), E.Or: ("||", "|")}
+
+# intrinsic name (without "tir.") -> FunctionCodegen method printing a call of it (filled by @_prints)
+_CALL_PRINTERS: dict = {}
+
+
+def _prints(*names):
+    """Register the decorated FunctionCodegen method as the printer of the intrinsics ``names``."""
+    def register(method):
+        for name in names:
+            _CALL_PRINTERS[name] = method
+        return method
+    return register
 
 
 class CodegenError(LoweringError):
@@ -668,14 +684,16 @@ class FunctionCodegen(StmtExprVisitor):
     def _binary(self, e, op: str):
         return f"({self.visit(e.a)} {op} {self.visit(e.b)})"
 
-    def visit_Add(self, e):
-        return self._binary(e, "+")
-
-    def visit_Sub(self, e):
-        return self._binary(e, "-")
-
-    def visit_Mul(self, e):
-        return self._binary(e, "*")
+    def visit_BinaryOpExpr(self, e):
+        """The operators that are one C operator (the tables above); the others have a visit_ of their own."""
+        op = _ARITHMETIC.get(type(e))
+        if op is not None:
+            return self._binary(e, op)
+        op = _COMPARISONS.get(type(e))
+        if op is not None:
+            return self._compare(e, op)
+        scalar_op, vector_op = _LOGICAL[type(e)]
+        return self._binary(e, vector_op if parse_dtype(e.dtype).lanes > 1 else scalar_op)
 
     def visit_Div(self, e):
         dt = parse_dtype(e.dtype)
@@ -739,30 +757,6 @@ class FunctionCodegen(StmtExprVisitor):
         if parse_dtype(e.a.dtype).lanes > 1:
             return self.c.to_mask(text, e.a.dtype)
         return text
-
-    def visit_EQ(self, e):
-        return self._compare(e, "==")
-
-    def visit_NE(self, e):
-        return self._compare(e, "!=")
-
-    def visit_LT(self, e):
-        return self._compare(e, "<")
-
-    def visit_LE(self, e):
-        return self._compare(e, "<=")
-
-    def visit_GT(self, e):
-        return self._compare(e, ">")
-
-    def visit_GE(self, e):
-        return self._compare(e, ">=")
-
-    def visit_And(self, e):
-        return self._binary(e, "&" if parse_dtype(e.dtype).lanes > 1 else "&&")
-
-    def visit_Or(self, e):
-        return self._binary(e, "|" if parse_dtype(e.dtype).lanes > 1 else "||")
 
     def visit_Not(self, e):
         if parse_dtype(e.dtype).lanes > 1:
@@ -832,42 +826,54 @@ class FunctionCodegen(StmtExprVisitor):
     def visit_Call(self, e):
         op = e.op if isinstance(e.op, str) else getattr(e.op, "name", str(e.op))
         short = op[4:] if op.startswith("tir.") else op
-        dt = parse_dtype(e.dtype)
-        if short == "if_then_else":
-            return self._if_then_else(e)
-        if short == "likely":
-            return self.visit(e.args[0])
-        if short in ("tvm_call_packed", "tvm_call_packed_lowered"):
-            return self._packed_call_expr(e)
-        if short in ("call_extern", "call_pure_extern"):
-            fname = e.args[0].value if isinstance(e.args[0], E.StringImm) else str(e.args[0])
-            return f"{fname}({', '.join(self.visit(a) for a in e.args[1:])})"
-        if short in _BITWISE:
-            return f"({self.visit(e.args[0])} {_BITWISE[short]} {self.visit(e.args[1])})"
-        if short == "bitwise_not":
-            return f"(~{self.visit(e.args[0])})"
-        if short == "reinterpret":
-            fn = self.c.reinterpret(e.dtype, e.args[0].dtype)
-            return f"{fn}({self.visit(e.args[0])})"
-        if short == "popcount":
-            return self._popcount(e)
-        if short == "abs":
-            if dt.lanes == 1:
-                return f"{self.c.abs_int(e.dtype)}({self.visit(e.args[0])})"
-            fn = self.c.abs_int(dt.element_of())
-            return self._lanewise_call(e, "abs", f"{fn}(a[k])")
-        if short == "ret":
-            self.fail(e, "tir.ret is not supported by the C backend")
-        if short in _PREDICATES:
-            return self._predicate(e, short)
-        if short in _LIBM or short in ("exp10", "rsqrt", "sigmoid"):
-            return self._float_call(short, e.dtype, e.args)
-        raise CodegenError(
-            f"C codegen of function {self.symbol}: unknown intrinsic {op!r} in `{e}`; "
-            "use kiln.tir.call_extern for C library functions"
-        )
+        printer = _CALL_PRINTERS.get(short)
+        if printer is None:
+            raise CodegenError(
+                f"C codegen of function {self.symbol}: unknown intrinsic {op!r} in `{e}`; "
+                "use kiln.tir.call_extern for C library functions"
+            )
+        return printer(self, e, short)
 
-    def _if_then_else(self, e):
+    @_prints("likely")
+    def _likely(self, e, _name):
+        return self.visit(e.args[0])
+
+    @_prints("call_extern", "call_pure_extern")
+    def _extern_call(self, e, _name):
+        fname = e.args[0].value if isinstance(e.args[0], E.StringImm) else str(e.args[0])
+        return f"{fname}({', '.join(self.visit(a) for a in e.args[1:])})"
+
+    @_prints(*_BITWISE)
+    def _bitwise(self, e, name):
+        return f"({self.visit(e.args[0])} {_BITWISE[name]} {self.visit(e.args[1])})"
+
+    @_prints("bitwise_not")
+    def _bitwise_not(self, e, _name):
+        return f"(~{self.visit(e.args[0])})"
+
+    @_prints("reinterpret")
+    def _reinterpret(self, e, _name):
+        fn = self.c.reinterpret(e.dtype, e.args[0].dtype)
+        return f"{fn}({self.visit(e.args[0])})"
+
+    @_prints("abs")
+    def _abs(self, e, _name):
+        dt = parse_dtype(e.dtype)
+        if dt.lanes == 1:
+            return f"{self.c.abs_int(e.dtype)}({self.visit(e.args[0])})"
+        fn = self.c.abs_int(dt.element_of())
+        return self._lanewise_call(e, "abs", f"{fn}(a[k])")
+
+    @_prints("ret")
+    def _ret(self, e, _name):
+        self.fail(e, "tir.ret is not supported by the C backend")
+
+    @_prints(*_LIBM, "exp10", "rsqrt", "sigmoid")
+    def _math(self, e, name):
+        return self._float_call(name, e.dtype, e.args)
+
+    @_prints("if_then_else")
+    def _if_then_else(self, e, _name):
         cond, t, f = e.args
         if parse_dtype(cond.dtype).lanes == 1:
             return f"({self.visit(cond)} ? {self.visit(t)} : {self.visit(f)})"
@@ -910,6 +916,7 @@ class FunctionCodegen(StmtExprVisitor):
         fn = self.c.lanewise(f"kiln_{opname}_{suffix(e.dtype)}", e.dtype, [a.dtype for a in e.args], lane_expr)
         return f"{fn}({', '.join(self.visit(a) for a in e.args)})"
 
+    @_prints(*_PREDICATES)
     def _predicate(self, e, name):
         x = e.args[0]
         xdt = parse_dtype(x.dtype)
@@ -921,7 +928,8 @@ class FunctionCodegen(StmtExprVisitor):
         fn = self.c.lanewise(f"kiln_{name}_{suffix(x.dtype)}", e.dtype, [x.dtype], f"{name}({cast}a[k])")
         return f"{fn}({self.visit(x)})"
 
-    def _popcount(self, e):
+    @_prints("popcount")
+    def _popcount(self, e, _name):
         x = e.args[0]
         dt = parse_dtype(x.dtype)
         if dt.lanes > 1:
@@ -992,7 +1000,8 @@ class FunctionCodegen(StmtExprVisitor):
         self.emit(f"else if ({rc} == KILN_ARG_INT || {rc} == KILN_ARG_UINT) {res} = ({t}){rv}.v_int64;")
         return res
 
-    def _packed_call_expr(self, e):
+    @_prints("tvm_call_packed", "tvm_call_packed_lowered")
+    def _packed_call_expr(self, e, _name):
         """A packed call inside an expression: a GCC statement expression yielding the return value."""
         saved_lines, saved_indent = self.lines, self.indent
         self.lines, self.indent = [], 0
