@@ -30,10 +30,11 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
 from ..tir.stmt_functor import StmtExprVisitor
+from ..tir.transform.promote_registers import REGISTERS_ATTR, PromoteRegisters
+from ..tir.transform.vector_split import as_ramp, split_store
 from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
 from .c_support import CSupport, scalar_ctype, suffix
 from .metadata import function_metadata, implicit_shape_vars
-from .vector_split import split_store
 
 STACK_LIMIT_BYTES = 32 * 1024
 
@@ -83,29 +84,6 @@ def _is_int_const(e, value=None) -> bool:
     if isinstance(e, E.IntImm):
         return value is None or e.value == value
     return False
-
-
-def as_ramp(e):
-    """``e`` as a Ramp when it is one up to adding/multiplying broadcast scalars, else None."""
-    if isinstance(e, E.Ramp):
-        return e
-    if isinstance(e, (E.Add, E.Sub)):
-        ra, rb = as_ramp(e.a), as_ramp(e.b)
-        if ra is not None and isinstance(e.b, E.Broadcast):
-            base = ra.base + e.b.value if isinstance(e, E.Add) else ra.base - e.b.value
-            return E.Ramp(base, ra.stride, ra.lanes)
-        if rb is not None and isinstance(e.a, E.Broadcast) and isinstance(e, E.Add):
-            return E.Ramp(e.a.value + rb.base, rb.stride, rb.lanes)
-        if ra is not None and rb is not None and isinstance(e, E.Add):
-            return E.Ramp(ra.base + rb.base, ra.stride + rb.stride, ra.lanes)
-    if isinstance(e, E.Mul):
-        ra = as_ramp(e.a)
-        if ra is not None and isinstance(e.b, E.Broadcast):
-            return E.Ramp(ra.base * e.b.value, ra.stride * e.b.value, ra.lanes)
-        rb = as_ramp(e.b)
-        if rb is not None and isinstance(e.a, E.Broadcast):
-            return E.Ramp(rb.base * e.a.value, rb.stride * e.a.value, rb.lanes)
-    return None
 
 
 def bare(text: str) -> str:
@@ -191,73 +169,6 @@ class _PointerTypes(StmtExprVisitor):
         self.generic_visit(s)
 
 
-MAX_PROMOTED_SLOTS = 64
-
-
-class _PromotableAccesses(StmtExprVisitor):
-    """Decides whether a small constant-size allocation can live in C local variables (registers).
-
-    It can when every access (after the same register-wide store splitting the code generator
-    does) is a scalar access at a constant index, or a contiguous vector access at a constant base,
-    all of one width ``w`` and aligned to it, and the buffer's address is never taken. Then slot
-    ``index // w`` becomes one variable. This is the scalar replacement LLVM does for TVM: gcc keeps
-    an accumulator array in registers only partly (copies and spills around the FMAs)."""
-
-    def __init__(self, data, elem_dtype: str, max_vector_bytes: int):
-        self.data = data
-        self.elem_dtype = elem_dtype
-        self.max_vector_bytes = max_vector_bytes
-        self.width = None
-        self.slots: set = set()
-        self.ok = True
-
-    def _note(self, buf, indices):
-        if buf.data is not self.data:
-            return
-        if str(parse_dtype(buf.dtype).element_of()) != self.elem_dtype or not _is_int_const(buf.elem_offset, 0) \
-                or (len(indices) != 1 and len(indices) != len(buf.shape)):
-            self.ok = False
-            return
-        try:
-            index = buf.offset_of(indices) if len(indices) == len(buf.shape) else indices[0]
-        except Exception:  # noqa: BLE001 - unusual buffer: keep the array
-            self.ok = False
-            return
-        lanes = parse_dtype(index.dtype).lanes
-        if lanes == 1:
-            base = index
-        else:
-            ramp = as_ramp(index)
-            if ramp is None or not _is_int_const(ramp.stride, 1):
-                self.ok = False
-                return
-            base = ramp.base
-        if not isinstance(base, E.IntImm) or (self.width is not None and self.width != lanes) or \
-                base.value % lanes:
-            self.ok = False
-            return
-        self.width = lanes
-        self.slots.add(base.value // lanes)
-
-    def visit_Var(self, v):
-        if v is self.data:
-            self.ok = False
-
-    def visit_BufferLoad(self, e):
-        self._note(e.buffer, e.indices)
-        for i in e.indices:
-            self.visit(i)
-
-    def visit_BufferStore(self, s):
-        elem_bytes = max(parse_dtype(s.buffer.dtype).itemsize, 1)
-        pieces = split_store(s, self.max_vector_bytes // elem_bytes) or [s]
-        for piece in pieces:
-            self._note(piece.buffer, piece.indices)
-            self.visit(piece.value)
-            for i in piece.indices:
-                self.visit(i)
-
-
 class FunctionCodegen(StmtExprVisitor):
     """Emits one PrimFunc as C. Expressions visit to C text; statements append lines."""
 
@@ -273,7 +184,7 @@ class FunctionCodegen(StmtExprVisitor):
         self.parallel_depth = 0
         self.counter = 0
         self.analyzer = _make_analyzer()
-        self.promoted: dict = {}       # id(buffer var) -> (C name prefix, width) for register-promoted arrays
+        self.registers: dict = {}      # id(buffer var) -> C name prefix of allocations held in registers
         pt = _PointerTypes()
         pt(func.body)
         self.ptr_types = pt.types
@@ -396,12 +307,8 @@ class FunctionCodegen(StmtExprVisitor):
                 self.visit(piece)
             return
         buf = s.buffer
-        if id(buf.data) in self.promoted:
-            value = s.value
-            width = self.promoted[id(buf.data)][1]
-            if width > 1 and parse_dtype(value.dtype).lanes == 1:
-                value = E.Broadcast(value, width)
-            self.emit(f"{self._promoted_slot(buf, s.indices)} = {bare(self._value_for(value, buf.dtype))};")
+        if id(buf.data) in self.registers:
+            self.emit(f"{self._register(buf, s.indices)} = {bare(self._value_for(s.value, buf.dtype))};")
             return
         index = self._flat_index(buf, s.indices)
         ptr = self._pointer(buf)
@@ -551,6 +458,9 @@ class FunctionCodegen(StmtExprVisitor):
         self.visit(s.body)
 
     def visit_Allocate(self, s):
+        if s.annotations.get(REGISTERS_ATTR):
+            self._registers(s)
+            return
         dt = parse_dtype(s.dtype)
         elem = dt.element_of()
         et = scalar_ctype(elem)
@@ -566,8 +476,6 @@ class FunctionCodegen(StmtExprVisitor):
             else:
                 const = False
         nbytes = count * elem.itemsize
-        if const and nbytes <= STACK_LIMIT_BYTES and self._try_promote(s, name, str(elem), count):
-            return
         if const and nbytes <= STACK_LIMIT_BYTES:
             self.emit(f"{et} {name}[{max(count, 1)}] __attribute__((aligned(64)));")
             self.visit(s.body)
@@ -591,27 +499,23 @@ class FunctionCodegen(StmtExprVisitor):
         self.exits.pop()
         self.emit(f"kiln_free({name});")
 
-    def _try_promote(self, s, name: str, elem: str, count: int) -> bool:
-        """Declare a small constant-indexed allocation as local variables (see _PromotableAccesses)."""
-        if count > MAX_PROMOTED_SLOTS * 16 or parse_dtype(elem).is_bool:
-            return False
-        acc = _PromotableAccesses(s.buffer_var, elem, self.c.max_vector_bytes)
-        acc(s.body)
-        if not acc.ok or acc.width is None or len(acc.slots) > MAX_PROMOTED_SLOTS or \
-                max(acc.slots) * acc.width + acc.width > count:
-            return False
-        ctype = self.c.ctype(str(parse_dtype(elem).with_lanes(acc.width)) if acc.width > 1 else elem)
-        self.emit(f"{ctype} {', '.join(f'{name}_r{k}' for k in sorted(acc.slots))};")
-        self.promoted[id(s.buffer_var)] = (name, acc.width)
+    def _registers(self, s):
+        """An allocation PromoteRegisters marked: one local variable per slot, ``name_r0, name_r1, ...``."""
+        name = self.names.define(s.buffer_var)
+        (count,) = s.extents
+        if not isinstance(count, E.IntImm) or parse_dtype(s.dtype).is_bool:
+            self.fail(s, f"an allocation marked {REGISTERS_ATTR} must have one constant extent")
+        self.emit(f"{self.c.ctype(s.dtype)} {', '.join(f'{name}_r{k}' for k in range(count.value))};")
+        self.registers[id(s.buffer_var)] = name
         self.visit(s.body)
-        del self.promoted[id(s.buffer_var)]
-        return True
+        del self.registers[id(s.buffer_var)]
 
-    def _promoted_slot(self, buf, indices) -> str:
-        name, width = self.promoted[id(buf.data)]
-        index = self._flat_index(buf, indices)
-        base = index if width == 1 else as_ramp(index).base
-        return f"{name}_r{base.value // width}"
+    def _register(self, buf, indices) -> str:
+        (index,) = indices
+        if not isinstance(index, E.IntImm):
+            raise CodegenError(f"function {self.symbol}: register slots of {buf.name} are indexed with a "
+                               f"non-constant `{index}` (PromoteRegisters writes constant slot numbers)")
+        return f"{self.registers[id(buf.data)]}_r{index.value}"
 
     def visit_DeclBuffer(self, s):
         self.visit(s.body)
@@ -652,8 +556,8 @@ class FunctionCodegen(StmtExprVisitor):
 
     def visit_BufferLoad(self, e):
         buf = e.buffer
-        if id(buf.data) in self.promoted:
-            return self._promoted_slot(buf, e.indices)
+        if id(buf.data) in self.registers:
+            return self._register(buf, e.indices)
         index = self._flat_index(buf, e.indices)
         ptr = self._pointer(buf)
         lanes = parse_dtype(index.dtype).lanes
@@ -1193,9 +1097,22 @@ class CodeGenC:
         return "\n".join([C_PRELUDE, self.support.preamble(), "\n\n".join(self.functions), ""])
 
 
+def c_lowering_passes(target=None, max_vector_bytes: int | None = None) -> list:
+    """The TIR passes the C backend runs right before printing: register promotion for the target's
+    SIMD width (docs/targets.md)."""
+    if max_vector_bytes is None:
+        max_vector_bytes = max_vector_bytes_for(target)
+    return [PromoteRegisters(max_vector_bytes)]
+
+
 def codegen_c(funcs, target=None) -> tuple[str, list]:
-    """C source and metadata for ``funcs``: a list of (symbol, PrimFunc) pairs."""
-    gen = CodeGenC(max_vector_bytes_for(target))
+    """C source and metadata for ``funcs``: a list of (symbol, PrimFunc) pairs, lowered by
+    :func:`c_lowering_passes` and printed by :class:`CodeGenC`."""
+    max_vector_bytes = max_vector_bytes_for(target)
+    passes = c_lowering_passes(target, max_vector_bytes)
+    gen = CodeGenC(max_vector_bytes)
     for symbol, func in funcs:
+        for p in passes:
+            func = p(func)
         gen.add_function(func, symbol)
     return gen.finish(), gen.metadata
