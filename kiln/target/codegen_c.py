@@ -30,6 +30,8 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
 from ..tir.stmt_functor import StmtExprVisitor
+from ..tir.transform.intrin_rule import LANEWISE_EXTERN, LIBM
+from ..tir.transform.lower_intrin import LowerIntrin
 from ..tir.transform.promote_registers import REGISTERS_ATTR, PromoteRegisters
 from ..tir.transform.vector_split import as_ramp, split_store
 from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
@@ -46,15 +48,6 @@ _C_KEYWORDS = {
     "NULL", "errno", "fabs", "free", "malloc", "memcpy", "isnan", "isinf", "y0", "y1", "j0", "j1",
 }
 
-# intrinsic name -> libm base name (float32 adds an 'f' suffix)
-_LIBM = {
-    "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10", "log1p": "log1p",
-    "expm1": "expm1", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "sinh": "sinh",
-    "cosh": "cosh", "tanh": "tanh", "asin": "asin", "acos": "acos", "atan": "atan", "asinh": "asinh",
-    "acosh": "acosh", "atanh": "atanh", "erf": "erf", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
-    "round": "nearbyint", "nearbyint": "nearbyint", "fabs": "fabs", "pow": "pow", "fmod": "fmod",
-    "atan2": "atan2", "cbrt": "cbrt", "erfc": "erfc", "hypot": "hypot", "copysign": "copysign",
-}
 _PREDICATES = {"isnan", "isinf", "isfinite"}
 _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_left": "<<", "shift_right": ">>"}
 _COMMENT_ATTRS = ("relay_op", "relay.op", "op_name", "compute_name")
@@ -608,20 +601,24 @@ class FunctionCodegen(StmtExprVisitor):
     def visit_Mod(self, e):
         dt = parse_dtype(e.dtype)
         if dt.is_float:
-            return self._float_call("fmod", e.dtype, [e.a, e.b])
+            self._not_lowered(e)
         if dt.lanes == 1:
             return self._binary(e, "%")
         return self._lanewise_binary(e, "mod", "a[k] % b[k]")
 
     def visit_FloorDiv(self, e):
         if parse_dtype(e.dtype).is_float:
-            return self._float_call("floor", e.dtype, [E.Div(e.a, e.b)])
+            self._not_lowered(e)
         return self._floor_int(e, "floordiv", self.visit_Div)
 
     def visit_FloorMod(self, e):
         if parse_dtype(e.dtype).is_float:
-            return self.visit(e.a - E.Call(e.dtype, "tir.floor", [E.Div(e.a, e.b)]) * e.b)
+            self._not_lowered(e)
         return self._floor_int(e, "floormod", self.visit_Mod)
+
+    def _not_lowered(self, e):
+        self.fail(e, "float %, floordiv and floormod are C library calls that LowerIntrin makes; "
+                     "run kiln.tir.transform.LowerIntrin before printing (kiln.target.codegen_c does)")
 
     def _floor_int(self, e, kind: str, truncating):
         """Integer floordiv / floormod: C's truncating operator where it agrees (unsigned or provably
@@ -733,8 +730,9 @@ class FunctionCodegen(StmtExprVisitor):
         printer = _CALL_PRINTERS.get(short)
         if printer is None:
             raise CodegenError(
-                f"C codegen of function {self.symbol}: unknown intrinsic {op!r} in `{e}`; "
-                "use kiln.tir.call_extern for C library functions"
+                f"C codegen of function {self.symbol}: unknown intrinsic {op!r} in `{e}`; an intrinsic "
+                "reaches the C printer lowered by a LowerIntrin rule (kiln.ir.register_intrin_lowering), "
+                "or use kiln.tir.call_extern for C library functions"
             )
         return printer(self, e, short)
 
@@ -772,9 +770,17 @@ class FunctionCodegen(StmtExprVisitor):
     def _ret(self, e, _name):
         self.fail(e, "tir.ret is not supported by the C backend")
 
-    @_prints(*_LIBM, "exp10", "rsqrt", "sigmoid")
-    def _math(self, e, name):
-        return self._float_call(name, e.dtype, e.args)
+    @_prints(LANEWISE_EXTERN[4:])
+    def _lanewise_extern(self, e, _name):
+        """A scalar C function applied to each lane: a helper looping over the lanes (scalars at lane 1)."""
+        if parse_dtype(e.dtype).lanes == 1:
+            return self._extern_call(e, _name)
+        fname = e.args[0].value
+        args = e.args[1:]
+        lane_args = [f"{'abc'[i]}[k]" if parse_dtype(a.dtype).lanes > 1 else "abc"[i] for i, a in enumerate(args)]
+        fn = self.c.lanewise(f"kiln_{fname}_{suffix(e.dtype)}", e.dtype, [a.dtype for a in args],
+                             f"{fname}({', '.join(lane_args)})")
+        return f"{fn}({', '.join(self.visit(a) for a in args)})"
 
     @_prints("if_then_else")
     def _if_then_else(self, e, _name):
@@ -789,32 +795,6 @@ class FunctionCodegen(StmtExprVisitor):
         if parse_dtype(e.dtype).is_bool:
             values = [f"-(int32_t){v}" for v in values]
         return f"(({self.c.ctype(e.dtype)}){{{', '.join(values)}}})"
-
-    def _scalar_float_expr(self, name: str, dtype, args: list[str]) -> str:
-        dt = parse_dtype(dtype).element_of()
-        if dt.bits == 16:
-            inner = self._scalar_float_expr(name, "float32", [f"(float)({a})" for a in args])
-            return f"((_Float16){inner})"
-        sfx = "f" if dt.bits == 32 else ""
-        one = "1.0f" if dt.bits == 32 else "1.0"
-        if name == "exp10":
-            return f"pow{sfx}({'10.0f' if sfx else '10.0'}, {args[0]})"
-        if name == "rsqrt":
-            return f"({one} / sqrt{sfx}({args[0]}))"
-        if name == "sigmoid":
-            return f"({one} / ({one} + exp{sfx}(-({args[0]}))))"
-        return f"{_LIBM[name]}{sfx}({', '.join(args)})"
-
-    def _float_call(self, name: str, dtype, args):
-        dt = parse_dtype(dtype)
-        if not dt.is_float:
-            self.fail(E.Call(dtype, "tir." + name, args), f"{name} needs float operands, got {dtype}")
-        if dt.lanes == 1:
-            return self._scalar_float_expr(name, dt, [self.visit(a) for a in args])
-        lane_args = [f"{'abc'[i]}[k]" if parse_dtype(a.dtype).lanes > 1 else "abc"[i] for i, a in enumerate(args)]
-        lane = self._scalar_float_expr(name, dt, lane_args)
-        fn = self.c.lanewise(f"kiln_{name}_{suffix(dt)}", dt, [a.dtype for a in args], lane)
-        return f"{fn}({', '.join(self.visit(a) for a in args)})"
 
     def _lanewise_call(self, e, opname, lane_expr):
         fn = self.c.lanewise(f"kiln_{opname}_{suffix(e.dtype)}", e.dtype, [a.dtype for a in e.args], lane_expr)
@@ -954,7 +934,7 @@ def _is_number_const(e) -> bool:
     return isinstance(e, E.FloatImm) and e.value == e.value
 
 
-_LIBRARY_NAMES = set(_LIBM.values()) | {n + "f" for n in _LIBM.values()} | {
+_LIBRARY_NAMES = set(LIBM.values()) | {n + "f" for n in LIBM.values()} | {
     "memcpy", "memset", "free", "malloc", "aligned_alloc", "isnan", "isinf", "isfinite", "abs", "strlen",
     "clock_gettime", "omp_get_max_threads", "omp_get_num_threads", "omp_get_thread_num"}
 _LANGUAGE_KEYWORDS = {
@@ -1098,11 +1078,11 @@ class CodeGenC:
 
 
 def c_lowering_passes(target=None, max_vector_bytes: int | None = None) -> list:
-    """The TIR passes the C backend runs right before printing: register promotion for the target's
-    SIMD width (docs/targets.md)."""
+    """The TIR passes the C backend runs right before printing: the target's intrinsic rules (math
+    intrinsics -> C library calls) and register promotion for its SIMD width (docs/targets.md)."""
     if max_vector_bytes is None:
         max_vector_bytes = max_vector_bytes_for(target)
-    return [PromoteRegisters(max_vector_bytes)]
+    return [LowerIntrin(target), PromoteRegisters(max_vector_bytes)]
 
 
 def codegen_c(funcs, target=None) -> tuple[str, list]:

@@ -11,6 +11,7 @@ from .vectorize import VectorizeLoop
 from .unroll import UnrollLoop
 from .loop_partition import LoopPartition
 from .lower_intrin import LowerIntrin
+from . import intrin_rule as _intrin_rule  # registers the default (C library) rules  # noqa: F401
 from .promote_registers import PromoteRegisters
 
 __all__ = [
