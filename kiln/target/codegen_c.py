@@ -1,34 +1,37 @@
-"""C code generation: lowered TIR PrimFuncs -> one readable C translation unit (docs/abi.md).
+"""C code generation: lowered TIR PrimFuncs -> one readable C translation unit (docs/abi.md, docs/targets.md).
 
-Input functions are lowered: buffers flat (multi-dimensional accesses are still accepted and
-flattened here through the buffer's shape/strides), vectors as Ramp/Broadcast, loops tagged
-serial/parallel/vectorized/unrolled. Output: ``kiln.runtime.abi.C_PRELUDE``, vector typedefs and
-inline helpers, then one ``int32_t name(KilnValue* args, int32_t num_args)`` per function.
+``codegen_c`` runs the C backend's own TIR passes (:func:`c_lowering_passes`: ``LowerIntrin``, whose
+default rules turn math intrinsics into C library calls, and ``PromoteRegisters``) and hands the result
+to :class:`CodeGenC`, which only prints. Input functions are lowered: buffers flat (multi-dimensional
+accesses are still accepted and flattened here through the buffer's shape/strides), vectors as
+Ramp/Broadcast, loops tagged serial/parallel/vectorized/unrolled. Output: ``C_PRELUDE``, vector
+typedefs and inline helpers, then one ``int32_t name(KilnValue* args, int32_t num_args)`` per function.
 
 Decisions:
 * the outermost PARALLEL loop becomes ``#pragma omp parallel for num_threads(kiln_omp_threads())``;
   ``kiln_omp_threads()`` returns ``__kiln_num_threads``, or ``omp_get_max_threads()`` when that is
   0 (the clause is always present). A PARALLEL loop inside a parallel loop runs serially.
-* errors (failed asserts, failed packed calls, failed heap allocations) set the last error, free the
-  heap buffers live at that point, and return -1; inside a parallel loop they record the failure,
-  jump to the end of the iteration, and the function returns -1 after the loop.
+* errors (failed asserts, failed packed calls, failed heap allocations) leave through the error exits
+  (``c_error_exits.py``): set the last error, free the live heap buffers, return -1 (or, inside a
+  parallel loop, record the failure and return -1 after the loop).
 * allocations of constant size up to ``STACK_LIMIT_BYTES`` live on the stack (64-byte aligned);
-  larger or symbolic ones on the heap (``kiln_alloc``: ``aligned_alloc`` behind a per-thread block cache).
-* a small allocation whose every access is at a constant index (after unrolling), all of one vector
-  width, becomes C local variables ``name_r0, name_r1, ...`` (one per vector): register-tiled
-  accumulators (GEMM/conv micro-kernels) then stay in registers; gcc left a stack array half in
-  memory (copies and spills around every FMA).
+  larger or symbolic ones on the heap (``kiln_alloc``: ``aligned_alloc`` behind a per-thread block cache);
+  an allocation PromoteRegisters marked ``kiln.registers`` is C local variables ``name_r0, name_r1, ...``.
+* binary operators print from tables; intrinsic calls dispatch on the op name through ``_CALL_PRINTERS``.
 """
 from __future__ import annotations
 
 import math
 import re
 
+from ..arith import Analyzer
 from ..error import LoweringError, KilnError
+from ..runtime.abi import C_PRELUDE
 from ..runtime.dtype import parse_dtype
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
+from ..tir.op import convert
 from ..tir.stmt_functor import StmtExprVisitor
 from ..tir.transform.intrin_rule import LANEWISE_EXTERN, LIBM
 from ..tir.transform.lower_intrin import LowerIntrin
@@ -37,6 +40,7 @@ from ..tir.transform.vector_split import as_ramp, split_store
 from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
 from .c_support import CSupport, scalar_ctype, suffix
 from .metadata import function_metadata, implicit_shape_vars
+from .x86 import target_cpu_flags
 
 STACK_LIMIT_BYTES = 32 * 1024
 
@@ -176,7 +180,7 @@ class FunctionCodegen(StmtExprVisitor):
         self.exits = ErrorExits()      # live heap buffers and the enclosing parallel loop
         self.parallel_depth = 0
         self.counter = 0
-        self.analyzer = _make_analyzer()
+        self.analyzer = Analyzer()
         self.registers: dict = {}      # id(buffer var) -> C name prefix of allocations held in registers
         pt = _PointerTypes()
         pt(func.body)
@@ -344,11 +348,10 @@ class FunctionCodegen(StmtExprVisitor):
         name = self.names.define(var)
         if self._is_nonneg(s.min):
             self.nonneg.add(id(var))
-        if self.analyzer is not None:
-            try:
-                self.analyzer.bind(var, E.Range.from_min_extent(s.min, s.extent), allow_override=True)
-            except Exception:  # the analyzer is an optimization aid only
-                pass
+        try:
+            self.analyzer.bind(var, E.Range.from_min_extent(s.min, s.extent), allow_override=True)
+        except Exception:  # noqa: BLE001 - the analyzer is an optimization aid only
+            pass
         end = bare(extent) if _is_int_const(s.min, 0) else f"{lo} + {extent}"
         header = f"for ({t} {name} = {lo}; {name} < {end}; ++{name}) {{"
         if s.kind == S.ForKind.PARALLEL and self.parallel_depth == 0:
@@ -459,7 +462,6 @@ class FunctionCodegen(StmtExprVisitor):
         et = scalar_ctype(elem)
         name = self.names.define(s.buffer_var)
         self.ptr_types[id(s.buffer_var)] = str(elem)
-        from ..tir.op import convert
         extents = [convert(x) for x in s.extents]
         count = dt.lanes
         const = True
@@ -919,7 +921,7 @@ class FunctionCodegen(StmtExprVisitor):
         return self._analyzer_nonneg(e)
 
     def _analyzer_nonneg(self, e) -> bool:
-        if self.analyzer is None or parse_dtype(e.dtype).lanes != 1:
+        if parse_dtype(e.dtype).lanes != 1:
             return False
         try:
             return bool(self.analyzer.can_prove_greater_equal(e, 0))
@@ -956,14 +958,6 @@ def c_function_name(symbol: str) -> tuple[str, str | None]:
         c_name = f"kiln_fn_{symbol}"
         return c_name, f'int32_t {c_name}(KilnValue* args, int32_t num_args) __asm__("{symbol}");'
     return symbol, None
-
-
-def _make_analyzer():
-    try:
-        from ..arith import Analyzer
-    except ImportError:
-        return None
-    return Analyzer()
 
 
 def lane_of(e, k: int):
@@ -1042,7 +1036,6 @@ def float_literal(value: float, dtype) -> str:
 
 def max_vector_bytes_for(target=None) -> int:
     """Widest vector the generated C uses: the target's SIMD register width in bytes."""
-    from .x86 import target_cpu_flags
     flags = target_cpu_flags(target)
     if "avx512f" in flags:
         return 64
@@ -1073,7 +1066,6 @@ class CodeGenC:
         return meta
 
     def finish(self) -> str:
-        from ..runtime.abi import C_PRELUDE
         return "\n".join([C_PRELUDE, self.support.preamble(), "\n\n".join(self.functions), ""])
 
 

@@ -20,6 +20,7 @@ from ...error import LoweringError
 from ...ir.op import register_intrin_lowering
 from ...runtime.dtype import parse_dtype
 from .. import expr as E
+from ..op import const
 
 # intrinsic (without "tir.") -> C library function for float64; float32 adds the "f" suffix
 LIBM = {
@@ -60,7 +61,6 @@ def _as_float32(call):
 
 def _const(value: float, dtype):
     """``value`` in ``dtype``: a float immediate, broadcast for vector dtypes."""
-    from ..op import const
     dt = parse_dtype(dtype)
     scalar = const(value, str(dt.element_of()))
     return scalar if dt.lanes == 1 else E.Broadcast(scalar, dt.lanes)

@@ -17,6 +17,7 @@ from ...runtime.dtype import parse_dtype
 from .. import expr as E
 from .. import stmt as S
 from ..buffer import Buffer
+from ..op import convert
 from ..stmt_functor import StmtExprMutator, StmtExprVisitor
 from .pass_base import PrimFuncPass
 from .vector_split import as_ramp, split_store
@@ -142,7 +143,6 @@ class _ToSlots(StmtExprMutator):
 
 
 def _constant_count(s: S.Allocate):
-    from ..op import convert
     count = parse_dtype(s.dtype).lanes
     for ext in s.extents:
         ext = convert(ext)
