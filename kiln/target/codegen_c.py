@@ -1,38 +1,46 @@
-"""C code generation: lowered TIR PrimFuncs -> one readable C translation unit (docs/abi.md).
+"""C code generation: lowered TIR PrimFuncs -> one readable C translation unit (docs/abi.md, docs/targets.md).
 
-Input functions are lowered: buffers flat (multi-dimensional accesses are still accepted and
-flattened here through the buffer's shape/strides), vectors as Ramp/Broadcast, loops tagged
-serial/parallel/vectorized/unrolled. Output: ``kiln.runtime.abi.C_PRELUDE``, vector typedefs and
-inline helpers, then one ``int32_t name(KilnValue* args, int32_t num_args)`` per function.
+``codegen_c`` runs the C backend's own TIR passes (:func:`c_lowering_passes`: ``LowerIntrin``, whose
+default rules turn math intrinsics into C library calls, and ``PromoteRegisters``) and hands the result
+to :class:`CodeGenC`, which only prints. Input functions are lowered: buffers flat (multi-dimensional
+accesses are still accepted and flattened here through the buffer's shape/strides), vectors as
+Ramp/Broadcast, loops tagged serial/parallel/vectorized/unrolled. Output: ``C_PRELUDE``, vector
+typedefs and inline helpers, then one ``int32_t name(KilnValue* args, int32_t num_args)`` per function.
 
 Decisions:
 * the outermost PARALLEL loop becomes ``#pragma omp parallel for num_threads(kiln_omp_threads())``;
   ``kiln_omp_threads()`` returns ``__kiln_num_threads``, or ``omp_get_max_threads()`` when that is
   0 (the clause is always present). A PARALLEL loop inside a parallel loop runs serially.
-* errors (failed asserts, failed packed calls, failed heap allocations) set the last error, free the
-  heap buffers live at that point, and return -1; inside a parallel loop they record the failure,
-  jump to the end of the iteration, and the function returns -1 after the loop.
+* errors (failed asserts, failed packed calls, failed heap allocations) leave through the error exits
+  (``c_error_exits.py``): set the last error, free the live heap buffers, return -1 (or, inside a
+  parallel loop, record the failure and return -1 after the loop).
 * allocations of constant size up to ``STACK_LIMIT_BYTES`` live on the stack (64-byte aligned);
-  larger or symbolic ones on the heap (``kiln_alloc``: ``aligned_alloc`` behind a per-thread block cache).
-* a small allocation whose every access is at a constant index (after unrolling), all of one vector
-  width, becomes C local variables ``name_r0, name_r1, ...`` (one per vector): register-tiled
-  accumulators (GEMM/conv micro-kernels) then stay in registers; gcc left a stack array half in
-  memory (copies and spills around every FMA).
+  larger or symbolic ones on the heap (``kiln_alloc``: ``aligned_alloc`` behind a per-thread block cache);
+  an allocation PromoteRegisters marked ``kiln.registers`` is C local variables ``name_r0, name_r1, ...``.
+* binary operators print from tables; intrinsic calls dispatch on the op name through ``_CALL_PRINTERS``.
 """
 from __future__ import annotations
 
 import math
 import re
 
+from ..arith import Analyzer
 from ..error import LoweringError, KilnError
+from ..runtime.abi import C_PRELUDE
 from ..runtime.dtype import parse_dtype
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
+from ..tir.op import convert
 from ..tir.stmt_functor import StmtExprVisitor
+from ..tir.transform.intrin_rule import LANEWISE_EXTERN, LIBM
+from ..tir.transform.lower_intrin import LowerIntrin
+from ..tir.transform.promote_registers import REGISTERS_ATTR, PromoteRegisters
+from ..tir.transform.vector_split import as_ramp, split_store
+from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
 from .c_support import CSupport, scalar_ctype, suffix
 from .metadata import function_metadata, implicit_shape_vars
-from .vector_split import split_store
+from .x86 import target_cpu_flags
 
 STACK_LIMIT_BYTES = 32 * 1024
 
@@ -44,18 +52,25 @@ _C_KEYWORDS = {
     "NULL", "errno", "fabs", "free", "malloc", "memcpy", "isnan", "isinf", "y0", "y1", "j0", "j1",
 }
 
-# intrinsic name -> libm base name (float32 adds an 'f' suffix)
-_LIBM = {
-    "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10", "log1p": "log1p",
-    "expm1": "expm1", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "sinh": "sinh",
-    "cosh": "cosh", "tanh": "tanh", "asin": "asin", "acos": "acos", "atan": "atan", "asinh": "asinh",
-    "acosh": "acosh", "atanh": "atanh", "erf": "erf", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
-    "round": "nearbyint", "nearbyint": "nearbyint", "fabs": "fabs", "pow": "pow", "fmod": "fmod",
-    "atan2": "atan2", "cbrt": "cbrt", "erfc": "erfc", "hypot": "hypot", "copysign": "copysign",
-}
 _PREDICATES = {"isnan", "isinf", "isfinite"}
 _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_left": "<<", "shift_right": ">>"}
 _COMMENT_ATTRS = ("relay_op", "relay.op", "op_name", "compute_name")
+# binary operators that print as one C operator; And/Or: (scalar, vector) forms
+_ARITHMETIC = {E.Add: "+", E.Sub: "-", E.Mul: "*"}
+_COMPARISONS = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
+_LOGICAL = {E.And: ("&&", "&"), E.Or: ("||", "|")}
+
+# intrinsic name (without "tir.") -> FunctionCodegen method printing a call of it (filled by @_prints)
+_CALL_PRINTERS: dict = {}
+
+
+def _prints(*names):
+    """Register the decorated FunctionCodegen method as the printer of the intrinsics ``names``."""
+    def register(method):
+        for name in names:
+            _CALL_PRINTERS[name] = method
+        return method
+    return register
 
 
 class CodegenError(LoweringError):
@@ -66,29 +81,6 @@ def _is_int_const(e, value=None) -> bool:
     if isinstance(e, E.IntImm):
         return value is None or e.value == value
     return False
-
-
-def as_ramp(e):
-    """``e`` as a Ramp when it is one up to adding/multiplying broadcast scalars, else None."""
-    if isinstance(e, E.Ramp):
-        return e
-    if isinstance(e, (E.Add, E.Sub)):
-        ra, rb = as_ramp(e.a), as_ramp(e.b)
-        if ra is not None and isinstance(e.b, E.Broadcast):
-            base = ra.base + e.b.value if isinstance(e, E.Add) else ra.base - e.b.value
-            return E.Ramp(base, ra.stride, ra.lanes)
-        if rb is not None and isinstance(e.a, E.Broadcast) and isinstance(e, E.Add):
-            return E.Ramp(e.a.value + rb.base, rb.stride, rb.lanes)
-        if ra is not None and rb is not None and isinstance(e, E.Add):
-            return E.Ramp(ra.base + rb.base, ra.stride + rb.stride, ra.lanes)
-    if isinstance(e, E.Mul):
-        ra = as_ramp(e.a)
-        if ra is not None and isinstance(e.b, E.Broadcast):
-            return E.Ramp(ra.base * e.b.value, ra.stride * e.b.value, ra.lanes)
-        rb = as_ramp(e.b)
-        if rb is not None and isinstance(e.a, E.Broadcast):
-            return E.Ramp(rb.base * e.a.value, rb.stride * e.a.value, rb.lanes)
-    return None
 
 
 def bare(text: str) -> str:
@@ -174,73 +166,6 @@ class _PointerTypes(StmtExprVisitor):
         self.generic_visit(s)
 
 
-MAX_PROMOTED_SLOTS = 64
-
-
-class _PromotableAccesses(StmtExprVisitor):
-    """Decides whether a small constant-size allocation can live in C local variables (registers).
-
-    It can when every access (after the same register-wide store splitting the code generator
-    does) is a scalar access at a constant index, or a contiguous vector access at a constant base,
-    all of one width ``w`` and aligned to it, and the buffer's address is never taken. Then slot
-    ``index // w`` becomes one variable. This is the scalar replacement LLVM does for TVM: gcc keeps
-    an accumulator array in registers only partly (copies and spills around the FMAs)."""
-
-    def __init__(self, data, elem_dtype: str, max_vector_bytes: int):
-        self.data = data
-        self.elem_dtype = elem_dtype
-        self.max_vector_bytes = max_vector_bytes
-        self.width = None
-        self.slots: set = set()
-        self.ok = True
-
-    def _note(self, buf, indices):
-        if buf.data is not self.data:
-            return
-        if str(parse_dtype(buf.dtype).element_of()) != self.elem_dtype or not _is_int_const(buf.elem_offset, 0) \
-                or (len(indices) != 1 and len(indices) != len(buf.shape)):
-            self.ok = False
-            return
-        try:
-            index = buf.offset_of(indices) if len(indices) == len(buf.shape) else indices[0]
-        except Exception:  # noqa: BLE001 - unusual buffer: keep the array
-            self.ok = False
-            return
-        lanes = parse_dtype(index.dtype).lanes
-        if lanes == 1:
-            base = index
-        else:
-            ramp = as_ramp(index)
-            if ramp is None or not _is_int_const(ramp.stride, 1):
-                self.ok = False
-                return
-            base = ramp.base
-        if not isinstance(base, E.IntImm) or (self.width is not None and self.width != lanes) or \
-                base.value % lanes:
-            self.ok = False
-            return
-        self.width = lanes
-        self.slots.add(base.value // lanes)
-
-    def visit_Var(self, v):
-        if v is self.data:
-            self.ok = False
-
-    def visit_BufferLoad(self, e):
-        self._note(e.buffer, e.indices)
-        for i in e.indices:
-            self.visit(i)
-
-    def visit_BufferStore(self, s):
-        elem_bytes = max(parse_dtype(s.buffer.dtype).itemsize, 1)
-        pieces = split_store(s, self.max_vector_bytes // elem_bytes) or [s]
-        for piece in pieces:
-            self._note(piece.buffer, piece.indices)
-            self.visit(piece.value)
-            for i in piece.indices:
-                self.visit(i)
-
-
 class FunctionCodegen(StmtExprVisitor):
     """Emits one PrimFunc as C. Expressions visit to C text; statements append lines."""
 
@@ -252,11 +177,11 @@ class FunctionCodegen(StmtExprVisitor):
         self.lines: list[str] = []
         self.indent = 1
         self.nonneg: set = set()       # ids of variables known to be >= 0
-        self.cleanup: list = []        # ("heap", name) | ("parallel", label, flag, used)
+        self.exits = ErrorExits()      # live heap buffers and the enclosing parallel loop
         self.parallel_depth = 0
         self.counter = 0
-        self.analyzer = _make_analyzer()
-        self.promoted: dict = {}       # id(buffer var) -> (C name prefix, width) for register-promoted arrays
+        self.analyzer = Analyzer()
+        self.registers: dict = {}      # id(buffer var) -> C name prefix of allocations held in registers
         pt = _PointerTypes()
         pt(func.body)
         self.ptr_types = pt.types
@@ -346,23 +271,10 @@ class FunctionCodegen(StmtExprVisitor):
         return f"{t} {name} = ({t})args[{index}].v_int64;"
 
     # ------------------------------------------------------------------ error exits
-    def error_exit(self) -> list[str]:
-        """Lines that free live heap buffers and leave (the function, or the parallel iteration)."""
-        out = []
-        for entry in reversed(self.cleanup):
-            if entry[0] == "heap":
-                out.append(f"kiln_free({entry[1]});")
-            else:
-                entry[3][0] = True
-                record = self.c.record_failure()
-                out.append(f"{record}(&{entry[2]}, {entry[2].replace('failed', 'msg')});")
-                out.append(f"goto {entry[1]};")
-                return out
-        out.append("return -1;")
-        return out
-
     def emit_error(self, message_expr: str | None):
-        lines = ([f"__kiln_set_last_error({message_expr});"] if message_expr else []) + self.error_exit()
+        """Set the last error (unless a callee did) and leave through the error exits."""
+        lines = ([f"__kiln_set_last_error({message_expr});"] if message_expr else []) + \
+            self.exits.lines(self.c.record_failure)
         for line in lines:
             self.emit(line)
 
@@ -392,12 +304,8 @@ class FunctionCodegen(StmtExprVisitor):
                 self.visit(piece)
             return
         buf = s.buffer
-        if id(buf.data) in self.promoted:
-            value = s.value
-            width = self.promoted[id(buf.data)][1]
-            if width > 1 and parse_dtype(value.dtype).lanes == 1:
-                value = E.Broadcast(value, width)
-            self.emit(f"{self._promoted_slot(buf, s.indices)} = {bare(self._value_for(value, buf.dtype))};")
+        if id(buf.data) in self.registers:
+            self.emit(f"{self._register(buf, s.indices)} = {bare(self._value_for(s.value, buf.dtype))};")
             return
         index = self._flat_index(buf, s.indices)
         ptr = self._pointer(buf)
@@ -440,11 +348,10 @@ class FunctionCodegen(StmtExprVisitor):
         name = self.names.define(var)
         if self._is_nonneg(s.min):
             self.nonneg.add(id(var))
-        if self.analyzer is not None:
-            try:
-                self.analyzer.bind(var, E.Range.from_min_extent(s.min, s.extent), allow_override=True)
-            except Exception:  # the analyzer is an optimization aid only
-                pass
+        try:
+            self.analyzer.bind(var, E.Range.from_min_extent(s.min, s.extent), allow_override=True)
+        except Exception:  # noqa: BLE001 - the analyzer is an optimization aid only
+            pass
         end = bare(extent) if _is_int_const(s.min, 0) else f"{lo} + {extent}"
         header = f"for ({t} {name} = {lo}; {name} < {end}; ++{name}) {{"
         if s.kind == S.ForKind.PARALLEL and self.parallel_depth == 0:
@@ -464,36 +371,32 @@ class FunctionCodegen(StmtExprVisitor):
         self.emit("}")
 
     def _parallel_loop(self, s, header: str):
-        k = self.uid()
-        label, flag, used = f"kiln_par_end_{k}", f"kiln_par_failed_{k}", [False]
+        loop = ParallelLoop.numbered(self.uid())
         threads = self.c.omp_threads()
         outer_lines, self.lines = self.lines, []
         base_indent = self.indent
         self.indent = base_indent + 1
-        self.cleanup.append(("parallel", label, flag, used))
+        self.exits.push(loop)
         self.parallel_depth += 1
         self.visit(s.body)
         self.parallel_depth -= 1
-        self.cleanup.pop()
+        self.exits.pop()
         body_lines, self.lines = self.lines, outer_lines
         self.indent = base_indent
-        msg = flag.replace("failed", "msg")
-        if used[0]:
-            self.emit(f"int32_t {flag} = 0;")
-            self.emit(f"char {msg}[1024];")
-            self.emit(f"{msg}[0] = 0;")
+        if loop.used:
+            self.emit(f"int32_t {loop.flag} = 0;")
+            self.emit(f"char {loop.msg}[1024];")
+            self.emit(f"{loop.msg}[0] = 0;")
         self.emit(f"#pragma omp parallel for num_threads({threads}())")
         self.emit(header)
         self.lines.extend(body_lines)
-        if used[0]:
-            self.emit(f"  {label}: ;")
+        if loop.used:
+            self.emit(f"  {loop.label}: ;")
         self.emit("}")
-        if used[0]:
-            self.emit(f"if ({flag}) {{")
+        if loop.used:
+            self.emit(f"if ({loop.flag}) {{")
             self.indent += 1
-            self.emit(f"__kiln_set_last_error({msg});")
-            for line in self.error_exit():
-                self.emit(line)
+            self.emit_error(loop.msg)
             self.indent -= 1
             self.emit("}")
 
@@ -551,12 +454,14 @@ class FunctionCodegen(StmtExprVisitor):
         self.visit(s.body)
 
     def visit_Allocate(self, s):
+        if s.annotations.get(REGISTERS_ATTR):
+            self._registers(s)
+            return
         dt = parse_dtype(s.dtype)
         elem = dt.element_of()
         et = scalar_ctype(elem)
         name = self.names.define(s.buffer_var)
         self.ptr_types[id(s.buffer_var)] = str(elem)
-        from ..tir.op import convert
         extents = [convert(x) for x in s.extents]
         count = dt.lanes
         const = True
@@ -566,8 +471,6 @@ class FunctionCodegen(StmtExprVisitor):
             else:
                 const = False
         nbytes = count * elem.itemsize
-        if const and nbytes <= STACK_LIMIT_BYTES and self._try_promote(s, name, str(elem), count):
-            return
         if const and nbytes <= STACK_LIMIT_BYTES:
             self.emit(f"{et} {name}[{max(count, 1)}] __attribute__((aligned(64)));")
             self.visit(s.body)
@@ -586,32 +489,28 @@ class FunctionCodegen(StmtExprVisitor):
         self.emit_error(c_string(f"{self.symbol}: out of memory allocating buffer '{s.buffer_var.name}'"))
         self.indent -= 1
         self.emit("}")
-        self.cleanup.append(("heap", name))
+        self.exits.push(HeapBuffer(name))
         self.visit(s.body)
-        self.cleanup.pop()
+        self.exits.pop()
         self.emit(f"kiln_free({name});")
 
-    def _try_promote(self, s, name: str, elem: str, count: int) -> bool:
-        """Declare a small constant-indexed allocation as local variables (see _PromotableAccesses)."""
-        if count > MAX_PROMOTED_SLOTS * 16 or parse_dtype(elem).is_bool:
-            return False
-        acc = _PromotableAccesses(s.buffer_var, elem, self.c.max_vector_bytes)
-        acc(s.body)
-        if not acc.ok or acc.width is None or len(acc.slots) > MAX_PROMOTED_SLOTS or \
-                max(acc.slots) * acc.width + acc.width > count:
-            return False
-        ctype = self.c.ctype(str(parse_dtype(elem).with_lanes(acc.width)) if acc.width > 1 else elem)
-        self.emit(f"{ctype} {', '.join(f'{name}_r{k}' for k in sorted(acc.slots))};")
-        self.promoted[id(s.buffer_var)] = (name, acc.width)
+    def _registers(self, s):
+        """An allocation PromoteRegisters marked: one local variable per slot, ``name_r0, name_r1, ...``."""
+        name = self.names.define(s.buffer_var)
+        (count,) = s.extents
+        if not isinstance(count, E.IntImm) or parse_dtype(s.dtype).is_bool:
+            self.fail(s, f"an allocation marked {REGISTERS_ATTR} must have one constant extent")
+        self.emit(f"{self.c.ctype(s.dtype)} {', '.join(f'{name}_r{k}' for k in range(count.value))};")
+        self.registers[id(s.buffer_var)] = name
         self.visit(s.body)
-        del self.promoted[id(s.buffer_var)]
-        return True
+        del self.registers[id(s.buffer_var)]
 
-    def _promoted_slot(self, buf, indices) -> str:
-        name, width = self.promoted[id(buf.data)]
-        index = self._flat_index(buf, indices)
-        base = index if width == 1 else as_ramp(index).base
-        return f"{name}_r{base.value // width}"
+    def _register(self, buf, indices) -> str:
+        (index,) = indices
+        if not isinstance(index, E.IntImm):
+            raise CodegenError(f"function {self.symbol}: register slots of {buf.name} are indexed with a "
+                               f"non-constant `{index}` (PromoteRegisters writes constant slot numbers)")
+        return f"{self.registers[id(buf.data)]}_r{index.value}"
 
     def visit_DeclBuffer(self, s):
         self.visit(s.body)
@@ -652,8 +551,8 @@ class FunctionCodegen(StmtExprVisitor):
 
     def visit_BufferLoad(self, e):
         buf = e.buffer
-        if id(buf.data) in self.promoted:
-            return self._promoted_slot(buf, e.indices)
+        if id(buf.data) in self.registers:
+            return self._register(buf, e.indices)
         index = self._flat_index(buf, e.indices)
         ptr = self._pointer(buf)
         lanes = parse_dtype(index.dtype).lanes
@@ -684,14 +583,16 @@ class FunctionCodegen(StmtExprVisitor):
     def _binary(self, e, op: str):
         return f"({self.visit(e.a)} {op} {self.visit(e.b)})"
 
-    def visit_Add(self, e):
-        return self._binary(e, "+")
-
-    def visit_Sub(self, e):
-        return self._binary(e, "-")
-
-    def visit_Mul(self, e):
-        return self._binary(e, "*")
+    def visit_BinaryOpExpr(self, e):
+        """The operators that are one C operator (the tables above); the others have a visit_ of their own."""
+        op = _ARITHMETIC.get(type(e))
+        if op is not None:
+            return self._binary(e, op)
+        op = _COMPARISONS.get(type(e))
+        if op is not None:
+            return self._compare(e, op)
+        scalar_op, vector_op = _LOGICAL[type(e)]
+        return self._binary(e, vector_op if parse_dtype(e.dtype).lanes > 1 else scalar_op)
 
     def visit_Div(self, e):
         dt = parse_dtype(e.dtype)
@@ -702,20 +603,24 @@ class FunctionCodegen(StmtExprVisitor):
     def visit_Mod(self, e):
         dt = parse_dtype(e.dtype)
         if dt.is_float:
-            return self._float_call("fmod", e.dtype, [e.a, e.b])
+            self._not_lowered(e)
         if dt.lanes == 1:
             return self._binary(e, "%")
         return self._lanewise_binary(e, "mod", "a[k] % b[k]")
 
     def visit_FloorDiv(self, e):
         if parse_dtype(e.dtype).is_float:
-            return self._float_call("floor", e.dtype, [E.Div(e.a, e.b)])
+            self._not_lowered(e)
         return self._floor_int(e, "floordiv", self.visit_Div)
 
     def visit_FloorMod(self, e):
         if parse_dtype(e.dtype).is_float:
-            return self.visit(e.a - E.Call(e.dtype, "tir.floor", [E.Div(e.a, e.b)]) * e.b)
+            self._not_lowered(e)
         return self._floor_int(e, "floormod", self.visit_Mod)
+
+    def _not_lowered(self, e):
+        self.fail(e, "float %, floordiv and floormod are C library calls that LowerIntrin makes; "
+                     "run kiln.tir.transform.LowerIntrin before printing (kiln.target.codegen_c does)")
 
     def _floor_int(self, e, kind: str, truncating):
         """Integer floordiv / floormod: C's truncating operator where it agrees (unsigned or provably
@@ -755,30 +660,6 @@ class FunctionCodegen(StmtExprVisitor):
         if parse_dtype(e.a.dtype).lanes > 1:
             return self.c.to_mask(text, e.a.dtype)
         return text
-
-    def visit_EQ(self, e):
-        return self._compare(e, "==")
-
-    def visit_NE(self, e):
-        return self._compare(e, "!=")
-
-    def visit_LT(self, e):
-        return self._compare(e, "<")
-
-    def visit_LE(self, e):
-        return self._compare(e, "<=")
-
-    def visit_GT(self, e):
-        return self._compare(e, ">")
-
-    def visit_GE(self, e):
-        return self._compare(e, ">=")
-
-    def visit_And(self, e):
-        return self._binary(e, "&" if parse_dtype(e.dtype).lanes > 1 else "&&")
-
-    def visit_Or(self, e):
-        return self._binary(e, "|" if parse_dtype(e.dtype).lanes > 1 else "||")
 
     def visit_Not(self, e):
         if parse_dtype(e.dtype).lanes > 1:
@@ -848,42 +729,63 @@ class FunctionCodegen(StmtExprVisitor):
     def visit_Call(self, e):
         op = e.op if isinstance(e.op, str) else getattr(e.op, "name", str(e.op))
         short = op[4:] if op.startswith("tir.") else op
-        dt = parse_dtype(e.dtype)
-        if short == "if_then_else":
-            return self._if_then_else(e)
-        if short == "likely":
-            return self.visit(e.args[0])
-        if short in ("tvm_call_packed", "tvm_call_packed_lowered"):
-            return self._packed_call_expr(e)
-        if short in ("call_extern", "call_pure_extern"):
-            fname = e.args[0].value if isinstance(e.args[0], E.StringImm) else str(e.args[0])
-            return f"{fname}({', '.join(self.visit(a) for a in e.args[1:])})"
-        if short in _BITWISE:
-            return f"({self.visit(e.args[0])} {_BITWISE[short]} {self.visit(e.args[1])})"
-        if short == "bitwise_not":
-            return f"(~{self.visit(e.args[0])})"
-        if short == "reinterpret":
-            fn = self.c.reinterpret(e.dtype, e.args[0].dtype)
-            return f"{fn}({self.visit(e.args[0])})"
-        if short == "popcount":
-            return self._popcount(e)
-        if short == "abs":
-            if dt.lanes == 1:
-                return f"{self.c.abs_int(e.dtype)}({self.visit(e.args[0])})"
-            fn = self.c.abs_int(dt.element_of())
-            return self._lanewise_call(e, "abs", f"{fn}(a[k])")
-        if short == "ret":
-            self.fail(e, "tir.ret is not supported by the C backend")
-        if short in _PREDICATES:
-            return self._predicate(e, short)
-        if short in _LIBM or short in ("exp10", "rsqrt", "sigmoid"):
-            return self._float_call(short, e.dtype, e.args)
-        raise CodegenError(
-            f"C codegen of function {self.symbol}: unknown intrinsic {op!r} in `{e}`; "
-            "use kiln.tir.call_extern for C library functions"
-        )
+        printer = _CALL_PRINTERS.get(short)
+        if printer is None:
+            raise CodegenError(
+                f"C codegen of function {self.symbol}: unknown intrinsic {op!r} in `{e}`; an intrinsic "
+                "reaches the C printer lowered by a LowerIntrin rule (kiln.ir.register_intrin_lowering), "
+                "or use kiln.tir.call_extern for C library functions"
+            )
+        return printer(self, e, short)
 
-    def _if_then_else(self, e):
+    @_prints("likely")
+    def _likely(self, e, _name):
+        return self.visit(e.args[0])
+
+    @_prints("call_extern", "call_pure_extern")
+    def _extern_call(self, e, _name):
+        fname = e.args[0].value if isinstance(e.args[0], E.StringImm) else str(e.args[0])
+        return f"{fname}({', '.join(self.visit(a) for a in e.args[1:])})"
+
+    @_prints(*_BITWISE)
+    def _bitwise(self, e, name):
+        return f"({self.visit(e.args[0])} {_BITWISE[name]} {self.visit(e.args[1])})"
+
+    @_prints("bitwise_not")
+    def _bitwise_not(self, e, _name):
+        return f"(~{self.visit(e.args[0])})"
+
+    @_prints("reinterpret")
+    def _reinterpret(self, e, _name):
+        fn = self.c.reinterpret(e.dtype, e.args[0].dtype)
+        return f"{fn}({self.visit(e.args[0])})"
+
+    @_prints("abs")
+    def _abs(self, e, _name):
+        dt = parse_dtype(e.dtype)
+        if dt.lanes == 1:
+            return f"{self.c.abs_int(e.dtype)}({self.visit(e.args[0])})"
+        fn = self.c.abs_int(dt.element_of())
+        return self._lanewise_call(e, "abs", f"{fn}(a[k])")
+
+    @_prints("ret")
+    def _ret(self, e, _name):
+        self.fail(e, "tir.ret is not supported by the C backend")
+
+    @_prints(LANEWISE_EXTERN[4:])
+    def _lanewise_extern(self, e, _name):
+        """A scalar C function applied to each lane: a helper looping over the lanes (scalars at lane 1)."""
+        if parse_dtype(e.dtype).lanes == 1:
+            return self._extern_call(e, _name)
+        fname = e.args[0].value
+        args = e.args[1:]
+        lane_args = [f"{'abc'[i]}[k]" if parse_dtype(a.dtype).lanes > 1 else "abc"[i] for i, a in enumerate(args)]
+        fn = self.c.lanewise(f"kiln_{fname}_{suffix(e.dtype)}", e.dtype, [a.dtype for a in args],
+                             f"{fname}({', '.join(lane_args)})")
+        return f"{fn}({', '.join(self.visit(a) for a in args)})"
+
+    @_prints("if_then_else")
+    def _if_then_else(self, e, _name):
         cond, t, f = e.args
         if parse_dtype(cond.dtype).lanes == 1:
             return f"({self.visit(cond)} ? {self.visit(t)} : {self.visit(f)})"
@@ -896,36 +798,11 @@ class FunctionCodegen(StmtExprVisitor):
             values = [f"-(int32_t){v}" for v in values]
         return f"(({self.c.ctype(e.dtype)}){{{', '.join(values)}}})"
 
-    def _scalar_float_expr(self, name: str, dtype, args: list[str]) -> str:
-        dt = parse_dtype(dtype).element_of()
-        if dt.bits == 16:
-            inner = self._scalar_float_expr(name, "float32", [f"(float)({a})" for a in args])
-            return f"((_Float16){inner})"
-        sfx = "f" if dt.bits == 32 else ""
-        one = "1.0f" if dt.bits == 32 else "1.0"
-        if name == "exp10":
-            return f"pow{sfx}({'10.0f' if sfx else '10.0'}, {args[0]})"
-        if name == "rsqrt":
-            return f"({one} / sqrt{sfx}({args[0]}))"
-        if name == "sigmoid":
-            return f"({one} / ({one} + exp{sfx}(-({args[0]}))))"
-        return f"{_LIBM[name]}{sfx}({', '.join(args)})"
-
-    def _float_call(self, name: str, dtype, args):
-        dt = parse_dtype(dtype)
-        if not dt.is_float:
-            self.fail(E.Call(dtype, "tir." + name, args), f"{name} needs float operands, got {dtype}")
-        if dt.lanes == 1:
-            return self._scalar_float_expr(name, dt, [self.visit(a) for a in args])
-        lane_args = [f"{'abc'[i]}[k]" if parse_dtype(a.dtype).lanes > 1 else "abc"[i] for i, a in enumerate(args)]
-        lane = self._scalar_float_expr(name, dt, lane_args)
-        fn = self.c.lanewise(f"kiln_{name}_{suffix(dt)}", dt, [a.dtype for a in args], lane)
-        return f"{fn}({', '.join(self.visit(a) for a in args)})"
-
     def _lanewise_call(self, e, opname, lane_expr):
         fn = self.c.lanewise(f"kiln_{opname}_{suffix(e.dtype)}", e.dtype, [a.dtype for a in e.args], lane_expr)
         return f"{fn}({', '.join(self.visit(a) for a in e.args)})"
 
+    @_prints(*_PREDICATES)
     def _predicate(self, e, name):
         x = e.args[0]
         xdt = parse_dtype(x.dtype)
@@ -937,7 +814,8 @@ class FunctionCodegen(StmtExprVisitor):
         fn = self.c.lanewise(f"kiln_{name}_{suffix(x.dtype)}", e.dtype, [x.dtype], f"{name}({cast}a[k])")
         return f"{fn}({self.visit(x)})"
 
-    def _popcount(self, e):
+    @_prints("popcount")
+    def _popcount(self, e, _name):
         x = e.args[0]
         dt = parse_dtype(x.dtype)
         if dt.lanes > 1:
@@ -1027,7 +905,8 @@ class FunctionCodegen(StmtExprVisitor):
         self.emit(f"else if ({rc} == KILN_ARG_INT || {rc} == KILN_ARG_UINT) {res} = ({t}){rv}.v_int64;")
         return res
 
-    def _packed_call_expr(self, e):
+    @_prints("tvm_call_packed", "tvm_call_packed_lowered")
+    def _packed_call_expr(self, e, _name):
         """A packed call inside an expression: a GCC statement expression yielding the return value."""
         saved_lines, saved_indent = self.lines, self.indent
         self.lines, self.indent = [], 0
@@ -1061,7 +940,7 @@ class FunctionCodegen(StmtExprVisitor):
         return self._analyzer_nonneg(e)
 
     def _analyzer_nonneg(self, e) -> bool:
-        if self.analyzer is None or parse_dtype(e.dtype).lanes != 1:
+        if parse_dtype(e.dtype).lanes != 1:
             return False
         try:
             return bool(self.analyzer.can_prove_greater_equal(e, 0))
@@ -1076,7 +955,7 @@ def _is_number_const(e) -> bool:
     return isinstance(e, E.FloatImm) and e.value == e.value
 
 
-_LIBRARY_NAMES = set(_LIBM.values()) | {n + "f" for n in _LIBM.values()} | {
+_LIBRARY_NAMES = set(LIBM.values()) | {n + "f" for n in LIBM.values()} | {
     "memcpy", "memset", "free", "malloc", "aligned_alloc", "isnan", "isinf", "isfinite", "abs", "strlen",
     "clock_gettime", "omp_get_max_threads", "omp_get_num_threads", "omp_get_thread_num"}
 _LANGUAGE_KEYWORDS = {
@@ -1098,14 +977,6 @@ def c_function_name(symbol: str) -> tuple[str, str | None]:
         c_name = f"kiln_fn_{symbol}"
         return c_name, f'int32_t {c_name}(KilnValue* args, int32_t num_args) __asm__("{symbol}");'
     return symbol, None
-
-
-def _make_analyzer():
-    try:
-        from ..arith import Analyzer
-    except ImportError:
-        return None
-    return Analyzer()
 
 
 def lane_of(e, k: int):
@@ -1184,7 +1055,6 @@ def float_literal(value: float, dtype) -> str:
 
 def max_vector_bytes_for(target=None) -> int:
     """Widest vector the generated C uses: the target's SIMD register width in bytes."""
-    from .x86 import target_cpu_flags
     flags = target_cpu_flags(target)
     if "avx512f" in flags:
         return 64
@@ -1215,13 +1085,25 @@ class CodeGenC:
         return meta
 
     def finish(self) -> str:
-        from ..runtime.abi import C_PRELUDE
         return "\n".join([C_PRELUDE, self.support.preamble(), "\n\n".join(self.functions), ""])
 
 
+def c_lowering_passes(target=None, max_vector_bytes: int | None = None) -> list:
+    """The TIR passes the C backend runs right before printing: the target's intrinsic rules (math
+    intrinsics -> C library calls) and register promotion for its SIMD width (docs/targets.md)."""
+    if max_vector_bytes is None:
+        max_vector_bytes = max_vector_bytes_for(target)
+    return [LowerIntrin(target), PromoteRegisters(max_vector_bytes)]
+
+
 def codegen_c(funcs, target=None) -> tuple[str, list]:
-    """C source and metadata for ``funcs``: a list of (symbol, PrimFunc) pairs."""
-    gen = CodeGenC(max_vector_bytes_for(target))
+    """C source and metadata for ``funcs``: a list of (symbol, PrimFunc) pairs, lowered by
+    :func:`c_lowering_passes` and printed by :class:`CodeGenC`."""
+    max_vector_bytes = max_vector_bytes_for(target)
+    passes = c_lowering_passes(target, max_vector_bytes)
+    gen = CodeGenC(max_vector_bytes)
     for symbol, func in funcs:
+        for p in passes:
+            func = p(func)
         gen.add_function(func, symbol)
     return gen.finish(), gen.metadata

@@ -11,8 +11,10 @@ from .vectorize import VectorizeLoop
 from .unroll import UnrollLoop
 from .loop_partition import LoopPartition
 from .lower_intrin import LowerIntrin
+from . import intrin_rule as _intrin_rule  # registers the default (C library) rules  # noqa: F401
+from .promote_registers import PromoteRegisters
 
 __all__ = [
     "PrimFuncPass", "prim_func_pass", "Simplify", "RemoveNoOp", "StorageFlatten", "FlattenBuffer",
-    "VectorizeLoop", "UnrollLoop", "LoopPartition", "LowerIntrin", "simplify_stmt", "remove_no_op_stmt", "StmtSimplifier",
+    "VectorizeLoop", "UnrollLoop", "LoopPartition", "LowerIntrin", "PromoteRegisters", "simplify_stmt", "remove_no_op_stmt", "StmtSimplifier",
 ]

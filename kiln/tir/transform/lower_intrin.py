@@ -3,11 +3,14 @@
 A rule is registered with ``kiln.ir.register_intrin_lowering(op, target, f=rule)`` (op attribute
 ``<target kind>.FLowerIntrinsic``); the target kind's rule is tried first, then the ``default`` one.
 A rule returning a new expression replaces the call (and that expression is lowered again, so rules
-may chain); returning the call unchanged keeps it for the code generator.
+may chain); returning the call unchanged keeps it for the code generator. The default rules (math
+intrinsics -> C library calls) are in ``intrin_rule.py``; float ``%``, floordiv and floormod are
+rewritten into the ``fmod`` / ``floor`` intrinsics first, so they reach the rules too.
 """
 from __future__ import annotations
 
 from ...error import LoweringError
+from ...runtime.dtype import parse_dtype
 from .. import expr as E
 from ..stmt_functor import StmtExprMutator
 from .pass_base import PrimFuncPass
@@ -27,14 +30,29 @@ def _rule_for(op_name: str, keys: tuple):
     return None
 
 
-def _any_rule(keys: tuple) -> bool:
-    from ...ir.op import _OPS
-    return any(op.has_attr(k) for op in _OPS.values() for k in keys)
-
-
 class _IntrinLowerer(StmtExprMutator):
     def __init__(self, keys: tuple):
         self.keys = keys
+
+    # float %, floordiv and floormod are C library calls (fmod, floor) on every kiln target
+    def visit_Mod(self, e):
+        e = self.generic_visit(e)
+        if isinstance(e, E.Mod) and parse_dtype(e.dtype).is_float:
+            return self.visit_Call(E.Call(e.dtype, "tir.fmod", [e.a, e.b]))
+        return e
+
+    def visit_FloorDiv(self, e):
+        e = self.generic_visit(e)
+        if isinstance(e, E.FloorDiv) and parse_dtype(e.dtype).is_float:
+            return self.visit_Call(E.Call(e.dtype, "tir.floor", [E.Div(e.a, e.b)]))
+        return e
+
+    def visit_FloorMod(self, e):
+        e = self.generic_visit(e)
+        if isinstance(e, E.FloorMod) and parse_dtype(e.dtype).is_float:
+            floor = self.visit_Call(E.Call(e.dtype, "tir.floor", [E.Div(e.a, e.b)]))
+            return E.Sub(e.a, E.Mul(floor, e.b))
+        return e
 
     def visit_Call(self, e):
         e = self.generic_visit(e)
@@ -80,8 +98,6 @@ def LowerIntrin(target=None) -> PrimFuncPass:  # noqa: N802  (TVM's pass name)
             tgt = Target.current(allow_none=True)
         kind = _target_kind(tgt)
         keys = (f"{kind}.FLowerIntrinsic", "default.FLowerIntrinsic") if kind else ("default.FLowerIntrinsic",)
-        if not _any_rule(keys):
-            return func
         body = _IntrinLowerer(keys)(func.body)
         return func if body is func.body else func.with_body(body)
 

@@ -1,17 +1,41 @@
-"""Split vector stores wider than the machine's SIMD registers into register-wide pieces.
+"""Vector helpers shared by the C backend's lowering (PromoteRegisters) and its printer.
 
-GCC lowers generic vectors wider than the hardware's poorly (through the stack), so a
+``split_store`` splits vector stores wider than the machine's SIMD registers into register-wide
+pieces: GCC lowers generic vectors wider than the hardware's poorly (through the stack), so a
 ``C[ramp(b, 1, 32)] = ...`` on AVX2 becomes four stores of 8 lanes each. Each piece takes the
 matching lanes of every subexpression (Ramp, Broadcast, loads, elementwise ops). A store is split
 only when it is safe: every load of the stored buffer in the value reads exactly the stored lanes.
 """
 from __future__ import annotations
 
-from ..ir.node import structural_equal
-from ..runtime.dtype import parse_dtype
-from ..tir import expr as E
-from ..tir import stmt as S
-from ..tir.stmt_functor import StmtExprVisitor
+from ...ir.node import structural_equal
+from ...runtime.dtype import parse_dtype
+from .. import expr as E
+from .. import stmt as S
+from ..stmt_functor import StmtExprVisitor
+
+
+def as_ramp(e):
+    """``e`` as a Ramp when it is one up to adding/multiplying broadcast scalars, else None."""
+    if isinstance(e, E.Ramp):
+        return e
+    if isinstance(e, (E.Add, E.Sub)):
+        ra, rb = as_ramp(e.a), as_ramp(e.b)
+        if ra is not None and isinstance(e.b, E.Broadcast):
+            base = ra.base + e.b.value if isinstance(e, E.Add) else ra.base - e.b.value
+            return E.Ramp(base, ra.stride, ra.lanes)
+        if rb is not None and isinstance(e.a, E.Broadcast) and isinstance(e, E.Add):
+            return E.Ramp(e.a.value + rb.base, rb.stride, rb.lanes)
+        if ra is not None and rb is not None and isinstance(e, E.Add):
+            return E.Ramp(ra.base + rb.base, ra.stride + rb.stride, ra.lanes)
+    if isinstance(e, E.Mul):
+        ra = as_ramp(e.a)
+        if ra is not None and isinstance(e.b, E.Broadcast):
+            return E.Ramp(ra.base * e.b.value, ra.stride * e.b.value, ra.lanes)
+        rb = as_ramp(e.b)
+        if rb is not None and isinstance(e.a, E.Broadcast):
+            return E.Ramp(rb.base * e.a.value, rb.stride * e.a.value, rb.lanes)
+    return None
 
 
 class _CannotSlice(Exception):

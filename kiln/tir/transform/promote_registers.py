@@ -1,0 +1,194 @@
+"""PromoteRegisters: small constant-indexed allocations become a set of registers (scalar replacement).
+
+A register-tiled accumulator (GEMM/conv micro-kernel) is an allocation of a few vectors, every
+access at a constant index once the tile loops are unrolled. Declared as a C array, gcc keeps it in
+memory half the time (copies and spills around every FMA); declared as one C variable per vector it
+stays in registers. LLVM's scalar replacement does this for TVM; kiln's C backend gets it from this
+pass, run right before code generation because it must see the stores as the printer will (split to
+the target's SIMD width, ``split_store``).
+
+The pass rewrites such an ``Allocate`` to ``n`` slots of one vector (or scalar) type, every access to
+``slot[k]``, and marks it with the annotation ``kiln.registers``; the C printer declares the slots
+as local variables ``name_r0 .. name_r{n-1}``.
+"""
+from __future__ import annotations
+
+from ...runtime.dtype import parse_dtype
+from .. import expr as E
+from .. import stmt as S
+from ..buffer import Buffer
+from ..op import convert
+from ..stmt_functor import StmtExprMutator, StmtExprVisitor
+from .pass_base import PrimFuncPass
+from .vector_split import as_ramp, split_store
+
+REGISTERS_ATTR = "kiln.registers"   # Allocate annotation: hold the slots in local variables
+MAX_PROMOTED_SLOTS = 64             # more live vectors than this would spill anyway
+MAX_PROMOTED_BYTES = 32 * 1024      # only allocations the C backend would put on the stack
+
+
+def _is_int_const(e, value=None) -> bool:
+    return isinstance(e, E.IntImm) and (value is None or e.value == value)
+
+
+def _flat_index(buf: Buffer, indices):
+    """The flat element index of an access, or None when the access is of an unusual form."""
+    if not _is_int_const(buf.elem_offset, 0) or (len(indices) != 1 and len(indices) != len(buf.shape)):
+        return None
+    try:
+        return buf.offset_of(indices) if len(indices) == len(buf.shape) else indices[0]
+    except Exception:  # noqa: BLE001 - unusual buffer: keep the array
+        return None
+
+
+def _slot_base(index):
+    """(constant element index, lanes) of a scalar or contiguous vector access, or None."""
+    lanes = parse_dtype(index.dtype).lanes
+    if lanes == 1:
+        base = index
+    else:
+        ramp = as_ramp(index)
+        if ramp is None or not _is_int_const(ramp.stride, 1):
+            return None
+        base = ramp.base
+    return (base.value, lanes) if isinstance(base, E.IntImm) else None
+
+
+class _PromotableAccesses(StmtExprVisitor):
+    """Whether every access to ``data`` in a body (stores split as the printer splits them) is a
+    scalar access at a constant index, or a contiguous vector access at a constant base, all of one
+    width ``w`` and aligned to it, with the buffer's address never taken. Then slot ``index // w``
+    can be one variable."""
+
+    def __init__(self, data, elem_dtype: str, max_vector_bytes: int):
+        self.data = data
+        self.elem_dtype = elem_dtype
+        self.max_vector_bytes = max_vector_bytes
+        self.width = None
+        self.slots: set = set()
+        self.ok = True
+
+    def _note(self, buf, indices):
+        if buf.data is not self.data:
+            return
+        index = None
+        if str(parse_dtype(buf.dtype).element_of()) == self.elem_dtype:
+            index = _flat_index(buf, indices)
+        found = _slot_base(index) if index is not None else None
+        if found is None:
+            self.ok = False
+            return
+        base, lanes = found
+        if (self.width is not None and self.width != lanes) or base % lanes:
+            self.ok = False
+            return
+        self.width = lanes
+        self.slots.add(base // lanes)
+
+    def visit_Var(self, v):
+        if v is self.data:
+            self.ok = False
+
+    def visit_BufferLoad(self, e):
+        self._note(e.buffer, e.indices)
+        for i in e.indices:
+            self.visit(i)
+
+    def visit_BufferStore(self, s):
+        for piece in _pieces(s, self.max_vector_bytes):
+            self._note(piece.buffer, piece.indices)
+            self.visit(piece.value)
+            for i in piece.indices:
+                self.visit(i)
+
+
+def _pieces(store, max_vector_bytes: int) -> list:
+    elem_bytes = max(parse_dtype(store.buffer.dtype).itemsize, 1)
+    return split_store(store, max_vector_bytes // elem_bytes) or [store]
+
+
+class _ToSlots(StmtExprMutator):
+    """Rewrites the accesses of one promoted allocation to ``slots[k]``."""
+
+    def __init__(self, data, slots: Buffer, numbering: dict, max_vector_bytes: int):
+        self.data = data
+        self.slots = slots
+        self.numbering = numbering
+        self.width = parse_dtype(slots.dtype).lanes
+        self.max_vector_bytes = max_vector_bytes
+
+    def _slot(self, buf, indices) -> E.IntImm:
+        base, _ = _slot_base(_flat_index(buf, indices))
+        return E.IntImm("int32", self.numbering[base // self.width])
+
+    def visit_BufferLoad(self, e):
+        if e.buffer.data is self.data:
+            return E.BufferLoad(self.slots, [self._slot(e.buffer, e.indices)])
+        return self.generic_visit(e)
+
+    def visit_BufferStore(self, s):
+        pieces = _pieces(s, self.max_vector_bytes)
+        out = []
+        for piece in pieces:
+            if piece.buffer.data is self.data:
+                value = self.visit(piece.value)
+                if self.width > 1 and parse_dtype(value.dtype).lanes == 1:
+                    value = E.Broadcast(value, self.width)
+                out.append(S.BufferStore(self.slots, value, [self._slot(piece.buffer, piece.indices)]))
+            else:
+                out.append(self.generic_visit(piece))
+        if all(o is p for o, p in zip(out, pieces)):
+            return s                  # no access to the promoted buffer: leave the store to the printer
+        return out[0] if len(out) == 1 else S.SeqStmt(out)
+
+
+def _constant_count(s: S.Allocate):
+    count = parse_dtype(s.dtype).lanes
+    for ext in s.extents:
+        ext = convert(ext)
+        if not isinstance(ext, E.IntImm):
+            return None
+        count *= ext.value
+    return count
+
+
+class _Promoter(StmtExprMutator):
+    def __init__(self, max_vector_bytes: int):
+        self.max_vector_bytes = max_vector_bytes
+
+    def visit_Allocate(self, s):
+        promoted = self._promote(s)
+        if promoted is not None:
+            s = promoted
+        return self.generic_visit(s)
+
+    def _promote(self, s):
+        if s.annotations.get(REGISTERS_ATTR):
+            return None
+        elem = parse_dtype(s.dtype).element_of()
+        count = _constant_count(s)
+        if count is None or elem.is_bool or count * elem.itemsize > MAX_PROMOTED_BYTES or \
+                count > MAX_PROMOTED_SLOTS * 16:
+            return None
+        acc = _PromotableAccesses(s.buffer_var, str(elem), self.max_vector_bytes)
+        acc(s.body)
+        if not acc.ok or acc.width is None or len(acc.slots) > MAX_PROMOTED_SLOTS or \
+                max(acc.slots) * acc.width + acc.width > count:
+            return None
+        numbering = {slot: k for k, slot in enumerate(sorted(acc.slots))}
+        dtype = str(elem.with_lanes(acc.width)) if acc.width > 1 else str(elem)
+        slots = Buffer(s.buffer_var, dtype, [len(numbering)], name=s.buffer_var.name, scope="local")
+        body = _ToSlots(s.buffer_var, slots, numbering, self.max_vector_bytes)(s.body)
+        return S.Allocate(s.buffer_var, dtype, [E.IntImm("int32", len(numbering))], s.condition, body,
+                          {**s.annotations, REGISTERS_ATTR: True})
+
+
+def PromoteRegisters(max_vector_bytes: int = 32) -> PrimFuncPass:  # noqa: N802  (pass naming)
+    """Hold small constant-indexed allocations in registers (see the module docstring).
+    ``max_vector_bytes``: the target's SIMD register width (stores wider than it are split first)."""
+
+    def pass_func(func, mod, ctx):
+        body = _Promoter(max_vector_bytes)(func.body)
+        return func if body is func.body else func.with_body(body)
+
+    return PrimFuncPass(pass_func, 0, "tir.PromoteRegisters")
