@@ -25,6 +25,7 @@ from .backend.interpreter import ADT
 from .backend.te_compiler import TECompiler
 from .expr import Constant, Function
 from .expr_functor import bind_vars
+from .op.annotation import strip_on_device
 
 
 def bind_params_by_name(func: Function, params: dict) -> Function:
