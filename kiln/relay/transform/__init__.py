@@ -18,3 +18,4 @@ from .alter_op_layout import AlterOpLayout, ConvertLayout
 from .fast_math import FastMath
 from .defuse_ops import DefuseOps
 from .annotate_spans import AnnotateSpans
+from .dynamic_to_static import DynamicToStatic

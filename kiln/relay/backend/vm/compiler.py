@@ -131,6 +131,11 @@ class _FuncBuilder:
         op = call.op
         if isinstance(op, Function) and op.get_attr("Primitive"):
             return self.compile_primitive(call)
+        if isinstance(op, Op) and op.name == "shape_of":  # left unfused (TNonComputational): the VM's ShapeOf
+            src = self.compile(call.args[0])
+            dst = self.new_reg()
+            self.emit("shape_of_t", src, str(call.attrs.dtype), dst)
+            return dst
         if isinstance(op, Op):
             raise LoweringError(f"vm compile: operator {op.name} called outside a fused function")
         args = [self.compile(a) for a in call.args]

@@ -58,6 +58,7 @@ def _shape_func_adapter(name: str):
 def define_dyn_op(name: str, *, args, rel, reference, compute, attrs=None, pattern=OpPattern.OPAQUE):
     """Register ``name``: OPAQUE (never fused: the VM runs its data-dependent shape function before the call),
     type relation, numpy reference, TE compute over symbolic output extents, the host shape function."""
+    rel.handles_any = True  # an unknown operand length is an error, never probed with stand-in sizes
     op = define_op(name, num_inputs=len(args), args=args, attrs=attrs, rel=rel, pattern=pattern,
                    reference=reference, compute=compute, level=10)
     if op.get_attr("FShapeFunc") is None:
