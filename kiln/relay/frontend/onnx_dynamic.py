@@ -195,3 +195,20 @@ def _resize(inputs, attr, ctx):
                                extrapolation_value=float(attr.get("extrapolation_value", 0.0)))
 
 
+
+
+@dynamic_op("Pad", since=11)
+def _pad(inputs, attr, ctx):
+    """Constant-mode Pad with run-time ``pads`` ([b0, b1, ..., e0, e1, ...]) and optional constant value."""
+    x = inputs[0]
+    nd = _ndim(x, ctx)
+    if attr.get("mode", "constant") != "constant":
+        raise ctx.unsupported(f"Pad mode {attr.get('mode')!r} with run-time pads")
+    if len(inputs) > 3 and inputs[3] is not None:
+        raise ctx.unsupported("Pad with run-time pads and an axes input")
+    pads = _i64(inputs[1], ctx)
+    if _length(pads, ctx, "pads") != 2 * nd:
+        raise ctx.error(f"pads must hold {2 * nd} values for a rank-{nd} input")
+    width = _op.transpose(_op.reshape(pads, [2, nd]), [1, 0])
+    value = inputs[2] if len(inputs) > 2 and inputs[2] is not None else const(np.zeros((), ctx.dtype(x)))
+    return _dyn.nn.pad(x, width, _op.reshape(value, []))
