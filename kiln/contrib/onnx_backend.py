@@ -6,6 +6,13 @@ compiles it with ``relay.build`` for the CPU like a user would, and runs it on t
 cached per input signature in memory, and the exported library on disk (``$KILN_CACHE_DIR/onnx_backend``, keyed by
 model, input signature and kiln's source), so a second run of the same model loads instead of compiling.
 
+Two ways to treat inputs that decide shapes (a Reshape target fed by a graph input, ...):
+
+- ``specialize=True`` (the default; ``KILN_ONNX_SPECIALIZE=0`` turns it off): such inputs are bound to their
+  current values and the build is specialized on them (cached per value), all on the graph executor;
+- ``specialize=False``: as ONNX Runtime runs the model, every input stays a run-time value; shape operands
+  become ``dyn.*`` ops and a model that stays dynamic after DynamicToStatic runs on the Relay VM.
+
 This is what lets the ONNX backend test suite (``onnx.backend.test.BackendTest(KilnBackend, __name__)``)
 run against kiln. Setting ``KILN_ONNX_EXECUTOR=debug`` runs the reference interpreter instead of compiling
 (useful to tell a frontend bug from a codegen bug).
@@ -36,7 +43,7 @@ class KilnBackendRep(BackendRep):
     """A prepared model: converts and compiles on first run for each input signature."""
 
     def __init__(self, model, device: str = "CPU", target: str = "llvm", opt_level: int = 3,
-                 executor: str | None = None):
+                 executor: str | None = None, specialize: bool | None = None):
         super().__init__()
         self.model = model
         self.device = device
@@ -47,6 +54,9 @@ class KilnBackendRep(BackendRep):
             raise ArgumentError(f"executor must be 'graph' or 'debug', got {self.executor!r}")
         self.input_names = [i.name for i in _graph_inputs(model)]
         self.output_names = [o.name for o in model.graph.output]
+        if specialize is None:
+            specialize = os.environ.get("KILN_ONNX_SPECIALIZE", "1") != "0"
+        self.specialize = bool(specialize)
         self._compiled: dict = {}
         self._specialized: dict = {}  # input signature -> names of inputs the build is specialized on
 
@@ -75,10 +85,14 @@ class KilnBackendRep(BackendRep):
         from ..error import OpNotImplemented
         from ..relay.frontend.onnx import from_onnx
         bound: dict = {}
+        if not self.specialize:  # every input is a run-time value (dyn.* ops where shapes depend on them)
+            mod, params = from_onnx(self.model, shape={n: v.shape for n, v in named.items()})
+            return mod, params, bound
         while True:
             model = self.model if not bound else _bind_inputs(self.model, bound)
             try:
-                mod, params = from_onnx(model, shape={n: v.shape for n, v in named.items() if n not in bound})
+                mod, params = from_onnx(model, shape={n: v.shape for n, v in named.items() if n not in bound},
+                                        convert_config={"use_dyn_ops": False})
                 return mod, params, bound
             except OpNotImplemented as err:
                 wanted = [n for n in getattr(err, "runtime_inputs", []) if n in named and n not in bound]
@@ -105,6 +119,13 @@ class KilnBackendRep(BackendRep):
             fn = create_executor("debug", mod=mod, device=cpu(0), target=self.target).evaluate()
             names = [p.name_hint for p in mod["main"].params]
             runner = ("debug", fn, names, params)
+        elif not self.specialize and _is_dynamic(mod):
+            from .. import cpu, transform
+            from ..relay.backend.vm import compile as vm_compile
+            from ..runtime.vm import VirtualMachine
+            with transform.PassContext(opt_level=self.opt_level):
+                exe = vm_compile(mod, target=self.target, params=params)
+            runner = ("vm", VirtualMachine(exe, cpu(0)), None, None)
         else:
             from .. import cpu
             from . import graph_executor
@@ -149,6 +170,10 @@ class KilnBackendRep(BackendRep):
             result = fn(*args)
             values = list(result) if isinstance(result, (tuple, list)) else [result]
             outs = [np.asarray(v.numpy() if hasattr(v, "numpy") else v) for v in values]
+        elif kind == "vm":
+            result = fn.run(**{n: np.array(v, order="C") for n, v in named.items()})
+            values = list(result) if isinstance(result, (tuple, list)) else [result]
+            outs = [v.numpy() for v in values]
         else:
             for n, v in named.items():
                 fn.set_input(n, np.array(v, order="C"))
@@ -157,6 +182,24 @@ class KilnBackendRep(BackendRep):
         if len(outs) != len(self.output_names):
             raise ArgumentError(f"kiln produced {len(outs)} outputs, the model declares {len(self.output_names)}")
         return outs
+
+
+def _is_dynamic(mod) -> bool:
+    """Whether ``mod`` still needs the VM after DynamicToStatic (dyn.* calls or unknown dims in @main)."""
+    from ..relay.transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
+    if has_dyn_ops(mod):
+        mod = dynamic_to_static(mod)
+        if has_dyn_ops(mod):
+            return True
+    from ..ir.type import TensorType, TupleType
+    from ..relay.transform import InferType
+    ft = InferType()(mod)["main"].checked_type
+
+    def dynamic(t):
+        if isinstance(t, TupleType):
+            return any(dynamic(f) for f in t.fields)
+        return isinstance(t, TensorType) and t.is_dynamic()
+    return any(dynamic(t) for t in list(ft.arg_types) + [ft.ret_type])
 
 
 _SOURCE_HASH: list = []
@@ -219,7 +262,8 @@ class KilnBackend(Backend):
         if not cls.supports_device(device):
             raise ArgumentError(f"kiln's ONNX backend runs on CPU, not {device!r}")
         return KilnBackendRep(model, device, target=kwargs.get("target", "llvm"),
-                              opt_level=kwargs.get("opt_level", 3), executor=kwargs.get("executor"))
+                              opt_level=kwargs.get("opt_level", 3), executor=kwargs.get("executor"),
+                              specialize=kwargs.get("specialize"))
 
     @classmethod
     def run_model(cls, model, inputs, device: str = "CPU", **kwargs) -> list:

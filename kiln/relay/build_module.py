@@ -27,7 +27,6 @@ from .op.annotation import strip_on_device
 from .qnn.transform import Legalize as _qnn_legalize
 from .expr import Constant, Function
 from .expr_functor import bind_vars
-from .op.annotation import strip_on_device
 
 
 def bind_params_by_name(func: Function, params: dict) -> Function:
@@ -128,6 +127,9 @@ def _bind_params(mod: IRModule, params) -> IRModule:
 
 def _run_optimizations(mod: IRModule, fuse: bool = True) -> IRModule:
     mod = strip_on_device(mod)  # one device: on_device annotations have nothing left to say (TVM's PlanDevices)
+    from .transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
+    if has_dyn_ops(mod):  # dyn.* calls whose shape operands fold to constants become static ops
+        mod = dynamic_to_static(mod)
     seq = Sequential(_optimize_passes(), opt_level=0, name="relay.build.optimize")
     mod = seq(mod)
     mod = T.InferType()(mod)
@@ -210,7 +212,9 @@ def build(ir_mod, target=None, target_host=None, executor=None, runtime=None, wo
     mod_name = mod_name or "default"
 
     start = _time.perf_counter()
-    _check_static(ir_mod, "graph")
+    from .transform.dynamic_to_static import has_dyn_ops
+    if not has_dyn_ops(ir_mod):  # dyn.* ops may still become static (DynamicToStatic); checked after the passes
+        _check_static(ir_mod, "graph")
     with tgt:  # target-dependent passes (AlterOpLayout's x86 hooks) and strategies read Target.current()
         opt_mod = _run_optimizations(_bind_params(ir_mod, params))
         _check_static(opt_mod, "graph")

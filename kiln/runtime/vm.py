@@ -25,6 +25,7 @@ from .module import Module
 from .ndarray import NDArray
 from .registry import register_func
 from .thread_policy import tick as _thread_tick
+from .vm_shape_funcs import DYN_SHAPE_FUNCS, run_shape_func
 
 _MAGIC = b"KILNVMX1"
 _VERSION = 1
@@ -49,6 +50,9 @@ OPCODES = {
     "alloc_closure": 3,     # function index, [captured regs], dst
     "invoke_closure": 3,    # closure reg, [arg regs], dst
     "shape_of": 2,          # tensor reg, dst (an int64 tensor)
+    "shape_of_t": 3,        # tensor reg, dtype, dst: the shape as a 1-D tensor of that integer dtype
+    "shape_func": 4,        # op name, attrs (JSON), [input regs], [dst regs]: a data-dependent shape function
+                            # run on the host over the input values (the dyn.* ops; vm_shape_funcs.py)
     "reshape_tensor": 3,    # tensor reg, shape reg (int tensor or shape tuple), dst
     "fatal": 1,             # message
 }
@@ -119,6 +123,8 @@ class Executable:
                     raise ModuleLoadError(f"{where}: function index {ins[1]} out of range")
                 if op == "load_const" and not 0 <= ins[1] < nconst:
                     raise ModuleLoadError(f"{where}: constant index {ins[1]} out of range")
+                if op == "shape_func" and (ins[1] not in DYN_SHAPE_FUNCS or not isinstance(ins[2], dict)):
+                    raise ModuleLoadError(f"{where}: unknown run-time shape function {ins[1]!r}")
                 if op in ("invoke_packed", "kernel_shapes") and not 0 <= ins[1] < npacked:
                     raise ModuleLoadError(f"{where}: kernel index {ins[1]} out of range")
                 regs = _regs_of(ins)
@@ -236,8 +242,10 @@ def _regs_of(ins: list) -> list:
         return [ins[1]] if op == "ret" else []
     if op in ("load_const", "load_consti", "alloc_tensor"):
         return [ins[-1]]
-    if op == "kernel_shapes":
-        return list(ins[2]) + list(ins[3])
+    if op in ("kernel_shapes", "shape_func"):
+        return list(ins[-2]) + list(ins[-1])
+    if op == "shape_of_t":
+        return [ins[1], ins[3]]
     if op == "alloc_tensor_reg":
         return [ins[1], ins[3]]
     if op == "invoke_packed":
@@ -582,6 +590,14 @@ class VirtualMachine:
                 out = pool.tensor(tuple(shape), t.dtype)  # a copy: pooled buffers never alias
                 np.copyto(out._arr, t._arr.reshape(shape))
                 regs[ins[3]] = out
+                pc += 1
+            elif op == "shape_func":
+                shapes = run_shape_func(ins[1], ins[2], [regs[r]._arr for r in ins[3]])
+                for r, sh in zip(ins[4], shapes):
+                    regs[r] = sh
+                pc += 1
+            elif op == "shape_of_t":
+                regs[ins[3]] = nd.array(np.array(regs[ins[1]].shape, dtype=ins[2]))
                 pc += 1
             elif op == "fatal":
                 raise KilnError(f"VM: {ins[1]}")

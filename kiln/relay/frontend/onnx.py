@@ -196,7 +196,11 @@ class GraphConverter:
         inputs = [self.table[name] if name else None for name in node.input]
         try:
             attr = decode_attributes(node)
-            result = conv(inputs, attr, ctx)
+            try:
+                result = conv(inputs, attr, ctx)
+            except KilnError as err:  # a shape operand known only at run time: the dyn.* conversion
+                from .onnx_dynamic import convert_dynamic
+                result = convert_dynamic(node.op_type, inputs, attr, ctx, err)
             outs = self._as_outputs(result, ctx)
             if all(i is None or isinstance(i, Constant) for i in inputs):
                 outs = [self._fold(o) for o in outs]

@@ -242,8 +242,10 @@ class NodeContext:
                     dims.append(d)
                     continue
                 shown = tuple("?" if not isinstance(getattr(x, "value", x), int) else x for x in t.shape)
-                raise self.error(f"input has a dynamic shape {shown}; this converter needs static shapes "
-                                 "(pass shape= to from_onnx to pin the dynamic axes)") from None
+                err = self.error(f"input has a dynamic shape {shown}; this converter needs static shapes "
+                                 "(pass shape= to from_onnx to pin the dynamic axes)")
+                err.dynamic_shape = True  # onnx_dynamic.py may convert the node with run-time shapes instead
+                raise err from None
         return tuple(dims)
 
     def dtype(self, expr) -> str:

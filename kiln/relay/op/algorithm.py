@@ -139,7 +139,14 @@ def sort(data, axis=-1, is_ascend=1):
 
 
 def topk(data, k=1, axis=-1, ret_type="both", is_ascend=False, dtype="int32"):
-    """The ``k`` largest (smallest with ``is_ascend``) values and/or indices; a TupleWrapper for "both"."""
+    """The ``k`` largest (smallest with ``is_ascend``) values and/or indices; a TupleWrapper for "both"
+    (``k`` a Relay expression: dyn.topk)."""
+    from ..expr import Constant as _Constant, RelayExpr as _RelayExpr
+    if isinstance(k, _Constant):
+        k = int(k.numpy())
+    elif isinstance(k, _RelayExpr):
+        from .dyn import topk as dyn_topk
+        return dyn_topk(data, k, axis, ret_type, is_ascend, dtype)
     call = _call("topk", [data], k=k, axis=axis, ret_type=ret_type, is_ascend=is_ascend, dtype=dtype)
     return TupleWrapper(call, 2) if ret_type == "both" else call
 

@@ -263,13 +263,19 @@ def _shape_tuple(shape):
 
 
 def zeros(shape, dtype="float32"):
-    """A tensor of zeros."""
+    """A tensor of zeros (``shape`` a Relay expression: dyn.zeros)."""
+    if isinstance(shape, RelayExpr) and not isinstance(shape, Constant):
+        from .dyn import zeros as dyn_zeros
+        return dyn_zeros(shape, dtype)
     op = Op.get("zeros")
     return Call(op, [], op.make_attrs(shape=_shape_tuple(shape), dtype=dtype_str(dtype)))
 
 
 def ones(shape, dtype="float32"):
-    """A tensor of ones."""
+    """A tensor of ones (``shape`` a Relay expression: dyn.ones)."""
+    if isinstance(shape, RelayExpr) and not isinstance(shape, Constant):
+        from .dyn import ones as dyn_ones
+        return dyn_ones(shape, dtype)
     op = Op.get("ones")
     return Call(op, [], op.make_attrs(shape=_shape_tuple(shape), dtype=dtype_str(dtype)))
 
@@ -278,6 +284,9 @@ def full(fill_value, shape=(), dtype=""):
     """A tensor of ``shape`` filled with the scalar ``fill_value`` (an expression or a number)."""
     if not isinstance(fill_value, RelayExpr):  # a Python number
         fill_value = _const(fill_value, dtype or None)
+    if isinstance(shape, RelayExpr) and not isinstance(shape, Constant):
+        from .dyn import full as dyn_full
+        return dyn_full(fill_value, shape, dtype)
     op = Op.get("full")
     return Call(op, [fill_value], op.make_attrs(shape=_shape_tuple(shape), dtype=dtype_str(dtype) if dtype else ""))
 

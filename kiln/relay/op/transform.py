@@ -28,6 +28,11 @@ def _export(fn):
     return fn
 
 
+def _is_dyn(v) -> bool:
+    """A shape operand given as a (non-constant) Relay expression: the op dispatches to its dyn.* variant."""
+    return isinstance(v, RelayExpr) and not isinstance(v, Constant)
+
+
 def _call(name, args, **attrs):
     op = Op.get(name)
     return Call(op, list(args), op.make_attrs(**attrs) if op.attrs_type is not None else None)
@@ -118,7 +123,10 @@ define_op("reshape", num_inputs=1, attrs=A.ReshapeAttrs, rel=_reshape_rel, rel_n
 
 @_export
 def reshape(data, newshape, allowzero=False):
-    """Reshape ``data``; ``newshape`` may use TVM's codes 0, -1, -2, -3, -4."""
+    """Reshape ``data``; ``newshape`` may use TVM's codes 0, -1, -2, -3, -4 (a Relay expression: dyn.reshape)."""
+    if _is_dyn(newshape):
+        from .dyn import reshape as dyn_reshape
+        return dyn_reshape(data, newshape, allowzero)
     if isinstance(newshape, Constant):
         newshape = newshape.numpy().tolist()
     if isinstance(newshape, int):
@@ -377,6 +385,13 @@ def _int_list(v):
 @_export
 def strided_slice(data, begin, end, strides=None, axes=None, slice_mode="end"):
     """``data[begin:end:strides]`` per axis (numpy semantics; ``slice_mode="size"``: end is a size)."""
+    if _is_dyn(begin) or _is_dyn(end) or _is_dyn(strides):
+        from .dyn import strided_slice as dyn_slice
+        if axes is not None:
+            raise OpNotImplemented("strided_slice: axes with run-time begin/end is not supported (dyn.strided_slice)")
+        as_expr = [b if isinstance(b, RelayExpr) else _const(np.asarray(_int_list(b) or [1], "int64"))
+                   for b in (begin, end, strides if strides is not None else [1])]
+        return dyn_slice(data, *as_expr, slice_mode=slice_mode)
     return _call("strided_slice", [data], begin=_int_list(begin), end=_int_list(end),
                  strides=_int_list(strides) or [1], axes=_int_list(axes), slice_mode=slice_mode)
 
@@ -462,7 +477,10 @@ define_op("broadcast_to", num_inputs=1, attrs=A.InitOpAttrs, rel=_broadcast_to_r
 
 @_export
 def broadcast_to(data, shape):
-    """Broadcast ``data`` to ``shape``."""
+    """Broadcast ``data`` to ``shape`` (a Relay expression: dyn.broadcast_to)."""
+    if _is_dyn(shape):
+        from .dyn import broadcast_to as dyn_broadcast_to
+        return dyn_broadcast_to(data, shape)
     if isinstance(shape, Constant):
         shape = shape.numpy().tolist()
     return _call("broadcast_to", [data], shape=list(shape) if not isinstance(shape, int) else [shape])
@@ -551,7 +569,12 @@ define_op("tile", num_inputs=1, attrs=A.TileAttrs, rel=_tile_rel, rel_name="Tile
 
 @_export
 def tile(data, reps):
-    """Repeat the whole array ``reps`` times per axis."""
+    """Repeat the whole array ``reps`` times per axis (a Relay expression: dyn.tile)."""
+    if _is_dyn(reps):
+        from .dyn import tile as dyn_tile
+        return dyn_tile(data, reps)
+    if isinstance(reps, Constant):
+        reps = reps.numpy().reshape(-1).tolist()
     return _call("tile", [data], reps=list(reps))
 
 

@@ -18,6 +18,7 @@ from .alter_op_layout import AlterOpLayout, ConvertLayout
 from .fast_math import FastMath
 from .defuse_ops import DefuseOps
 from .annotate_spans import AnnotateSpans
+from .dynamic_to_static import DynamicToStatic
 
 
 def FakeQuantizationToInteger(hard_fail=False, use_qat=False, optional_qnn_ops=None):  # noqa: N802 (TVM's name)

@@ -131,6 +131,11 @@ class _FuncBuilder:
         op = call.op
         if isinstance(op, Function) and op.get_attr("Primitive"):
             return self.compile_primitive(call)
+        if isinstance(op, Op) and op.name == "shape_of":  # left unfused (TNonComputational): the VM's ShapeOf
+            src = self.compile(call.args[0])
+            dst = self.new_reg()
+            self.emit("shape_of_t", src, str(call.attrs.dtype), dst)
+            return dst
         if isinstance(op, Op):
             raise LoweringError(f"vm compile: operator {op.name} called outside a fused function")
         args = [self.compile(a) for a in call.args]
@@ -195,18 +200,56 @@ class _FuncBuilder:
             return out
         return [reg]
 
+    def _host_op(self, func: Function):
+        """The single op call of a primitive function that the VM handles on the host side (``shape_of`` of an
+        unknown shape), or whose output shape is data-dependent (the dyn.* ops); else None."""
+        body = func.body
+        if not (isinstance(body, Call) and isinstance(body.op, Op)):
+            return None
+        if body.op.name == "shape_of" and _type_of(body.args[0]).is_dynamic():
+            return body
+        if body.op.get_attr("TShapeDataDependent") and _type_of(body).is_dynamic():
+            return body
+        return None
+
+    def _body_arg_regs(self, func: Function, body: Call, ins: list) -> list:
+        """Registers of the host op's operands: parameters map to the call's argument registers."""
+        index = {p: k for k, p in enumerate(func.params)}
+        regs = []
+        for a in body.args:
+            if isinstance(a, Var) and a in index and not isinstance(_type_of(a), TupleType):
+                regs.append(ins[index[a]])
+            elif isinstance(a, Constant):
+                r = self.new_reg()
+                self.emit("load_const", self.c.add_const(a.numpy()), r)
+                regs.append(r)
+            else:
+                raise LoweringError(f"vm compile: operand of {body.op.name} is neither a parameter nor a constant")
+        return regs
+
     def compile_primitive(self, call: Call) -> int:
-        cached, kidx, const_idx = self.c.kernel(call.op)
         ins = []
         for a in call.args:
             ins.extend(self._flat_regs(self.compile(a), _type_of(a)))
+        host = self._host_op(call.op)
+        if host is not None and host.op.name == "shape_of":
+            (src,) = self._body_arg_regs(call.op, host, ins)
+            dst = self.new_reg()
+            self.emit("shape_of_t", src, str(host.attrs.dtype), dst)
+            return dst
+        cached, kidx, const_idx = self.c.kernel(call.op)
         for ci in const_idx:
             r = self.new_reg()
             self.emit("load_const", ci, r)
             ins.append(r)
         out_types = flatten_type(_type_of(call))
         outs = [self.new_reg() for _ in out_types]
-        if any(t.is_dynamic() for t in out_types):
+        if host is not None:  # data-dependent output shapes: the host shape function reads the operand values
+            from ...op.dyn._common import attrs_json
+            shape_regs = [self.new_reg() for _ in out_types]
+            self.emit("shape_func", host.op.name, attrs_json(host.attrs),
+                      self._body_arg_regs(call.op, host, ins), shape_regs)
+        elif any(t.is_dynamic() for t in out_types):
             shape_regs = [self.new_reg() for _ in out_types]
             self.emit("kernel_shapes", kidx, ins, shape_regs)
         for k, t in enumerate(out_types):

@@ -68,10 +68,23 @@ def symbolic_out_type(call, inputs):
     if not ty.is_dynamic():
         return ty
     fn, data_dependent = get_shape_func(call.op.name)
-    if data_dependent:
-        from ....error import OpNotImplemented
-        raise OpNotImplemented(f"operator {call.op.name} has a data-dependent shape function; kiln's VM cannot "
-                               "fuse it into a kernel with unknown dims yet")
+    if data_dependent:  # the VM computes these shapes on the host: the kernel binds them from its outputs
+        from .... import te
+        fields = ty.fields if isinstance(ty, TupleType) else (ty,)
+        fresh: list = []
+
+        def dims(t, k):
+            out = []
+            for a, d in enumerate(t.shape):
+                v = _dim_value(d)
+                if not isinstance(v, int):  # outputs of one op share their unknown extents (topk values/indices)
+                    while len(fresh) <= a:
+                        fresh.append(te.var(f"out_dim{len(fresh)}", "int64"))
+                    v = fresh[a]
+                out.append(v)
+            return tuple(out)
+        out = [TensorType(dims(f, k), f.dtype) for k, f in enumerate(fields)]
+        return TupleType(out) if isinstance(ty, TupleType) else out[0]
     shapes = fn(call.attrs, [tuple(_dim_value(d) for d in t.shape) for t in inputs], None)
     fields = ty.fields if isinstance(ty, TupleType) else (ty,)
     if len(shapes) != len(fields):
@@ -84,10 +97,11 @@ def symbolic_out_type(call, inputs):
 
 def _symbolic_visit_call(self, call):
     from ....error import KilnError
+    from ..te_compiler import _type_of
     inputs = []
     for a in call.args:
         inputs.extend(self.visit(a))
-    if not _has_symbolic(inputs):
+    if not _has_symbolic(inputs) and not _type_of(call).is_dynamic():
         return _ScheduleBuilder.visit_call(self, call)
     # the computes read their out_type: give them the traced shapes instead of Any
     saved = call._checked_type_

@@ -199,7 +199,14 @@ def dropout(data, rate=0.5):
 
 
 def pad(data, pad_width, pad_value=0.0, pad_mode="constant"):
-    """Pad ``data`` by ``pad_width`` ((before, after) per axis) with ``pad_value`` (or edge/reflect)."""
+    """Pad ``data`` by ``pad_width`` ((before, after) per axis) with ``pad_value`` (or edge/reflect);
+    ``pad_width`` a Relay expression: dyn.nn.pad."""
+    from ..dyn.nn import pad as dyn_pad
+    from ...expr import Constant as _Constant
+    if isinstance(pad_width, _Constant):
+        pad_width = pad_width.numpy().tolist()
+    elif isinstance(pad_width, RelayExpr):
+        return dyn_pad(data, pad_width, pad_value, pad_mode)
     if not isinstance(pad_value, RelayExpr):
         pad_value = const(pad_value)
     return _call("nn.pad", [data, pad_value], pad_width=[list(p) for p in pad_width], pad_mode=pad_mode)
