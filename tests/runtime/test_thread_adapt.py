@@ -152,6 +152,7 @@ def fake_adapter(monkeypatch):
     monkeypatch.setattr(tp.ADAPTER, "_sample", fake.sample)
     monkeypatch.setattr(tp.ADAPTER, "_clock", fake.clock)
     monkeypatch.setattr(tp.ADAPTER, "cpus", 2)
+    tp.ADAPTER.restart()  # forget what earlier tests in this process measured (real clock, real load)
     kiln.runtime.set_num_threads(2)
     yield fake
     tp.ADAPTER.restart()

@@ -1,8 +1,7 @@
 """Tutorial flow: "Scan and Recurrent Kernel".
 
-te.scan is not built in kiln. The tutorial's cumulative-sum flow is written out in full and marked
-as a strict xfail on the NotImplementedError it raises, so the day te.scan lands this test turns
-into a real check against numpy.cumsum.
+The tutorial's cumulative-sum flow, written out in full and checked against numpy.cumsum (more scan
+cases, multi-stage and multi-state, are in tests/compat/test_compat2_te_scan.py).
 """
 import numpy as np
 import pytest
@@ -23,7 +22,6 @@ def _cumsum_scan():
     return X, s_scan
 
 
-@pytest.mark.xfail(raises=NotImplementedError, strict=True, reason="te.scan is not implemented in kiln")
 def test_cumsum_scan():
     X, s_scan = _cumsum_scan()
     s = te.create_schedule(s_scan.op)
@@ -32,8 +30,3 @@ def test_cumsum_scan():
     out = tvm.nd.empty((7, 5), "float32")
     f(tvm.nd.array(x_np), out)
     tvm.testing.assert_allclose(out.numpy(), np.cumsum(x_np, axis=0), rtol=1e-5)
-
-
-def test_scan_error_names_the_missing_feature():
-    with pytest.raises(tvm.error.OpNotImplemented, match="te.scan"):
-        _cumsum_scan()
