@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 import kiln as tvm
 from kiln import te, topi
@@ -17,6 +18,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 _PRELUDE = """
 import sys
 import numpy as np
+import pytest
 import kiln as tvm
 from kiln import te
 """
@@ -115,3 +117,36 @@ def test_concatenate_tir_depth_is_logarithmic_and_zero_size_inputs_are_skipped()
     res = tvm.nd.array(np.zeros((2, sum(sizes)), "float32"))
     f(*[tvm.nd.array(d) for d in data], res)
     np.testing.assert_array_equal(res.numpy(), np.concatenate(data, axis=1))
+
+
+_BUILD_CHAIN = """
+from kiln import relay
+from kiln.contrib import graph_executor
+n = {n}
+x = relay.var("x", shape=(4,), dtype="float32")
+y = x
+for i in range(n):
+    y = relay.nn.relu(y) if i % 2 else relay.add(y, relay.const(1.0))
+mod = tvm.IRModule.from_expr(relay.Function([x], y))
+with tvm.transform.PassContext(opt_level=3):
+    lib = relay.build(mod, target="llvm")
+m = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+a = np.array([-3, -0.5, 0.25, 2], "float32")
+m.run(x=a)
+ref = a.copy()
+for i in range(n):
+    ref = np.maximum(ref, 0) if i % 2 else ref + 1
+np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-5)
+print("ok")
+"""
+
+
+def test_relay_build_of_a_20k_node_chain_under_a_low_recursion_limit():
+    # graph codegen, FuseOps groups of 256 ops lowered through TE (inject_inline), CSE: no recursion
+    # on depth and nothing quadratic (about 20 s on a loaded 2-core machine)
+    assert "ok" in _run(_BUILD_CHAIN.format(n=20000))
+
+
+@pytest.mark.slow
+def test_relay_build_of_a_100k_node_chain():
+    assert "ok" in _run(_BUILD_CHAIN.format(n=100000), timeout=1800)
