@@ -46,6 +46,24 @@ def _operator_operands(e) -> list:
     return out
 
 
+_LIN_OPS = frozenset((E.Add, E.Sub, E.Mul))
+
+
+def _key_children(e) -> list:
+    """The composite nodes a structural key of ``e`` is built from (leaves need no visit)."""
+    if not (isinstance(e, E.PrimExpr) or isinstance(e, E.Range)) or isinstance(e, (E.Var, E.IntImm, E.FloatImm)):
+        return []
+    out = []
+    todo = [getattr(e, f) for f in e._fields]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, (list, tuple)):
+            todo.extend(v)
+        elif (isinstance(v, (E.PrimExpr, E.Range)) and not isinstance(v, (E.Var, E.IntImm, E.FloatImm))):
+            out.append(v)
+    return out
+
+
 class LinearSum:
     """``const + sum(coeff * atom)``; ``terms`` maps an atom's structural key to [atom, coeff]."""
 
@@ -110,6 +128,27 @@ class Simplifier:
         hit = self.keys.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
+        if _key_children(e):
+            # children first from a work list: a deep sum's key costs no interpreter stack
+            keys = self.keys
+            stack = [(e, False)]
+            while stack:
+                n, ready = stack.pop()
+                h = keys.get(id(n))
+                if h is not None and h[0] is n:
+                    continue
+                if ready:
+                    self._key1(n)
+                    continue
+                stack.append((n, True))
+                for c in _key_children(n):
+                    h = keys.get(id(c))
+                    if h is None or h[0] is not c:
+                        stack.append((c, False))
+            return keys[id(e)][1]
+        return self._key1(e)
+
+    def _key1(self, e):
         if isinstance(e, E.Var) or isinstance(e, Buffer):
             k = ("V", id(e))
         elif isinstance(e, E.IntImm):
@@ -192,21 +231,41 @@ class Simplifier:
     # linear sums
     # ---------------------------------------------------------------------------------------
     def lin(self, e) -> LinearSum:
-        t = type(e)
-        if t is E.IntImm:
+        """The linear sum of ``e`` (a fresh object). Add/Sub/Mul nests are walked post-order with an
+        explicit stack, so a sum of thousands of terms costs no interpreter stack."""
+        if type(e) not in _LIN_OPS:
+            return self._lin_leaf(e)
+        todo = [(e, False)]
+        vals: list = []
+        while todo:
+            n, ready = todo.pop()
+            t = type(n)
+            if not ready:
+                if t in _LIN_OPS:
+                    todo.append((n, True))
+                    todo.append((n.b, False))
+                    todo.append((n.a, False))
+                else:
+                    vals.append(self._lin_leaf(n))
+                continue
+            lb = vals.pop()
+            la = vals.pop()
+            if t is E.Add:
+                vals.append(la.iadd(lb))
+            elif t is E.Sub:
+                vals.append(la.iadd(lb, -1))
+            elif la.is_const:
+                vals.append(lb.scaled(la.const))
+            elif lb.is_const:
+                vals.append(la.scaled(lb.const))
+            else:
+                ea, eb = self.norm(self.finish(la)), self.norm(self.finish(lb))
+                vals.append(self._atom_sum(self._mark(E.Mul(ea, eb))))
+        return vals[0]
+
+    def _lin_leaf(self, e) -> LinearSum:
+        if type(e) is E.IntImm:
             return LinearSum(e.dtype, e.value)
-        if t is E.Add:
-            return self.lin(e.a).iadd(self.lin(e.b))
-        if t is E.Sub:
-            return self.lin(e.a).iadd(self.lin(e.b), -1)
-        if t is E.Mul:
-            la, lb = self.lin(e.a), self.lin(e.b)
-            if la.is_const:
-                return lb.scaled(la.const)
-            if lb.is_const:
-                return la.scaled(lb.const)
-            ea, eb = self.norm(self.finish(la)), self.norm(self.finish(lb))
-            return self._atom_sum(self._mark(E.Mul(ea, eb)))
         s = self.atom(e)
         if type(s) is E.IntImm:
             return LinearSum(e.dtype, s.value)

@@ -518,20 +518,24 @@ def _reads_transitively(consumer_op, producer_op) -> bool:
 # Schedule
 # --------------------------------------------------------------------------------------------
 def _post_dfs_ops(roots):
+    """Operations reachable from ``roots``, inputs before their consumers (a depth-first post-order,
+    from an explicit stack: a chain of thousands of stages costs no interpreter stack)."""
     order, seen = [], set()
-
-    def visit(op):
-        if id(op) in seen:
-            return
-        seen.add(id(op))
-        for t in op.input_tensors:
-            visit(t.op)
-        order.append(op)
-
-    from ..ir.node import deep_recursion
-    with deep_recursion():
-        for op in roots:
-            visit(op)
+    for root in roots:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter([t.op for t in root.input_tensors]))]
+        while stack:
+            op, it = stack[-1]
+            for child in it:
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    stack.append((child, iter([t.op for t in child.input_tensors])))
+                    break
+            else:
+                stack.pop()
+                order.append(op)
     return order
 
 

@@ -298,49 +298,54 @@ def rfactor(sch, tensor, axis, factor_axis: int = 0):
 # normalize: inline and rebase
 # --------------------------------------------------------------------------------------------
 class _Inliner(StmtExprMutator):
-    def __init__(self, tensor, args, body):
-        self.tensor, self.args, self.body = tensor, args, body
+    """Replaces loads of inlined tensors by their (already fully inlined) bodies."""
+
+    def __init__(self, bodies: dict):
+        self.bodies = bodies   # tensor -> (axis vars, body)
 
     def visit_ProducerLoad(self, node):
         idx = self._mutate_value(node.indices)
-        if node.producer == self.tensor:
-            return substitute(self.body, {a: i for a, i in zip(self.args, idx)})
+        hit = self.bodies.get(node.producer)
+        if hit is not None:
+            args, body = hit
+            return substitute(body, {a: i for a, i in zip(args, idx)})
         return node if idx is node.indices else E.ProducerLoad(node.producer, idx)
 
 
 def inject_inline(sch) -> None:
-    """Substitute the bodies of stages marked compute_inline into their readers (in place)."""
+    """Substitute the bodies of stages marked compute_inline into their readers (in place).
+
+    Stages are in producer-before-consumer order, so one forward sweep suffices: each stage's body
+    is rewritten once, with the final bodies of the inlined stages it reads (which read no inlined
+    stage themselves). Each body is walked once, instead of every inlined stage re-walking every
+    later body (cubic in a chain of fused elementwise ops)."""
     n = len(sch.stages)
     new_body = [None] * n
     changed = [False] * n
-    for i in range(n - 1, -1, -1):
+    bodies: dict = {}
+    inliner = _Inliner(bodies)
+    for i in range(n):
         stage = sch.stages[i]
-        if stage.attach_type != kInline:
+        if not isinstance(stage.op, ComputeOp):
             continue
-        stage.attach_type = kInlinedAlready
-        cop = stage.op
-        args = [iv.var for iv in cop.axis]
-        body = cop.body[0]
-        inliner = _Inliner(cop.output(0), args, body)
-        for j in range(i, n):
-            s = sch.stages[j]
-            if not isinstance(s.op, ComputeOp):
-                continue
-            if new_body[j] is None:
-                new_body[j] = list(s.op.body)
-            cur = new_body[j]
+        cur = list(stage.op.body)
+        if bodies:
             if isinstance(cur[0], E.Reduce):
                 nv = inliner(cur[0])
                 if nv is not cur[0]:
-                    changed[j] = True
-                    new_body[j] = [E.Reduce(nv.combiner, nv.source, nv.axis, nv.condition, k, nv.init)
-                                   for k in range(len(cur))]
+                    changed[i] = True
+                    cur = [E.Reduce(nv.combiner, nv.source, nv.axis, nv.condition, k, nv.init)
+                           for k in range(len(cur))]
             else:
                 for k in range(len(cur)):
                     nv = inliner(cur[k])
                     if nv is not cur[k]:
                         cur[k] = nv
-                        changed[j] = True
+                        changed[i] = True
+        new_body[i] = cur
+        if stage.attach_type == kInline:
+            stage.attach_type = kInlinedAlready
+            bodies[stage.op.output(0)] = ([iv.var for iv in stage.op.axis], cur[0])
     repl = {}
     for i, s in enumerate(sch.stages):
         if s.attach_type == kInlinedAlready:

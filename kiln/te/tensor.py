@@ -336,11 +336,13 @@ def _reject_nested_reduce(name, expr):
 def collect_input_tensors(exprs):
     """Tensors read (through ProducerLoad) by ``exprs``, in first-read order, without repeats."""
     seen = []
+    seen_set = set()
 
     class _V(StmtExprVisitor):
         def visit_ProducerLoad(self, node):
             t = node.producer
-            if t not in seen:
+            if t not in seen_set:
+                seen_set.add(t)
                 seen.append(t)
             for i in node.indices:
                 self.visit(i)

@@ -149,16 +149,23 @@ def concatenate(a_tuple, axis: int = 0):
     out_shape = list(shapes[0])
     out_shape[axis] = sum(sizes)
 
+    offsets = [0]
+    for n in sizes[:-1]:
+        offsets.append(offsets[-1] + n)
+
     def f(*i):
+        # a balanced binary search over the inputs' offsets: depth and per-element work grow with
+        # log(len(a_tuple)), not with the input count (a 600-way chain was a 600-deep expression)
         pos = i[axis]
-        result = None
-        offsets = [sum(sizes[:k]) for k in range(len(sizes))]
-        for k in range(len(a_tuple)):
-            idx = list(i)
-            idx[axis] = pos - offsets[k]
-            val = a_tuple[k](*idx)
-            result = val if result is None else T.if_then_else(pos >= offsets[k], val, result)
-        return result
+
+        def part(lo, hi):
+            if hi - lo == 1:
+                idx = list(i)
+                idx[axis] = pos - offsets[lo]
+                return a_tuple[lo](*idx)
+            mid = (lo + hi) // 2
+            return T.if_then_else(pos >= offsets[mid], part(mid, hi), part(lo, mid))
+        return part(0, len(a_tuple))
     return _compute(out_shape, f, "T_concat")
 
 

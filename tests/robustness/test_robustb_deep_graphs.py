@@ -87,8 +87,6 @@ def test_parser_nested_calls_and_tuples():
     assert "ok" in out
 
 
-@pytest.mark.xfail(strict=True, reason="not done: kiln/tir/transform/vectorize.py walks expressions with its own "
-                   "recursive expr()/e_Call (not a StmtExprVisitor), 3 frames per if_then_else of the chain")
 def test_relay_build_concatenate_of_600_inputs_runs():
     out = _run("""
         from kiln.contrib import graph_executor

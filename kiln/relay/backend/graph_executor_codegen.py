@@ -18,7 +18,6 @@ import numpy as np
 
 from ...error import LoweringError
 from ...ir.expr import GlobalVar
-from ...ir.node import deep_recursion
 from ...ir.op import Op
 from ...ir.type import TensorType, TupleType
 from ...runtime.abi import C_PRELUDE
@@ -120,17 +119,29 @@ class GraphExecutorCodegen:
             _static_shape(ty, f"input %{p.name_hint}")
             name = self._unique(p.name_hint)
             self.var_entries[p] = self._add(_Node("null", name, types=[ty]))
-        with deep_recursion():
-            heads = self.visit(func.body)
+        heads = self.visit(func.body)
         return self._finish(heads)
 
     def visit(self, expr) -> list:
-        hit = self.memo.get(expr)
+        """Node entries of ``expr``. Dataflow operands are visited children-first from a work list (in
+        the order a recursive walk would emit them), so graph depth costs no interpreter stack."""
+        memo = self.memo
+        hit = memo.get(expr)
         if hit is not None:
             return hit
-        out = self._visit(expr)
-        self.memo[expr] = out
-        return out
+        stack = [(expr, False)]
+        while stack:
+            n, ready = stack.pop()
+            if n in memo:
+                continue
+            if ready:
+                memo[n] = self._visit(n)
+                continue
+            stack.append((n, True))
+            for k in reversed(_operands(n)):
+                if k not in memo:
+                    stack.append((k, False))
+        return memo[expr]
 
     def _visit(self, expr) -> list:
         if isinstance(expr, Var):
@@ -153,8 +164,10 @@ class GraphExecutorCodegen:
             start = sum(len(flatten_type(f)) for f in ty.fields[:expr.index])
             return entries[start:start + len(flatten_type(ty.fields[expr.index]))]
         if isinstance(expr, Let):
-            self.var_entries[expr.var] = self.visit(expr.value)
-            return self.visit(expr.body)
+            while isinstance(expr, Let):   # a let chain in a loop
+                self.var_entries[expr.var] = self.visit(expr.value)
+                expr = expr.body
+            return self.visit(expr)
         if isinstance(expr, Call):
             return self.visit_call(expr)
         if isinstance(expr, If):
@@ -227,6 +240,17 @@ class GraphExecutorCodegen:
         }
         return {"graph_json": json.dumps(graph), "params": self.params, "memory_plan": plan,
                 "lowered": list(self.compiler.lowered)}
+
+
+def _operands(expr) -> tuple:
+    """The dataflow operands ``GraphCodegen._visit`` reads before ``expr`` itself."""
+    if isinstance(expr, Call):
+        return tuple(expr.args) if isinstance(expr.op, Function) else ()
+    if isinstance(expr, Tuple):
+        return tuple(expr.fields)
+    if isinstance(expr, TupleGetItem):
+        return (expr.tuple_value,)
+    return ()
 
 
 _RESHAPE_OPS = frozenset({"reshape", "squeeze", "expand_dims", "reshape_like", "contrib_reverse_reshape",

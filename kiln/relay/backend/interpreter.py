@@ -11,7 +11,6 @@ import numpy as np
 from ...error import ArgumentError, InternalError, KilnError, OpNotImplemented
 from ...ir.expr import GlobalVar
 from ...ir.module import IRModule
-from ...ir.node import deep_recursion
 from ...ir.op import Op
 from ...ir.type import TensorType, TupleType
 from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
@@ -77,8 +76,14 @@ class Interpreter(Executor):
         def _interp_wrapper(*args, **kwargs):
             values = _convert_args(func, args, kwargs)
             inputs = [_to_value(v, p) for v, p in zip(values, func.params)]
-            with deep_recursion():
+            try:
                 result = run.call(Closure(func, {}), inputs)
+            except RecursionError:
+                # graph depth costs no stack (eval walks operands from a work list); what is left
+                # is the program's own recursion (a Relay function calling itself, a loop)
+                raise KilnError("the debug interpreter ran out of Python stack: the program's function calls "
+                                "nest too deeply (a recursive Relay function or loop with many iterations); "
+                                "run it on the 'vm' executor") from None
             return _to_output(result, self.device)
         return _interp_wrapper
 
@@ -119,6 +124,17 @@ def _to_output(value, device):
     return value
 
 
+def _operands(e) -> tuple:
+    """The operands ``_Runner._eval`` evaluates first, in order (none for control flow and bindings)."""
+    if isinstance(e, Call):
+        return tuple(e.args)
+    if isinstance(e, Tuple):
+        return tuple(e.fields)
+    if isinstance(e, TupleGetItem):
+        return (e.tuple_value,)
+    return ()
+
+
 class _Runner:
     """The evaluation itself (separate from the Executor so one module's runs share nothing mutable)."""
 
@@ -145,14 +161,26 @@ class _Runner:
         return c
 
     def eval(self, expr, frame: _Frame):
+        """Evaluate ``expr`` in ``frame``. Dataflow operands (call arguments, tuple fields, projected
+        tuples) are evaluated children-first from a work list, left to right as a recursive walk
+        would, so graph depth costs no interpreter stack."""
         memo = frame.memo
-        key = id(expr)
-        hit = memo.get(key)
+        hit = memo.get(id(expr))
         if hit is not None:
             return hit[1]
-        value = self._eval(expr, frame)
-        memo[key] = (expr, value)  # keep expr alive so its id is not reused
-        return value
+        stack = [(expr, False)]
+        while stack:
+            n, ready = stack.pop()
+            if id(n) in memo:
+                continue
+            if ready:
+                memo[id(n)] = (n, self._eval(n, frame))  # keep n alive so its id is not reused
+                continue
+            stack.append((n, True))
+            for k in reversed(_operands(n)):
+                if id(k) not in memo:
+                    stack.append((k, False))
+        return memo[id(expr)][1]
 
     def _eval(self, e, frame: _Frame):
         if isinstance(e, Var):

@@ -205,9 +205,35 @@ class _ScheduleBuilder:
     check_result_shape = staticmethod(_static_shape)
 
     def visit(self, expr) -> list:
-        hit = self.memo.get(expr)
+        """Tensors of ``expr``. Operands are lowered children-first from a work list (the order a
+        recursive walk gives), so a deeply fused function costs no interpreter stack."""
+        memo = self.memo
+        hit = memo.get(expr)
         if hit is not None:
             return hit
+        stack = [(expr, False)]
+        while stack:
+            n, ready = stack.pop()
+            if n in memo:
+                continue
+            if ready:
+                memo[n] = self._visit1(n)
+                continue
+            stack.append((n, True))
+            if isinstance(n, Call):
+                ops = n.args
+            elif isinstance(n, Tuple):
+                ops = n.fields
+            elif isinstance(n, TupleGetItem):
+                ops = (n.tuple_value,)
+            else:
+                ops = ()
+            for k in reversed(ops):
+                if k not in memo:
+                    stack.append((k, False))
+        return memo[expr]
+
+    def _visit1(self, expr) -> list:
         if isinstance(expr, Var):
             raise LoweringError(f"free variable {expr.name_hint} in a primitive function")
         if isinstance(expr, Constant):
@@ -230,7 +256,6 @@ class _ScheduleBuilder:
             out = src[start:start + len(flatten_type(fields[expr.index]))]
         else:
             raise LoweringError(f"cannot lower {type(expr).__name__} inside a primitive function")
-        self.memo[expr] = out
         return out
 
     def visit_constant(self, const: Constant) -> list:

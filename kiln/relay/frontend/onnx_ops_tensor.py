@@ -326,6 +326,15 @@ def _normalize_indices(ctx, idx, dim):
     return _op.where(_op.less(idx, scalar(0, dt)), _op.add(idx, scalar(dim, dt)), idx)
 
 
+def _checked_indices(ctx, idx, dim):
+    """Indices made non-negative, constants checked at import time; run-time indices outside -dim..dim-1
+    fail the run with an error (ONNX Runtime raises) through ``take(arange(dim), idx, mode="raise")``."""
+    if ctx.value(idx) is not None:
+        return _normalize_indices(ctx, idx, dim)
+    dt = ctx.dtype(idx)
+    return _op.take(const(np.arange(dim, dtype=dt)), idx, axis=0, mode="raise")
+
+
 @onnx_op("Gather", since=1)
 def _gather(inputs, attr, ctx):
     x, idx = inputs
@@ -343,7 +352,7 @@ def _gather_elements(inputs, attr, ctx):
     x, idx = inputs
     shape = ctx.shape(x)
     axis = _axis(ctx, int(attr.get("axis", 0)), len(shape))
-    return _op.gather(x, axis, _normalize_indices(ctx, idx, shape[axis]))
+    return _op.gather(x, axis, _checked_indices(ctx, idx, shape[axis]))
 
 
 @onnx_op("GatherND", since=11)
@@ -357,11 +366,15 @@ def _gather_nd(inputs, attr, ctx):
     idt = "int64"
     idx = _op.cast(idx, idt)
     dims = dshape[b:b + m]
-    # negative indices count from the end of their axis
-    dim_vec = _int64(list(dims))
-    idx = _op.where(_op.less(idx, scalar(0, idt)), _op.add(idx, dim_vec), idx)
     strides = [int(np.prod(dims[k + 1:])) for k in range(m)]
-    lin = _op.sum(_op.multiply(idx, _int64(strides)), axis=[-1])
+    # each index component against its own axis: negative counts from the end, out of range fails
+    # the run (ONNX Runtime raises; a clamped or wrapped linear index would read another element)
+    lin = None
+    for k in range(m):
+        comp = _op.take(idx, const(np.int64(k)), axis=-1)
+        comp = _checked_indices(ctx, comp, int(dims[k]))
+        term = comp if strides[k] == 1 else _op.multiply(comp, scalar(strides[k], idt))
+        lin = term if lin is None else _op.add(lin, term)
     nbatch = int(np.prod(dshape[:b])) if b else 1
     if b:
         offs = np.arange(nbatch, dtype="int64").reshape(list(ishape[:b]) + [1] * (len(ishape) - 1 - b))

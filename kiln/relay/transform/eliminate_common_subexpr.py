@@ -72,12 +72,16 @@ class CommonSubexprEliminator(ExprMutator):
             return new
         if self.fskip is not None and self.fskip(new):
             return new
-        for cand in self._lookup(op):
+        # candidates are keyed by the op and the first argument (identity; any constant for constants,
+        # which compare by value): a long chain of one op is not compared against every earlier call
+        a0 = new.args[0]
+        key = (op, "const" if isinstance(a0, Constant) else id(a0))
+        for cand in self._lookup(key):
             if (len(cand.args) == len(new.args) and structural_equal(cand.attrs, new.attrs)
                     and structural_equal(cand.type_args, new.type_args)
                     and all(_same_arg(a, b) for a, b in zip(new.args, cand.args))):
                 return cand
-        self._record(op, new)
+        self._record(key, new)
         return new
 
     def visit_tuple_getitem(self, item):

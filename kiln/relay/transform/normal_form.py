@@ -52,28 +52,84 @@ class _ToANF:
         return None
 
     def atomize(self, e):
-        if isinstance(e, _ATOMS):
-            return e
-        found = self.lookup(e)
-        if found is not None:
-            return found
-        if isinstance(e, Let):
+        while True:
+            if isinstance(e, _ATOMS):
+                return e
+            found = self.lookup(e)
+            if found is not None:
+                return found
+            if not isinstance(e, Let):
+                break
+            # a let chain in a loop
             value = self.compound(e.value)
             self.scopes[-1][0].append((e.var, value))
             self.scopes[-1][1][e.value] = e.var
-            return self.atomize(e.body)
-        scope = self.target_scope(e)
-        depth = self.scopes.index(scope)
-        inner, self.scopes = self.scopes[depth + 1:], self.scopes[:depth + 1]
+            e = e.body
+        if _dataflow_operands(e) is not None:
+            return self._atomize_dataflow(e)
+        scope, inner = self._narrow(e)
         try:
             node = self.compound(e)
         finally:
             self.scopes += inner
+        return self._bind(scope, e, node)
+
+    def _narrow(self, e):
+        """Close the scopes inside the one ``e`` is bound in (while its operands are bound)."""
+        scope = self.target_scope(e)
+        depth = self.scopes.index(scope)
+        inner, self.scopes = self.scopes[depth + 1:], self.scopes[:depth + 1]
+        return scope, inner
+
+    def _bind(self, scope, e, node):
         v = Var(f"x_{self.counter}")
         self.counter += 1
         scope[0].append((v, node))
         scope[1][e] = v
         return v
+
+    def _atomize_dataflow(self, e):
+        """``atomize`` of an operator call, tuple or projection with an explicit stack of frames (one per
+        node whose operands are being bound), so graph depth costs no interpreter stack. Bindings come
+        out in the order the recursive walk gives."""
+        frames: list = []   # [node, scope, closed inner scopes, operands, next operand, atoms]
+
+        def enter(n):
+            scope, inner = self._narrow(n)
+            frames.append([n, scope, inner, _dataflow_operands(n), 0, []])
+
+        enter(e)
+        try:
+            while True:
+                f = frames[-1]
+                n, scope, inner, ops, i, atoms = f
+                if i < len(ops):
+                    f[4] = i + 1
+                    a = ops[i]
+                    found = a if isinstance(a, _ATOMS) else self.lookup(a)
+                    if found is not None:
+                        atoms.append(found)
+                    elif _dataflow_operands(a) is not None:
+                        enter(a)
+                    else:
+                        atoms.append(self.atomize(a))
+                    continue
+                if isinstance(n, Call):
+                    node = Call(n.op, atoms, n.attrs, n.type_args, n.span)
+                elif isinstance(n, Tuple):
+                    node = Tuple(atoms, n.span)
+                else:
+                    node = TupleGetItem(atoms[0], n.index, n.span)
+                frames.pop()
+                self.scopes += inner
+                v = self._bind(scope, n, node)
+                if not frames:
+                    return v
+                frames[-1][5].append(v)
+        except BaseException:
+            for f in reversed(frames):   # reopen the closed scopes, as the recursive walk's finally did
+                self.scopes += f[2]
+            raise
 
     def compound(self, e):
         """The node itself with atomic operands (operand bindings go to the current scope)."""
@@ -97,14 +153,23 @@ class _ToANF:
         raise NotImplementedError(f"ToANormalForm does not handle {type(e).__name__}")
 
 
+def _dataflow_operands(e):
+    """Operands `_ToANF` binds from its explicit stack (operator calls, tuples, projections), else None."""
+    if isinstance(e, Call):
+        return e.args if isinstance(e.op, Op) else None
+    if isinstance(e, Tuple):
+        return e.fields
+    if isinstance(e, TupleGetItem):
+        return (e.tuple_value,)
+    return None
+
+
 def to_a_normal_form(expr):
     """A-normal form of one expression."""
-    from ...ir.node import deep_recursion
-    with deep_recursion():
-        if isinstance(expr, Function):
-            return Function(expr.params, _ToANF(expr.body).convert_scope(expr.body), expr.ret_type,
-                            expr.type_params, expr.attrs, expr.span)
-        return _ToANF(expr).convert_scope(expr)
+    if isinstance(expr, Function):
+        return Function(expr.params, _ToANF(expr.body).convert_scope(expr.body), expr.ret_type,
+                        expr.type_params, expr.attrs, expr.span)
+    return _ToANF(expr).convert_scope(expr)
 
 
 def ToANormalForm():  # noqa: N802

@@ -63,6 +63,7 @@ class BufferFlattener(StmtExprMutator):
             if len(indices) != len(r.extents):
                 raise LoweringError(f"buffer {b.name} is realized with {len(r.extents)} dimensions "
                                     f"but accessed with {len(indices)} indices")
+            indices = _widen(indices, r.flat.shape[0])
             offset = None
             for idx, mn, ext in zip(indices, r.mins, r.extents):
                 rel = idx if _is_zero(mn) else idx - mn
@@ -73,7 +74,7 @@ class BufferFlattener(StmtExprMutator):
         flat = self.flat_buffer(b)
         if flat is b:
             return b, list(indices)
-        return flat, [self._simp(b.offset_of(indices))]
+        return flat, [self._simp(b.offset_of(_widen(indices, flat.shape[0])))]
 
     def visit_BufferLoad(self, e):
         indices = [self.visit(i) for i in e.indices]
@@ -142,6 +143,15 @@ class BufferFlattener(StmtExprMutator):
 
 
 def _prod(dims):
+    dims = list(dims)
+    if dims and all(isinstance(d, E.IntImm) for d in dims):
+        # constant shapes: the element count in Python ints (an int32 product of 65536 x 32769 wraps
+        # negative), as int64 when it does not fit the dims' type
+        total = 1
+        for d in dims:
+            total *= d.value
+        dt = dims[0].dtype
+        return _op.const(total, "int64" if total > _INT32_MAX and dt != "int64" else dt)
     out = None
     for d in dims:
         out = d if out is None else out * d
@@ -168,3 +178,19 @@ def StorageFlatten(cache_line_size: int = 64, create_bound_attribute: bool = Fal
 def FlattenBuffer() -> PrimFuncPass:  # noqa: N802
     """Alias of StorageFlatten (TVM's name on the TensorIR path)."""
     return PrimFuncPass(flatten_func, 0, "tir.FlattenBuffer")
+
+
+_INT32_MAX = 2 ** 31 - 1
+
+
+def _widen(indices, size):
+    """Indices cast to int64 when the flat buffer holds more elements than int32 can count (a constant
+    size past 2^31 - 1): the row-major offset of int32 loop variables would overflow (issue 15, defect
+    2 for constant shapes; symbolic shapes are checked at call time instead, docs/robustness.md)."""
+    if not (isinstance(size, E.IntImm) and size.value > _INT32_MAX):
+        return indices
+    return [i if i.dtype == "int64" or not _is_int(i.dtype) else E.Cast("int64", i) for i in indices]
+
+
+def _is_int(dtype: str) -> bool:
+    return dtype.startswith("int") or dtype.startswith("uint")

@@ -53,6 +53,7 @@ class _Vectorizer:
         self.lanes = lanes
         self.ramp = E.Ramp(vmin, E.IntImm(var.dtype, 1), lanes)
         self.vmap: dict = {}
+        self._cache: dict = {}   # id(expr) -> (expr, vectorized expr)
 
     # -- expressions ---------------------------------------------------------------------
     def bcast(self, e):
@@ -63,6 +64,30 @@ class _Vectorizer:
         return E.Broadcast(e, self.lanes)
 
     def expr(self, e):
+        """Vectorize ``e``. Operator nodes below it are done children-first from a work list
+        (results cached by node until a binding changes ``vmap``), so depth costs no stack."""
+        hit = self._cache.get(id(e))
+        if hit is not None:
+            return hit[1]
+        stack = [(e, False)]
+        while stack:
+            n, ready = stack.pop()
+            if id(n) in self._cache:
+                continue
+            if ready:
+                self._cache[id(n)] = (n, self._expr1(n))
+                continue
+            stack.append((n, True))
+            for k in _operands(n):
+                if id(k) not in self._cache:
+                    stack.append((k, False))
+        return self._cache[id(e)][1]
+
+    def _bind(self, var, new_var):
+        self.vmap[var] = new_var
+        self._cache = {}
+
+    def _expr1(self, e):
         if isinstance(e, E.Var):
             if e is self.var:
                 return self.ramp
@@ -105,7 +130,7 @@ class _Vectorizer:
         v = self.expr(e.value)
         if _lanes(v) > 1:
             nv = E.Var(e.var.name, v.dtype)
-            self.vmap[e.var] = nv
+            self._bind(e.var, nv)
             return E.Let(nv, v, self.expr(e.body))
         body = self.expr(e.body)
         if _lanes(body) > 1 or v is not e.value or body is not e.body:
@@ -176,7 +201,7 @@ class _Vectorizer:
         v = self.expr(s.value)
         if _lanes(v) > 1:
             nv = E.Var(s.var.name, v.dtype)
-            self.vmap[s.var] = nv
+            self._bind(s.var, nv)
             return S.LetStmt(nv, v, self.stmt(s.body))
         return S.LetStmt(s.var, v, self.stmt(s.body))
 
@@ -195,6 +220,24 @@ class _Vectorizer:
         if _lanes(c) > 1:
             raise CannotVectorize("an assertion depends on the loop variable")
         return S.AssertStmt(c, s.message, self.stmt(s.body))
+
+
+def _operands(e) -> tuple:
+    """The operands `_Vectorizer` visits before ``e`` itself (none for Let, whose body depends
+    on the binding, nor for leaves and existing vector nodes)."""
+    if isinstance(e, E.BinaryOpExpr):
+        return (e.a, e.b)
+    if isinstance(e, E.Not):
+        return (e.a,)
+    if isinstance(e, E.Cast):
+        return (e.value,)
+    if isinstance(e, E.Select):
+        return (e.condition, e.true_value, e.false_value)
+    if isinstance(e, E.Call):
+        return tuple(e.args)
+    if isinstance(e, E.BufferLoad):
+        return tuple(e.indices)
+    return ()
 
 
 def _safe_to_evaluate(e) -> bool:

@@ -14,7 +14,6 @@ import numpy as np
 from ....error import KilnError, LoweringError
 from ....ir.expr import GlobalVar
 from ....ir.module import IRModule
-from ....ir.node import deep_recursion
 from ....ir.op import Op
 from ....ir.type import FuncType, TensorType, TupleType
 from ....runtime.vm import Executable, VMFunction
@@ -31,6 +30,19 @@ def _param_type(ty):
                            else -1 for d in ty.shape], str(ty.dtype)]
     if isinstance(ty, TupleType):
         return ["tuple", [_param_type(f) for f in ty.fields]]
+    return None
+
+
+def _dataflow_operands(expr):
+    """Operands of a node `_FuncBuilder.compile` walks from its stack (a primitive call, tuple or
+    projection), or None for every other node."""
+    if isinstance(expr, Call):
+        op = expr.op
+        return expr.args if isinstance(op, Function) and op.get_attr("Primitive") else None
+    if isinstance(expr, Tuple):
+        return expr.fields
+    if isinstance(expr, TupleGetItem):
+        return (expr.tuple_value,)
     return None
 
 
@@ -59,6 +71,40 @@ class _FuncBuilder:
 
     # -- expressions ----------------------------------------------------------------------------------
     def compile(self, expr) -> int:
+        """Register holding ``expr``. Dataflow nodes (primitive calls, tuples, projections) are compiled
+        post-order from an explicit stack, emitting exactly what a recursive walk would, in the same
+        order, so graph depth costs no interpreter stack."""
+        if _dataflow_operands(expr) is None:
+            return self._compile1(expr)
+        todo = [(expr, None)]
+        regs: list = []
+        while todo:
+            n, kinfo = todo.pop()
+            if kinfo is not None:
+                k = len(_dataflow_operands(n))
+                args = regs[len(regs) - k:]
+                del regs[len(regs) - k:]
+                regs.append(self._emit_dataflow(n, kinfo, args))
+                continue
+            ops = _dataflow_operands(n)
+            if ops is None:
+                regs.append(self._compile1(n))
+                continue
+            todo.append((n, ()))  # emitted once its operands are (a primitive's kernel is looked up then)
+            todo.extend((a, None) for a in reversed(ops))
+        return regs[0]
+
+    def _emit_dataflow(self, n, kinfo, args: list) -> int:
+        if isinstance(n, Call):
+            return self._emit_primitive(n, args)
+        dst = self.new_reg()
+        if isinstance(n, Tuple):
+            self.emit("alloc_adt", 0, args, dst)
+        else:
+            self.emit("get_field", args[0], int(n.index), dst)
+        return dst
+
+    def _compile1(self, expr) -> int:
         if isinstance(expr, Var):
             if self.self_closure is not None and expr == self.self_closure[0]:
                 _, index, captured = self.self_closure
@@ -228,9 +274,12 @@ class _FuncBuilder:
         return regs
 
     def compile_primitive(self, call: Call) -> int:
+        return self._emit_primitive(call, [self.compile(a) for a in call.args])
+
+    def _emit_primitive(self, call: Call, arg_regs: list) -> int:
         ins = []
-        for a in call.args:
-            ins.extend(self._flat_regs(self.compile(a), _type_of(a)))
+        for a, reg in zip(call.args, arg_regs):
+            ins.extend(self._flat_regs(reg, _type_of(a)))
         host = self._host_op(call.op)
         if host is not None and host.op.name == "shape_of":
             (src,) = self._body_arg_regs(call.op, host, ins)
@@ -346,15 +395,14 @@ class VMCompiler:
             for n in names:
                 self._globals[n] = len(self.functions)
                 self.functions.append(None)
-            with deep_recursion():
-                for n in names:
-                    func = self.mod[n]
-                    b = _FuncBuilder(self, n, list(func.params))
-                    result = b.compile(func.body)
-                    b.emit("ret", result)
-                    ptypes = [_param_type(_type_of(p)) for p in func.params]
-                    self.functions[self._globals[n]] = VMFunction(n, [p.name_hint for p in func.params],
-                                                                  b.num_regs, b.code, ptypes)
+            for n in names:
+                func = self.mod[n]
+                b = _FuncBuilder(self, n, list(func.params))
+                result = b.compile(func.body)
+                b.emit("ret", result)
+                ptypes = [_param_type(_type_of(p)) for p in func.params]
+                self.functions[self._globals[n]] = VMFunction(n, [p.name_hint for p in func.params],
+                                                              b.num_regs, b.code, ptypes)
             self.lib = self.te.build_module()
 
     def codegen(self) -> Executable:

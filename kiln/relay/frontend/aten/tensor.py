@@ -352,15 +352,21 @@ def _narrow(ctx, args):
 
 
 def _wrap_indices(ctx, idx, n):
-    """Index tensor as int64 with negative entries wrapped (constants are fixed at import time)."""
+    """Index tensor as int64 with negative entries wrapped. PyTorch raises on an index outside -n..n-1, so
+    does kiln: constants are checked at import time, run-time indices by ``take(arange(n), idx, mode="raise")``
+    (the kernel fails the call naming the axis size) instead of being clamped silently."""
     if ctx.dtype(idx) == "bool":
         raise FrontendError(f"{ctx.op_name}: boolean-mask indexing has a data-dependent output shape; "
                             "kiln needs static shapes (use torch.where instead)")
     idx = ctx.cast(idx, "int64")
     val = ctx.value(idx)
     if val is not None:
+        val = np.asarray(val)
+        if ((val < -n) | (val >= n)).any():
+            raise FrontendError(f"aten::{ctx.op_name}: indices {val.reshape(-1)[:8].tolist()} are out of range for "
+                                f"a dimension of size {n}")
         return ctx.const(np.where(val < 0, val + n, val), "int64")
-    return _op().where(_op().less(idx, ctx.const(0, "int64")), idx + ctx.const(n, "int64"), idx)
+    return _op().take(ctx.const(np.arange(n), "int64"), idx, axis=0, mode="raise")
 
 
 @register("index_select")
@@ -374,7 +380,8 @@ def _index_select(ctx, args):
 @register("embedding")
 def _embedding(ctx, args):
     weight, indices = args[0], args[1]
-    return _op().take(weight, ctx.cast(indices, "int64"), axis=0)
+    # an out-of-range token id fails the run (PyTorch raises) instead of reading a clamped row
+    return _op().take(weight, _wrap_indices(ctx, indices, ctx.shape(weight)[0]), axis=0, mode="fast")
 
 
 @register("gather")
