@@ -6,7 +6,7 @@ node's ``_fields``. Buffers, Vars, IterVars' domains and TE tensors are leaves u
 ``visit_`` method says otherwise. The mutator rebuilds a node only when a child changed, so
 unchanged subtrees stay shared.
 
-Expression depth costs bounded interpreter stack: when a walk is more than ``_SPINE_DEPTH`` visits deep
+Expression depth costs bounded interpreter stack: when a walk is more than ``_SPINE_DEPTH`` (16) visits deep
 and meets an operator node (arithmetic, comparison, logic, cast, select, call: nodes whose visitors set
 up no context for their operands), the operator nodes below it are visited children-first from an
 explicit work list and their results kept for the rest of that node's visit, so ``visit_Add`` finds
@@ -23,7 +23,7 @@ from .expr import BinaryOpExpr, Call, Cast, Not, Select, Var, CommReducer, PrimE
 _LEAF_TYPES = (Var, Buffer, CommReducer)
 # operator nodes: their visitors visit the operands in the caller's context
 _SPINE = (BinaryOpExpr, Not, Cast, Select, Call)
-_SPINE_DEPTH = 64
+_SPINE_DEPTH = 16  # a level costs up to ~9 interpreter frames (visit, generic_visit, _mutate_value, a visit_<Node>)
 _MISS = object()
 
 
