@@ -173,11 +173,14 @@ def bitwise_not(x):
 
 
 def sign(x):
-    """-1, 0 or 1 in ``x``'s dtype."""
+    """-1, 0 or 1 in ``x``'s dtype; NaN stays NaN for floats (numpy and PyTorch)."""
+    is_float = str(x.dtype).startswith(("float", "bfloat"))
+
     def f(*i):
         v = x(*i)
         zero, one = T.const(0, x.dtype), T.const(1, x.dtype)
-        return T.Select(v > zero, one, T.Select(v < zero, T.const(-1, x.dtype), zero))
+        out = T.Select(v > zero, one, T.Select(v < zero, T.const(-1, x.dtype), zero))
+        return T.Select(T.isnan(v), v, out) if is_float else out
     return te.compute(x.shape, f, name="T_sign", tag=tag.ELEMWISE)
 
 
