@@ -265,7 +265,13 @@ def floormod(a, b, span=None):
     a, b = _match(a, b)
     _check_div_zero(b)
     if parse_dtype(a.dtype).is_float:
-        return sub(a, mul(floor(div(a, b)), b))
+        # numpy's / Python's mod from C's fmod: the remainder takes the divisor's sign. Unlike a - floor(a/b)*b
+        # it is exact and keeps the ±inf rules (5 mod inf = 5, -5 mod inf = inf, inf mod y = nan); r*b < 0
+        # exactly when r is nonzero with the other sign (NaN compares false)
+        if _is_const(a) and _is_const(b):
+            return const(float(a.value) % float(b.value), a.dtype)  # Python's float % has numpy's rules
+        r = fmod(a, b)
+        return _e.Select(less(mul(r, b), const(0, a.dtype)), add(r, b), r)
     if _is_const(a) and _is_const(b):
         return _fold_int(a.dtype, a.value % b.value)
     if _is_one(b) or _is_zero(a):

@@ -30,7 +30,6 @@ APPROX = {"fast_exp": 2e-3, "fast_tanh": 2e-3, "fast_erf": 2e-3}
 
 # known defects found by this sweep, not yet fixed (strict: they must fail until fixed)
 KNOWN_BAD = {
-    "floor_mod": "topi floor_mod differs from numpy's NaN rules for ±inf operands (x mod ±inf, ±inf mod y)",
 }
 
 
