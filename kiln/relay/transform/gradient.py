@@ -108,8 +108,8 @@ def _typed_function(expr, mod) -> Function:
 
 
 # -- first order ---------------------------------------------------------------------------------------
-def _post_order(root) -> list:
-    """Nodes of a dataflow expression, operands before users (iterative)."""
+def _post_order_by(root, kids_of) -> list:
+    """Nodes reachable from ``root`` through ``kids_of``, operands before users, each once (iterative)."""
     order, seen = [], set()
     stack = [(root, False)]
     while stack:
@@ -121,18 +121,25 @@ def _post_order(root) -> list:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        if isinstance(node, Call):
-            kids = node.args
-        elif isinstance(node, Tuple):
-            kids = node.fields
-        elif isinstance(node, TupleGetItem):
-            kids = (node.tuple_value,)
-        else:
-            kids = ()
-        for k in reversed(kids):
+        for k in reversed(kids_of(node)):
             if id(k) not in seen:
                 stack.append((k, False))
     return order
+
+
+def _dataflow_kids(node) -> tuple:
+    if isinstance(node, Call):
+        return tuple(node.args)
+    if isinstance(node, Tuple):
+        return tuple(node.fields)
+    if isinstance(node, TupleGetItem):
+        return (node.tuple_value,)
+    return ()
+
+
+def _post_order(root) -> list:
+    """Nodes of a dataflow expression, operands before users (iterative)."""
+    return _post_order_by(root, _dataflow_kids)
 
 
 def _check_dataflow(func: Function) -> None:
@@ -447,40 +454,28 @@ class _HigherOrder:
         return result
 
 
+def _effect_kids(node) -> tuple:
+    if isinstance(node, Call):
+        return ((node.op,) if not isinstance(node.op, Op) else ()) + tuple(node.args)
+    if isinstance(node, Tuple):
+        return tuple(node.fields)
+    if isinstance(node, TupleGetItem):
+        return (node.tuple_value,)
+    if isinstance(node, RefRead):
+        return (node.ref,)
+    if isinstance(node, RefCreate):
+        return (node.value,)
+    if isinstance(node, RefWrite):
+        return (node.ref, node.value)
+    if isinstance(node, If):
+        return (node.cond,)
+    return ()  # Var, Constant, Function, Let: lifted on their own
+
+
 def _post_order_effects(root) -> list:
     """Nodes to lift for ``root``, operands first in evaluation order; scopes (Let, If, Function) and
     effectful nodes are lifted as units by ``lift_node``."""
-    order, seen = [], set()
-    stack = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        if isinstance(node, Call):
-            kids = ((node.op,) if not isinstance(node.op, Op) else ()) + tuple(node.args)
-        elif isinstance(node, Tuple):
-            kids = node.fields
-        elif isinstance(node, TupleGetItem):
-            kids = (node.tuple_value,)
-        elif isinstance(node, (RefRead,)):
-            kids = (node.ref,)
-        elif isinstance(node, RefCreate):
-            kids = (node.value,)
-        elif isinstance(node, RefWrite):
-            kids = (node.ref, node.value)
-        elif isinstance(node, If):
-            kids = (node.cond,)
-        else:
-            kids = ()  # Var, Constant, Function, Let: lifted on their own
-        for k in reversed(kids):
-            if id(k) not in seen:
-                stack.append((k, False))
-    return order
+    return _post_order_by(root, _effect_kids)
 
 
 def higher_order_gradient(expr, mod=None) -> Function:
