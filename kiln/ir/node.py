@@ -12,9 +12,6 @@ Nodes are immutable by convention: passes build new nodes instead of assigning f
 """
 from __future__ import annotations
 
-import sys
-from contextlib import contextmanager
-
 import numpy as np
 
 
@@ -52,19 +49,6 @@ class Node:
         return f"{type(self).__name__}({parts})"
 
     __str__ = __repr__
-
-
-@contextmanager
-def deep_recursion(limit: int = 200000):
-    """Raise Python's recursion limit for walking very deep graphs."""
-    old = sys.getrecursionlimit()
-    if old < limit:
-        sys.setrecursionlimit(limit)
-    try:
-        yield
-    finally:
-        if old < limit:
-            sys.setrecursionlimit(old)
 
 
 class _EqState:
