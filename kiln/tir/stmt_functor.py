@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..ir.node import Node
 from .buffer import Buffer
 from .expr import BinaryOpExpr, Call, Cast, Not, Select, Var, CommReducer, PrimExpr
+from .stmt import LetStmt
 
 _LEAF_TYPES = (Var, Buffer, CommReducer)
 # operator nodes: their visitors visit the operands in the caller's context
@@ -111,6 +112,18 @@ class StmtExprVisitor:
         for f in node._fields:
             self._visit_value(getattr(node, f))
 
+    def visit_LetStmt(self, s):
+        """A chain of LetStmts in a loop: each let's var and value, outermost first, then the innermost
+        body. A walker that overrides this and calls it gets one let (its override sees the inner ones)."""
+        single = type(self).visit_LetStmt is not StmtExprVisitor.visit_LetStmt
+        while True:
+            self.visit(s.var)
+            self.visit(s.value)
+            s = s.body
+            if single or not isinstance(s, LetStmt):
+                break
+        self.visit(s)
+
     def _visit_value(self, v):
         if isinstance(v, Node):
             self.visit(v)
@@ -142,6 +155,23 @@ class StmtExprMutator(StmtExprVisitor):
         if changes is None:
             return node
         return _rebuild(node, changes)
+
+    def visit_LetStmt(self, s):
+        """A chain of LetStmts in a loop (see :meth:`StmtExprVisitor.visit_LetStmt`), rebuilt inside out;
+        unchanged lets stay the same objects."""
+        single = type(self).visit_LetStmt is not StmtExprMutator.visit_LetStmt
+        chain = []
+        while True:
+            chain.append((s, self.visit(s.var), self.visit(s.value)))
+            s = s.body
+            if single or not isinstance(s, LetStmt):
+                break
+        body = self.visit(s)
+        for let, var, value in reversed(chain):
+            if not (var is let.var and value is let.value and body is let.body):
+                let = _rebuild(let, {"var": var, "value": value, "body": body})
+            body = let
+        return body
 
     def _mutate_value(self, v):
         if isinstance(v, Node):
