@@ -98,12 +98,21 @@ class StmtExprVisitor:
         finally:
             self._spine_memo = None
 
+    # a subclass whose ``visit`` override only intercepts expressions sets this, so LetStmt chains
+    # still walk in a loop
+    _visit_passes_statements = False
+
     @classmethod
     def _find(cls, node_type):
         for klass in node_type.__mro__:
             m = getattr(cls, "visit_" + klass.__name__, None)
             if m is not None:
                 return m
+        # a LetStmt the walker handles generically: a chain of them in a loop, unless the walker
+        # overrides generic_visit (it acts on every node: post_order_visit) or visit on statements
+        if node_type is LetStmt and cls.generic_visit in _BASE_GENERIC and (
+                cls.visit is StmtExprVisitor.visit or cls._visit_passes_statements):
+            return cls._let_chain
         return cls.generic_visit
 
     def generic_visit(self, node):
@@ -112,16 +121,13 @@ class StmtExprVisitor:
         for f in node._fields:
             self._visit_value(getattr(node, f))
 
-    def visit_LetStmt(self, s):
+    def _let_chain(self, s):
         """A chain of LetStmts in a loop: each let's var and value, outermost first, then the innermost
-        body. A walker that overrides this and calls it gets one let (its override sees the inner ones)."""
-        single = type(self).visit_LetStmt is not StmtExprVisitor.visit_LetStmt
-        while True:
+        body (the order ``generic_visit`` has). Dispatched only where it is equivalent (see ``_find``)."""
+        while isinstance(s, LetStmt):
             self.visit(s.var)
             self.visit(s.value)
             s = s.body
-            if single or not isinstance(s, LetStmt):
-                break
         self.visit(s)
 
     def _visit_value(self, v):
@@ -156,16 +162,13 @@ class StmtExprMutator(StmtExprVisitor):
             return node
         return _rebuild(node, changes)
 
-    def visit_LetStmt(self, s):
-        """A chain of LetStmts in a loop (see :meth:`StmtExprVisitor.visit_LetStmt`), rebuilt inside out;
-        unchanged lets stay the same objects."""
-        single = type(self).visit_LetStmt is not StmtExprMutator.visit_LetStmt
+    def _let_chain(self, s):
+        """A chain of LetStmts in a loop (see :meth:`StmtExprVisitor._let_chain`), rebuilt inside out as
+        ``generic_visit`` would; unchanged lets stay the same objects."""
         chain = []
-        while True:
+        while isinstance(s, LetStmt):
             chain.append((s, self.visit(s.var), self.visit(s.value)))
             s = s.body
-            if single or not isinstance(s, LetStmt):
-                break
         body = self.visit(s)
         for let, var, value in reversed(chain):
             if not (var is let.var and value is let.value and body is let.body):
@@ -307,3 +310,6 @@ def uses_var(node, pred) -> bool:
 
     _V()(node)
     return bool(found)
+
+
+_BASE_GENERIC = (StmtExprVisitor.generic_visit, StmtExprMutator.generic_visit)

@@ -110,6 +110,8 @@ class LoopPartitioner(StmtExprMutator):
         self.done = set()   # ids of likely() calls already used for a partition
         self.keep = []
 
+    _visit_passes_statements = True  # visit() below only skips expressions
+
     def visit(self, node):
         if isinstance(node, E.PrimExpr):
             return node

@@ -100,6 +100,8 @@ class LoopUnroller(StmtExprMutator):
         self.auto_max_extent = auto_max_extent
         self.explicit_unroll = explicit_unroll
 
+    _visit_passes_statements = True  # visit() below only skips expressions
+
     def visit(self, node):
         if isinstance(node, E.PrimExpr):
             return node
