@@ -251,27 +251,58 @@ def substitute(node, vmap):
     return _Substitute(vmap)(node)
 
 
+def _children(n) -> list:
+    """The nodes ``generic_visit`` would visit below ``n``, in its order (none below a leaf)."""
+    if isinstance(n, _LEAF_TYPES) or not isinstance(n, Node):
+        return []
+    out: list = []
+    todo = [iter([getattr(n, f) for f in n._fields])]
+    while todo:
+        for v in todo[-1]:
+            if isinstance(v, Node):
+                out.append(v)
+            elif isinstance(v, (list, tuple)):
+                todo.append(iter(v))
+                break
+            elif isinstance(v, dict):
+                todo.append(iter(v.values()))
+                break
+        else:
+            todo.pop()
+    return out
+
+
 def post_order_visit(node, fvisit):
-    """Call ``fvisit`` on every node, children first (TVM's ``tir.stmt_functor.post_order_visit``)."""
-
-    class _V(StmtExprVisitor):
-        def generic_visit(self, n):
-            StmtExprVisitor.generic_visit(self, n)
+    """Call ``fvisit`` on every node, children first (TVM's ``tir.stmt_functor.post_order_visit``).
+    Each node object once, as TVM (a shared subexpression is not walked again: a deep DAG stays
+    linear). Explicit stack: any depth."""
+    seen = {id(node)}
+    stack = [(node, iter(_children(node)))]
+    while stack:
+        n, it = stack[-1]
+        for c in it:
+            if id(c) not in seen:
+                seen.add(id(c))
+                stack.append((c, iter(_children(c))))
+                break
+        else:
+            stack.pop()
             fvisit(n)
-
-    _V()(node)
 
 
 def pre_order_visit(node, fvisit):
-    """Call ``fvisit`` on every node, parents first; stop descending where it returns False."""
-
-    class _V(StmtExprVisitor):
-        def generic_visit(self, n):
-            if fvisit(n) is False:
-                return
-            StmtExprVisitor.generic_visit(self, n)
-
-    _V()(node)
+    """Call ``fvisit`` on every node, parents first, each node object once (as TVM); stop descending
+    where it returns False. Explicit stack: any depth."""
+    seen: set = set()
+    stack = [iter([node])]
+    while stack:
+        n = next(stack[-1], _MISS)
+        if n is _MISS:
+            stack.pop()
+        elif id(n) not in seen:
+            seen.add(id(n))
+            if fvisit(n) is not False:
+                stack.append(iter(_children(n)))
 
 
 def ir_transform(stmt, preorder, postorder, only_enable=None):

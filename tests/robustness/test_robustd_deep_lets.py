@@ -162,3 +162,33 @@ def test_save_and_load_json_of_100k_relay_chain():
         assert tvm.ir.structural_equal(tvm.ir.load_json(tvm.ir.save_json(mod)), mod)
         print("ok")
     """, timeout=1800)
+
+
+def test_tir_let_stmt_chain_prints_lowers_and_builds():
+    # a hand-built PrimFunc whose body is a 3,000-deep LetStmt chain: the printer, save/load_json,
+    # structural equality, Simplify/RemoveNoOp/UnrollLoop (tvm.lower) and the C code generator
+    assert "ok" in _run("""
+        from kiln import tir
+        n, depth = 17, 3000
+        A = tir.decl_buffer((n,), "float32", name="A")
+        B = tir.decl_buffer((n,), "float32", name="B")
+        i = tir.Var("i", "int32")
+        vs = [tir.Var(f"v{k}", "float32") for k in range(depth)]
+        body = tir.BufferStore(B, vs[-1], [i])
+        for k in reversed(range(depth)):
+            val = tir.BufferLoad(A, [i]) if k == 0 else vs[k - 1] + tir.const(1.0, "float32")
+            body = tir.LetStmt(vs[k], val, body)
+        a, b = tir.Var("a", "handle"), tir.Var("b", "handle")
+        f = tir.PrimFunc([a, b], tir.For(i, 0, n, tir.ForKind.SERIAL, body),
+                         buffer_map={a: A, b: B}).with_attr("global_symbol", "f")
+        assert str(f).count(": T.float32 = ") == depth
+        assert tvm.ir.structural_equal(tvm.ir.load_json(tvm.ir.save_json(f)), f, map_free_vars=True)
+        lowered = tvm.lower(tvm.IRModule({"f": f}))
+        assert "T.float32 = " in str(lowered)
+        m = tvm.build(tvm.IRModule({"f": f}), target="llvm")
+        x = np.random.default_rng(2).standard_normal(n).astype("float32")
+        y = tvm.nd.array(np.zeros(n, "float32"))
+        m["f"](tvm.nd.array(x), y)
+        np.testing.assert_allclose(y.numpy(), x + (depth - 1), rtol=1e-4)
+        print("ok")
+    """)
