@@ -12,10 +12,12 @@ Nodes are immutable by convention: passes build new nodes instead of assigning f
 """
 from __future__ import annotations
 
-import sys
-from contextlib import contextmanager
+import threading
 
 import numpy as np
+
+_REPR = threading.local()
+_REPR_MAX_DEPTH = 32
 
 
 class Node:
@@ -48,23 +50,19 @@ class Node:
                 return text()
             except Exception:  # printing must never hide the object entirely
                 pass
-        parts = ", ".join(f"{f}={getattr(self, f, None)!r}" for f in self._fields)
+        # the field-by-field fallback is recursive: past a few levels it abbreviates (a deep node
+        # without a printer must not make repr() raise RecursionError)
+        depth = getattr(_REPR, "depth", 0)
+        if depth >= _REPR_MAX_DEPTH:
+            return f"{type(self).__name__}(...)"
+        _REPR.depth = depth + 1
+        try:
+            parts = ", ".join(f"{f}={getattr(self, f, None)!r}" for f in self._fields)
+        finally:
+            _REPR.depth = depth
         return f"{type(self).__name__}({parts})"
 
     __str__ = __repr__
-
-
-@contextmanager
-def deep_recursion(limit: int = 200000):
-    """Raise Python's recursion limit for walking very deep graphs."""
-    old = sys.getrecursionlimit()
-    if old < limit:
-        sys.setrecursionlimit(limit)
-    try:
-        yield
-    finally:
-        if old < limit:
-            sys.setrecursionlimit(old)
 
 
 class _EqState:

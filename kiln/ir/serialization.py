@@ -5,6 +5,9 @@ The layout follows TVM's top level (``root``, ``nodes``, ``b64ndarrays``, ``attr
 fields, so a kiln file round-trips in kiln; TVM's files (whose fields are TVM's C++ ones) do not load.
 Shared objects stay shared (a variable used twice is one node), cycles (a TE tensor and its op) are fine.
 
+Both directions walk the node graph from an explicit stack (depth-first, fields in order, so node numbers
+are those of a recursive walk): a 100,000-node Relay chain costs no interpreter stack.
+
 Loading never runs code from the file: each node names a class of the ``kiln`` package, which is
 instantiated without calling its constructor and given the recorded fields; anything else is rejected.
 """
@@ -20,7 +23,7 @@ import math
 import numpy as np
 
 from ..error import KilnError
-from .node import deep_recursion
+from .op import Op
 
 _FORMAT = "kiln-json-1"
 
@@ -42,6 +45,33 @@ def _type_key(cls) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+def _is_node(v) -> bool:
+    """A kiln object written as a node of its own (``{"$ref": i}``), as :meth:`_Writer.enc` decides."""
+    if isinstance(v, (Op, enum.Enum, type)) or type(v).__module__.split(".")[0] != "kiln":
+        return False
+    return not (callable(v) and not hasattr(v, "__dict__") and not hasattr(type(v), "__slots__"))
+
+
+def _node_children(state: dict) -> list:
+    """The kiln nodes in a node's field values, in the order ``enc`` meets them."""
+    out: list = []
+    todo = [iter(state.values())]
+    while todo:
+        for v in todo[-1]:
+            if isinstance(v, (tuple, list, set, frozenset)):
+                todo.append(iter(v))
+                break
+            if isinstance(v, dict):
+                todo.append(iter([x for kv in v.items() for x in kv]))
+                break
+            if not isinstance(v, (str, bool, int, float, np.ndarray, np.generic, np.dtype)) and v is not None \
+                    and _is_node(v):
+                out.append(v)
+        else:
+            todo.pop()
+    return out
+
+
 class _Writer:
     def __init__(self):
         self.nodes: list = []
@@ -50,20 +80,33 @@ class _Writer:
         self.arrays: list = []
 
     def ref(self, obj) -> int:
-        k = id(obj)
-        hit = self.index.get(k)
+        """The node number of ``obj``; a new object is numbered on first sight (pre-order) and its fields
+        are written once every node they reach is numbered (post-order), from an explicit stack."""
+        hit = self.index.get(id(obj))
         if hit is not None:
             return hit
+        stack = [(obj, self._enter(obj))]
+        while stack:
+            node, (i, state, kids) = stack[-1]
+            for c in kids:
+                if id(c) not in self.index:
+                    stack.append((c, self._enter(c)))
+                    break
+            else:
+                stack.pop()
+                fields = {name: self.enc(v, f"{type(node).__name__}.{name}") for name, v in state.items()}
+                self.nodes[i] = {"type_key": _type_key(type(node)), "fields": fields}
+        return self.index[id(obj)]
+
+    def _enter(self, obj):
         i = len(self.nodes)
-        self.index[k] = i
+        self.index[id(obj)] = i
         self.keep.append(obj)
         self.nodes.append(None)
-        fields = {name: self.enc(v, f"{type(obj).__name__}.{name}") for name, v in _state(obj).items()}
-        self.nodes[i] = {"type_key": _type_key(type(obj)), "fields": fields}
-        return i
+        state = _state(obj)
+        return i, state, iter(_node_children(state))
 
     def enc(self, v, where: str):
-        from .op import Op
         if v is None or isinstance(v, (bool, str)):
             return v
         if isinstance(v, enum.Enum):
@@ -104,8 +147,7 @@ class _Writer:
 def save_json(node) -> str:
     """A JSON text for ``node`` (any kiln IR object) that ``load_json`` turns back into an equal object."""
     w = _Writer()
-    with deep_recursion():
-        root = w.enc(node, "the root")
+    root = w.enc(node, "the root")
     return json.dumps({"root": root, "nodes": w.nodes, "b64ndarrays": w.arrays,
                        "attrs": {"format": _FORMAT, "kiln_version": _version()}})
 
@@ -116,6 +158,16 @@ def _version() -> str:
 
 
 def _resolve(type_key: str):
+    cls = _RESOLVED.get(type_key)
+    if cls is None:
+        cls = _RESOLVED[type_key] = _resolve_uncached(type_key)
+    return cls
+
+
+_RESOLVED: dict = {}
+
+
+def _resolve_uncached(type_key: str):
     mod_name, _, qual = type_key.partition(":")
     if not mod_name or mod_name.split(".")[0] != "kiln" or not qual:
         raise SerializationError(f"load_json: node type {type_key!r} is not a kiln class")
@@ -137,20 +189,39 @@ class _Reader:
         self.arrays = doc.get("b64ndarrays", [])
 
     def node(self, i: int):
+        """The object of node ``i``. Nodes it reaches are built first (children before parents, as a
+        recursive reader would: a dict key or set member is complete before it is hashed), from an
+        explicit stack; a node is registered before its fields, so cycles resolve to it."""
         obj = self.objs.get(i)
         if obj is not None:
             return obj
-        spec = self.doc["nodes"][i]
-        cls = _resolve(spec["type_key"])
-        obj = object.__new__(cls)
-        self.objs[i] = obj  # before the fields: cycles resolve to this object
-        for name, v in spec["fields"].items():
-            value = self.dec(v)
-            try:
-                object.__setattr__(obj, name, value)
-            except AttributeError:
-                obj.__dict__[name] = value
-        return obj
+        stack = [(i, self._enter(i))]
+        while stack:
+            j, (spec, kids) = stack[-1]
+            for c in kids:
+                if c not in self.objs:
+                    stack.append((c, self._enter(c)))
+                    break
+            else:
+                stack.pop()
+                obj = self.objs[j]
+                for name, v in spec["fields"].items():
+                    value = self.dec(v)
+                    try:
+                        object.__setattr__(obj, name, value)
+                    except AttributeError:
+                        obj.__dict__[name] = value
+        return self.objs[i]
+
+    def _enter(self, i: int):
+        nodes = self.doc["nodes"]
+        if not isinstance(i, int) or not 0 <= i < len(nodes):
+            raise SerializationError(f"load_json: reference to node {i!r}, the file has {len(nodes)} nodes")
+        spec = nodes[i]
+        if not isinstance(spec, dict) or not isinstance(spec.get("fields"), dict) or "type_key" not in spec:
+            raise SerializationError(f"load_json: node {i} is malformed (expected type_key and fields)")
+        self.objs[i] = object.__new__(_resolve(spec["type_key"]))
+        return spec, iter(_ref_ids(spec["fields"]))
 
     def dec(self, v):
         if v is None or isinstance(v, (bool, int, float, str)):
@@ -186,9 +257,29 @@ class _Reader:
                 raise SerializationError(f"load_json: {v['$enum']!r} is not an enum")
             return cls(v["value"])
         if "$op" in v:
-            from .op import Op
             return Op.get(v["$op"])
         raise SerializationError(f"load_json: malformed value {v!r}")
+
+
+def _ref_ids(fields: dict) -> list:
+    """The node numbers referenced in a node's encoded fields, in the order ``dec`` meets them."""
+    out: list = []
+    todo = [iter(fields.values())]
+    while todo:
+        for v in todo[-1]:
+            if isinstance(v, list):
+                todo.append(iter(v))
+                break
+            if isinstance(v, dict):
+                if "$ref" in v:
+                    ref = v["$ref"]
+                    out.append(int(ref) if isinstance(ref, (int, str)) and str(ref).lstrip("-").isdigit() else ref)
+                else:
+                    todo.append(iter(v.values()))
+                    break
+        else:
+            todo.pop()
+    return out
 
 
 def load_json(json_str: str):
@@ -202,8 +293,7 @@ def load_json(json_str: str):
     if doc.get("attrs", {}).get("format") != _FORMAT:
         raise SerializationError(f"load_json: unsupported format {doc.get('attrs', {}).get('format')!r}; kiln "
                                  f"reads {_FORMAT!r} (files written by kiln's save_json; TVM's node layout differs)")
-    with deep_recursion():
-        return _Reader(doc).dec(doc["root"])
+    return _Reader(doc).dec(doc["root"])
 
 
 __all__ = ["save_json", "load_json", "SerializationError"]

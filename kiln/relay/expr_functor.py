@@ -7,7 +7,10 @@ Depth does not cost interpreter stack on dataflow graphs (TVM's MixedModeVisitor
 or projection is dispatched, its not-yet-visited dataflow operands are visited children-first from an
 explicit work list (:func:`post_order_dataflow`), so by the time ``visit_call`` asks for an argument the
 answer is memoized. A chain of 100,000 ops visits with constant stack depth; ``visit_*`` methods keep
-their natural recursive form. Nesting of functions, ifs and lets still recurses (one level each).
+their natural recursive form. A chain of nested lets is walked in a loop (``ExprVisitor``: when the
+visitor keeps the base ``visit_let``; ``ExprMutator``: through the ``visit_let_binding`` /
+``visit_let_body`` hooks, which passes override instead of ``visit_let``). Nesting of functions and
+ifs, and lets in a let's value, still recurse (one level each).
 """
 from __future__ import annotations
 
@@ -215,13 +218,38 @@ class ExprMutator(ExprFunctor):
         return Call(op, args, call.attrs, call.type_args, call.span)
 
     def visit_let(self, let):
-        _visit_let_chain(self, let, ExprMutator.visit_let)
-        v = self.visit(let.var)
-        value = self.visit(let.value)
-        body = self.visit(let.body)
-        if v is let.var and value is let.value and body is let.body:
-            return let
-        return Let(v, value, body, let.span)
+        """A chain of nested lets in a loop: each binding through :meth:`visit_let_binding`, outermost
+        first, then the innermost body through :meth:`visit_let_body`, then the lets rebuilt inside out
+        (each inner let memoized). A subclass that overrides ``visit_let`` itself and calls this gets
+        one let (its inner lets dispatch to its override)."""
+        memo = self.memo_map
+        chain = [let]
+        if type(self).visit_let is ExprMutator.visit_let:
+            body = let.body
+            while isinstance(body, Let) and body not in memo:
+                chain.append(body)
+                body = body.body
+        bindings = [self.visit_let_binding(b) for b in chain]
+        new = self.visit_let_body(chain[-1].body)
+        for old, bound in zip(reversed(chain), reversed(bindings)):
+            if bound is not None:
+                v, value = bound
+                if not (v is old.var and value is old.value and new is old.body):
+                    new = Let(v, value, new, old.span)
+                else:
+                    new = old
+            if old is not let:
+                memo[old] = new
+        return new
+
+    def visit_let_binding(self, let):
+        """One binding of a let chain: ``(var, value)`` rebuilt, or None to drop the binding (the let
+        becomes its body). Outer bindings are visited before inner ones, all before the body."""
+        return self.visit(let.var), self.visit(let.value)
+
+    def visit_let_body(self, body):
+        """The innermost body of a let chain (not a let, or one already visited)."""
+        return self.visit(body)
 
     def visit_if(self, i):
         c, t, f = self.visit(i.cond), self.visit(i.true_branch), self.visit(i.false_branch)

@@ -420,17 +420,19 @@ class FunctionCodegen(StmtExprVisitor):
         self.emit("}")
 
     def visit_LetStmt(self, s):
-        value = self.visit(s.value)
-        var = s.var
-        name = self.names.define(var)
-        if self._is_nonneg(s.value):
-            self.nonneg.add(id(var))
-        if parse_dtype(var.dtype).is_handle and id(var) in self.ptr_types:
-            ct = scalar_ctype(self.ptr_types[id(var)])
-            self.emit(f"{ct}* {name} = ({ct}*)({value});")
-        else:
-            self.emit(f"{self.c.ctype(var.dtype)} {name} = {bare(value)};")
-        self.visit(s.body)
+        while isinstance(s, S.LetStmt):  # a chain of lets in a loop
+            value = self.visit(s.value)
+            var = s.var
+            name = self.names.define(var)
+            if self._is_nonneg(s.value):
+                self.nonneg.add(id(var))
+            if parse_dtype(var.dtype).is_handle and id(var) in self.ptr_types:
+                ct = scalar_ctype(self.ptr_types[id(var)])
+                self.emit(f"{ct}* {name} = ({ct}*)({value});")
+            else:
+                self.emit(f"{self.c.ctype(var.dtype)} {name} = {bare(value)};")
+            s = s.body
+        self.visit(s)
 
     def visit_AttrStmt(self, s):
         key = s.attr_key

@@ -44,10 +44,16 @@ class _VarSubst(StmtExprMutator):
         return S.For(s.loop_var, mn, ext, s.kind, body, s.thread_binding, s.annotations)
 
     def visit_LetStmt(self, s):
-        value, body = self.visit(s.value), self.visit(s.body)
-        if value is s.value and body is s.body:
-            return s
-        return S.LetStmt(s.var, value, body)
+        chain = []
+        while isinstance(s, S.LetStmt):  # a chain in a loop
+            chain.append((s, self.visit(s.value)))
+            s = s.body
+        body = self.visit(s)
+        for let, value in reversed(chain):
+            if not (value is let.value and body is let.body):
+                let = S.LetStmt(let.var, value, body)
+            body = let
+        return body
 
     def visit_AttrStmt(self, s):
         value, body = self.visit(s.value), self.visit(s.body)

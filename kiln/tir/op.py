@@ -452,6 +452,8 @@ def bitwise_not(a, span=None):
     a = convert(a)
     if parse_dtype(a.dtype).is_bool:
         return logical_not(a)
+    if parse_dtype(a.dtype).is_float:
+        raise DataTypeError(f"bitwise_not needs an integer operand, got {a.dtype}")
     if _is_const(a):
         return _fold_int(a.dtype, ~a.value)
     return _e.Call(a.dtype, "tir.bitwise_not", [a])

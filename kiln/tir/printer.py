@@ -5,6 +5,11 @@ parameters, ``T.allocate`` / ``T.Buffer(..., data=...)`` declarations, ``for i i
 T.parallel(n):`` loops and Python operator syntax with minimal parentheses. Distinct
 variables that share a name get deterministic suffixes (``i``, ``i_1``, ``i_2``) in order of
 first appearance.
+
+Depth costs bounded interpreter stack: past ``_SPINE_DEPTH`` nested expressions, an operator subtree
+(arithmetic, comparison, logic, cast, select, call) is printed children-first from an explicit work list,
+left to right as the recursive printer would (so variable names are given in the same order), and a
+chain of LetStmts prints in a loop: a 10,000-term expression or a 10,000-deep let chain prints.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from ..runtime.dtype import parse_dtype
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer
+from .stmt_functor import _SPINE, _SPINE_DEPTH, _spine_operands
 
 # precedence: larger binds tighter
 _P_OR, _P_AND, _P_NOT, _P_CMP, _P_BOR, _P_BXOR, _P_BAND, _P_SHIFT, _P_ADD, _P_MUL, _P_UNARY, _P_ATOM = range(1, 13)
@@ -83,6 +89,8 @@ class TIRPrinter:
         self.lines: list = []
         self.indent = 0
         self.implicit_after_alloc: dict = {}
+        self._depth = 0
+        self._spine_memo = None  # id(expr) -> (text, precedence) while an operator subtree prints
 
     # -- names ----------------------------------------------------------------------------------
     def var_name(self, v) -> str:
@@ -103,6 +111,41 @@ class TIRPrinter:
         return text if prec >= min_prec else f"({text})"
 
     def _e(self, e):
+        memo = self._spine_memo
+        if memo is not None:
+            hit = memo.get(id(e))
+            if hit is not None:
+                return hit
+        elif self._depth > _SPINE_DEPTH and isinstance(e, _SPINE):
+            return self._e_spine(e)
+        self._depth += 1
+        try:
+            return self._e_node(e)
+        finally:
+            self._depth -= 1
+
+    def _e_spine(self, root):
+        """Print the operator nodes below ``root`` children-first from a work list, then ``root``."""
+        memo: dict = {}
+        self._spine_memo = memo
+        try:
+            seen = {id(root)}
+            stack = [(root, iter(_spine_operands(root)))]
+            while stack:
+                node, it = stack[-1]
+                for c in it:
+                    if id(c) not in seen:
+                        seen.add(id(c))
+                        stack.append((c, iter(_spine_operands(c))))
+                        break
+                else:
+                    stack.pop()
+                    memo[id(node)] = self._e_node(node)
+            return memo[id(root)]
+        finally:
+            self._spine_memo = None
+
+    def _e_node(self, e):
         if isinstance(e, Buffer):
             return self.buffer_name(e), _P_ATOM
         if isinstance(e, E.IterVar):
@@ -258,9 +301,11 @@ class TIRPrinter:
             self.line(f"T.evaluate({self.expr(s.value)})")
 
     def s_LetStmt(self, s):
-        value = self.expr(s.value)
-        self.line(f"{self.var_name(s.var)}: {_dtype_ann(s.var.dtype)} = {value}")
-        self.stmt(s.body)
+        while isinstance(s, S.LetStmt):  # a chain of lets in a loop
+            value = self.expr(s.value)
+            self.line(f"{self.var_name(s.var)}: {_dtype_ann(s.var.dtype)} = {value}")
+            s = s.body
+        self.stmt(s)
 
     def s_AttrStmt(self, s):
         if s.attr_key in ("thread_extent", "virtual_thread") and isinstance(s.node, E.IterVar):

@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..ir.node import Node
 from .buffer import Buffer
 from .expr import BinaryOpExpr, Call, Cast, Not, Select, Var, CommReducer, PrimExpr
+from .stmt import LetStmt
 
 _LEAF_TYPES = (Var, Buffer, CommReducer)
 # operator nodes: their visitors visit the operands in the caller's context
@@ -97,12 +98,21 @@ class StmtExprVisitor:
         finally:
             self._spine_memo = None
 
+    # a subclass whose ``visit`` override only intercepts expressions sets this, so LetStmt chains
+    # still walk in a loop
+    _visit_passes_statements = False
+
     @classmethod
     def _find(cls, node_type):
         for klass in node_type.__mro__:
             m = getattr(cls, "visit_" + klass.__name__, None)
             if m is not None:
                 return m
+        # a LetStmt the walker handles generically: a chain of them in a loop, unless the walker
+        # overrides generic_visit (it acts on every node: post_order_visit) or visit on statements
+        if node_type is LetStmt and cls.generic_visit in _BASE_GENERIC and (
+                cls.visit is StmtExprVisitor.visit or cls._visit_passes_statements):
+            return cls._let_chain
         return cls.generic_visit
 
     def generic_visit(self, node):
@@ -110,6 +120,15 @@ class StmtExprVisitor:
             return
         for f in node._fields:
             self._visit_value(getattr(node, f))
+
+    def _let_chain(self, s):
+        """A chain of LetStmts in a loop: each let's var and value, outermost first, then the innermost
+        body (the order ``generic_visit`` has). Dispatched only where it is equivalent (see ``_find``)."""
+        while isinstance(s, LetStmt):
+            self.visit(s.var)
+            self.visit(s.value)
+            s = s.body
+        self.visit(s)
 
     def _visit_value(self, v):
         if isinstance(v, Node):
@@ -142,6 +161,20 @@ class StmtExprMutator(StmtExprVisitor):
         if changes is None:
             return node
         return _rebuild(node, changes)
+
+    def _let_chain(self, s):
+        """A chain of LetStmts in a loop (see :meth:`StmtExprVisitor._let_chain`), rebuilt inside out as
+        ``generic_visit`` would; unchanged lets stay the same objects."""
+        chain = []
+        while isinstance(s, LetStmt):
+            chain.append((s, self.visit(s.var), self.visit(s.value)))
+            s = s.body
+        body = self.visit(s)
+        for let, var, value in reversed(chain):
+            if not (var is let.var and value is let.value and body is let.body):
+                let = _rebuild(let, {"var": var, "value": value, "body": body})
+            body = let
+        return body
 
     def _mutate_value(self, v):
         if isinstance(v, Node):
@@ -218,27 +251,58 @@ def substitute(node, vmap):
     return _Substitute(vmap)(node)
 
 
+def _children(n) -> list:
+    """The nodes ``generic_visit`` would visit below ``n``, in its order (none below a leaf)."""
+    if isinstance(n, _LEAF_TYPES) or not isinstance(n, Node):
+        return []
+    out: list = []
+    todo = [iter([getattr(n, f) for f in n._fields])]
+    while todo:
+        for v in todo[-1]:
+            if isinstance(v, Node):
+                out.append(v)
+            elif isinstance(v, (list, tuple)):
+                todo.append(iter(v))
+                break
+            elif isinstance(v, dict):
+                todo.append(iter(v.values()))
+                break
+        else:
+            todo.pop()
+    return out
+
+
 def post_order_visit(node, fvisit):
-    """Call ``fvisit`` on every node, children first (TVM's ``tir.stmt_functor.post_order_visit``)."""
-
-    class _V(StmtExprVisitor):
-        def generic_visit(self, n):
-            StmtExprVisitor.generic_visit(self, n)
+    """Call ``fvisit`` on every node, children first (TVM's ``tir.stmt_functor.post_order_visit``).
+    Each node object once, as TVM (a shared subexpression is not walked again: a deep DAG stays
+    linear). Explicit stack: any depth."""
+    seen = {id(node)}
+    stack = [(node, iter(_children(node)))]
+    while stack:
+        n, it = stack[-1]
+        for c in it:
+            if id(c) not in seen:
+                seen.add(id(c))
+                stack.append((c, iter(_children(c))))
+                break
+        else:
+            stack.pop()
             fvisit(n)
-
-    _V()(node)
 
 
 def pre_order_visit(node, fvisit):
-    """Call ``fvisit`` on every node, parents first; stop descending where it returns False."""
-
-    class _V(StmtExprVisitor):
-        def generic_visit(self, n):
-            if fvisit(n) is False:
-                return
-            StmtExprVisitor.generic_visit(self, n)
-
-    _V()(node)
+    """Call ``fvisit`` on every node, parents first, each node object once (as TVM); stop descending
+    where it returns False. Explicit stack: any depth."""
+    seen: set = set()
+    stack = [iter([node])]
+    while stack:
+        n = next(stack[-1], _MISS)
+        if n is _MISS:
+            stack.pop()
+        elif id(n) not in seen:
+            seen.add(id(n))
+            if fvisit(n) is not False:
+                stack.append(iter(_children(n)))
 
 
 def ir_transform(stmt, preorder, postorder, only_enable=None):
@@ -277,3 +341,6 @@ def uses_var(node, pred) -> bool:
 
     _V()(node)
     return bool(found)
+
+
+_BASE_GENERIC = (StmtExprVisitor.generic_visit, StmtExprMutator.generic_visit)

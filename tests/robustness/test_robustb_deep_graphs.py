@@ -1,14 +1,9 @@
 """Defects 7 and 8 of issue 15: graph depth must cost no interpreter stack. Each check runs in a child
 process under a low recursion limit (a recursive walker fails there at once, and a crash by signal
 cannot take pytest down with it)."""
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from robust_child import run_child
 
 _CHAIN = """
 import sys, time
@@ -26,12 +21,7 @@ def chain(n, name="x"):
 
 
 def _run(body: str, limit: int = 400, timeout: float = 600) -> str:
-    code = _CHAIN + f"\nsys.setrecursionlimit({limit})\n" + textwrap.dedent(body)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
-    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
-    return res.stdout
+    return run_child(_CHAIN, body, limit, timeout)
 
 
 def test_structural_hash_and_equal_of_20k_chain_do_not_crash():

@@ -2,18 +2,13 @@
 sums and the code generator, and concatenate's TIR, whose depth no longer follows its input count.
 Each deep check runs in a child process under a low recursion limit: a recursive walker fails there
 at once, and a crash by signal cannot take pytest down with it."""
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
+from robust_child import run_child
 
 import kiln as tvm
 from kiln import te, topi
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _PRELUDE = """
 import sys
@@ -25,12 +20,7 @@ from kiln import te
 
 
 def _run(body: str, limit: int = 300, timeout: float = 600) -> str:
-    code = _PRELUDE + f"\nsys.setrecursionlimit({limit})\n" + textwrap.dedent(body)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
-    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
-    return res.stdout
+    return run_child(_PRELUDE, body, limit, timeout)
 
 
 def test_vectorized_deep_float_and_select_expressions():

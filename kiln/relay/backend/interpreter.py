@@ -143,12 +143,28 @@ class _Runner:
         self.globals: dict = {}
 
     def call(self, closure: Closure, args: list):
-        func = closure.func
-        if len(args) != len(func.params):
-            raise ArgumentError(f"a function of {len(func.params)} parameters was called with {len(args)} arguments")
-        env = dict(closure.env)
-        env.update(zip(func.params, args))
-        return self.eval(func.body, _Frame(env))
+        """Apply a closure. A call of a closure in tail position (the body, or the end of the body's let
+        chain) is taken in this loop instead of nesting: continuation chains (the backpropagator of
+        higher-order AD, CPS code) run at any length."""
+        while True:
+            func = closure.func
+            if len(args) != len(func.params):
+                raise ArgumentError(f"a function of {len(func.params)} parameters was called with "
+                                    f"{len(args)} arguments")
+            env = dict(closure.env)
+            env.update(zip(func.params, args))
+            frame = _Frame(env)
+            body = func.body
+            while isinstance(body, Let):
+                frame.env[body.var] = self.eval(body.value, frame)
+                body = body.body
+            if not (isinstance(body, Call) and not isinstance(body.op, Op)
+                    and type(body.op).__name__ != "Constructor"):
+                return self.eval(body, frame)
+            args = [self.eval(a, frame) for a in body.args]  # the order eval_call uses
+            closure = self.eval(body.op, frame)
+            if not isinstance(closure, Closure):
+                raise InternalError(f"calling a non-function value of type {type(closure).__name__}")
 
     def global_closure(self, gv: GlobalVar) -> Closure:
         c = self.globals.get(gv.name_hint)

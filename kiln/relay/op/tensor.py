@@ -13,6 +13,7 @@ from ...runtime.dtype import dtype_str
 from ..expr import Call, Constant, const as _const
 from . import op_attrs as A
 from ._define import define_op, topi_compute
+from . import type_relations as _tr
 from .type_relations import broadcast_shape, shape_text, tensor_arg
 
 __all__: list = []
@@ -74,9 +75,15 @@ _UNARY = {
     "logical_not": (np.logical_not, "logical_not", 4), "bitwise_not": (np.invert, "bitwise_not", 4),
     "fast_exp": (np.exp, "fast_exp", 1), "fast_tanh": (np.tanh, "fast_tanh", 1), "fast_erf": (_erf, "fast_erf", 1),
 }
+# logical and bitwise ops check their operand dtype (TVM's relation name, a stricter relation)
+_DTYPE_RELS = {"logical_not": _tr.logical_identity_rel, "bitwise_not": _tr.bitwise_identity_rel,
+               **{n: _tr.logical_broadcast_rel for n in ("logical_and", "logical_or", "logical_xor")},
+               **{n: _tr.bitwise_broadcast_rel for n in ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
+                                                         "right_shift")}}
+
 for _name, (_ref, _topi, _level) in _UNARY.items():
-    define_op(_name, num_inputs=1, rel="Identity", pattern=_P.ELEMWISE, reference=_unary_ref(_ref),
-              compute=topi_compute(_topi, _name), level=_level)
+    define_op(_name, num_inputs=1, rel=_DTYPE_RELS.get(_name, "Identity"), rel_name="Identity",
+              pattern=_P.ELEMWISE, reference=_unary_ref(_ref), compute=topi_compute(_topi, _name), level=_level)
     _export(_name, _unary_ctor(_name, _name))
 
 for _name, _ref in {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}.items():
@@ -122,8 +129,9 @@ _BINARY = {
     "left_shift": (np.left_shift, "left_shift", 4), "right_shift": (np.right_shift, "right_shift", 4),
 }
 for _name, (_ref, _topi, _level) in _BINARY.items():
-    define_op(_name, num_inputs=2, args=("lhs", "rhs"), rel="Broadcast", pattern=_P.BROADCAST,
-              reference=_binary_ref(_ref), compute=topi_compute(_topi, _name), level=_level)
+    define_op(_name, num_inputs=2, args=("lhs", "rhs"), rel=_DTYPE_RELS.get(_name, "Broadcast"),
+              rel_name="Broadcast", pattern=_P.BROADCAST, reference=_binary_ref(_ref),
+              compute=topi_compute(_topi, _name), level=_level)
     _export(_name, _binary_ctor(_name, _name))
 
 _COMPARE = {"equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,

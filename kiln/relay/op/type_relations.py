@@ -99,6 +99,46 @@ def broadcast_rel(arg_types, attrs):
     return TensorType(broadcast_shape(a.shape, b.shape), a.dtype)
 
 
+def _require_dtype(dtype: str, kind: str) -> None:
+    """Operand dtype check for logical ("bool") and bitwise ("int") ops: TVM's TIR refuses other dtypes
+    when the op is lowered (``Expected boolean argument`` / ``integer argument``); kiln refuses them
+    here, so the error names the op and the call instead of failing at build or load time."""
+    if kind == "bool":
+        if dtype != "bool":
+            raise TypeInferenceError(f"a logical op needs bool operands, got {dtype}; compare first "
+                                     "(e.g. not_equal(x, zeros_like(x))) or cast(x, \"bool\")")
+    elif not (dtype == "bool" or dtype.startswith(("int", "uint"))):
+        raise TypeInferenceError(f"a bitwise op needs integer (or bool) operands, got {dtype}")
+
+
+def logical_broadcast_rel(arg_types, attrs):
+    """Broadcast for ``logical_and/or/xor``: bool operands, bool result."""
+    t = broadcast_rel(arg_types, attrs)
+    _require_dtype(t.dtype, "bool")
+    return t
+
+
+def logical_identity_rel(arg_types, attrs):
+    """Identity for ``logical_not``: a bool operand."""
+    t = identity_rel(arg_types, attrs)
+    _require_dtype(t.dtype, "bool")
+    return t
+
+
+def bitwise_broadcast_rel(arg_types, attrs):
+    """Broadcast for ``bitwise_and/or/xor``, ``left_shift``, ``right_shift``: integer or bool operands."""
+    t = broadcast_rel(arg_types, attrs)
+    _require_dtype(t.dtype, "int")
+    return t
+
+
+def bitwise_identity_rel(arg_types, attrs):
+    """Identity for ``bitwise_not``: an integer or bool operand."""
+    t = identity_rel(arg_types, attrs)
+    _require_dtype(t.dtype, "int")
+    return t
+
+
 @register_type_relation("BroadcastComp")
 def broadcast_comp_rel(arg_types, attrs):
     t = broadcast_rel(arg_types, attrs)

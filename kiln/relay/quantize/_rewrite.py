@@ -14,7 +14,7 @@ from typing import Callable
 from ...ir.expr import RelayExpr
 from ...ir.op import Op
 from ..analysis.graph import edge_counts
-from ..expr import Call, Function, If, Let, Tuple, TupleGetItem
+from ..expr import Call, Function, If, Tuple, TupleGetItem
 from ..expr_functor import ExprMutator
 
 
@@ -84,11 +84,11 @@ class ForwardRewriter(ExprMutator):
         tup = self._real(t.tuple_value)
         return t if tup is t.tuple_value else TupleGetItem(tup, t.index, t.span)
 
-    def visit_let(self, let):
-        value, body = self._real(let.value), self._real(let.body)
-        if value is let.value and body is let.body:
-            return let
-        return Let(let.var, value, body, let.span)
+    def visit_let_binding(self, let):
+        return let.var, self._real(let.value)
+
+    def visit_let_body(self, body):
+        return self._real(body)
 
     def visit_if(self, i):
         c, t, f = self._real(i.cond), self._real(i.true_branch), self._real(i.false_branch)

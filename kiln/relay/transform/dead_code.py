@@ -34,16 +34,16 @@ class _Eliminator(ExprMutator):
     def visit_var(self, var):
         return self.inlined.get(var, var)
 
-    def visit_let(self, let):
+    def visit_let_binding(self, let):
         uses = self.counts.get(let.var, 0)
         if uses == 0:
             self.changed = True
-            return self.visit(let.body)
+            return None
         if self.inline_once and uses == 1 and not isinstance(let.value, Function):
             self.changed = True
             self.inlined[let.var] = self.visit(let.value)
-            return self.visit(let.body)
-        return super().visit_let(let)
+            return None
+        return super().visit_let_binding(let)
 
 
 def eliminate_dead_code(expr, inline_once: bool = False):

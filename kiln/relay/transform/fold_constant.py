@@ -15,7 +15,7 @@ from ...error import RelayError
 from ...ir.op import Op
 from ...ir.type import TensorType, TupleType
 from ...transform.pass_base import register_pass
-from ..expr import Call, Constant, Function, Let, Tuple, TupleGetItem, Var
+from ..expr import Call, Constant, Function, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator
 from ._util import infer, static_shape, type_of, typed_function_pass
 
@@ -78,15 +78,12 @@ class ConstantFolder(ExprMutator):
         super().__init__()
         self.let_consts: dict = {}
 
-    def visit_let(self, let):
+    def visit_let_binding(self, let):
         value = self.visit(let.value)
         if isinstance(value, Constant):
             self.let_consts[let.var] = value
-            return self.visit(let.body)
-        body = self.visit(let.body)
-        if value is let.value and body is let.body:
-            return let
-        return Let(let.var, value, body, let.span)
+            return None  # propagated: the binding goes
+        return let.var, value
 
     def visit_var(self, v):
         return self.let_consts.get(v, v)

@@ -149,12 +149,25 @@ class _Creator(ExprVisitor):
         self.add_node(item)
 
     def visit_let(self, let):
-        # nothing fuses across a let binding
-        self.update(let.var, None, OPAQUE)
-        self.update(let.value, None, OPAQUE)
-        self.update(let.body, None, OPAQUE)
-        super().visit_let(let)
-        self.add_node(let)
+        # nothing fuses across a let binding. A chain of lets in a loop, in the order the recursive walk
+        # had (bindings outermost first, then the body, then the lets innermost first)
+        memo = self.memo_map
+        chain = [let]
+        body = let.body
+        while isinstance(body, Let) and body not in memo:
+            chain.append(body)
+            body = body.body
+        for b in chain:
+            self.update(b.var, None, OPAQUE)
+            self.update(b.value, None, OPAQUE)
+            self.update(b.body, None, OPAQUE)
+            self.visit(b.var)
+            self.visit(b.value)
+        self.visit(body)
+        for b in reversed(chain):
+            self.add_node(b)
+            if b is not let:
+                memo[b] = None
 
     def visit_if(self, i):
         self.update(i.cond, None, OPAQUE)

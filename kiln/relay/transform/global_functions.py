@@ -5,7 +5,7 @@ from ...error import RelayError
 from ...ir.expr import GlobalVar
 from ...ir.module import IRModule
 from ...transform.pass_base import ModulePass, register_pass
-from ..expr import Call, Function, Let, Var
+from ..expr import Call, Function, Var
 from ..expr_functor import ExprMutator, post_order_visit
 
 
@@ -59,9 +59,9 @@ class _Fresh(ExprMutator):
         self.subst[v] = nv
         return nv
 
-    def visit_let(self, let):
+    def visit_let_binding(self, let):
         nv = self._fresh(let.var)
-        return Let(nv, self.visit(let.value), self.visit(let.body), let.span)
+        return nv, self.visit(let.value)
 
     def visit_function(self, fn):
         params = [self._fresh(p) for p in fn.params]

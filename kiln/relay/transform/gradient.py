@@ -20,7 +20,6 @@ import warnings
 from ...error import ArgumentError, KilnError, OpNotImplemented
 from ...ir.expr import GlobalVar
 from ...ir.module import IRModule
-from ...ir.node import deep_recursion
 from ...ir.op import Op
 from ...ir.type import FuncType, RelayRefType, TensorType, TupleType
 from ...transform.pass_base import ModulePass, register_pass
@@ -494,14 +493,13 @@ def higher_order_gradient(expr, mod=None) -> Function:
     params = [Var(p.name_hint, p.checked_type) for p in func.params]
     for p, np_ in zip(func.params, params):
         ad.env[p] = top.push(ad.wrap(np_, p.checked_type), p.name_hint + "_ad")
-    with deep_recursion():
-        result = ad.lift(func.body)
-        out_ty = func.body.checked_type
-        for write in ad.updates(result, _seed_expr(ad.primal(result, out_ty), out_ty), out_ty):
-            top.push(write, "_")
-        top.push(Call(RefRead(bp), []), "_")
-        grads = Tuple([ad.read_grad(ad.env[p], p.checked_type) for p in func.params])
-        body = top.close(Tuple([ad.primal(result, out_ty), grads]))
+    result = ad.lift(func.body)
+    out_ty = func.body.checked_type
+    for write in ad.updates(result, _seed_expr(ad.primal(result, out_ty), out_ty), out_ty):
+        top.push(write, "_")
+    top.push(Call(RefRead(bp), []), "_")
+    grads = Tuple([ad.read_grad(ad.env[p], p.checked_type) for p in func.params])
+    body = top.close(Tuple([ad.primal(result, out_ty), grads]))
     from .infer_type import InferType
     return InferType()(IRModule.from_expr(Function(params, body)))["main"]
 

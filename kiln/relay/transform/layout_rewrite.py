@@ -143,13 +143,11 @@ class LayoutRewriter(ExprMutator):
         tup = self.to_original(self.visit(t.tuple_value))
         return t if tup is t.tuple_value else TupleGetItem(tup, t.index, t.span)
 
-    def visit_let(self, let):
-        from ..expr import Let
-        value = self.to_original(self.visit(let.value))
-        body = self.to_original(self.visit(let.body))
-        if value is let.value and body is let.body:
-            return let
-        return Let(let.var, value, body, let.span)
+    def visit_let_binding(self, let):
+        return let.var, self.to_original(self.visit(let.value))
+
+    def visit_let_body(self, body):
+        return self.to_original(self.visit(body))
 
     def visit_if(self, i):
         from ..expr import If

@@ -189,13 +189,12 @@ class _ToGraph(ExprMutator):
     def visit_var(self, var):
         return self.subst.get(var, var)
 
-    def visit_let(self, let):
+    def visit_let_binding(self, let):
         value = self.visit(let.value)
         if isinstance(value, Function) and _refers_to(value, let.var):
-            # a recursive local function stays let-bound
-            return Let(let.var, value, self.visit(let.body), let.span)
+            return let.var, value  # a recursive local function stays let-bound
         self.subst[let.var] = value
-        return self.visit(let.body)
+        return None
 
 
 def _refers_to(expr, var) -> bool:

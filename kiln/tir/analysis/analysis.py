@@ -41,9 +41,11 @@ class _DefUse(StmtExprVisitor):
         self.visit(s.body)
 
     def visit_LetStmt(self, s):
-        self.visit(s.value)
-        self._define(s.var)
-        self.visit(s.body)
+        while isinstance(s, S.LetStmt):  # a chain in a loop
+            self.visit(s.value)
+            self._define(s.var)
+            s = s.body
+        self.visit(s)
 
     def visit_Let(self, e):
         self.visit(e.value)

@@ -59,9 +59,11 @@ def _find_candidates(body, var, done):
             self.generic_visit(s)
 
         def visit_LetStmt(self, s):
-            self.visit(s.value)
-            self.lets.add(s.var)
-            self.visit(s.body)
+            while isinstance(s, S.LetStmt):  # a chain in a loop
+                self.visit(s.value)
+                self.lets.add(s.var)
+                s = s.body
+            self.visit(s)
 
         def visit_Let(self, e):
             self.visit(e.value)
@@ -107,6 +109,8 @@ class LoopPartitioner(StmtExprMutator):
         self.outer = {}     # enclosing loop var -> Range
         self.done = set()   # ids of likely() calls already used for a partition
         self.keep = []
+
+    _visit_passes_statements = True  # visit() below only skips expressions
 
     def visit(self, node):
         if isinstance(node, E.PrimExpr):

@@ -39,6 +39,9 @@ def _nop():
     return S.Evaluate(0)
 
 
+_WRAPPERS = (S.LetStmt, S.AttrStmt, S.Allocate, S.DeclBuffer, S.BufferRealize, S.ProducerRealize)
+
+
 class NoOpRemover(StmtExprMutator):
     """Statement-level mutator; expressions are left alone."""
 
@@ -87,10 +90,14 @@ class NoOpRemover(StmtExprMutator):
         return S.IfThenElse(s.condition, then_case, else_case)
 
     def _wrapper(self, s):
-        body = self.visit(s.body)
-        if is_no_op(body):
-            return _nop()
-        return s if body is s.body else s.with_fields(body=body)
+        chain = []
+        while isinstance(s, _WRAPPERS):  # nested wrappers (a let chain) in a loop
+            chain.append(s)
+            s = s.body
+        body = self.visit(s)
+        for w in reversed(chain):
+            body = _nop() if is_no_op(body) else (w if body is w.body else w.with_fields(body=body))
+        return body
 
     visit_LetStmt = visit_AttrStmt = visit_Allocate = visit_DeclBuffer = visit_BufferRealize = _wrapper
     visit_ProducerRealize = _wrapper

@@ -71,20 +71,28 @@ class StmtSimplifier(StmtExprMutator):
         return S.IfThenElse(cond, then_case, else_case)
 
     def visit_LetStmt(self, s):
-        value = self.visit(s.value)
-        if isinstance(value, (E.IntImm, E.FloatImm)):
-            return self.visit(substitute(s.body, {s.var: value}))
+        # a chain of lets in a loop, in one analyzer scope (nested scopes would each restore what the
+        # outer one restores anyway); a constant-valued let is substituted into its body and dropped
+        chain = []
         with self._scope():
-            if isinstance(value, E.PrimExpr) and value.dtype == s.var.dtype:
-                try:
-                    b = self.ana._cib().bound(value)
-                    self.ana.var_bounds[s.var] = b
-                except Exception:
-                    pass
-            body = self.visit(s.body)
-        if value is s.value and body is s.body:
-            return s
-        return S.LetStmt(s.var, value, body)
+            while isinstance(s, S.LetStmt):
+                value = self.visit(s.value)
+                if isinstance(value, (E.IntImm, E.FloatImm)):
+                    s = substitute(s.body, {s.var: value})
+                    continue
+                if isinstance(value, E.PrimExpr) and value.dtype == s.var.dtype:
+                    try:
+                        self.ana.var_bounds[s.var] = self.ana._cib().bound(value)
+                    except Exception:
+                        pass
+                chain.append((s, value))
+                s = s.body
+            body = self.visit(s)
+        for let, value in reversed(chain):
+            if not (value is let.value and body is let.body):
+                let = S.LetStmt(let.var, value, body)
+            body = let
+        return body
 
     def visit_AssertStmt(self, s):
         cond = self.visit(s.condition)

@@ -44,9 +44,15 @@ class _Renamer(StmtExprMutator):
         return s.with_fields(loop_var=nv, min=mn, extent=ext, body=self.visit(s.body))
 
     def visit_LetStmt(self, s):
-        value = self.visit(s.value)
-        nv = self._fresh(s.var)
-        return S.LetStmt(nv, value, self.visit(s.body))
+        chain = []
+        while isinstance(s, S.LetStmt):  # a chain in a loop
+            value = self.visit(s.value)
+            chain.append((self._fresh(s.var), value))
+            s = s.body
+        body = self.visit(s)
+        for nv, value in reversed(chain):
+            body = S.LetStmt(nv, value, body)
+        return body
 
     def visit_Let(self, e):
         value = self.visit(e.value)
@@ -70,6 +76,8 @@ class _Renamer(StmtExprMutator):
 
 def _steps(s) -> float:
     """How many leaf statements ``s`` executes (inf when a loop extent is not constant)."""
+    while isinstance(s, (S.LetStmt, S.AttrStmt, S.Allocate, S.DeclBuffer, S.AssertStmt, S.BufferRealize)):
+        s = s.body  # wrappers (a let chain) in a loop
     if s is None:
         return 0
     if isinstance(s, S.SeqStmt):
@@ -80,8 +88,6 @@ def _steps(s) -> float:
         return s.extent.value * _steps(s.body)
     if isinstance(s, S.IfThenElse):
         return max(_steps(s.then_case), _steps(s.else_case)) if s.else_case is not None else _steps(s.then_case)
-    if isinstance(s, (S.LetStmt, S.AttrStmt, S.Allocate, S.DeclBuffer, S.AssertStmt, S.BufferRealize)):
-        return _steps(s.body)
     if isinstance(s, S.While):
         return _INF
     return 1
@@ -93,6 +99,8 @@ class LoopUnroller(StmtExprMutator):
         self.auto_max_depth = auto_max_depth
         self.auto_max_extent = auto_max_extent
         self.explicit_unroll = explicit_unroll
+
+    _visit_passes_statements = True  # visit() below only skips expressions
 
     def visit(self, node):
         if isinstance(node, E.PrimExpr):
@@ -146,15 +154,23 @@ class LoopUnroller(StmtExprMutator):
 
 
 def _depth(s) -> int:
-    if isinstance(s, S.For):
-        return 1 + _depth(s.body)
-    if isinstance(s, S.SeqStmt):
-        return max((_depth(x) for x in s.seq), default=0)
-    if isinstance(s, (S.LetStmt, S.AttrStmt, S.Allocate, S.DeclBuffer, S.AssertStmt)):
-        return _depth(s.body)
-    if isinstance(s, S.IfThenElse):
-        return max(_depth(s.then_case), _depth(s.else_case) if s.else_case is not None else 0)
-    return 0
+    """The most For loops nested on one path through ``s`` (an explicit stack: a let chain is deep)."""
+    best = 0
+    stack = [(s, 0)]
+    while stack:
+        s, d = stack.pop()
+        if isinstance(s, S.For):
+            best = max(best, d + 1)
+            stack.append((s.body, d + 1))
+        elif isinstance(s, S.SeqStmt):
+            stack.extend((x, d) for x in s.seq)
+        elif isinstance(s, (S.LetStmt, S.AttrStmt, S.Allocate, S.DeclBuffer, S.AssertStmt)):
+            stack.append((s.body, d))
+        elif isinstance(s, S.IfThenElse):
+            stack.append((s.then_case, d))
+            if s.else_case is not None:
+                stack.append((s.else_case, d))
+    return best
 
 
 def UnrollLoop(auto_max_step: int | None = None, auto_max_depth: int | None = None,  # noqa: N802

@@ -307,6 +307,8 @@ class LoopVectorizer(StmtExprMutator):
     def __init__(self, enable: bool = True):
         self.enable = enable
 
+    _visit_passes_statements = True  # visit() below only skips expressions
+
     def visit(self, node):
         if isinstance(node, E.PrimExpr):
             return node
