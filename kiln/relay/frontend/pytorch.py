@@ -19,7 +19,7 @@ from .. import expr as _expr
 from ..expr import Constant, Expr, TupleGetItem
 from .aten import AtenContext, lookup
 from .common import TypeCache, c_array as _c_array
-from .pytorch_script import LIST_MUTATORS, DynList, ScriptControlFlow
+from .pytorch_script import LIST_MUTATORS, DynList, ScriptControlFlow, writes_first_input
 from .pytorch_utils import (AtenArgs, DTypeName, SUPPORTED_DTYPES, normalize_args, parse_schema,
                             tensor_to_numpy, torch_dtype_to_str)
 
@@ -344,7 +344,11 @@ class TorchScriptImporter(ScriptControlFlow):
         self.ctx.op_name, self.ctx.overload = name, overload
         self.ctx.out_shapes = [self._traced_shape(o) for o in node.outputs()]
         fn = lookup(name if ns == "aten" else kind)
-        self._bind_outputs(node, fn(self.ctx, args))
+        value = fn(self.ctx, args)
+        self._bind_outputs(node, value)
+        if isinstance(value, Expr) and isinstance(inputs[0], Expr) and writes_first_input(node):
+            # an in-place op (add_, mul_, copy_...): later reads of its input see the new value, as in PyTorch
+            self.env[node.inputsAt(0).debugName()] = value
 
     def _bind_outputs(self, node, value):
         self.ctx.typecheck(value)

@@ -37,6 +37,27 @@ LIST_MUTATORS = ("aten::append", "aten::extend", "aten::add_")
 _MAX_TYPE_ROUNDS = 4
 
 
+def writes_first_input(node) -> bool:
+    """Whether ``node`` changes its first input in place: a list mutator, or an aten op whose schema marks
+    ``self`` as written (``Tensor(a!) self``: ``add_``, ``mul_``, ``copy_``...)."""
+    if len(list(node.inputs())) == 0:
+        return False
+    if node.kind() in LIST_MUTATORS and node.inputsAt(0).type().kind() == "ListType":
+        return True
+    if not node.kind().startswith("aten::"):
+        return False
+    try:
+        schema = node.schema()
+    except RuntimeError:
+        return False
+    if not schema or schema == "(no schema)":
+        return False
+    from .pytorch_utils import parse_schema
+    args = parse_schema(schema).arguments
+    info = args[0].alias_info if args else None
+    return bool(info is not None and info.is_write)
+
+
 class DynList:
     """A TorchScript list whose length is a run-time value: ``expr`` of type Prelude ``List[elem_type]``
     (``elem_type`` None while nothing is known about the elements: an empty list)."""
@@ -185,7 +206,7 @@ class ScriptControlFlow:
                 b = stack.pop()
                 for node in b.nodes():
                     stack.extend(node.blocks())
-                    if node.kind() in LIST_MUTATORS and node.inputsAt(0).type().kind() == "ListType":
+                    if writes_first_input(node):
                         name = node.inputsAt(0).debugName()
                         if name not in defined and name not in mutated:
                             mutated.append(name)
@@ -237,11 +258,11 @@ class ScriptControlFlow:
         # outer values the body reads that are computed expressions: passed in as loop variables
         passed = [n for n in free if n not in mutated and self._needs_param(self.env.get(n))]
         what = [f"loop variable {v.debugName()!r}" for v in b_inputs[1:]] + \
-            [f"list {n!r} (changed in the loop)" for n in mutated] + [f"value {n!r}" for n in passed]
+            [f"value {n!r} (changed in place in the loop)" for n in mutated] + [f"value {n!r}" for n in passed]
         trip_e = self._trip_count(trip)
         state0 = [Constant(np.array(0, "int64")), self._as_bool(cond0)]
         state0 += [self._runtime_scalar(v, w) for v, w in zip(inits, what)]
-        state0 += [self.to_dyn_list(self.env[n], w) for n, w in zip(mutated, what[len(inits):])]
+        state0 += [self._mutable_state(self.env[n], w) for n, w in zip(mutated, what[len(inits):])]
         state0 += [self.env[n] for n in passed]
         nk, nm = len(inits), len(mutated)
         types = [self._value_type(v) for v in state0]
@@ -260,7 +281,7 @@ class ScriptControlFlow:
             outs = [self.env[o.debugName()] for o in b_outputs]
             nxt = [_op.add(i, Constant(np.array(1, "int64"))), self._as_bool(outs[0])]
             nxt += [self._runtime_scalar(v, w) for v, w in zip(outs[1:], what)]
-            nxt += [self.to_dyn_list(self.env[n], w) for n, w in zip(mutated, what[nk:])]
+            nxt += [self._mutable_state(self.env[n], w) for n, w in zip(mutated, what[nk:])]
             nxt += list(params[2 + nk + nm:])
             return nxt
 
@@ -294,6 +315,9 @@ class ScriptControlFlow:
         for o, v in zip(node.outputs(), outs[:nk]):
             self.env[o.debugName()] = v
 
+    def _mutable_state(self, v, what: str):
+        return self.to_dyn_list(v, what) if isinstance(v, (list, DynList)) else self._runtime_scalar(v, what)
+
     def _needs_param(self, v) -> bool:
         if isinstance(v, DynList):
             return not isinstance(v.expr, Var)
@@ -321,7 +345,7 @@ class ScriptControlFlow:
         mutated = [n for n in mutated if n in self.env]
         saved = dict(self.env)
         for n in mutated:  # a list a branch changes is a run-time list from here on
-            saved[n] = self.to_dyn_list(saved[n], f"list {n!r} (changed in a branch)")
+            saved[n] = self._mutable_state(saved[n], f"value {n!r} (changed in a branch)")
         branches = []
         for block in blocks:
             self.env.clear()

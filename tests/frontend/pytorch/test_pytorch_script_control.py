@@ -1,5 +1,5 @@
 """from_pytorch of torch.jit.script models with loops, ifs and lists, run on the VM against PyTorch."""
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import pytest
@@ -216,3 +216,91 @@ def test_create_executor_vm():
     f = relay.create_executor("vm", mod, tvm.cpu(), "llvm").evaluate()
     out = f(x, **{k: v for k, v in params.items()}) if params else f(x)
     np.testing.assert_allclose(out.numpy(), IfBranch()(torch.from_numpy(x)).numpy(), rtol=1e-6)
+
+
+class Break(nn.Module):
+    def forward(self, x):
+        for _ in range(10):
+            x = x * 2
+            if bool(x.sum() > 100):
+                break
+        return x
+
+
+def test_loop_with_break():
+    model = Break()
+    vm = compile_vm(model, [("x", (2, 2))])
+    for scale in (0.5, 3.0, 1000.0):
+        check(vm, model, np.abs(_f32(2, 2)) * np.float32(scale))
+
+
+class InPlace(nn.Module):
+    def forward(self, x, n: int):
+        y = torch.zeros_like(x)
+        z = torch.ones_like(x)
+        for _ in range(n):
+            y += x
+            y.mul_(0.5)
+            z.add_(y)  # z is not reassigned: changed in place, so the loop carries it too
+        return y, z
+
+
+def test_in_place_ops_in_a_loop():
+    model = InPlace()
+    vm = compile_vm(model, [("x", (3, 2)), ("n", ())])
+    x = _f32(3, 2)
+    for n in (0, 3):
+        check(vm, model, x, np.array(n, "int64"))
+
+
+class ListPlus(nn.Module):
+    def forward(self, x):
+        h: Optional[torch.Tensor] = None
+        if h is None:  # decided at import time (aten::__is__ of None)
+            h = x[0]
+        outs: List[torch.Tensor] = [h]
+        for t in range(1, x.size(0)):
+            h = h * 0.5 + x[t]
+            outs = outs + [h]
+        return torch.cat(outs), torch.stack(outs, -1)
+
+
+def test_loop_carried_list_by_concatenation():
+    model = ListPlus()
+    vm = compile_vm(model, [("x", (4, 3))])
+    check(vm, model, _f32(4, 3))
+
+
+class OptionalCarried(nn.Module):
+    def forward(self, x):
+        h: Optional[torch.Tensor] = None
+        for t in range(x.size(0)):
+            if h is None:
+                h = x[t]
+            else:
+                h = h + x[t]
+        assert h is not None
+        return h
+
+
+def test_optional_loop_variable_is_refused_clearly():
+    with pytest.raises(KilnError, match="loop variable .* is a NoneType, which kiln cannot keep as a run-time value"):
+        relay.frontend.from_pytorch(torch.jit.script(OptionalCarried()), [("x", (4, 3))])
+
+
+class StridedRanges(nn.Module):
+    def forward(self, x, n: int):
+        acc = torch.zeros_like(x)
+        for t in range(n - 1, -1, -2):  # run-time bounds, negative step
+            acc = acc * 2.0 + t
+        for t in range(1, x.size(0), 2):  # import-time bounds
+            acc = acc + x[t]
+        return acc
+
+
+def test_ranges_with_start_and_step():
+    model = StridedRanges()
+    vm = compile_vm(model, [("x", (5, 2)), ("n", ())])
+    x = _f32(5, 2)
+    for n in (0, 1, 4, 7):
+        check(vm, model, x, np.array(n, "int64"))

@@ -107,6 +107,65 @@ def _size(prev):
     return convert
 
 
+def _list_add(prev):
+    def convert(ctx, args):
+        a, b = args[0], args[1]
+        DynList = _dyn_list_cls()
+        if isinstance(a, DynList) or isinstance(b, DynList):
+            imp = _importer(ctx)
+            da, db = imp.to_dyn_list(a), imp.to_dyn_list(b)
+            if da.elem_type is None:  # always empty (or not known yet in a loop's first type pass)
+                return db
+            if db.elem_type is None:
+                return da
+            return DynList(imp.prelude.concat(da.expr, db.expr), da.elem_type)
+        return prev(ctx, args)
+    return convert
+
+
+@register("__is__")
+def _is(ctx, args):
+    a, b = args[0], args[1]
+    if a is None or b is None:
+        return a is b
+    raise FrontendError("aten::__is__ between two values that are not None is not supported")
+
+
+@register("__isnot__")
+def _isnot(ctx, args):
+    return not _is(ctx, args)
+
+
+def _i64(ctx, v):
+    return ctx.cast(v, "int64") if isinstance(v, Expr) else ctx.const(int(v), "int64")
+
+
+@register("__range_length")
+def _range_length(ctx, args):
+    """``len(range(lo, hi, step))`` (TorchScript's lowering of ``for i in range(lo, hi, step)``)."""
+    lo, hi, step = args[0], args[1], args[2]
+    if not any(isinstance(v, Expr) for v in (lo, hi, step)):
+        return len(range(int(lo), int(hi), int(step)))
+    if isinstance(step, Expr):
+        raise FrontendError("range() with a run-time step is not supported")
+    step = int(step)
+    op = _op()
+    span = op.subtract(_i64(ctx, hi), _i64(ctx, lo)) if step > 0 else op.subtract(_i64(ctx, lo), _i64(ctx, hi))
+    k = abs(step)
+    n = op.floor_divide(op.add(span, ctx.const(k - 1, "int64")), ctx.const(k, "int64"))
+    return op.maximum(n, ctx.const(0, "int64"))
+
+
+@register("__derive_index")
+def _derive_index(ctx, args):
+    """The loop variable of ``range(lo, hi, step)`` at iteration ``index``: ``lo + index * step``."""
+    index, start, step = args[0], args[1], args[2]
+    if not any(isinstance(v, Expr) for v in (index, start, step)):
+        return int(start) + int(index) * int(step)
+    op = _op()
+    return op.add(_i64(ctx, start), op.multiply(_i64(ctx, index), _i64(ctx, step)))
+
+
 @register("__not__")
 def _not(ctx, args):
     v = args[0]
@@ -117,6 +176,7 @@ def _not(ctx, args):
 
 _wrap(("__getitem__", "getitem"), _getitem)
 _wrap(("len",), _len)
+_wrap(("add",), _list_add)
 _wrap(("stack",), lambda prev: _join(prev, False))
 _wrap(("cat", "concat", "concatenate"), lambda prev: _join(prev, True))
 _wrap(("select",), _select)
