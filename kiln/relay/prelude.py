@@ -6,7 +6,8 @@
 map_accuml unfoldr unfoldl tmap size iterate``. Each is ``p.<name>`` (a GlobalVar) and ``p.mod``'s function.
 
 kiln's parser has no ADT syntax yet, so the definitions are built with the Relay Python API; they have the
-signatures and semantics of TVM's ``prelude.rly``. Tensor arrays (``TensorArrayOps``) are not built yet.
+signatures and semantics of TVM's ``prelude.rly``. Tensor arrays (``TensorArrayOps``, ``StaticTensorArrayOps``,
+prelude_tensor_array.py) are defined on first lookup (``p.get_global_var("tensor_array", dtype)``).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..ir.module import IRModule
 from ..ir.type import FuncType, GlobalTypeVar, TensorType, TupleType, TypeVar
 from .adt import Clause, Constructor, Match, PatternConstructor, PatternTuple, PatternVar, PatternWildcard, TypeData
 from .expr import Function, If, Let, Tuple, TupleGetItem, Var, const
+from .prelude_tensor_array import DYNAMIC_OPS, StaticTensorArrayOps, TensorArrayOps, static_name
 
 GLOBAL_DEFS = ["id", "compose", "flip", "hd", "tl", "nth", "update", "map", "foldl", "foldr", "foldr1", "concat",
                "filter", "zip", "rev", "map_accuml", "map_accumr", "unfoldl", "unfoldr", "sum", "length", "tmap",
@@ -57,12 +59,16 @@ class Prelude:
         return f"{canonical}_{dtype}"
 
     def get_global_var(self, canonical: str, dtype: str) -> GlobalVar:
+        self._ensure_tensor_array(canonical, dtype)
         return self.mod.get_global_var(self.get_name(canonical, dtype))
 
     def get_type(self, canonical: str, dtype: str) -> GlobalTypeVar:
+        self._ensure_tensor_array(canonical, dtype)
         return self.mod.get_global_type_var(self.get_name(canonical, dtype))
 
     def get_ctor(self, ty_name: str, canonical: str, dtype: str) -> Constructor:
+        if ty_name == self.get_name("tensor_t", dtype):
+            self._ensure_tensor_array("tensor_t", dtype)
         name = self.get_name(canonical, dtype)
         for ctor in self.mod.get_type(ty_name)[1:]:
             if ctor.name_hint == name:
@@ -72,6 +78,53 @@ class Prelude:
     def get_tensor_ctor(self, canonical: str, dtype: str) -> Constructor:
         ty = self.get_type("tensor_t", dtype)
         return self.get_ctor(ty.name_hint, canonical, dtype)
+
+    # -- static-shape tensor arrays (StaticTensorArrayOps) ----------------------------------------------
+    def get_name_static(self, canonical: str, dtype: str, shape, batch_dim=None) -> str:
+        return static_name(canonical, dtype, shape, batch_dim)
+
+    def get_global_var_static(self, canonical: str, dtype: str, shape, batch_dim=None) -> GlobalVar:
+        """The static tensor array function ``canonical`` for elements of ``shape`` (defined on first use)."""
+        name = static_name(canonical, dtype, shape, batch_dim)
+        if name not in self._global_names():
+            StaticTensorArrayOps(self, dtype, shape, batch_dim).register()
+        return self.mod.get_global_var(name)
+
+    def get_type_static(self, canonical: str, dtype: str, shape) -> GlobalTypeVar:
+        name = static_name(canonical, dtype, shape)
+        if name not in {tv.name_hint for tv in self.mod.get_global_type_vars()}:
+            StaticTensorArrayOps(self, dtype, shape).register()
+        return self.mod.get_global_type_var(name)
+
+    def get_ctor_static(self, ty_name: str, name: str, dtype: str, shape) -> Constructor:
+        ty = self.get_type_static(ty_name, dtype, shape)
+        cname = static_name(name, dtype, shape)
+        for ctor in self.mod.get_type(ty.name_hint)[1:]:
+            if ctor.name_hint == cname:
+                return ctor
+        raise KilnError(f"the Prelude type {ty.name_hint} has no constructor {cname}")
+
+    def get_tensor_ctor_static(self, name: str, dtype: str, shape) -> Constructor:
+        return self.get_ctor_static("tensor_t", name, dtype, shape)
+
+    def _global_names(self) -> set:
+        return {gv.name_hint for gv in self.mod.get_global_vars()}
+
+    def _ensure_tensor_array(self, canonical: str, dtype: str) -> None:
+        """Tensor arrays of a dtype are defined on first use (TVM defines them for 9 dtypes up front; kiln
+        does it lazily so a module that never uses them does not type-check and compile ~30 functions each)."""
+        if canonical not in DYNAMIC_OPS and not canonical.startswith("tensor_array"):
+            return
+        if canonical == "tensor_t" or canonical in ("tensor_nil",) or canonical.startswith("tensor") and \
+                canonical[6:].isdigit():
+            have = {tv.name_hint for tv in self.mod.get_global_type_vars()}
+            if self.get_name("tensor_t", dtype) in have:
+                return
+        elif self.get_name(canonical, dtype) in self._global_names():
+            return
+        from ..runtime.dtype import DataType
+        DataType(dtype)  # a clear DataTypeError for a bad dtype name
+        TensorArrayOps(self, dtype).register()
 
     # -- loading -----------------------------------------------------------------------------------------
     def load_prelude(self) -> None:
@@ -268,4 +321,6 @@ class Prelude:
                                      FuncType([A], A), [A])
 
 
-__all__ = ["Prelude", "GLOBAL_DEFS"]
+__all__ = ["Prelude", "GLOBAL_DEFS", "TensorArrayOps", "StaticTensorArrayOps", "get_tensor_array_shape"]
+
+from .prelude_tensor_array import get_tensor_array_shape  # noqa: E402 - TVM exports it from relay.prelude

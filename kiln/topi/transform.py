@@ -143,7 +143,9 @@ def concatenate(a_tuple, axis: int = 0):
     axis = normalize_axis(axis, ndim, "concatenate axis")
     shapes = [get_const_tuple(t.shape) for t in a_tuple]
     for s in shapes[1:]:
-        if len(s) != ndim or any(s[d] != shapes[0][d] for d in range(ndim) if d != axis):
+        # a symbolic (dynamic) dim is checked by type inference, not here: two unknown dims are distinct vars
+        if len(s) != ndim or any(s[d] != shapes[0][d] for d in range(ndim) if d != axis
+                                 and isinstance(s[d], int) and isinstance(shapes[0][d], int)):
             raise KilnError(f"concatenate: shapes {shapes} differ outside axis {axis}")
     sizes = [s[axis] for s in shapes]
     out_shape = list(shapes[0])
@@ -311,10 +313,13 @@ def take(a, indices, axis=None, batch_dims: int = 0, mode: str = "clip"):
     def fix(idx, n):
         idx = T.cast(idx, "int32") if idx.dtype not in ("int32", "int64") else idx
         if mode == "clip":
-            return T.min(T.max(idx, T.const(0, idx.dtype)), T.const(n - 1, idx.dtype))
+            return T.min(T.max(idx, T.const(0, idx.dtype)), _extent(n - 1, idx.dtype))
         if mode == "wrap":
-            return T.floormod(idx, T.const(n, idx.dtype))
+            return T.floormod(idx, _extent(n, idx.dtype))
         return idx
+
+    def _extent(n, dtype):  # an axis size: a number, or a symbolic extent (a dynamic dim on the VM)
+        return T.const(n, dtype) if isinstance(n, int) else T.cast(n, dtype)
 
     def load_index(ii):
         if scalar_idx:

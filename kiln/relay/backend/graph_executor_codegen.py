@@ -174,8 +174,9 @@ class GraphExecutorCodegen:
             raise LoweringError("the graph executor runs dataflow graphs only; this program has control flow "
                                 "(relay If): build it for the 'vm' executor instead")
         if isinstance(expr, (Function, GlobalVar)):
-            raise LoweringError("the graph executor cannot return or pass functions (closures); build this program "
-                                "for the 'vm' executor instead")
+            raise LoweringError("the graph executor cannot return or pass functions (closures, or the recursive "
+                                "functions loops become, e.g. a scripted PyTorch loop); build this program for the "
+                                "'vm' executor instead (relay.vm.compile / relay.create_executor('vm', ...))")
         raise LoweringError(f"graph executor: cannot generate code for {type(expr).__name__}")
 
     def visit_call(self, call: Call) -> list:

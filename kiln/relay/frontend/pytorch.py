@@ -1,4 +1,5 @@
-"""Import TorchScript (``torch.jit.trace``) models into Relay: TVM's ``relay.frontend.from_pytorch``.
+"""Import TorchScript (``torch.jit.trace`` / ``torch.jit.script``) models into Relay: TVM's
+``relay.frontend.from_pytorch``. Scripted control flow and run-time lists: ``pytorch_script.py``.
 
 The graph is inlined (every ``CallMethod`` of a submodule becomes its body), parameters are read from the
 module's attributes and named by their attribute path (``layer1.0.conv1.weight``), ``prim::`` nodes are
@@ -18,13 +19,14 @@ from .. import expr as _expr
 from ..expr import Constant, Expr, TupleGetItem
 from .aten import AtenContext, lookup
 from .common import TypeCache, c_array as _c_array
+from .pytorch_script import LIST_MUTATORS, DynList, ScriptControlFlow, writes_first_input
 from .pytorch_utils import (AtenArgs, DTypeName, SUPPORTED_DTYPES, normalize_args, parse_schema,
                             tensor_to_numpy, torch_dtype_to_str)
 
 __all__ = ["from_pytorch"]
 
-_SCRIPT_HINT = ("the graph has control flow (prim::If / prim::Loop) that depends on the inputs; "
-                "use torch.jit.trace, not torch.jit.script, so that the graph is a straight line")
+_SCRIPT_HINT = ("the graph has control flow (prim::If / prim::Loop), which kiln converts for the VM "
+                "(relay.vm.compile); the operators above are missing either way")
 
 
 class _ModuleRef:
@@ -46,7 +48,7 @@ def _is_traced(script_module) -> bool:
         type(script_module).__name__ in ("TopLevelTracedModule", "TracedModule")
 
 
-class TorchScriptImporter:
+class TorchScriptImporter(ScriptControlFlow):
     """Converts one inlined TorchScript graph into a Relay function.
 
     aten ops go through the aten table (``aten/``); TorchScript's ``prim::<Kind>`` nodes are evaluated by the
@@ -67,6 +69,8 @@ class TorchScriptImporter:
         self.param_by_tensor: dict = {}  # id(tensor) -> name (tied weights share one var)
         self.ctx = AtenContext(default_dtype, TypeCache())
         self.ctx.param_values = self.params  # quantized-op converters read scales kept as tensor attributes
+        self.ctx.importer = self  # the run-time list converters (aten/script.py) use its Prelude
+        self._prelude = None  # created by the first loop / run-time if / run-time list
         self.export_path = None
 
     # -- entry ----------------------------------------------------------------------------------
@@ -86,7 +90,11 @@ class TorchScriptImporter:
         from ..analysis import free_vars
         used = [v for v in free_vars(body) if v not in input_vars]
         func = _expr.Function(list(input_vars) + used, body)
-        mod = IRModule.from_expr(func)
+        if self._prelude is not None:  # control flow: the Prelude's lists and tensor arrays are in the module
+            mod = self._prelude.mod
+            mod["main"] = func
+        else:
+            mod = IRModule.from_expr(func)
         from ..transform import InferType
         mod = InferType()(mod)
         from ...runtime import ndarray as nd
@@ -150,7 +158,7 @@ class TorchScriptImporter:
                 yield from self._walk(block.nodes())
 
     def _supported(self, kind: str) -> bool:
-        if kind in self.custom:
+        if kind in self.custom or kind in LIST_MUTATORS:
             return True
         ns, _, name = kind.partition("::")
         if ns == "prim":
@@ -178,7 +186,7 @@ class TorchScriptImporter:
         lines = [f"  {k} ({n} node{'s' if n > 1 else ''})" for k, n in sorted(missing.items())]
         msg = f"the PyTorch model uses {len(missing)} operator(s) that kiln cannot convert:\n" + "\n".join(lines)
         hints = []
-        if control_flow:  # a saved-and-loaded trace is no TracedModule any more: only the graph tells
+        if control_flow:
             hints.append(_SCRIPT_HINT)
         if any(k.startswith("quantized::") for k in missing):
             hints.append("kiln converts the quantized ops of torch.ao eager-mode models listed in docs/qnn.md")
@@ -218,6 +226,13 @@ class TorchScriptImporter:
                                     f"{tuple(shape)} of rank {len(shape)}, but the model was traced with shape "
                                     f"{tuple(traced)} of rank {len(traced)}")
             ttype = gin.type()
+            scalar = {"IntType": "int64", "FloatType": "float64", "BoolType": "bool"}.get(ttype.kind())
+            if scalar is not None:  # a scripted model's number input: a 0-d tensor at run time
+                if shape:
+                    raise FrontendError(f"input {name!r} (graph input {gin.debugName()!r}) is a TorchScript "
+                                        f"{ttype.kind()[:-4].lower()}; give it shape ()")
+                if not self._dtype_given(info):
+                    dtype = scalar
             if ttype.kind() == "TensorType" and ttype.scalarType() is not None:
                 traced_dtype = torch_dtype_to_str(ttype.scalarType(), f"graph input {gin.debugName()!r}")
                 if not self._dtype_given(info):
@@ -315,6 +330,9 @@ class TorchScriptImporter:
         if ns == "prim":
             self._prim_handler(name)(node)
             return
+        if kind in LIST_MUTATORS and node.inputsAt(0).type().kind() == "ListType":
+            self.list_mutation(node)
+            return
         inputs = [self.env[i.debugName()] for i in node.inputs()]
         schema_text = node.schema()
         if schema_text and schema_text != "(no schema)":
@@ -326,7 +344,11 @@ class TorchScriptImporter:
         self.ctx.op_name, self.ctx.overload = name, overload
         self.ctx.out_shapes = [self._traced_shape(o) for o in node.outputs()]
         fn = lookup(name if ns == "aten" else kind)
-        self._bind_outputs(node, fn(self.ctx, args))
+        value = fn(self.ctx, args)
+        self._bind_outputs(node, value)
+        if isinstance(value, Expr) and isinstance(inputs[0], Expr) and writes_first_input(node):
+            # an in-place op (add_, mul_, copy_...): later reads of its input see the new value, as in PyTorch
+            self.env[node.inputsAt(0).debugName()] = value
 
     def _bind_outputs(self, node, value):
         self.ctx.typecheck(value)
@@ -344,6 +366,8 @@ class TorchScriptImporter:
             self.env[o.debugName()] = v
 
     def _output_expr(self, v):
+        if isinstance(v, DynList):
+            return v.expr
         if isinstance(v, _expr.TupleWrapper):
             return v.astuple()
         if isinstance(v, Expr):
@@ -446,8 +470,9 @@ class TorchScriptImporter:
         cond = self._ins(node)[0]
         if isinstance(cond, Expr):
             val = self.ctx.value(cond)
-            if val is None:
-                raise FrontendError("prim::If on a condition that depends on the inputs; " + _SCRIPT_HINT)
+            if val is None:  # a run-time condition: a Relay If (the VM runs it)
+                self.dynamic_if(node, cond)
+                return
             cond = bool(np.asarray(val).reshape(()))
         blocks = list(node.blocks())
         block = blocks[0] if cond else blocks[1]

@@ -26,14 +26,14 @@ def test_a_prim_method_is_all_a_new_kind_needs():
 
 
 @pytest.mark.parametrize("kind", ["Constant", "ListConstruct", "TupleUnpack", "GetAttr", "If", "dtype",
-                                  "unchecked_cast", "data", "is_cuda", "SetAttr"])
+                                  "unchecked_cast", "data", "is_cuda", "SetAttr", "Loop"])
 def test_builtin_kinds_are_supported(kind):
     assert _importer(TorchScriptImporter)._supported(f"prim::{kind}")
 
 
 def test_unknown_kinds_are_not():
     imp = _importer(TorchScriptImporter)
-    assert not imp._supported("prim::Loop") and not imp._supported("prim::NoSuchKind")
+    assert not imp._supported("prim::NoSuchKind")  # (prim::Loop is supported: scripted loops, pytorch_script.py)
 
 
 class _FakeNode:

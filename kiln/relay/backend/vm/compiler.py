@@ -58,6 +58,9 @@ class _FuncBuilder:
         for p in params:
             self.env[p] = self.new_reg()
         self.params = params
+        # registers of the expressions compiled so far in the current scope, by identity: a value the
+        # program shares (DAG) is computed once, not once per use (a branch's values stay in the branch)
+        self.memo: dict = {}
         self.self_closure = self_closure  # (let var, function index, captured params) for self-recursion
 
     def new_reg(self) -> int:
@@ -74,8 +77,11 @@ class _FuncBuilder:
         """Register holding ``expr``. Dataflow nodes (primitive calls, tuples, projections) are compiled
         post-order from an explicit stack, emitting exactly what a recursive walk would, in the same
         order, so graph depth costs no interpreter stack."""
+        hit = self.memo.get(id(expr))
+        if hit is not None and hit[0] is expr:
+            return hit[1]
         if _dataflow_operands(expr) is None:
-            return self._compile1(expr)
+            return self._remember(expr, self._compile1(expr))
         todo = [(expr, None)]
         regs: list = []
         while todo:
@@ -84,15 +90,24 @@ class _FuncBuilder:
                 k = len(_dataflow_operands(n))
                 args = regs[len(regs) - k:]
                 del regs[len(regs) - k:]
-                regs.append(self._emit_dataflow(n, kinfo, args))
+                regs.append(self._remember(n, self._emit_dataflow(n, kinfo, args)))
+                continue
+            hit = self.memo.get(id(n))
+            if hit is not None and hit[0] is n:
+                regs.append(hit[1])
                 continue
             ops = _dataflow_operands(n)
             if ops is None:
-                regs.append(self._compile1(n))
+                regs.append(self._remember(n, self._compile1(n)))
                 continue
             todo.append((n, ()))  # emitted once its operands are (a primitive's kernel is looked up then)
             todo.extend((a, None) for a in reversed(ops))
         return regs[0]
+
+    def _remember(self, expr, reg: int) -> int:
+        if not isinstance(expr, Var):
+            self.memo[id(expr)] = (expr, reg)
+        return reg
 
     def _emit_dataflow(self, n, kinfo, args: list) -> int:
         if isinstance(n, Call):
@@ -145,13 +160,17 @@ class _FuncBuilder:
             cond = self.compile(expr.cond)
             dst = self.new_reg()
             at_if = self.emit("if", cond, 1, 0)
+            outer = self.memo
+            self.memo = dict(outer)
             t = self.compile(expr.true_branch)
             self.emit("move", t, dst)
             at_goto = self.emit("goto", 0)
             self.code[at_if][3] = len(self.code) - at_if
+            self.memo = dict(outer)
             f = self.compile(expr.false_branch)
             self.emit("move", f, dst)
             self.code[at_goto][1] = len(self.code) - at_goto
+            self.memo = outer
             return dst
         if isinstance(expr, Function):
             if expr.get_attr("Primitive"):
@@ -203,13 +222,16 @@ class _FuncBuilder:
         data = self.compile(m.data)
         dst = self.new_reg()
         to_end = []
+        outer = self.memo
         for clause in m.clauses:
             misses: list = []
+            self.memo = dict(outer)
             self._match_pattern(clause.lhs, data, misses)
             self.emit("move", self.compile(clause.rhs), dst)
             to_end.append(self.emit("goto", 0))
             for at in misses:  # a failed test jumps to the next clause
                 self.code[at][3] = len(self.code) - at
+        self.memo = outer
         self.emit("fatal", "match: no clause matches the value (non-exhaustive match?)")
         for at in to_end:
             self.code[at][1] = len(self.code) - at
