@@ -8,6 +8,7 @@ from .norm import batch_norm, group_norm, instance_norm, layer_norm
 from .pad import edge_pad, mirror_pad, pad
 from .pooling import (adaptive_pool, adaptive_pool1d, adaptive_pool3d, global_pool, pool1d, pool2d, pool3d,
                       pool_impl_nd)
+from .pool_grad import pool_grad
 from .softmax import fast_softmax, log_softmax, softmax
 from .upsampling import upsampling
 from .utils import get_pad_tuple, get_pad_tuple1d, infer_pad
