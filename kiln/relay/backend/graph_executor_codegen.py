@@ -176,6 +176,9 @@ class GraphExecutorCodegen:
         if isinstance(expr, (Function, GlobalVar)):
             raise LoweringError("the graph executor cannot return or pass functions (closures); build this program "
                                 "for the 'vm' executor instead")
+        if type(expr).__name__ in ("RefCreate", "RefRead", "RefWrite"):
+            from .vm.compiler import REF_LIMITATION
+            raise LoweringError(f"graph executor: cannot generate code for {type(expr).__name__}: " + REF_LIMITATION)
         raise LoweringError(f"graph executor: cannot generate code for {type(expr).__name__}")
 
     def visit_call(self, call: Call) -> list:
