@@ -12,7 +12,7 @@ from .pool_grad import pool_grad
 from .softmax import fast_softmax, log_softmax, softmax
 from .upsampling import upsampling
 from .utils import get_pad_tuple, get_pad_tuple1d, infer_pad
-from .conv1d import conv1d, conv1d_ncw, group_conv1d_ncw
+from .conv1d import conv1d, conv1d_ncw, conv1d_transpose_ncw, group_conv1d_ncw, group_conv1d_transpose_ncw
 from .depth_to_space import depth_to_space, space_to_depth
 from .norm_extra import instance_norm_nd, l2_normalize, lrn
 from .conv3d import conv3d_ncdhw, conv3d_transpose_ncdhw, group_conv3d_ncdhw, group_conv3d_transpose_ncdhw
