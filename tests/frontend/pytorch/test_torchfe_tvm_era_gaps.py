@@ -56,3 +56,14 @@ def test_relay_conv1d_transpose_reference_and_errors():
     bad = relay.Function([x, w], relay.nn.conv1d_transpose(x, w, strides=(1,), output_padding=(1,)))
     with pytest.raises(KilnError, match="output_padding 1 must be smaller"):
         relay.transform.InferType()(tvm.IRModule.from_expr(bad))
+
+
+class Linear(nn.Module):
+    def forward(self, x, w, *b):
+        return torch.nn.functional.linear(x, w, *b)
+
+
+@pytest.mark.parametrize("shapes", [[(2, 3), (3,)], [(4, 3, 5), (5,)], [(5,), (5,)], [(5,), (5,), ()],
+                                    [(3,), (4, 3), (4,)], [(4, 3, 5), (5,), ()]])
+def test_linear_with_one_dimensional_weight(shapes):
+    verify_model(Linear().eval(), [torch.randn(s) for s in shapes], paths=("script",), executor="graph")
