@@ -67,3 +67,13 @@ class Linear(nn.Module):
                                     [(3,), (4, 3), (4,)], [(4, 3, 5), (5,), ()]])
 def test_linear_with_one_dimensional_weight(shapes):
     verify_model(Linear().eval(), [torch.randn(s) for s in shapes], paths=("script",), executor="graph")
+
+
+@pytest.mark.parametrize("module,shape", [
+    (lambda: nn.ConvTranspose3d(4, 5, (3, 5, 2), stride=(2, 1, 1), padding=(0, 4, 2)), (1, 4, 5, 7, 6)),
+    (lambda: nn.ConvTranspose2d(4, 6, (3, 2), stride=(2, 1), padding=(0, 2)), (1, 4, 5, 6)),
+    (lambda: nn.ConvTranspose2d(4, 6, 3, stride=2, padding=3, output_padding=1, groups=2), (2, 4, 7, 5)),
+    (lambda: nn.ConvTranspose1d(4, 6, 2, stride=1, padding=2), (1, 4, 9))])
+def test_conv_transpose_padding_beyond_the_kernel_crops(module, shape):
+    """PyTorch lets a transposed convolution's padding exceed the kernel extent (the output is cropped)."""
+    verify_model(module().eval(), [torch.randn(*shape)], paths=("script",), executor="graph", rtol=1e-5, atol=1e-5)
