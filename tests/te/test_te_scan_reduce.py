@@ -48,7 +48,7 @@ def test_row_sum_of_previous_state_in_the_body_symbolic():
 
 
 def test_rnn_cell_matvec_then_tanh():
-    m, n, h = 8, 3, 5
+    m, h = 8, 5
     X = te.placeholder((m, h), name="X")
     W = te.placeholder((h, h), name="W")
     st = te.placeholder((m, h))

@@ -16,7 +16,7 @@ from ...error import RelayError
 from ...ir.op import Op
 from ...ir.type import TensorType, TupleType
 from ...transform.pass_base import register_pass
-from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
+from ..expr import Call, Constant, Function, Let, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator
 from ._util import infer, static_shape, type_of, typed_function_pass
 

@@ -25,7 +25,7 @@ from .pooling import _spatial_axes
 __all__ = ["pool_grad"]
 
 
-def _window_counts(o, start, j, kernel, dilation, size, pad_after, count_include_pad):
+def _window_counts(start, j, kernel, dilation, size, pad_after, count_include_pad):
     """How many taps of the window starting at ``start`` (unpadded coordinates) the divisor counts."""
     if count_include_pad:
         end = T.min(start + (kernel[j] - 1) * dilation[j], size + pad_after - 1)
@@ -103,7 +103,7 @@ def pool_grad(grads, data, kernel, stride, padding, pool_type, ceil_mode=False, 
             valid = cond if valid is None else T.all(valid, cond)
             oc = T.min(T.max(o, 0), out_shape[ax] - 1)
             oidx[ax] = oc
-            starts.append((oc, oc * stride[j] - pb[j]))
+            starts.append(oc * stride[j] - pb[j])
             tap = off // dilation[j]
             flat = tap if flat is None else flat * kernel[j] + tap
         g = grads(*oidx)
@@ -112,7 +112,7 @@ def pool_grad(grads, data, kernel, stride, padding, pool_type, ceil_mode=False, 
             return te.sum(T.Select(hit, g, T.const(0, grads.dtype)), axis=wv)
         count = None
         for j, ax in enumerate(axes):
-            n = _window_counts(starts[j][0], starts[j][1], j, kernel, dilation, shape[ax], pa[j], count_include_pad)
+            n = _window_counts(starts[j], j, kernel, dilation, shape[ax], pa[j], count_include_pad)
             count = n if count is None else count * n
         share = T.div(g, T.cast(T.max(count, 1), grads.dtype))
         return te.sum(T.Select(valid, share, T.const(0, grads.dtype)), axis=wv)

@@ -52,11 +52,11 @@ def _compute(pool_type):
 
 
 define_op("nn.max_pool2d_grad", num_inputs=2, args=("out_grad", "data"), attrs=A.MaxPool2DAttrs,
-          rel=pool2d_grad_rel, rel_name="MaxPool2DGrad", pattern=OpPattern.OPAQUE, reference=_ref("max"), compute=_compute("max"),
-          level=2)
+          rel=pool2d_grad_rel, rel_name="MaxPool2DGrad", pattern=OpPattern.OPAQUE, reference=_ref("max"),
+          compute=_compute("max"), level=2)
 define_op("nn.avg_pool2d_grad", num_inputs=2, args=("out_grad", "data"), attrs=A.AvgPool2DAttrs,
-          rel=pool2d_grad_rel, rel_name="AvgPool2DGrad", pattern=OpPattern.OPAQUE, reference=_ref("avg"), compute=_compute("avg"),
-          level=2)
+          rel=pool2d_grad_rel, rel_name="AvgPool2DGrad", pattern=OpPattern.OPAQUE, reference=_ref("avg"),
+          compute=_compute("avg"), level=2)
 
 
 def max_pool2d_grad(out_grad, data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0), layout="NCHW",
