@@ -308,7 +308,9 @@ class _Inliner(StmtExprMutator):
         hit = self.bodies.get(node.producer)
         if hit is not None:
             args, body = hit
-            return substitute(body, {a: i for a, i in zip(args, idx)})
+            # the index takes the axis variable's dtype (TVM's Inline casts too): an int64 index from a
+            # consumer (take with int64 indices) must not meet int32 arithmetic of the inlined body
+            return substitute(body, {a: (i if i.dtype == a.dtype else E.Cast(a.dtype, i)) for a, i in zip(args, idx)})
         return node if idx is node.indices else E.ProducerLoad(node.producer, idx)
 
 

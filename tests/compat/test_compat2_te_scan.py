@@ -95,7 +95,10 @@ def test_scan_errors():
     with pytest.raises(KilnError, match="as many init"):
         te.scan([init], [], [st])
     k = te.reduce_axis((0, n), "k")
-    red = te.compute((m, n), lambda t, i: te.sum(st[t - 1, k], axis=k), name="red")
-    upd = te.compute((m, n), lambda t, i: red[t, i] + 1.0)
-    with pytest.raises(OpNotImplemented, match="reduction computed from the scan state"):
+    from kiln.topi.reduction import _arg_reducer
+    reducer = _arg_reducer(True, False)
+    am_idx, am_val = te.compute((m, n), lambda t, i: reducer((tvm.tir.Cast("int32", k.var), st[t - 1, k]), axis=k),
+                                name="am")
+    upd = te.compute((m, n), lambda t, i: X[t, i] + am_val[t, i])
+    with pytest.raises(OpNotImplemented, match="reduction with 2 values"):
         te.scan(init, upd, st)

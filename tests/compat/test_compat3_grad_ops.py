@@ -283,11 +283,15 @@ def test_max_pool2d_grad_ties_go_to_the_first_maximum():
     np.testing.assert_array_equal(out.numpy(), [[[[3.0, 0, 0, 5.0], [0, 0, 0, 0]]]])
 
 
-def test_pool2d_grad_ops_are_not_compiled_yet():
+def test_compiled_max_pool2d_grad_ties_go_to_the_first_maximum():
     import kiln
-    from kiln.error import OpNotImplemented
-    x = relay.var("x", shape=(1, 1, 4, 4))
-    g = relay.var("g", shape=(1, 1, 2, 2))
-    f = relay.Function([g, x], relay.nn.avg_pool2d_grad(g, x, pool_size=(2, 2), strides=(2, 2)))
-    with pytest.raises(OpNotImplemented, match="nn.avg_pool2d_grad"):
-        relay.build(kiln.IRModule.from_expr(f), target="llvm")
+    from kiln.contrib import graph_executor
+    x = relay.var("x", shape=(1, 1, 2, 4))
+    g = relay.var("g", shape=(1, 1, 1, 2))
+    f = relay.Function([g, x], relay.nn.max_pool2d_grad(g, x, pool_size=(2, 2), strides=(2, 2)))
+    lib = relay.build(kiln.IRModule.from_expr(f), target="llvm")
+    m = graph_executor.GraphModule(lib["default"](kiln.cpu()))
+    m.set_input("g", np.array([[[[3.0, 5.0]]]], "float32"))
+    m.set_input("x", np.array([[[[1.0, 1.0, 0.0, 2.0], [0.0, 1.0, 2.0, 2.0]]]], "float32"))
+    m.run()
+    np.testing.assert_array_equal(m.get_output(0).numpy(), [[[[3.0, 0, 0, 5.0], [0, 0, 0, 0]]]])

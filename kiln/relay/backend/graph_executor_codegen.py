@@ -177,6 +177,9 @@ class GraphExecutorCodegen:
             raise LoweringError("the graph executor cannot return or pass functions (closures, or the recursive "
                                 "functions loops become, e.g. a scripted PyTorch loop); build this program for the "
                                 "'vm' executor instead (relay.vm.compile / relay.create_executor('vm', ...))")
+        if type(expr).__name__ in ("RefCreate", "RefRead", "RefWrite"):
+            from .vm.compiler import REF_LIMITATION
+            raise LoweringError(f"graph executor: cannot generate code for {type(expr).__name__}: " + REF_LIMITATION)
         raise LoweringError(f"graph executor: cannot generate code for {type(expr).__name__}")
 
     def visit_call(self, call: Call) -> list:

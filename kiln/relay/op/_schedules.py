@@ -160,6 +160,12 @@ _NN_STRATEGIES = {
         "pool2d", "nn.max_pool2d", G._pool_compute("max"), "schedule_pool")),
     "nn.avg_pool2d": _strategy("avg_pool_strategy", lambda a, i, t, tg: G._one(
         "pool2d", "nn.avg_pool2d", G._pool_compute("avg"), "schedule_pool")),
+    **{f"nn.{k}_pool2d_grad": _strategy(f"{k}_pool2d_grad_strategy", lambda a, i, t, tg, k=k: G._one(
+        "pool_grad", f"nn.{k}_pool2d_grad", G._compute_from_registry(f"nn.{k}_pool2d_grad"), "schedule_pool"))
+       for k in ("max", "avg")},
+    "nn.conv1d_transpose": _strategy("conv1d_transpose_strategy", lambda a, i, t, tg: G._one(
+        "conv1d_transpose_ncw", "nn.conv1d_transpose", G._compute_from_registry("nn.conv1d_transpose"),
+        "schedule_conv3d_transpose_ncdhw")),
     "nn.global_avg_pool2d": G.global_pool_strategy_for("avg"),
     "nn.global_max_pool2d": G.global_pool_strategy_for("max"),
     "nn.adaptive_avg_pool2d": G.adaptive_pool_strategy_for("avg"),

@@ -5,7 +5,8 @@ the op's numpy reference (``FReference``) and replaced by the resulting Constant
 for tuple-valued ops). The result keeps the dtype and shape the type relation gives. Stateful or random
 ops (``TOpIsStateful``, ``random.*``, ``nn.dropout``) and ops without a reference are never folded.
 ``shape_of`` / ``ndarray_size`` of a tensor with a static shape fold too. Let-bound constants are
-propagated, and a field of a literal tuple is replaced by the field.
+propagated (so are let-bound variables), a field of a literal tuple is replaced by the field, and an
+``If`` whose condition folds to a constant is replaced by the branch it takes (TVM's rules).
 """
 from __future__ import annotations
 
@@ -80,10 +81,19 @@ class ConstantFolder(ExprMutator):
 
     def visit_let_binding(self, let):
         value = self.visit(let.value)
-        if isinstance(value, Constant):
+        if isinstance(value, (Constant, Var)):
             self.let_consts[let.var] = value
             return None  # propagated: the binding goes
         return let.var, value
+
+    def visit_if(self, node):
+        new = super().visit_if(node)
+        if isinstance(new.cond, Constant):
+            flag = np.asarray(new.cond.numpy())
+            if flag.size != 1:
+                raise RelayError(f"If condition must be a scalar, got a constant of shape {flag.shape}")
+            return new.true_branch if bool(flag.reshape(())) else new.false_branch
+        return new
 
     def visit_var(self, v):
         return self.let_consts.get(v, v)

@@ -177,6 +177,11 @@ class _GroupInfo:
         self.arguments: list = []
 
     def add(self, arg, ty) -> Var:
+        """The parameter for ``arg``: one per distinct argument expression (TVM's GetOrAllocParam), so
+        a value used several times inside a group is passed once."""
+        for i, known in enumerate(self.arguments):
+            if known is arg:
+                return self.params[i]
         v = Var(f"p{len(self.params)}", ty)
         self.params.append(v)
         self.arguments.append(arg)

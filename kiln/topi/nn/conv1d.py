@@ -8,7 +8,7 @@ from ..utils import get_const_tuple
 from .pad import pad
 from .utils import get_pad_tuple1d
 
-__all__ = ["conv1d", "conv1d_ncw", "group_conv1d_ncw"]
+__all__ = ["conv1d", "conv1d_ncw", "group_conv1d_ncw", "conv1d_transpose_ncw", "group_conv1d_transpose_ncw"]
 
 
 def _single(v, what):
@@ -59,3 +59,30 @@ def conv1d(data, kernel, strides=1, padding="VALID", dilation=1, data_layout="NC
     if data_layout != "NCW" or kernel_layout not in ("", "OIW"):
         raise KilnError(f"conv1d: kiln computes NCW data with OIW kernels, got {data_layout}/{kernel_layout or 'OIW'}")
     return conv1d_ncw(data, kernel, strides, padding, dilation, out_dtype)
+
+
+def group_conv1d_transpose_ncw(data, kernel, stride, padding, out_dtype, output_padding, groups=1, dilation=1):
+    """Transposed conv1d: data [N, C, W], kernel [C, F // groups, K] (IOW) -> [N, F, OW]; ``padding`` is one
+    value or (left, right). Computed as the 3-D transposed convolution of unit depth and height."""
+    from .conv3d import group_conv3d_transpose_ncdhw
+    n, c, w = get_const_tuple(data.shape)
+    kc, fg, k = get_const_tuple(kernel.shape)
+    pads = get_const_tuple(padding) if not isinstance(padding, int) else (padding,)
+    if len(pads) == 1:
+        pads = pads * 2
+    if len(pads) != 2:
+        raise KilnError(f"conv1d_transpose: padding must have 1 or 2 values, got {pads}")
+    data3 = te.compute((n, c, 1, 1, w), lambda b, ch, z, y, x: data[b, ch, x], name="data_3d")
+    kernel3 = te.compute((kc, fg, 1, 1, k), lambda i, o, z, y, x: kernel[i, o, x], name="kernel_3d")
+    out3 = group_conv3d_transpose_ncdhw(data3, kernel3, (1, 1, _single(stride, "stride")),
+                                        (0, 0, pads[0], 0, 0, pads[1]), out_dtype,
+                                        (0, 0, _single(output_padding, "output_padding")), groups,
+                                        (1, 1, _single(dilation, "dilation")))
+    on, of, _, _, ow = get_const_tuple(out3.shape)
+    return te.compute((on, of, ow), lambda b, f, x: out3[b, f, 0, 0, x], name="conv1d_transpose_ncw",
+                      tag="conv1d_transpose_ncw")
+
+
+def conv1d_transpose_ncw(data, kernel, stride, padding, out_dtype, output_padding=0):
+    """TVM's ``topi.nn.conv1d_transpose_ncw`` (groups 1, no dilation)."""
+    return group_conv1d_transpose_ncw(data, kernel, stride, padding, out_dtype, output_padding)

@@ -152,9 +152,9 @@ def group_conv2d_transpose_nchw(data, kernel, stride, padding, out_dtype, output
     dilated = dilate(data, [1, 1, s_h, s_w], name="data_dilate")
     bt, bl = dk_h - 1 - pt, dk_w - 1 - pl
     bb, br = dk_h - 1 - pb + op_h, dk_w - 1 - pr + op_w
-    if min(bt, bl) < 0:
-        raise KilnError(f"conv2d_transpose: padding {(pt, pl)} is larger than the kernel extent allows")
-    padded = pad(dilated, [0, 0, bt, bl], [0, 0, bb, br], name="data_pad")
+    # padding beyond the kernel extent crops the output (negative implicit padding), as PyTorch and TVM allow
+    sh_t, sh_l = max(0, -bt), max(0, -bl)
+    padded = pad(dilated, [0, 0, max(0, bt), max(0, bl)], [0, 0, max(0, bb), max(0, br)], name="data_pad")
     o_h = (h - 1) * s_h - pt - pb + dk_h + op_h
     o_w = (w - 1) * s_w - pl - pr + dk_w + op_w
     cg = c // groups
@@ -165,7 +165,7 @@ def group_conv2d_transpose_nchw(data, kernel, stride, padding, out_dtype, output
     def body(b, f, y, x):
         g = f // fg
         ch = dc if groups == 1 else g * cg + dc
-        return T.sum(T.cast(padded[b, ch, y + dh * d_h, x + dw * d_w], out_dtype)
+        return T.sum(T.cast(padded[b, ch, y + sh_t + dh * d_h, x + sh_l + dw * d_w], out_dtype)
                      * T.cast(kernel[ch, f % fg if groups > 1 else f, k_h - 1 - dh, k_w - 1 - dw], out_dtype),
                      axis=[dc, dh, dw])
     return te.compute((n, fg * groups, o_h, o_w), body, name="conv2d_transpose_nchw", tag="conv2d_transpose_nchw")

@@ -94,10 +94,10 @@ def group_conv3d_transpose_ncdhw(data, kernel, strides, padding, out_dtype, outp
     pads = get_pad_tuple3d(padding, ks)
     before = [dk - 1 - p for dk, p in zip(dks, pads[:3])]
     after = [dk - 1 - p + o for dk, p, o in zip(dks, pads[3:], op)]
-    if min(before) < 0 or min(after) < 0:
-        raise KilnError(f"conv3d_transpose: padding {pads} is larger than the kernel extent allows")
+    # padding beyond the kernel extent crops the output (negative implicit padding), as PyTorch and TVM allow
+    shift = [max(0, -b) for b in before]
     dilated = dilate(data, [1, 1] + list(st), name="data_dilate")
-    padded = pad(dilated, [0, 0] + before, [0, 0] + after, name="data_pad")
+    padded = pad(dilated, [0, 0] + [max(0, b) for b in before], [0, 0] + [max(0, a) for a in after], name="data_pad")
     out = [(s - 1) * t - p0 - p1 + dk + o for s, t, p0, p1, dk, o in zip(sizes, st, pads[:3], pads[3:], dks, op)]
     cg = c // groups
     dc = te.reduce_axis((0, cg), name="dc")
@@ -107,7 +107,8 @@ def group_conv3d_transpose_ncdhw(data, kernel, strides, padding, out_dtype, outp
 
     def body(b, f, z, y, x):
         ch = dc if groups == 1 else (f // fg) * cg + dc
-        return T.sum(T.cast(padded[b, ch, z + rz * dl[0], y + ry * dl[1], x + rx * dl[2]], out_dtype)
+        return T.sum(T.cast(padded[b, ch, z + shift[0] + rz * dl[0], y + shift[1] + ry * dl[1],
+                                   x + shift[2] + rx * dl[2]], out_dtype)
                      * T.cast(kernel[ch, f % fg if groups > 1 else f, ks[0] - 1 - rz, ks[1] - 1 - ry, ks[2] - 1 - rx],
                               out_dtype), axis=[dc, rz, ry, rx])
     return te.compute((n, fg * groups, *out), body, name="conv3d_transpose_ncdhw", tag="conv3d_transpose_ncdhw")

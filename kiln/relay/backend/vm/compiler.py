@@ -23,6 +23,12 @@ from ..te_compiler import _type_of, flatten_type
 from .lower import SymbolicTECompiler
 
 
+REF_LIMITATION = ("references (RefCreate/RefRead/RefWrite) run only on the debug interpreter "
+                  "(relay.create_executor('debug')), as kiln has no PartialEvaluate to remove them; "
+                  "relay.transform.gradient(mode='higher_order') produces them: compile a gradient with "
+                  "mode='first_order' (dataflow programs) instead")
+
+
 def _param_type(ty):
     """JSON description of a parameter type for the runtime's input checks."""
     if isinstance(ty, TensorType):
@@ -182,6 +188,9 @@ class _FuncBuilder:
             return self.compile_match(expr)
         if isinstance(expr, Constructor):  # a constructor used as a function value
             return self.compile_closure(self.c.constructor_function(expr))
+        if type(expr).__name__ in ("RefCreate", "RefRead", "RefWrite"):
+            raise NotImplementedError(
+                f"the kiln VM compiler cannot compile {type(expr).__name__}: " + REF_LIMITATION)
         raise NotImplementedError(f"the kiln VM compiler cannot compile {type(expr).__name__} yet")
 
     def compile_closure(self, func: Function, let_var=None) -> int:

@@ -107,6 +107,9 @@ def _dense(ctx, x, w_t_expr, bias=None):
 @register("linear")
 def _linear(ctx, args):
     x, w, b = args[0], args[1], args["bias"]
+    if ctx.ndim(w) == 1:  # a 1-d weight is one output unit whose dimension is dropped (PyTorch's rule)
+        out = _op().squeeze(_dense(ctx, x, _op().expand_dims(w, 0)), axis=[-1])
+        return out if b is None else _op().add(out, b)
     if b is not None and ctx.ndim(b) != 1:
         return _op().add(_dense(ctx, x, w), b)
     return _dense(ctx, x, w, b)

@@ -267,6 +267,14 @@ def _tensor_split(ctx, args):
     dim = int(args.get("dim", 0))
     n = ctx.shape(x)[_axis(dim, ctx.ndim(x))]
     spec = args[1]
+    val = ctx.value(spec)
+    if isinstance(val, np.ndarray):  # the tensor overload: a 0-d tensor of sections, or a 1-d tensor of indices
+        if val.ndim > 1:
+            raise FrontendError(f"tensor_split: tensor_indices_or_sections must be 0-d or 1-d, got shape {val.shape}")
+        spec = [int(v) for v in val.reshape(-1)] if val.ndim == 1 else int(val)
+    elif spec is not None and val is None:
+        raise FrontendError("tensor_split: the sections/indices tensor must be known at import time, got an "
+                            "expression that depends on the inputs")
     if isinstance(spec, (list, tuple)):
         pts = [0] + ctx.int_list(spec, "indices") + [n]
         sizes = [b - a for a, b in zip(pts[:-1], pts[1:])]

@@ -1,8 +1,7 @@
 """``nn.max_pool2d_grad`` / ``nn.avg_pool2d_grad`` (TVM's ops): the input gradient of 2-D pooling.
 
-Arguments ``(out_grad, data)`` and the forward op's attrs. The debug interpreter runs them with the numpy
-reference (kiln/topi/testing/pool_grad.py); they have no TOPI compute yet, so ``relay.build`` of a graph
-containing them raises ``OpNotImplemented`` naming the op.
+Arguments ``(out_grad, data)`` and the forward op's attrs. Compiled through ``topi.nn.pool_grad`` (generic
+pool schedule); the debug interpreter uses the numpy reference (kiln/topi/testing/pool_grad.py).
 """
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from ....error import TypeInferenceError
 from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
-from .._define import define_op
+from .._define import define_op, topi_fn
 from ..type_relations import shape_text, tensor_arg
 from ._conv_pool import pad4, pair, pool2d_rel
 from .nn import _call, _pair, get_pad_tuple2d
@@ -41,10 +40,23 @@ def _ref(pool_type):
     return ref
 
 
+def _compute(pool_type):
+    def compute(attrs, inputs, out_type):
+        grad, data = inputs
+        fn = topi_fn("nn.pool_grad", f"nn.{pool_type}_pool2d_grad")
+        return [fn(grad, data, pair(attrs.pool_size, "pool_size"), pair(attrs.strides, "strides"),
+                   pad4(attrs.padding), pool_type, attrs.ceil_mode, getattr(attrs, "count_include_pad", False),
+                   attrs.layout, pair(attrs.dilation, "dilation"))]
+    compute.__name__ = f"compute_{pool_type}_pool2d_grad"
+    return compute
+
+
 define_op("nn.max_pool2d_grad", num_inputs=2, args=("out_grad", "data"), attrs=A.MaxPool2DAttrs,
-          rel=pool2d_grad_rel, rel_name="MaxPool2DGrad", pattern=OpPattern.OPAQUE, reference=_ref("max"), level=2)
+          rel=pool2d_grad_rel, rel_name="MaxPool2DGrad", pattern=OpPattern.OPAQUE, reference=_ref("max"),
+          compute=_compute("max"), level=2)
 define_op("nn.avg_pool2d_grad", num_inputs=2, args=("out_grad", "data"), attrs=A.AvgPool2DAttrs,
-          rel=pool2d_grad_rel, rel_name="AvgPool2DGrad", pattern=OpPattern.OPAQUE, reference=_ref("avg"), level=2)
+          rel=pool2d_grad_rel, rel_name="AvgPool2DGrad", pattern=OpPattern.OPAQUE, reference=_ref("avg"),
+          compute=_compute("avg"), level=2)
 
 
 def max_pool2d_grad(out_grad, data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0), layout="NCHW",
