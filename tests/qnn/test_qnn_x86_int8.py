@@ -133,3 +133,21 @@ def test_no_int8_legalization_without_an_int8_target():
     relay.analysis.post_order_visit(low["main"], lambda e: found.append(e.args[0].checked_type.dtype) if (
         isinstance(e, relay.Call) and getattr(e.op, "name", "") == "nn.conv2d") else None)
     assert found and "uint8" not in found
+
+
+@needs_avx2
+@pytest.mark.parametrize("dtype,zp_d", [("int8", -4), ("uint8", 128)])
+def test_qnn_dense_int8_kernel(dtype, zp_d):
+    info = np.iinfo(dtype)
+    d = RNG.integers(info.min, info.max + 1, (3, 37)).astype(dtype)
+    w = RNG.integers(-120, 121, (21, 37)).astype("int8")
+    zp_w = np.array(RNG.integers(-3, 4, 21), "int32")
+    body = lambda x: qnn.op.dense(x, relay.const(w), zp_d, zp_w, 0.1, np.full(21, 0.2, "float32"),  # noqa: E731
+                                  units=21)
+    opt, lib = build(body, d)
+    dtypes = []
+    relay.analysis.post_order_visit(opt["main"], lambda e: dtypes.append(e.args[0].checked_type.dtype) if (
+        isinstance(e, relay.Call) and getattr(e.op, "name", "") == "nn.dense") else None)
+    assert dtypes == ["uint8"]
+    (out,) = run(lib, d)
+    np.testing.assert_array_equal(out, (d.astype(np.int64) - zp_d) @ (w.astype(np.int64) - zp_w[:, None]).T)

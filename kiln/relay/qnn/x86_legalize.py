@@ -139,3 +139,4 @@ def legalize_dense(attrs, args, ts):
 
 
 register_op_attr("qnn.conv2d", "FTVMQnnLegalize", legalize_conv2d)
+register_op_attr("qnn.dense", "FTVMQnnLegalize", legalize_dense)

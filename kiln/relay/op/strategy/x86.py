@@ -153,6 +153,14 @@ def depthwise_conv2d_NCHWc_strategy_cpu(attrs, inputs, out_type, target):  # noq
 @G.dense_strategy.register("cpu")
 def dense_strategy_cpu(attrs, inputs, out_type, target):
     strategy = G.dense_strategy.fdefault(attrs, inputs, out_type, target)
+    from ....topi.x86.conv2d_int8 import int8_supported
+    if (len(inputs[0].shape) == 2 and str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8"
+            and str(out_type.dtype) == "int32" and int8_supported(target)):
+        def compute_int8(attrs, inputs, out_type):
+            return [topi_x86.dense_int8(inputs[0], inputs[1], None, "int32")]
+        strategy.add_implementation(compute_int8, _wrap(topi_x86.schedule_dense_int8), name="dense_int8.x86",
+                                    plevel=X86_PLEVEL + 1)
+        return strategy
     if len(inputs[0].shape) == 2:
         def compute(attrs, inputs, out_type):
             return [topi_x86.dense_pack(inputs[0], inputs[1], None, attrs.out_dtype or out_type.dtype)]
