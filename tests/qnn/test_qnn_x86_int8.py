@@ -13,6 +13,7 @@ from kiln.topi.x86.conv2d_int8 import SATURATING_OPTION
 
 AVX2 = "llvm -mcpu=core-avx2"
 RNG = np.random.default_rng(11)
+CONV_OPS = ("nn.conv2d", "nn.contrib_conv2d_NCHWc")  # the latter after AlterOpLayout (int8 NCHWc layout)
 needs_avx2 = pytest.mark.skipif(not host_can_run(kiln.target.Target(AVX2)), reason="host lacks AVX2")
 
 
@@ -76,8 +77,9 @@ def test_qnn_conv2d_int8_kernel(dtype, zp_d, c, o, stride, pad, per_channel):
     body = lambda x: qnn.op.conv2d(x, relay.const(w), zp_d, zp_w, 0.1, s_w, kernel_size=(3, 3),  # noqa: E731
                                    channels=o, strides=(stride, stride), padding=(pad, pad))
     opt, lib = build(body, d)
-    convs = [ops for ops in fused_functions(opt) if "nn.conv2d" in ops]
+    convs = [ops for ops in fused_functions(opt) if set(CONV_OPS) & set(ops)]
     assert convs, "no conv left"
+    assert ("nn.contrib_conv2d_NCHWc" in convs[0]) == (o % 16 == 0)  # packed layout where channels allow
     (out,) = run(lib, d)
     np.testing.assert_array_equal(out, conv_ref(d, w, zp_d, zp_w, stride, pad))
 
@@ -93,7 +95,7 @@ def test_requantize_fuses_into_the_int8_conv():
         return qnn.op.requantize(acc, 0.05 * s_w, 0, 0.4, 5, out_dtype="uint8", axis=1)
     opt, lib = build(body, d)
     funcs = fused_functions(opt)
-    conv_funcs = [ops for ops in funcs if "nn.conv2d" in ops]
+    conv_funcs = [ops for ops in funcs if set(CONV_OPS) & set(ops)]
     assert len(conv_funcs) == 1 and "clip" in conv_funcs[0], funcs  # requantize is the conv's epilogue
     (out,) = run(lib, d)
     want, v = requant_ref(conv_ref(d, w, 3, 0, 1, 1), 0.05 * s_w, 0.4, 5, "uint8")
@@ -115,8 +117,8 @@ def test_saturating_option_keeps_full_range_weights_exact():
         opt, lib = build(body, d, {SATURATING_OPTION: True})
         dtypes = []
         relay.analysis.post_order_visit(opt["main"], lambda e: dtypes.append(e.args[0].checked_type.dtype) if (
-            isinstance(e, relay.Call) and getattr(e.op, "name", "") == "nn.conv2d") else None)
-        assert (dtypes == ["uint8"]) == int8_path, dtypes
+            isinstance(e, relay.Call) and getattr(e.op, "name", "") in CONV_OPS) else None)
+        assert dtypes and (dtypes == ["uint8"]) == int8_path, dtypes
         (out,) = run(lib, d)
         np.testing.assert_array_equal(out, conv_ref(d, w, 0, 0, 1, 1))
 
@@ -151,3 +153,26 @@ def test_qnn_dense_int8_kernel(dtype, zp_d):
     assert dtypes == ["uint8"]
     (out,) = run(lib, d)
     np.testing.assert_array_equal(out, (d.astype(np.int64) - zp_d) @ (w.astype(np.int64) - zp_w[:, None]).T)
+
+
+@needs_avx2
+def test_two_layers_stay_in_the_int8_nchwc_layout():
+    """AlterOpLayout packs the kernels OIHW16o4i once; two convs with requantize between them run in NCHW16c
+    (one layout_transform in, one out) and equal the interpreter's QNN result."""
+    d = RNG.integers(0, 256, (1, 16, 12, 12)).astype("uint8")
+    w1 = RNG.integers(-60, 60, (32, 16, 3, 3)).astype("int8")
+    w2 = RNG.integers(-60, 60, (16, 32, 1, 1)).astype("int8")
+
+    def layer(v, w, s_in):
+        c = qnn.op.conv2d(v, relay.const(w), 0, 0, s_in, 0.02, kernel_size=w.shape[2:], channels=w.shape[0],
+                          padding=(w.shape[2] // 2,) * 2)
+        return qnn.op.requantize(c, s_in * 0.02, 0, 0.5, 0, out_dtype="uint8")
+    body = lambda x: layer(layer(x, w1, 0.1), w2, 0.5)  # noqa: E731
+    opt, lib = build(body, d)
+    text = opt["main"].astext(show_meta_data=False)
+    assert text.count('kernel_layout="OIHW16o4i"') == 2 and text.count("layout_transform(") == 2
+    (out,) = run(lib, d)
+    p = relay.var("x", shape=d.shape, dtype="uint8")
+    mod = kiln.IRModule.from_expr(relay.Function([p], body(p)))
+    want = relay.create_executor("debug", mod=mod).evaluate()(d).numpy()
+    np.testing.assert_array_equal(out, want)

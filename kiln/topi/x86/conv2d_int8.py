@@ -147,6 +147,16 @@ def conv2d_NCHWc_int8(cfg, data, kernel, strides, padding, dilation, layout, out
             raise KilnError(f"conv2d_NCHWc_int8.x86: data has {ic} input channels but the kernel {kic}")
         ic_bn = ic_block(ic)
         data_vec, kernel_vec = pack_int8_data(data, ic_bn), pack_int8_kernel(kernel, ic_bn)
+    elif len(d_shape) == 5 and len(k_shape) == 6:
+        # the kernel AlterOpLayout packs: OIHW16o4i ([O/16, C/4, KH, KW, 16, 4]); the data's ic_bn chunks index
+        # it as (chunk * ic_bn/4 + ic_4)
+        n, icc, h, w, ic_bn = d_shape
+        occ, kic4, kh, kw, oc_bn, four = k_shape
+        if four != 4 or oc_bn != OC_BN or ic_bn % 4 or kic4 * 4 != icc * ic_bn:
+            raise KilnError(f"conv2d_NCHWc_int8.x86: kernel {k_shape} (OIHW{OC_BN}o4i) does not match data {d_shape}")
+        oc = occ * oc_bn
+        data_vec = data
+        kernel_vec = kernel
     elif len(d_shape) == 5 and len(k_shape) == 7:
         n, icc, h, w, ic_bn = d_shape
         occ, kicc, kh, kw, kib4, oc_bn, four = k_shape
@@ -174,11 +184,17 @@ def conv2d_NCHWc_int8(cfg, data, kernel, strides, padding, dilation, layout, out
     ic4 = te.reduce_axis((0, ic_bn // 4), name="ic_4")
     k4 = te.reduce_axis((0, 4), name="ic_k")
     cfg.add_flop(2 * n * oc * oh * ow * icc_n * ic_bn * kh * kw)
+    if len(get_const_tuple(kernel_vec.shape)) == 6:
+        def wv(oco, icc_, ry_, rx_, ic4_, ocb, k4_):
+            return kernel_vec[oco, icc_ * (ic_bn // 4) + ic4_, ry_, rx_, ocb, k4_]
+    else:
+        def wv(oco, icc_, ry_, rx_, ic4_, ocb, k4_):
+            return kernel_vec[oco, icc_, ry_, rx_, ic4_, ocb, k4_]
     conv = te.compute(
         (n, occ_n, oh, ow, OC_BN),
         lambda b, oco, y, x, ocb: te.sum(
             T.cast(data_pad[b, icc, y * s_h + ry * d_h, x * s_w + rx * d_w, ic4 * 4 + k4], "int32")
-            * T.cast(kernel_vec[oco, icc, ry, rx, ic4, ocb, k4], "int32"), axis=[icc, ry, rx, ic4, k4]),
+            * T.cast(wv(oco, icc, ry, rx, ic4, ocb, k4), "int32"), axis=[icc, ry, rx, ic4, k4]),
         name="conv2d_NCHWc_int8", tag="conv2d_NCHWc_int8", attrs={"int8_mode": mode, "int8_lanes": lanes})
     return conv
 

@@ -122,6 +122,12 @@ def _nchwc_compute(fn):
 @G.conv2d_NCHWc_strategy.register("cpu")
 def conv2d_NCHWc_strategy_cpu(attrs, inputs, out_type, target):  # noqa: N802 (TVM's name)
     strategy = OpStrategy()
+    if str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8":
+        # the int8 layout AlterOpLayout makes: NCHW{ic_bn}c data, OIHW16o4i kernel
+        strategy.add_implementation(_nchwc_compute(topi_x86.conv2d_NCHWc_int8),
+                                    _wrap(topi_x86.schedule_conv2d_NCHWc_int8), name="conv2d_NCHWc_int8.x86",
+                                    plevel=X86_PLEVEL)
+        return strategy
     strategy.add_implementation(_nchwc_compute(topi_x86.conv2d_NCHWc), _wrap(topi_x86.schedule_conv2d_NCHWc),
                                 name="conv2d_NCHWc.x86", plevel=X86_PLEVEL)
     return strategy
