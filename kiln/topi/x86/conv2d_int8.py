@@ -241,6 +241,13 @@ def _schedule_conv(s, cfg, C, O):
         oh_t = 1
     parallel = worth_parallel(reduction_flops(C))
     _schedule_producers(s, C.op, parallel)
+    o_shape = get_const_tuple(O.output(0).shape)
+    if len(o_shape) == 4 and o_shape[1] < oc_bn:
+        # fewer output channels than one panel: the unpack's bounds cut the panel short of the intrinsic's width
+        # (a tensorized region must be whole), so such a conv keeps a plain vectorizable reduction
+        b, oco, y, x, ocb = s[C].op.axis
+        s[C].reorder(b, oco, y, x, *s[C].op.reduce_axis, ocb)
+        return
     CC = s.cache_write(C, "global") if C.op is O else C
     axes = list(s[O].op.axis)
     if len(axes) == 5:

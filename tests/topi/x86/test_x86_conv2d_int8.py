@@ -60,6 +60,7 @@ def run(f, out_shape, d, w):
     (3, 13, 11, 16, 3, 2, 1),   # stem-like: 3 channels, stride 2
     (32, 7, 7, 40, 1, 1, 0),    # 1x1
     (20, 10, 9, 33, 3, 2, 0),   # stride 2, no padding, odd outputs
+    (6, 7, 7, 5, 3, 1, 1),      # fewer output channels than one 16-channel panel
 ])
 def test_conv2d_int8_matches_numpy(c, h, w, o, k, stride, pad):
     d = RNG.integers(0, 256, (1, c, h, w)).astype("uint8")
