@@ -11,6 +11,7 @@ multi-dimensional ``BufferLoad``/``BufferStore``; StorageFlatten turns those int
 from __future__ import annotations
 
 from ..error import LoweringError
+from ..runtime.dtype import parse_dtype
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer, decl_buffer
@@ -88,7 +89,6 @@ class _TensorToBuffer(StmtExprMutator):
 
     def _bind_region(self, s):
         """A tensorize intrinsic's buffer over a region of a real tensor (``Stage.tensorize``)."""
-        from ..error import OpNotImplemented
         from ..tir import op as tir_op
         b = s.node
         key = self._key(b.tensor)
@@ -127,7 +127,6 @@ class _TensorToBuffer(StmtExprMutator):
         """A region of a realized intermediate tensor: each access ``ib[i...]`` of the intrinsic's buffer becomes
         the multi-dimensional access ``tensor[mins[:-n], mins[-n:] + i...]`` (StorageFlatten then places it in
         the realized region); the intrinsic must index its buffer, not read its data pointer or offset."""
-        from ..tir import op as tir_op
         b = s.node
         ib = b.buffer
         real = self.buffer_of(key)
@@ -139,7 +138,6 @@ class _TensorToBuffer(StmtExprMutator):
         self.region_subst[ib] = (real, mins, n)
         body = self.visit(s.body)
         self.region_subst = saved
-        del tir_op
         return body
 
     def _region_indices(self, ib, indices):
@@ -152,9 +150,7 @@ class _TensorToBuffer(StmtExprMutator):
         head = list(mins[:len(mins) - n])
         tail = []
         for m, i in zip(mins[len(mins) - n:], idx):
-            lanes = getattr(i, "dtype", "int32")
-            from ..runtime.dtype import parse_dtype
-            ln = parse_dtype(lanes).lanes
+            ln = parse_dtype(i.dtype).lanes
             tail.append(tir_op.add(E.Broadcast(m, ln) if ln > 1 else m, i) if not _is_zero(m) else i)
         return real, head + tail
 

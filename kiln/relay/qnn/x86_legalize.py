@@ -43,7 +43,7 @@ def _saturating() -> bool:
     return int8_mode() == "maddubs"
 
 
-def _pairs_fit_int16(wq: np.ndarray, red_axes_last: np.ndarray) -> bool:
+def _pairs_fit_int16(red_axes_last: np.ndarray) -> bool:
     """Whether ``255 * (|a| + |b|)`` fits int16 for each pair of consecutive reduction elements (as the packed
     kernel pairs them: input channels 4c+0/4c+1 and 4c+2/4c+3 of one output, one kernel position)."""
     a = np.abs(red_axes_last.astype(np.int64))
@@ -52,7 +52,6 @@ def _pairs_fit_int16(wq: np.ndarray, red_axes_last: np.ndarray) -> bool:
     if pad:
         a = np.concatenate([a, np.zeros(a.shape[:-1] + (pad,), np.int64)], axis=-1)
     pair = a[..., 0::2] + a[..., 1::2]
-    del wq
     return int(pair.max(initial=0)) * 255 <= INT16_MAX
 
 
@@ -99,7 +98,7 @@ def legalize_conv2d(attrs, args, ts):
     if got is None:
         return None
     wq, zx = got
-    if _saturating() and not _pairs_fit_int16(wq, np.moveaxis(wq, 1, -1)):
+    if _saturating() and not _pairs_fit_int16(np.moveaxis(wq, 1, -1)):
         return None
     xu, zu = _uint8_data(args[0], ts[0].dtype, zx)
     from ..op.nn._conv_pool import pad4
@@ -126,7 +125,7 @@ def legalize_dense(attrs, args, ts):
     if got is None:
         return None
     wq, zx = got
-    if _saturating() and not _pairs_fit_int16(wq, wq):
+    if _saturating() and not _pairs_fit_int16(wq):
         return None
     xu, zu = _uint8_data(args[0], ts[0].dtype, zx)
     values = dict(attrs)

@@ -48,13 +48,12 @@ def _scalar_body(mode: str, lanes: int) -> str:
 def _x86_body(mode: str, lanes: int) -> tuple:
     """(preprocessor condition, body) of the intrinsic form of ``mode`` at ``lanes`` int32 lanes."""
     if lanes == 16:
-        v, p, load = "__m512i", "_mm512", "_mm512_loadu_si512"
+        v, p = "__m512i", "_mm512"
         base = "defined(__AVX512BW__)"
     else:
-        v, p, load = "__m256i", "_mm256", None
+        v, p = "__m256i", "_mm256"
         base = "defined(__AVX2__)"
     head = f"  {v} va = {p}_set1_epi32(a);\n  {v} vb; memcpy(&vb, &b, sizeof(vb));\n  {v} vc; memcpy(&vc, &acc, sizeof(vc));\n"
-    del load
     if mode == "vnni":
         if lanes == 16:
             cond = "defined(__AVX512VNNI__)"
