@@ -1,8 +1,12 @@
-"""int8 vs fp32 on a small CNN: kiln int8 (ONNX Runtime's QDQ and QOperator models through from_onnx, and the QDQ
-model after FakeQuantizationToInteger), ONNX Runtime int8, kiln fp32, ONNX Runtime fp32, in one interleaved run.
+"""int8 vs fp32 on torchvision resnet18 and mobilenet_v2 (random weights): kiln int8 (ONNX Runtime's QDQ model from
+``quantize_static`` with random calibration data and ``reduce_range=True``, imported by from_onnx and rewritten by
+FakeQuantizationToInteger into QNN ops, run on the x86 int8 kernels), ONNX Runtime int8 on the same QDQ model, and
+kiln fp32 / ONNX Runtime fp32 on the float model, in one interleaved run per model.
 
-    python -m benchmarks.qnn_int8 [--rounds 7] [--number 10] [--size 56]
+    python -m benchmarks.qnn_int8 [--models resnet18,mobilenet_v2] [--rounds 5] [--number 3] [--size 224]
 
+The QDQ weights are 7-bit (reduce_range), so kiln's int8 build sets ``relay.x86.int8_saturating_madd`` (one
+vpmaddubsw per 4 channels where the target has no VNNI; the legalization still checks every layer's weights).
 Writes benchmarks/results/qnn_int8.{md,json}. Speed is reported, never asserted.
 """
 from __future__ import annotations
@@ -17,30 +21,20 @@ import numpy as np
 from .common import interleaved, machine_info, machine_line, thread_counts, write_results
 
 
-def _model(size: int, path: str):
+def _export(name: str, size: int, path: str):
     import torch
-
-    class CNN(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            chans = [3, 32, 64, 64, 128]
-            self.convs = torch.nn.ModuleList(torch.nn.Conv2d(a, b, 3, stride=2 if k else 1, padding=1)
-                                             for k, (a, b) in enumerate(zip(chans, chans[1:])))
-            self.fc = torch.nn.Linear(128, 100)
-
-        def forward(self, x):
-            for c in self.convs:
-                x = torch.relu(c(x))
-            return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))
-
+    from .models import _stub_torchvision_meta
+    _stub_torchvision_meta()
+    import torchvision
     torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(weights=None).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(CNN().eval(), torch.randn(1, 3, size, size), path, input_names=["x"], output_names=["y"],
+        torch.onnx.export(model, torch.randn(1, 3, size, size), path, input_names=["x"], output_names=["y"],
                           opset_version=13, dynamo=False)
 
 
-def _quantize(src: str, dst: str, fmt: str, size: int):
+def _quantize(src: str, dst: str, size: int):
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     rng = np.random.default_rng(0)
 
@@ -50,19 +44,21 @@ def _quantize(src: str, dst: str, fmt: str, size: int):
 
         def get_next(self):
             return next(self.it, None)
-    quantize_static(src, dst, Reader(), quant_format=getattr(QuantFormat, fmt), activation_type=QuantType.QUInt8,
+    quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8,
                     weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
 
 
-def _kiln(path: str, x: np.ndarray, fq2i: bool = False):
+def _kiln(path: str, x: np.ndarray, int8: bool = False):
     import onnx
     import kiln
     from kiln import relay
     from kiln.contrib import graph_executor
     mod, params = relay.frontend.from_onnx(onnx.load(path), shape={"x": x.shape}, freeze_params=True)
-    if fq2i:
+    config = {}
+    if int8:
         mod = relay.transform.FakeQuantizationToInteger()(relay.transform.InferType()(mod))
-    with kiln.transform.PassContext(opt_level=3):
+        config["relay.x86.int8_saturating_madd"] = True
+    with kiln.transform.PassContext(opt_level=3, config=config):
         lib = relay.build(mod, "llvm", params=params)
     m = graph_executor.GraphModule(lib["default"](kiln.cpu()))
     m.set_input("x", x)
@@ -78,44 +74,62 @@ def _ort(path: str, x: np.ndarray, threads: int):
     return (lambda: sess.run(None, {"x": x})), (lambda: sess.run(None, {"x": x})[0])
 
 
+def bench_model(name: str, size: int, rounds: int, number: int, threads: int, tmp: str) -> dict:
+    f32 = os.path.join(tmp, f"{name}.onnx")
+    q = os.path.join(tmp, f"{name}_qdq.onnx")
+    _export(name, size, f32)
+    _quantize(f32, q, size)
+    x = np.random.default_rng(1).standard_normal((1, 3, size, size)).astype("float32")
+    contenders, outputs = {}, {}
+    for cname, (run, out) in {"kiln_int8": _kiln(q, x, int8=True), "ort_int8": _ort(q, x, threads),
+                              "kiln_fp32": _kiln(f32, x), "ort_fp32": _ort(f32, x, threads)}.items():
+        contenders[cname] = run
+        outputs[cname] = out()
+    times = interleaved(contenders, rounds=rounds, number=number)
+    return {"times": times, "outputs": outputs}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--number", type=int, default=10)
-    ap.add_argument("--size", type=int, default=56)
+    ap.add_argument("--models", default="resnet18,mobilenet_v2")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--number", type=int, default=3)
+    ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     threads = int(os.environ.get("KILN_NUM_THREADS", os.cpu_count() or 1))
     tmp = tempfile.mkdtemp()
-    f32 = os.path.join(tmp, "cnn.onnx")
-    _model(args.size, f32)
-    paths = {fmt: os.path.join(tmp, f"cnn_{fmt}.onnx") for fmt in ("QDQ", "QOperator")}
-    for fmt, p in paths.items():
-        _quantize(f32, p, fmt, args.size)
-    x = np.random.default_rng(1).standard_normal((1, 3, args.size, args.size)).astype("float32")
-    contenders, outputs = {}, {}
-    for name, (run, out) in {
-            "kiln_fp32": _kiln(f32, x), "ort_fp32": _ort(f32, x, threads),
-            "kiln_int8_qoperator": _kiln(paths["QOperator"], x), "kiln_int8_qdq": _kiln(paths["QDQ"], x),
-            "kiln_int8_qdq_fq2i": _kiln(paths["QDQ"], x, fq2i=True),
-            "ort_int8_qoperator": _ort(paths["QOperator"], x, threads),
-            "ort_int8_qdq": _ort(paths["QDQ"], x, threads)}.items():
-        contenders[name] = run
-        outputs[name] = out()
-    times = interleaved(contenders, rounds=args.rounds, number=args.number)
-    ref = outputs["ort_fp32"]
-    rows = ["| contender | median ms | best ms | max abs diff vs ORT fp32 | top-1 = ORT fp32 |", "|---|---|---|---|---|"]
-    for name, t in times.items():
-        err = float(np.max(np.abs(outputs[name] - ref)))
-        rows.append(f"| {name} | {t['median_s'] * 1e3:.3f} | {t['best_s'] * 1e3:.3f} | {err:.4f} | "
-                    f"{int(outputs[name].argmax() == ref.argmax())} |")
+    load_before = os.getloadavg()
+    results, sections = {}, []
+    for name in args.models.split(","):
+        r = bench_model(name, args.size, args.rounds, args.number, threads, tmp)
+        t, outs = r["times"], r["outputs"]
+        med = {k: v["median_s"] for k, v in t.items()}
+        rows = ["| contender | median ms | best ms | max abs diff vs its reference | top-1 agrees |", "|---|---|---|---|---|"]
+        for cname in t:
+            ref = outs["ort_int8"] if "int8" in cname else outs["ort_fp32"]
+            err = float(np.max(np.abs(outs[cname] - ref)))
+            rows.append(f"| {cname} | {t[cname]['median_s'] * 1e3:.2f} | {t[cname]['best_s'] * 1e3:.2f} | {err:.4f} | "
+                        f"{int(outs[cname].argmax() == ref.argmax())} |")
+        ratios = {"kiln_fp32 / kiln_int8": med["kiln_fp32"] / med["kiln_int8"],
+                  "ort_int8 / kiln_int8": med["ort_int8"] / med["kiln_int8"],
+                  "ort_fp32 / kiln_fp32": med["ort_fp32"] / med["kiln_fp32"]}
+        rows.append("")
+        rows.append("speed ratios (median times; > 1 means the second named is faster): " +
+                    ", ".join(f"{k} = {v:.2f}" for k, v in ratios.items()))
+        sections.append(f"## {name} ({args.size}x{args.size})\n\n" + "\n".join(rows))
+        results[name] = {"times": t, "ratios": ratios,
+                         "max_abs_diff_int8_vs_ort_int8": float(np.max(np.abs(outs["kiln_int8"] - outs["ort_int8"])))}
+    load_after = os.getloadavg()
     info = machine_info()
     counts = thread_counts(ort_intra_op=threads, pytorch=False)
-    md = (f"# int8 small CNN ({args.size}x{args.size}, 4 convs + fc), {threads} threads\n\n"
-          f"{machine_line(info, counts)}\n\n" + "\n".join(rows) + "\n")
+    md = (f"# int8 vs fp32: resnet18, mobilenet_v2 (QDQ, reduce_range), {threads} threads\n\n"
+          f"{machine_line(info, counts)}\n\nload average before {tuple(round(v, 2) for v in load_before)}, after "
+          f"{tuple(round(v, 2) for v in load_after)} (the machine is shared: compare the ratios of one interleaved "
+          "run, not absolute times)\n\n" + "\n\n".join(sections) + "\n")
     if not args.no_write:
-        write_results("qnn_int8", {"machine": info, "thread_counts": counts, "times": times, "size": args.size,
-                                   "threads": threads}, md)
+        write_results("qnn_int8", {"machine": info, "thread_counts": counts, "models": results, "size": args.size,
+                                   "threads": threads, "load_before": load_before, "load_after": load_after}, md)
     print(md)
 
 

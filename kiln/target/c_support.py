@@ -48,6 +48,17 @@ _X86_MINMAX = {
 }
 
 
+# C helpers a ``call_extern``/``call_pure_extern`` may name (micro-kernels written with the compiler's
+# intrinsics, e.g. the int8 dot products of kiln.topi.x86.tensor_intrin): name -> (code, needs <immintrin.h>).
+_EXTERN_HELPERS: dict = {}
+
+
+def register_extern_helper(name: str, code: str, x86_intrinsics: bool = False) -> None:
+    """Make ``code`` (static inline C defining ``name``) part of every translation unit that calls ``name``
+    through ``call_extern``/``call_pure_extern``: a micro-kernel in C compiled into the module, inlined by gcc."""
+    _EXTERN_HELPERS[name] = (code, bool(x86_intrinsics))
+
+
 class CSupport:
     """Collects the typedefs and static inline helpers one translation unit needs."""
 
@@ -94,6 +105,13 @@ class CSupport:
         if name not in self._helpers:
             self._helpers[name] = code
         return name
+
+    def extern_helper(self, name: str) -> None:
+        """Add the registered C helper ``name`` (see :func:`register_extern_helper`), if there is one."""
+        entry = _EXTERN_HELPERS.get(name)
+        if entry is not None:
+            self.helper(name, entry[0])
+            self.uses_x86_intrinsics = self.uses_x86_intrinsics or entry[1]
 
     def has_helper(self, name: str) -> bool:
         return name in self._helpers

@@ -747,6 +747,7 @@ class FunctionCodegen(StmtExprVisitor):
     @_prints("call_extern", "call_pure_extern")
     def _extern_call(self, e, _name):
         fname = e.args[0].value if isinstance(e.args[0], E.StringImm) else str(e.args[0])
+        self.c.extern_helper(fname)
         return f"{fname}({', '.join(self.visit(a) for a in e.args[1:])})"
 
     @_prints(*_BITWISE)

@@ -11,6 +11,7 @@ multi-dimensional ``BufferLoad``/``BufferStore``; StorageFlatten turns those int
 from __future__ import annotations
 
 from ..error import LoweringError
+from ..runtime.dtype import parse_dtype
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer, decl_buffer
@@ -22,6 +23,10 @@ from .schedule_ops import schedule_ops
 from .tensor import ExternOp, PlaceholderOp, Tensor
 
 
+def _is_zero(e) -> bool:
+    return isinstance(e, E.IntImm) and e.value == 0
+
+
 class _TensorToBuffer(StmtExprMutator):
     """Producer* nodes -> Buffer* nodes; argument tensors use the parameters' buffers."""
 
@@ -31,6 +36,7 @@ class _TensorToBuffer(StmtExprMutator):
         self.local: dict = {}         # original Tensor -> Buffer (realized intermediates)
         self.buf_subst: dict = {}     # extern op placeholder Buffer -> real Buffer
         self.var_subst: dict = {}
+        self.region_subst: dict = {}  # tensorize buffer -> (intermediate Buffer, region mins, rank)
 
     def _key(self, t):
         return self.canon.get(t, t)
@@ -83,14 +89,11 @@ class _TensorToBuffer(StmtExprMutator):
 
     def _bind_region(self, s):
         """A tensorize intrinsic's buffer over a region of a real tensor (``Stage.tensorize``)."""
-        from ..error import OpNotImplemented
         from ..tir import op as tir_op
         b = s.node
         key = self._key(b.tensor)
         if key not in self.extern:
-            raise OpNotImplemented(
-                f"tensorize: the intrinsic's buffer {b.buffer.name} binds to '{key.name}', an intermediate tensor; "
-                "kiln binds tensorize regions only to tensors that are function arguments")
+            return self._bind_intermediate(s, key)
         real = self.extern[key]
         if real.strides:
             strides = list(real.strides)
@@ -119,6 +122,49 @@ class _TensorToBuffer(StmtExprMutator):
         body = self.visit(s.body)
         self.buf_subst, self.var_subst = saved
         return body
+
+    def _bind_intermediate(self, s, key):
+        """A region of a realized intermediate tensor: each access ``ib[i...]`` of the intrinsic's buffer becomes
+        the multi-dimensional access ``tensor[mins[:-n], mins[-n:] + i...]`` (StorageFlatten then places it in
+        the realized region); the intrinsic must index its buffer, not read its data pointer or offset."""
+        b = s.node
+        ib = b.buffer
+        real = self.buffer_of(key)
+        mins = [self.visit(m) for m in b.mins]
+        n = len(ib.shape)
+        if n > len(real.shape):
+            raise LoweringError(f"tensorize: intrinsic buffer {ib.name} has more dimensions than '{key.name}'")
+        saved = dict(self.region_subst)
+        self.region_subst[ib] = (real, mins, n)
+        body = self.visit(s.body)
+        self.region_subst = saved
+        return body
+
+    def _region_indices(self, ib, indices):
+        from ..tir import op as tir_op
+        real, mins, n = self.region_subst[ib]
+        idx = [self.visit(i) for i in indices]
+        if len(idx) != n:
+            raise LoweringError(f"tensorize: intrinsic buffer {ib.name} is indexed with {len(idx)} indices; kiln maps "
+                                f"only full-rank accesses ({n}) onto an intermediate tensor")
+        head = list(mins[:len(mins) - n])
+        tail = []
+        for m, i in zip(mins[len(mins) - n:], idx):
+            ln = parse_dtype(i.dtype).lanes
+            tail.append(tir_op.add(E.Broadcast(m, ln) if ln > 1 else m, i) if not _is_zero(m) else i)
+        return real, head + tail
+
+    def visit_BufferLoad(self, e):
+        if e.buffer in self.region_subst:
+            real, idx = self._region_indices(e.buffer, e.indices)
+            return E.BufferLoad(real, idx)
+        return self.generic_visit(e)
+
+    def visit_BufferStore(self, s):
+        if s.buffer in self.region_subst:
+            real, idx = self._region_indices(s.buffer, s.indices)
+            return S.BufferStore(real, self.visit(s.value), idx)
+        return self.generic_visit(s)
 
     def _bind(self, ph, real):
         if len(ph.shape) != len(real.shape):

@@ -236,10 +236,18 @@ def make_tensorize_stmt(stage, dom_map, pos, intrin, nest_fn, if_fn, merge_nest,
     for iv in leaves[:first_red]:
         init_start[iv] = main_vmap[iv]
     mp.pass_up_index(stage, dom_map, init_start, allow_missing=True)
+    # the regions' mins are written over the main nest's leaf variables: inside the init nest, a leaf from the
+    # first reduction inward is the init loop's variable (data-parallel) or its minimum (reduction)
+    leaf_sub = {}
+    for iv in leaves[first_red:]:
+        if iv in skip or iv.iter_type == E.IterVar.CommReduce:
+            leaf_sub[iv.var] = dom_map[iv].min
+        elif iv in init_vmap and init_vmap[iv] is not iv.var:
+            leaf_sub[iv.var] = init_vmap[iv]
     ibinds = []
     for b in out_binds:
         ivsub = {iv.var: init_start.get(iv, iv.var) for iv in op.axis}
-        ibinds.append(BindRegion(b.buffer, b.tensor, [substitute(m, ivsub) for m in b.mins]))
+        ibinds.append(BindRegion(b.buffer, b.tensor, [substitute(substitute(m, ivsub), leaf_sub) for m in b.mins]))
     init_levels = [lvl for i, lvl in enumerate(init_nest[:pos + 1]) if i > first_red]
     init = merge_nest(init_levels, bind(intrin.reduce_init, ibinds))
     init = substitute_ivs(init, init_vmap)

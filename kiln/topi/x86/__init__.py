@@ -14,3 +14,6 @@ from . import conv2d_alter_op  # noqa: F401
 from .conv2d_winograd import (conv2d_NCHWc_winograd, schedule_conv2d_NCHWc_winograd, conv2d_nchw_winograd,
                               schedule_conv2d_nchw_winograd, winograd_weight_transform,
                               schedule_winograd_weight_transform, winograd_matrices)
+from .conv2d_int8 import (conv2d_NCHWc_int8, schedule_conv2d_NCHWc_int8, conv2d_nchw_int8,
+                          schedule_conv2d_nchw_int8)
+from .dense_int8 import dense_int8, schedule_dense_int8

@@ -79,9 +79,25 @@ def _winograd_applies(attrs, inputs) -> bool:
 WINOGRAD_PLEVEL = X86_PLEVEL - 5
 
 
+def _conv2d_int8_compute(attrs, inputs, out_type):
+    strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
+    return [topi_x86.conv2d_nchw_int8(inputs[0], inputs[1], strides, padding, dilation, out_dtype or "int32")]
+
+
+def _int8_conv_applies(attrs, inputs, out_type, target) -> bool:
+    """uint8 x int8 -> int32 regular NCHW conv on a target with an int8 dot product (AVX2 at least)."""
+    from ....topi.x86.conv2d_int8 import int8_supported
+    return (attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and attrs.groups == 1
+            and str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8"
+            and str(out_type.dtype) == "int32" and int8_supported(target))
+
+
 @G.conv2d_strategy.register("cpu")
 def conv2d_strategy_cpu(attrs, inputs, out_type, target):
     strategy = G.conv2d_strategy.fdefault(attrs, inputs, out_type, target)
+    if _int8_conv_applies(attrs, inputs, out_type, target):
+        strategy.add_implementation(_conv2d_int8_compute, _wrap(topi_x86.schedule_conv2d_nchw_int8),
+                                    name="conv2d_NCHWc_int8.x86", plevel=X86_PLEVEL)
     if attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and str(inputs[0].dtype) == "float32":
         if attrs.groups == 1:
             strategy.add_implementation(_conv2d_nchw_compute, _wrap(topi_x86.schedule_conv2d_nchw),
@@ -106,6 +122,12 @@ def _nchwc_compute(fn):
 @G.conv2d_NCHWc_strategy.register("cpu")
 def conv2d_NCHWc_strategy_cpu(attrs, inputs, out_type, target):  # noqa: N802 (TVM's name)
     strategy = OpStrategy()
+    if str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8":
+        # the int8 layout AlterOpLayout makes: NCHW{ic_bn}c data, OIHW16o4i kernel
+        strategy.add_implementation(_nchwc_compute(topi_x86.conv2d_NCHWc_int8),
+                                    _wrap(topi_x86.schedule_conv2d_NCHWc_int8), name="conv2d_NCHWc_int8.x86",
+                                    plevel=X86_PLEVEL)
+        return strategy
     strategy.add_implementation(_nchwc_compute(topi_x86.conv2d_NCHWc), _wrap(topi_x86.schedule_conv2d_NCHWc),
                                 name="conv2d_NCHWc.x86", plevel=X86_PLEVEL)
     return strategy
@@ -137,6 +159,14 @@ def depthwise_conv2d_NCHWc_strategy_cpu(attrs, inputs, out_type, target):  # noq
 @G.dense_strategy.register("cpu")
 def dense_strategy_cpu(attrs, inputs, out_type, target):
     strategy = G.dense_strategy.fdefault(attrs, inputs, out_type, target)
+    from ....topi.x86.conv2d_int8 import int8_supported
+    if (len(inputs[0].shape) == 2 and str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8"
+            and str(out_type.dtype) == "int32" and int8_supported(target)):
+        def compute_int8(attrs, inputs, out_type):
+            return [topi_x86.dense_int8(inputs[0], inputs[1], None, "int32")]
+        strategy.add_implementation(compute_int8, _wrap(topi_x86.schedule_dense_int8), name="dense_int8.x86",
+                                    plevel=X86_PLEVEL + 1)
+        return strategy
     if len(inputs[0].shape) == 2:
         def compute(attrs, inputs, out_type):
             return [topi_x86.dense_pack(inputs[0], inputs[1], None, attrs.out_dtype or out_type.dtype)]

@@ -66,6 +66,25 @@ def _remember_config(target, workload, cfg, new_args, task_name: str) -> None:
     autotvm.task.DispatchContext.current.update(target, new_workload, copy.copy(cfg))
 
 
+def _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target):
+    """uint8 x int8 conv on the ``conv2d_NCHWc_int8.x86`` kernel -> ``nn.contrib_conv2d_NCHWc`` over
+    NCHW{ic_bn}c data and an OIHW16o4i kernel (packed once, by FoldConstant), output NCHW16c; only when the
+    channels need no padding (input a multiple of 4, output of 16)."""
+    from ....topi.x86.conv2d_int8 import OC_BN, ic_block
+    _, _, workload, _ = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)
+    if workload is None or workload[0] != "conv2d_NCHWc_int8.x86":
+        return None
+    _, ic, _, _ = _shape(tinfos[0])
+    oc, _, kh, kw = _shape(tinfos[1])
+    ic_bn = ic_block(ic)
+    if ic % ic_bn or oc % OC_BN:
+        return None
+    return relay_nn.contrib_conv2d_nchwc(
+        inputs[0], inputs[1], strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation,
+        groups=int(attrs.groups), channels=oc, kernel_size=(kh, kw), out_dtype=attrs.out_dtype,
+        data_layout=f"NCHW{ic_bn}c", kernel_layout=f"OIHW{OC_BN}o4i", out_layout=f"NCHW{OC_BN}c")
+
+
 @_alter_layout.conv2d_alter_layout.register("cpu")
 def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     """The x86 layout choice for one ``nn.conv2d`` call (None keeps it as it is).
@@ -78,6 +97,8 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW":
         return None
     d_t, k_t = tinfos[0], tinfos[1]
+    if len(d_t.shape) == 4 and len(k_t.shape) == 4 and str(d_t.dtype) == "uint8" and str(k_t.dtype) == "int8":
+        return _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target)
     if len(d_t.shape) != 4 or len(k_t.shape) != 4 or str(d_t.dtype) != "float32":
         return None
     _, outs, workload, cfg = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)

@@ -1,0 +1,141 @@
+"""x86 legalization of qnn.conv2d / qnn.dense (TVM's ``qnn/op/legalizations.py`` for Intel CPUs): the forms
+the int8 kernels of ``kiln.topi.x86`` compute, ``uint8`` data x ``int8`` weights -> ``int32``.
+
+For a constant weight ``w`` with zero point ``zw`` and data ``x`` with a scalar constant zero point ``zx``::
+
+    sum (x - zx) (w - zw) = sum xu * wq - zu * sum wq           wq = w - zw (must fit int8)
+                                                               xu = x (uint8) or x + 128 (int8), zu = zx (+128)
+
+The first term is ``nn.conv2d`` / ``nn.dense`` on ``uint8 x int8`` (the x86 int8 kernel), the second a
+per-output-channel constant subtracted in the kernel's fused epilogue. A conv pads with the zero point
+(``nn.pad`` with ``pad_value = zu``, which fuses into the producer's epilogue), so every window position
+holds ``xu`` with ``xu - zu = 0`` where the QNN op reads padding.
+
+Taken only on targets with an int8 dot product (``int8_supported``), and, where the kernels would use
+``vpmaddubsw``'s saturating int16 pair sums (``relay.x86.int8_saturating_madd``, no VNNI), only when the
+weights keep every pair sum in int16 (``255 * (|wq[2j]| + |wq[2j+1]|) <= 32767``); otherwise the generic
+canonicalization applies (``None`` from the hook).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir.op import register_op_attr
+from ..expr import const
+from ..transform._util import op_call
+from .op._common import const_value
+
+INT16_MAX = 32767
+
+
+def _x86_int8_target() -> bool:
+    from ...target import Target
+    from ...topi.x86.conv2d_int8 import int8_supported
+    target = Target.current(allow_none=True)
+    if target is None or "cpu" not in getattr(target, "keys", ()) or getattr(target, "kind_name", "llvm") not in (
+            "llvm", "c"):
+        return False
+    return int8_supported(target)
+
+
+def _saturating() -> bool:
+    from ...topi.x86.conv2d_int8 import int8_mode
+    return int8_mode() == "maddubs"
+
+
+def _pairs_fit_int16(red_axes_last: np.ndarray) -> bool:
+    """Whether ``255 * (|a| + |b|)`` fits int16 for each pair of consecutive reduction elements (as the packed
+    kernel pairs them: input channels 4c+0/4c+1 and 4c+2/4c+3 of one output, one kernel position)."""
+    a = np.abs(red_axes_last.astype(np.int64))
+    c = a.shape[-1]
+    pad = (-c) % 4
+    if pad:
+        a = np.concatenate([a, np.zeros(a.shape[:-1] + (pad,), np.int64)], axis=-1)
+    pair = a[..., 0::2] + a[..., 1::2]
+    return int(pair.max(initial=0)) * 255 <= INT16_MAX
+
+
+def _shifted_weight(w, wzp, axis: int):
+    """``w - zw`` as int8 (None when it does not fit)."""
+    zw = np.asarray(wzp, np.int64).reshape(-1)
+    shape = [1] * w.ndim
+    if zw.size > 1:
+        shape[axis] = zw.size
+    wq = np.asarray(w, np.int64) - zw.reshape(shape)
+    if wq.min(initial=0) < -128 or wq.max(initial=0) > 127:
+        return None
+    return wq.astype(np.int8)
+
+
+def _uint8_data(x, dtype: str, zx: int):
+    """(uint8 data, its zero point): int8 data shifted by 128."""
+    if dtype == "uint8":
+        return x, zx
+    shifted = op_call("add", [op_call("cast", [x], dtype="int32"), const(np.int32(128))])
+    return op_call("cast", [shifted], dtype="uint8"), zx + 128
+
+
+def _common(args, ts, weight_axis: int):
+    """(wq, zx) when the call has the legalizable form, else None."""
+    if ts[0].dtype not in ("int8", "uint8") or ts[1].dtype not in ("int8", "uint8"):
+        return None
+    w, wzp, xzp = const_value(args[1]), const_value(args[3]), const_value(args[2])
+    if w is None or wzp is None or xzp is None or np.size(xzp) != 1:
+        return None
+    wq = _shifted_weight(w, wzp, weight_axis)
+    if wq is None:
+        return None
+    return wq, int(np.asarray(xzp).reshape(()))
+
+
+def legalize_conv2d(attrs, args, ts):
+    """qnn.conv2d -> pad(uint8 data, zero point) -> nn.conv2d(uint8, int8) - zu * sum(wq) (see module doc)."""
+    if not _x86_int8_target() or (attrs.out_dtype or "int32") != "int32":
+        return None
+    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or int(attrs.groups) != 1:
+        return None
+    got = _common(args, ts, 0)
+    if got is None:
+        return None
+    wq, zx = got
+    if _saturating() and not _pairs_fit_int16(np.moveaxis(wq, 1, -1)):
+        return None
+    xu, zu = _uint8_data(args[0], ts[0].dtype, zx)
+    from ..op.nn._conv_pool import pad4
+    pt, pl, pb, pr = pad4(attrs.padding)
+    padding = (pt, pl, pb, pr)
+    if any(padding) and zu != 0:
+        xu = op_call("nn.pad", [xu, const(np.uint8(zu))], pad_width=((0, 0), (0, 0), (pt, pb), (pl, pr)),
+                     pad_mode="constant")
+        padding = (0, 0, 0, 0)
+    values = dict(attrs)
+    values.update(padding=padding, out_dtype="int32")
+    out = op_call("nn.conv2d", [xu, const(wq)], **values)
+    if zu:
+        corr = (zu * wq.astype(np.int64).reshape(wq.shape[0], -1).sum(axis=1)).astype(np.int32)
+        out = op_call("subtract", [out, const(corr.reshape(-1, 1, 1))])
+    return out
+
+
+def legalize_dense(attrs, args, ts):
+    """qnn.dense -> nn.dense(uint8, int8) - zu * sum(wq) (see module doc)."""
+    if not _x86_int8_target() or (attrs.out_dtype or "int32") != "int32" or len(ts[0].shape) != 2:
+        return None
+    got = _common(args, ts, 0)
+    if got is None:
+        return None
+    wq, zx = got
+    if _saturating() and not _pairs_fit_int16(wq):
+        return None
+    xu, zu = _uint8_data(args[0], ts[0].dtype, zx)
+    values = dict(attrs)
+    values.update(out_dtype="int32")
+    out = op_call("nn.dense", [xu, const(wq)], **values)
+    if zu:
+        corr = (zu * wq.astype(np.int64).sum(axis=1)).astype(np.int32)
+        out = op_call("subtract", [out, const(corr)])
+    return out
+
+
+register_op_attr("qnn.conv2d", "FTVMQnnLegalize", legalize_conv2d)
+register_op_attr("qnn.dense", "FTVMQnnLegalize", legalize_dense)

@@ -1,0 +1,286 @@
+"""int8 conv2d on x86 (TVM's ``conv2d_NCHWc_int8.x86``): ``uint8`` data x ``int8`` weights -> ``int32``.
+
+Layouts: data ``NCHW{ic_bn}c`` (``[N, C/ic_bn, H, W, ic_bn]``, ``ic_bn`` a multiple of 4), kernel
+``OIHW{ic_bn/4}i{oc_bn}o4i`` (``[O/oc_bn, C/ic_bn, KH, KW, ic_bn/4, oc_bn, 4]``): the 4 consecutive input
+channels of one output channel are 4 adjacent bytes, so one int32 lane of an accumulator reduces them with
+one ``vpdpbusd`` (VNNI) or ``vpmaddubsw`` + ``vpmaddwd`` (AVX2 / AVX-512BW). Output ``NCHW{oc_bn}c`` int32,
+``oc_bn`` = 16. Plain NCHW / OIHW inputs are packed inside (channels padded to a multiple of 4 and the
+output channels to one of 16 with zeros) and the result unpacked.
+
+The reduction ``(ic chunk, kh, kw, ic block / 4, 4)`` runs around a register tile of ``tile_ow`` output
+pixels x 16 channels; the inner ``(16 channels, 4)`` step is tensorized with
+:func:`kiln.topi.x86.tensor_intrin.dot_u8s8_intrin` (one intrinsic per SIMD register of int32: 2 on AVX2, 1
+on AVX-512). The intrinsic's mode comes from the target: ``vnni`` where it has AVX512-VNNI or AVX-VNNI,
+else ``maddubs_exact`` (exact for every int8 weight), or ``maddubs`` (int16 pair sums that saturate;
+exact for 7-bit weights) when the PassContext option ``relay.x86.int8_saturating_madd`` is set (the x86 QNN
+legalization sets nothing: see docs/int8.md).
+"""
+from __future__ import annotations
+
+from ... import autotvm, te
+from ...error import KilnError
+from ...tir import op as T
+from ..nn.conv2d import _out_size, _params
+from ..nn.pad import pad
+from ..utils import get_const_tuple
+from .tensor_intrin import dot_u8s8_intrin
+from .utils import divisor_at_most, reduction_flops, schedule_anchored, worth_parallel
+
+OC_BN = 16
+SATURATING_OPTION = "relay.x86.int8_saturating_madd"
+
+
+def _register_option() -> None:
+    from ...transform.config import register_pass_config
+    try:
+        register_pass_config(SATURATING_OPTION, bool, default=False,
+                             doc="x86 int8 kernels without VNNI: one vpmaddubsw per 4 channels whose int16 pair "
+                                 "sums saturate (exact for 7-bit weights, e.g. ONNX Runtime's reduce_range) "
+                                 "instead of the exact two-step form")
+    except Exception:  # noqa: BLE001 - registered already (module reloaded)
+        pass
+
+
+_register_option()
+
+
+def int8_mode(target=None) -> str:
+    """The dot-product mode of the int8 kernels for ``target`` (current target when None)."""
+    from ...target.x86 import target_cpu_flags
+    from ...transform import PassContext
+    flags = target_cpu_flags(target)
+    if "avx512vnni" in flags or "avxvnni" in flags:
+        return "vnni"
+    if bool(PassContext.current().config.get(SATURATING_OPTION, False)):
+        return "maddubs"
+    return "maddubs_exact"
+
+
+def int8_lanes(target=None) -> int:
+    """int32 lanes of one accumulator register: 16 where the target has AVX-512BW (or VNNI on zmm), else 8."""
+    from ...target.x86 import target_cpu_flags
+    flags = target_cpu_flags(target)
+    return 16 if "avx512bw" in flags else 8
+
+
+def int8_supported(target=None) -> bool:
+    """Whether the target has an int8 dot-product instruction (AVX2 at least)."""
+    from ...target.x86 import target_cpu_flags
+    flags = target_cpu_flags(target)
+    return "avx2" in flags or "avx512bw" in flags
+
+
+def ic_block(c: int) -> int:
+    """Input-channel block of ``c`` channels (after padding them to a multiple of 4): 16, 8 or 4."""
+    c4 = -(-c // 4) * 4
+    for bn in (16, 8):
+        if c4 % bn == 0:
+            return bn
+    return 4
+
+
+def _acc_budget(mode: str, lanes: int) -> int:
+    """Accumulator registers of the pixel tile: the register file less the weights, the broadcast input and
+    the mode's constants / temporaries."""
+    regs = 32 if lanes == 16 else 16
+    vecs = OC_BN // lanes
+    spare = {"vnni": 2, "maddubs": 4, "maddubs_exact": 6}[mode]
+    return regs - vecs - spare
+
+
+def _define_space(cfg, oh: int, ow: int, mode: str, lanes: int) -> None:
+    vecs = OC_BN // lanes
+    budget = max(1, _acc_budget(mode, lanes) // vecs)
+    cands = sorted({d for d in range(1, min(ow, budget) + 1) if ow % d == 0} | {min(ow, budget)})
+    cfg.define_split("tile_ow", ow, num_outputs=2, policy="candidate", candidate=[[-1, t] for t in cands])
+    cfg.define_knob("tile_oh", [t for t in (1, 2) if oh % t == 0])
+    if cfg.is_fallback:
+        row = divisor_at_most(ow, budget)
+        if ow > budget and row * 2 <= budget:
+            row = budget
+        rows = 2 if row * 2 <= budget and oh % 2 == 0 and row == ow else 1
+        cfg["tile_ow"] = autotvm.task.SplitEntity([-1, row])
+        cfg["tile_oh"] = autotvm.task.OtherOptionEntity(rows)
+
+
+def pack_int8_data(data, ic_bn: int, name: str = "data_vec"):
+    """NCHW -> NCHW{ic_bn}c, channels padded with zeros to a multiple of ``ic_bn``."""
+    n, c, h, w = get_const_tuple(data.shape)
+    cp = -(-c // ic_bn) * ic_bn
+    zero = T.const(0, data.dtype)
+
+    def f(b, cc, y, x, cb):
+        ch = cc * ic_bn + cb
+        return data[b, ch, y, x] if cp == c else T.if_then_else(ch < c, data[b, T.min(ch, c - 1), y, x], zero)
+    return te.compute((n, cp // ic_bn, h, w, ic_bn), f, name=name, tag="injective,pack_nchwc")
+
+
+def pack_int8_kernel(kernel, ic_bn: int, oc_bn: int = OC_BN, name: str = "kernel_vec"):
+    """OIHW -> OIHW{ic_bn/4}i{oc_bn}o4i, both channel counts padded with zero weights."""
+    o, c, kh, kw = get_const_tuple(kernel.shape)
+    op_, cp = -(-o // oc_bn) * oc_bn, -(-c // ic_bn) * ic_bn
+    zero = T.const(0, kernel.dtype)
+
+    def f(oo, cc, y, x, i4, ob, k):
+        oc, ic = oo * oc_bn + ob, cc * ic_bn + i4 * 4 + k
+        val = kernel[T.min(oc, o - 1), T.min(ic, c - 1), y, x]
+        if op_ == o and cp == c:
+            return kernel[oc, ic, y, x]
+        return T.if_then_else(T.all(oc < o, ic < c), val, zero)
+    return te.compute((op_ // oc_bn, cp // ic_bn, kh, kw, ic_bn // 4, oc_bn, 4), f, name=name,
+                      tag="conv2d_int8_kernel_pack")
+
+
+@autotvm.register_topi_compute("conv2d_NCHWc_int8.x86")
+def conv2d_NCHWc_int8(cfg, data, kernel, strides, padding, dilation, layout, out_layout, out_dtype="int32"):
+    """int8 conv2d: NCHW{ic_bn}c uint8 data with an OIHW{ic_bn/4}i{oc_bn}o4i int8 kernel -> NCHW{oc_bn}c int32
+    (plain NCHW / OIHW inputs are packed inside)."""
+    out_dtype = out_dtype or "int32"
+    if str(data.dtype) != "uint8" or str(kernel.dtype) != "int8" or out_dtype != "int32":
+        raise KilnError(f"conv2d_NCHWc_int8.x86: computes uint8 data x int8 kernel -> int32, got {data.dtype} x "
+                        f"{kernel.dtype} -> {out_dtype} (int8 data is shifted to uint8 by the x86 QNN legalization)")
+    d_shape, k_shape = get_const_tuple(data.shape), get_const_tuple(kernel.shape)
+    if len(d_shape) == 4 and len(k_shape) == 4:
+        n, ic, h, w = d_shape
+        oc, kic, kh, kw = k_shape
+        if kic != ic:
+            raise KilnError(f"conv2d_NCHWc_int8.x86: data has {ic} input channels but the kernel {kic}")
+        ic_bn = ic_block(ic)
+        data_vec, kernel_vec = pack_int8_data(data, ic_bn), pack_int8_kernel(kernel, ic_bn)
+    elif len(d_shape) == 5 and len(k_shape) == 6:
+        # the kernel AlterOpLayout packs: OIHW16o4i ([O/16, C/4, KH, KW, 16, 4]); the data's ic_bn chunks index
+        # it as (chunk * ic_bn/4 + ic_4)
+        n, icc, h, w, ic_bn = d_shape
+        occ, kic4, kh, kw, oc_bn, four = k_shape
+        if four != 4 or oc_bn != OC_BN or ic_bn % 4 or kic4 * 4 != icc * ic_bn:
+            raise KilnError(f"conv2d_NCHWc_int8.x86: kernel {k_shape} (OIHW{OC_BN}o4i) does not match data {d_shape}")
+        oc = occ * oc_bn
+        data_vec = data
+        kernel_vec = kernel
+    elif len(d_shape) == 5 and len(k_shape) == 7:
+        n, icc, h, w, ic_bn = d_shape
+        occ, kicc, kh, kw, kib4, oc_bn, four = k_shape
+        if four != 4 or kib4 * 4 != ic_bn or kicc != icc or oc_bn != OC_BN:
+            raise KilnError(f"conv2d_NCHWc_int8.x86: kernel {k_shape} does not match data {d_shape} (expects "
+                            f"[O/{OC_BN}, C/ic_bn, KH, KW, ic_bn/4, {OC_BN}, 4])")
+        oc = occ * oc_bn
+        data_vec, kernel_vec = data, kernel
+    else:
+        raise KilnError(f"conv2d_NCHWc_int8.x86: expects NCHW/OIHW or NCHW{{c}}c/OIHW{{i}}i{{o}}o4i shapes, got "
+                        f"{d_shape} and {k_shape}")
+    s_h, s_w, d_h, d_w, (pt, pl, pb, pr), dk_h, dk_w = _params(strides, dilation, padding, kh, kw)
+    oh = _out_size(h, pt + pb, dk_h, s_h, "conv2d_NCHWc_int8")
+    ow = _out_size(w, pl + pr, dk_w, s_w, "conv2d_NCHWc_int8")
+    mode, lanes = int8_mode(), int8_lanes()
+    _define_space(cfg, oh, ow, mode, lanes)
+    data_pad = data_vec
+    if pt or pl or pb or pr:
+        data_pad = pad(data_vec, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], name="data_pad")
+    icc_n, ic_bn = get_const_tuple(data_vec.shape)[1], get_const_tuple(data_vec.shape)[4]
+    occ_n = get_const_tuple(kernel_vec.shape)[0]
+    icc = te.reduce_axis((0, icc_n), name="ic_chunk")
+    ry = te.reduce_axis((0, kh), name="kh")
+    rx = te.reduce_axis((0, kw), name="kw")
+    ic4 = te.reduce_axis((0, ic_bn // 4), name="ic_4")
+    k4 = te.reduce_axis((0, 4), name="ic_k")
+    cfg.add_flop(2 * n * oc * oh * ow * icc_n * ic_bn * kh * kw)
+    if len(get_const_tuple(kernel_vec.shape)) == 6:
+        def wv(oco, icc_, ry_, rx_, ic4_, ocb, k4_):
+            return kernel_vec[oco, icc_ * (ic_bn // 4) + ic4_, ry_, rx_, ocb, k4_]
+    else:
+        def wv(oco, icc_, ry_, rx_, ic4_, ocb, k4_):
+            return kernel_vec[oco, icc_, ry_, rx_, ic4_, ocb, k4_]
+    conv = te.compute(
+        (n, occ_n, oh, ow, OC_BN),
+        lambda b, oco, y, x, ocb: te.sum(
+            T.cast(data_pad[b, icc, y * s_h + ry * d_h, x * s_w + rx * d_w, ic4 * 4 + k4], "int32")
+            * T.cast(wv(oco, icc, ry, rx, ic4, ocb, k4), "int32"), axis=[icc, ry, rx, ic4, k4]),
+        name="conv2d_NCHWc_int8", tag="conv2d_NCHWc_int8", attrs={"int8_mode": mode, "int8_lanes": lanes})
+    return conv
+
+
+def conv2d_nchw_int8(data, kernel, strides, padding, dilation, out_dtype="int32"):
+    """NCHW int8 conv2d through the packed kernel (packs inside, unpacks the ``oc`` real channels)."""
+    conv = conv2d_NCHWc_int8(data, kernel, strides, padding, dilation, "NCHW", "NCHW", out_dtype)
+    oc = get_const_tuple(kernel.shape)[0]
+    n, _, oh, ow, oc_bn = get_const_tuple(conv.shape)
+    return te.compute((n, oc, oh, ow), lambda b, c, y, x: conv[b, c // oc_bn, y, x, c % oc_bn],
+                      name="output_unpack", tag="injective,unpack_nchwc")
+
+
+def _schedule_producers(s, conv_op, parallel: bool) -> None:
+    """Packing / padding stages: the pack inlined into the padding, each remaining stage parallel."""
+    for t in conv_op.input_tensors:
+        op = t.op
+        if not hasattr(op, "axis") or not op.input_tensors:
+            continue
+        if op.name == "data_pad":
+            inner = op.input_tensors[0].op
+            if hasattr(inner, "axis") and inner.input_tensors and "pack_nchwc" in inner.tag:
+                s[inner].compute_inline()
+        axes = list(s[op].op.axis)
+        if len(axes) >= 3:
+            fused = s[op].fuse(axes[0], axes[1], axes[2])
+            if parallel:
+                s[op].parallel(fused)
+
+
+def _schedule_conv(s, cfg, C, O):
+    """Register tile ``tile_oh x tile_ow`` pixels x 16 channels (a cache_write stage), reduction outside,
+    the (16 channels x 4) step tensorized; the output stage (with any fused epilogue) vectorized."""
+    mode, lanes = C.op.attrs["int8_mode"], int(C.op.attrs["int8_lanes"])
+    if hasattr(mode, "value"):
+        mode = mode.value
+    _, _, oh, ow, oc_bn = get_const_tuple(C.shape)
+    ow_t = min(int(cfg["tile_ow"].size[-1]), ow)
+    try:
+        oh_t = int(cfg["tile_oh"].val)
+    except (KeyError, TypeError, AttributeError):
+        oh_t = 1
+    if oh_t < 1 or oh % oh_t:
+        oh_t = 1
+    parallel = worth_parallel(reduction_flops(C))
+    _schedule_producers(s, C.op, parallel)
+    o_shape = get_const_tuple(O.output(0).shape)
+    if len(o_shape) == 4 and o_shape[1] < oc_bn:
+        # fewer output channels than one panel: the unpack's bounds cut the panel short of the intrinsic's width
+        # (a tensorized region must be whole), so such a conv keeps a plain vectorizable reduction
+        b, oco, y, x, ocb = s[C].op.axis
+        s[C].reorder(b, oco, y, x, *s[C].op.reduce_axis, ocb)
+        return
+    CC = s.cache_write(C, "global") if C.op is O else C
+    axes = list(s[O].op.axis)
+    if len(axes) == 5:
+        b, oco, y, x, ocb = axes
+    else:
+        b, c, y, x = axes
+        oco, ocb = s[O].split(c, factor=oc_bn)
+    yo, yi = s[O].split(y, factor=oh_t)
+    xo, xi = s[O].split(x, factor=ow_t)
+    s[O].reorder(b, oco, yo, xo, yi, xi, ocb)
+    par = s[O].fuse(b, oco, yo)
+    if parallel:
+        s[O].parallel(par)
+    s[O].unroll(yi)
+    s[O].unroll(xi)
+    s[O].vectorize(ocb)
+    s[CC].compute_at(s[O], xo)
+    _, _, cy, cx, cocb = s[CC].op.axis
+    icc, ry, rx, ic4, k4 = s[CC].op.reduce_axis
+    cyo, cyi = s[CC].split(cy, factor=oh_t)
+    cxo, cxi = s[CC].split(cx, factor=ow_t)
+    cvo, cvi = s[CC].split(cocb, factor=lanes)
+    s[CC].reorder(cyo, cxo, icc, ry, rx, ic4, cyi, cxi, cvo, cvi, k4)
+    s[CC].unroll(cyi)
+    s[CC].unroll(cxi)
+    s[CC].unroll(cvo)
+    s[CC].tensorize(cvi, dot_u8s8_intrin(lanes, mode))
+
+
+@autotvm.register_topi_schedule("conv2d_NCHWc_int8.x86")
+def schedule_conv2d_NCHWc_int8(cfg, outs):  # noqa: N802
+    """Schedule of conv2d_NCHWc_int8 (5-D output, or the unpacked NCHW one, with fused epilogues)."""
+    return schedule_anchored(outs, "conv2d_NCHWc_int8", lambda s, C, O: _schedule_conv(s, cfg, C, O))
+
+
+schedule_conv2d_nchw_int8 = schedule_conv2d_NCHWc_int8

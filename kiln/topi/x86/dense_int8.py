@@ -1,0 +1,133 @@
+"""int8 dense on x86 (TVM's ``dense_int8.x86``): ``uint8`` data ``[M, K]`` x ``int8`` weight ``[N, K]`` -> ``int32``.
+
+The weight is packed ``NC16n4c`` (``[N/16, K/4, 16, 4]``, K padded to a multiple of 4 and N to one of 16 with
+zeros; a 4-D weight is taken as packed already), so the 4 consecutive ``k`` of one output column are adjacent
+bytes and the inner ``(16 columns, 4)`` step is the same tensorized dot product as the int8 conv's
+(:func:`kiln.topi.x86.tensor_intrin.dot_u8s8_intrin`, the mode from the target). A register tile of
+``tile_m`` rows x 16 columns accumulates over ``K/4`` in registers; the unpack to ``[M, N]`` carries the fused
+epilogue (requantize).
+"""
+from __future__ import annotations
+
+from ... import autotvm, te
+from ...error import KilnError
+from ...tir import op as T
+from ..utils import get_const_tuple
+from .conv2d_int8 import _acc_budget, int8_lanes, int8_mode
+from .tensor_intrin import dot_u8s8_intrin
+from .utils import reduction_flops, schedule_anchored, worth_parallel
+
+N_BN = 16
+
+
+def pack_int8_weight(weight, name: str = "weight_vec"):
+    """[N, K] -> [N/16, K/4, 16, 4] (zero-padded)."""
+    n, k = get_const_tuple(weight.shape)
+    np_, kp = -(-n // N_BN) * N_BN, -(-k // 4) * 4
+    zero = T.const(0, weight.dtype)
+
+    def f(no, ko, ni, k4):
+        row, col = no * N_BN + ni, ko * 4 + k4
+        if np_ == n and kp == k:
+            return weight[row, col]
+        return T.if_then_else(T.all(row < n, col < k), weight[T.min(row, n - 1), T.min(col, k - 1)], zero)
+    return te.compute((np_ // N_BN, kp // 4, N_BN, 4), f, name=name, tag="dense_int8_weight_pack")
+
+
+@autotvm.register_topi_compute("dense_int8.x86")
+def dense_int8(cfg, data, weight, bias=None, out_dtype="int32"):
+    """uint8 [M, K] x int8 [N, K] (or packed [N/16, K/4, 16, 4]) -> int32 [M, N]."""
+    out_dtype = out_dtype or "int32"
+    if str(data.dtype) != "uint8" or str(weight.dtype) != "int8" or out_dtype != "int32":
+        raise KilnError(f"dense_int8.x86: computes uint8 data x int8 weight -> int32, got {data.dtype} x "
+                        f"{weight.dtype} -> {out_dtype}")
+    m, k = get_const_tuple(data.shape)
+    w_shape = get_const_tuple(weight.shape)
+    if len(w_shape) == 2:
+        n, wk = w_shape
+        if wk != k:
+            raise KilnError(f"dense_int8.x86: data has {k} columns but the weight {wk}")
+        w_vec = pack_int8_weight(weight)
+    elif len(w_shape) == 4 and w_shape[2:] == (N_BN, 4) and w_shape[1] * 4 >= k > w_shape[1] * 4 - 4:
+        n = w_shape[0] * N_BN
+        w_vec = weight
+    else:
+        raise KilnError(f"dense_int8.x86: weight must be [N, K] or packed [N/16, ceil(K/4), 16, 4] for K={k}, "
+                        f"got {w_shape}")
+    kp = get_const_tuple(w_vec.shape)[1] * 4
+    d = data
+    if kp != k:
+        d = te.compute((m, kp), lambda i, j: T.if_then_else(j < k, data[i, T.min(j, k - 1)], T.const(0, "uint8")),
+                       name="data_pad", tag="injective,pad")
+    mode, lanes = int8_mode(), int8_lanes()
+    budget = max(1, _acc_budget(mode, lanes) // (N_BN // lanes))
+    cfg.define_knob("tile_m", [t for t in range(1, min(m, budget) + 1) if m % t == 0])
+    if cfg.is_fallback:
+        cfg["tile_m"] = autotvm.task.OtherOptionEntity(max(t for t in range(1, min(m, budget) + 1) if m % t == 0))
+    ko = te.reduce_axis((0, kp // 4), name="ko")
+    k4 = te.reduce_axis((0, 4), name="k4")
+    cfg.add_flop(2 * m * n * k)
+    c = te.compute((m, get_const_tuple(w_vec.shape)[0], N_BN),
+                   lambda i, no, ni: te.sum(T.cast(d[i, ko * 4 + k4], "int32") * T.cast(w_vec[no, ko, ni, k4], "int32"),
+                                            axis=[ko, k4]),
+                   name="dense_int8", tag="dense_int8", attrs={"int8_mode": mode, "int8_lanes": lanes})
+    out = te.compute((m, n), lambda i, j: c[i, j // N_BN, j % N_BN], name="dense_int8_unpack",
+                     tag="injective,unpack")
+    if bias is not None:
+        out = te.compute((m, n), lambda i, j: out[i, j] + T.cast(bias[j], "int32"), name="bias_add",
+                         tag="injective,broadcast")
+    return out
+
+
+def _schedule(s, cfg, C, O):
+    mode, lanes = C.op.attrs["int8_mode"], int(C.op.attrs["int8_lanes"])
+    mode = getattr(mode, "value", mode)
+    m = get_const_tuple(C.shape)[0]
+    try:
+        tm = int(cfg["tile_m"].val)
+    except (KeyError, TypeError, AttributeError):
+        tm = 1
+    if tm < 1 or m % tm:
+        tm = 1
+    for t in C.op.input_tensors:
+        if hasattr(t.op, "axis") and t.op.input_tensors and t.op is not C.op:
+            ax = s[t.op].op.axis
+            if len(ax) >= 2 and worth_parallel(reduction_flops(C)):
+                s[t.op].parallel(ax[0])
+    n = get_const_tuple(O.output(0).shape)[1]
+    if n < N_BN:
+        # fewer columns than one panel: the consumer's bounds cut the panel short of the intrinsic's width (a
+        # tensorized region must be whole), so such a layer (a handful of outputs) keeps a plain reduction
+        ci, cno, cni = s[C].op.axis
+        ko, k4 = s[C].op.reduce_axis
+        s[C].reorder(ci, cno, ko, k4, cni)
+        return
+    i, j = s[O].op.axis
+    io, ii = s[O].split(i, factor=tm)
+    jo, ji = s[O].split(j, factor=N_BN)
+    s[O].reorder(io, jo, ii, ji)
+    par = s[O].fuse(io, jo)
+    if worth_parallel(reduction_flops(C)):
+        s[O].parallel(par)
+    s[O].unroll(ii)
+    s[O].vectorize(ji)
+    s[C].compute_at(s[O], par)
+    _tile(s, C, tm, lanes, mode)
+
+
+def _tile(s, C, tm: int, lanes: int, mode: str) -> None:
+    """The register tile of ``tm`` rows x 16 columns, reduction outside, the (lanes x 4) step tensorized."""
+    ci, cno, cni = s[C].op.axis
+    ko, k4 = s[C].op.reduce_axis
+    cio, cii = s[C].split(ci, factor=tm)
+    cvo, cvi = s[C].split(cni, factor=lanes)
+    s[C].reorder(cio, cno, ko, cii, cvo, cvi, k4)
+    s[C].unroll(cii)
+    s[C].unroll(cvo)
+    s[C].tensorize(cvi, dot_u8s8_intrin(lanes, mode))
+
+
+@autotvm.register_topi_schedule("dense_int8.x86")
+def schedule_dense_int8(cfg, outs):
+    """Schedule of dense_int8 (with its fused epilogue)."""
+    return schedule_anchored(outs, "dense_int8", lambda s, C, O: _schedule(s, cfg, C, O))

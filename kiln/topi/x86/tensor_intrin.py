@@ -1,0 +1,125 @@
+"""int8 dot-product tensor intrinsics for x86 (TVM's ``topi/x86/tensor_intrin.py``).
+
+One intrinsic computes ``c[i] += sum_k a[k] * b[i, k]`` for ``k < 4`` and ``i < lanes``: four ``uint8``
+values of the data (one int32 broadcast to every lane) against ``lanes x 4`` ``int8`` weights (the kernel
+packed ``...{oc}o4i``), accumulated into ``lanes`` int32 (one SIMD register: 8 with AVX2, 16 with AVX-512).
+The replacing TIR is ``c = kiln_dot4_u8s8_<mode>_i32x<lanes>(c, a as int32, b)``, a ``call_pure_extern`` of a
+static inline C helper written with gcc's x86 intrinsics (registered with
+:func:`kiln.target.c_support.register_extern_helper`, compiled into the module): the accumulator is a value, so
+PromoteRegisters keeps the register tile in registers as it does for fp32.
+
+Modes (what the instruction sequence does with the int16 intermediate of ``vpmaddubsw``):
+
+* ``vnni``: ``vpdpbusd`` (AVX512-VNNI, or AVX-VNNI's VEX form): four products summed straight into int32. Exact.
+* ``maddubs``: ``vpmaddubsw`` (pairs ``a0*b0 + a1*b1`` in int16, **saturating** at +-32767) then
+  ``vpmaddwd`` by ones. Exact only while every pair sum fits int16, e.g. weights within 7 bits
+  (ONNX Runtime's ``reduce_range``: 255 * 64 * 2 = 32640); full-range weights can saturate.
+* ``maddubs_exact``: the data split into nibbles (``a = 16 * hi + lo``), two ``vpmaddubsw`` whose pair sums are
+  at most 15 * 128 * 2 and so never saturate, two ``vpmaddwd`` (by 1 and by 16). Exact, about twice the work.
+
+Where the compiler is not given the ISA of a mode (the ``#if`` of the helper), a scalar loop computes the same
+result (with ``maddubs``' saturation emulated), so the C always compiles.
+"""
+from __future__ import annotations
+
+from ... import te
+from ...target.c_support import register_extern_helper
+from ...tir import expr as E
+from ...tir import op as T
+from ...tir.buffer import decl_buffer
+
+MODES = ("vnni", "maddubs", "maddubs_exact")
+
+
+def helper_name(mode: str, lanes: int) -> str:
+    return f"kiln_dot4_u8s8_{mode}_i32x{lanes}"
+
+
+def _scalar_body(mode: str, lanes: int) -> str:
+    pair = ("int32_t s = 0; for (int j = 0; j < 2; ++j) { int32_t p = (int32_t)pa[2 * j] * w[4 * i + 2 * j] + "
+            "(int32_t)pa[2 * j + 1] * w[4 * i + 2 * j + 1]; ")
+    if mode == "maddubs":
+        pair += "p = p > 32767 ? 32767 : (p < -32768 ? -32768 : p); "
+    pair += "s += p; } acc[i] += s;"
+    return (f"  const uint8_t* pa = (const uint8_t*)&a; const int8_t* w = (const int8_t*)&b;\n"
+            f"  for (int i = 0; i < {lanes}; ++i) {{ {pair} }}\n  return acc;")
+
+
+def _x86_body(mode: str, lanes: int) -> tuple:
+    """(preprocessor condition, body) of the intrinsic form of ``mode`` at ``lanes`` int32 lanes."""
+    if lanes == 16:
+        v, p = "__m512i", "_mm512"
+        base = "defined(__AVX512BW__)"
+    else:
+        v, p = "__m256i", "_mm256"
+        base = "defined(__AVX2__)"
+    head = f"  {v} va = {p}_set1_epi32(a);\n  {v} vb; memcpy(&vb, &b, sizeof(vb));\n  {v} vc; memcpy(&vc, &acc, sizeof(vc));\n"
+    if mode == "vnni":
+        if lanes == 16:
+            cond = "defined(__AVX512VNNI__)"
+            op = f"  vc = {p}_dpbusd_epi32(vc, va, vb);\n"
+        else:
+            cond = "(defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)"
+            op = ("#if defined(__AVX512VNNI__) && defined(__AVX512VL__)\n"
+                  f"  vc = {p}_dpbusd_epi32(vc, va, vb);\n#else\n"
+                  f"  vc = {p}_dpbusd_avx_epi32(vc, va, vb);\n#endif\n")
+    elif mode == "maddubs":
+        cond = base
+        op = (f"  {v} t = {p}_maddubs_epi16(va, vb);\n"
+              f"  vc = {p}_add_epi32(vc, {p}_madd_epi16(t, {p}_set1_epi16(1)));\n")
+    else:
+        cond = base
+        op = (f"  {v} nib = {p}_set1_epi8(0x0f);\n"
+              f"  {v} lo = {p}_and_si{lanes * 32}(va, nib);\n"
+              f"  {v} hi = {p}_and_si{lanes * 32}({p}_srli_epi16(va, 4), nib);\n"
+              f"  {v} tl = {p}_madd_epi16({p}_maddubs_epi16(lo, vb), {p}_set1_epi16(1));\n"
+              f"  {v} th = {p}_madd_epi16({p}_maddubs_epi16(hi, vb), {p}_set1_epi16(16));\n"
+              f"  vc = {p}_add_epi32(vc, {p}_add_epi32(tl, th));\n")
+    return cond, head + op + "  memcpy(&acc, &vc, sizeof(vc));\n  return acc;"
+
+
+def helper_code(mode: str, lanes: int) -> str:
+    """The C of the helper: intrinsics where the compiler has the ISA, a scalar loop otherwise."""
+    name = helper_name(mode, lanes)
+    ti, tb = f"{name}_acc_t", f"{name}_w_t"
+    cond, body = _x86_body(mode, lanes)
+    return (f"typedef int32_t {ti} __attribute__((vector_size({4 * lanes})));\n"
+            f"typedef int8_t {tb} __attribute__((vector_size({4 * lanes})));\n"
+            f"static inline __attribute__((always_inline)) {ti} {name}({ti} acc, int32_t a, {tb} b) {{\n"
+            f"#if {cond}\n{body}\n#else\n{_scalar_body(mode, lanes)}\n#endif\n}}")
+
+
+for _m in MODES:
+    for _l in (8, 16):
+        register_extern_helper(helper_name(_m, _l), helper_code(_m, _l), x86_intrinsics=True)
+
+
+def dot_u8s8_intrin(lanes: int, mode: str):
+    """The tensor intrinsic ``c[i] += sum_{k<4} a[k] * b[i, k]`` (uint8 a, int8 b, int32 c; ``i < lanes``)."""
+    if mode not in MODES or lanes not in (8, 16):
+        raise ValueError(f"dot_u8s8_intrin: mode must be one of {MODES} and lanes 8 or 16, got {mode!r}, {lanes}")
+    a = te.placeholder((4,), "uint8", name="a")
+    b = te.placeholder((lanes, 4), "int8", name="b")
+    k = te.reduce_axis((0, 4), name="k")
+    c = te.compute((lanes,), lambda i: te.sum(T.cast(a[k], "int32") * T.cast(b[i, k], "int32"), axis=k),
+                   name="c")
+    ab = decl_buffer((4,), "uint8", name="a_buf", offset_factor=1, strides=[1])
+    bb = decl_buffer((lanes, 4), "int8", name="b_buf", offset_factor=1, strides=[4, 1])
+    cb = decl_buffer((lanes,), "int32", name="c_buf", offset_factor=1, strides=[1])
+    fname = helper_name(mode, lanes)
+
+    def fcompute(ins, outs):
+        a_buf, b_buf = ins
+        c_buf = outs[0]
+        acc_t = f"int32x{lanes}"
+        a4 = T.reinterpret("int32", E.BufferLoad(a_buf, [E.Ramp(T.const(0, "int32"), T.const(1, "int32"), 4)]))
+        w = E.BufferLoad(b_buf, [T.const(0, "int32"), E.Ramp(T.const(0, "int32"), T.const(1, "int32"), 4 * lanes)])
+        ramp = E.Ramp(T.const(0, "int32"), T.const(1, "int32"), lanes)
+        acc = E.BufferLoad(c_buf, [ramp])
+        update = c_buf.vstore([ramp], T.call_pure_extern(acc_t, fname, acc, a4, w))
+        zero = E.Broadcast(T.const(0, "int32"), lanes)
+        reset = c_buf.vstore([ramp], zero)
+        body = c_buf.vstore([ramp], T.call_pure_extern(acc_t, fname, zero, a4, w))
+        return body, reset, update
+
+    return te.decl_tensor_intrin(c.op, fcompute, name=fname, binds={a: ab, b: bb, c: cb})

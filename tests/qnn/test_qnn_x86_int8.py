@@ -1,0 +1,178 @@
+"""qnn.conv2d through the x86 int8 kernels: the x86 QNN legalization (uint8 x int8 nn.conv2d, zero-point padding
+and correction), the requantize epilogue fused into the conv, against numpy references (zero points,
+per-channel scales and weight zero points, int8 and uint8 data, stride 2, padding, odd channel counts)."""
+import numpy as np
+import pytest
+
+import kiln
+from kiln import relay
+from kiln.contrib import graph_executor
+from kiln.relay import qnn
+from kiln.target.x86 import host_can_run
+from kiln.topi.x86.conv2d_int8 import SATURATING_OPTION
+
+AVX2 = "llvm -mcpu=core-avx2"
+RNG = np.random.default_rng(11)
+CONV_OPS = ("nn.conv2d", "nn.contrib_conv2d_NCHWc")  # the latter after AlterOpLayout (int8 NCHWc layout)
+needs_avx2 = pytest.mark.skipif(not host_can_run(kiln.target.Target(AVX2)), reason="host lacks AVX2")
+
+
+def conv_ref(d, w, zp_d, zp_w, stride, pad):
+    import torch
+    kk = w.astype(np.float64) - (np.asarray(zp_w).reshape(-1, 1, 1, 1) if np.ndim(zp_w) else zp_w)
+    out = torch.nn.functional.conv2d(torch.tensor(d.astype(np.float64) - zp_d), torch.tensor(kk), stride=stride,
+                                     padding=pad)
+    return out.numpy().astype(np.int64)
+
+
+def requant_ref(acc, s_in, s_out, zp_out, dtype):
+    v = acc.astype(np.float64) * (np.asarray(s_in, np.float64).reshape(1, -1, 1, 1) / s_out)
+    info = np.iinfo(dtype)
+    return np.clip(np.floor(v + 0.5) + zp_out, info.min, info.max).astype(dtype), v
+
+
+def build(body, x, config=None):
+    p = relay.var("x", shape=x.shape, dtype=str(x.dtype))
+    mod = kiln.IRModule.from_expr(relay.Function([p], body(p)))
+    with kiln.transform.PassContext(opt_level=3, config=config or {}):
+        opt, _ = relay.optimize(mod, AVX2)
+        lib = relay.build(mod, AVX2)
+    return opt, lib
+
+
+def run(lib, x):
+    m = graph_executor.GraphModule(lib["default"](kiln.cpu()))
+    m.set_input(x=x)
+    m.run()
+    return [m.get_output(i).numpy() for i in range(m.get_num_outputs())]
+
+
+def fused_functions(opt):
+    """The primitive functions of the optimized module, each as the list of its op names."""
+    found = []
+
+    def visit(e):
+        if isinstance(e, relay.Function) and e.attrs is not None and e.get_attr("Primitive"):
+            ops = []
+            relay.analysis.post_order_visit(e.body, lambda c: ops.append(c.op.name) if isinstance(c, relay.Call)
+                                            and hasattr(c.op, "name") else None)
+            found.append(ops)
+    relay.analysis.post_order_visit(opt["main"], visit)
+    return found
+
+
+@needs_avx2
+@pytest.mark.parametrize("dtype,zp_d,c,o,stride,pad,per_channel", [
+    ("int8", -7, 5, 19, 2, 1, True),
+    ("uint8", 131, 16, 32, 1, 1, False),
+    ("uint8", 0, 3, 24, 2, 1, True),
+    ("int8", 0, 20, 17, 1, 0, False),
+])
+def test_qnn_conv2d_int8_kernel(dtype, zp_d, c, o, stride, pad, per_channel):
+    info = np.iinfo(dtype)
+    d = RNG.integers(info.min, info.max + 1, (1, c, 11, 9)).astype(dtype)
+    w = RNG.integers(-100, 101, (o, c, 3, 3)).astype("int8")
+    zp_w = np.array(RNG.integers(-3, 4, o), "int32") if per_channel else 0
+    s_w = np.array(RNG.uniform(0.01, 0.03, o), "float32") if per_channel else np.float32(0.02)
+    body = lambda x: qnn.op.conv2d(x, relay.const(w), zp_d, zp_w, 0.1, s_w, kernel_size=(3, 3),  # noqa: E731
+                                   channels=o, strides=(stride, stride), padding=(pad, pad))
+    opt, lib = build(body, d)
+    convs = [ops for ops in fused_functions(opt) if set(CONV_OPS) & set(ops)]
+    assert convs, "no conv left"
+    assert ("nn.contrib_conv2d_NCHWc" in convs[0]) == (o % 16 == 0)  # packed layout where channels allow
+    (out,) = run(lib, d)
+    np.testing.assert_array_equal(out, conv_ref(d, w, zp_d, zp_w, stride, pad))
+
+
+@needs_avx2
+def test_requantize_fuses_into_the_int8_conv():
+    d = RNG.integers(-128, 128, (1, 8, 10, 10)).astype("int8")
+    w = RNG.integers(-90, 91, (16, 8, 3, 3)).astype("int8")
+    s_w = np.array(RNG.uniform(0.01, 0.02, 16), "float32")
+
+    def body(x):
+        acc = qnn.op.conv2d(x, relay.const(w), 3, 0, 0.05, s_w, kernel_size=(3, 3), channels=16, padding=(1, 1))
+        return qnn.op.requantize(acc, 0.05 * s_w, 0, 0.4, 5, out_dtype="uint8", axis=1)
+    opt, lib = build(body, d)
+    funcs = fused_functions(opt)
+    conv_funcs = [ops for ops in funcs if set(CONV_OPS) & set(ops)]
+    assert len(conv_funcs) == 1 and "clip" in conv_funcs[0], funcs  # requantize is the conv's epilogue
+    (out,) = run(lib, d)
+    want, v = requant_ref(conv_ref(d, w, 3, 0, 1, 1), 0.05 * s_w, 0.4, 5, "uint8")
+    diff = out.astype(np.int64) - want.astype(np.int64)
+    near_tie = np.abs(np.abs(v - np.floor(v)) - 0.5) < 1e-6
+    assert np.all((diff == 0) | (near_tie & (np.abs(diff) <= 1)))
+
+
+@needs_avx2
+def test_saturating_option_keeps_full_range_weights_exact():
+    """With relay.x86.int8_saturating_madd, a layer whose weights could saturate vpmaddubsw's int16 pair sums is
+    not given to the int8 kernel (the generic lowering runs it); 7-bit weights are."""
+    d = RNG.integers(0, 256, (1, 8, 7, 7)).astype("uint8")
+    w_full = np.full((16, 8, 3, 3), 127, "int8")
+    w7 = RNG.integers(-64, 64, (16, 8, 3, 3)).astype("int8")
+    for w, int8_path in ((w_full, False), (w7, True)):
+        body = lambda x: qnn.op.conv2d(x, relay.const(w), 0, 0, 0.1, 0.1, kernel_size=(3, 3),  # noqa: E731
+                                       channels=16, padding=(1, 1))
+        opt, lib = build(body, d, {SATURATING_OPTION: True})
+        dtypes = []
+        relay.analysis.post_order_visit(opt["main"], lambda e: dtypes.append(e.args[0].checked_type.dtype) if (
+            isinstance(e, relay.Call) and getattr(e.op, "name", "") in CONV_OPS) else None)
+        assert dtypes and (dtypes == ["uint8"]) == int8_path, dtypes
+        (out,) = run(lib, d)
+        np.testing.assert_array_equal(out, conv_ref(d, w, 0, 0, 1, 1))
+
+
+def test_no_int8_legalization_without_an_int8_target():
+    """A target without AVX2 keeps the generic canonical form (no uint8 x int8 conv)."""
+    w = RNG.integers(-100, 101, (16, 8, 3, 3)).astype("int8")
+    x = relay.var("x", shape=(1, 8, 7, 7), dtype="int8")
+    body = qnn.op.conv2d(x, relay.const(w), 1, 0, 0.1, 0.1, kernel_size=(3, 3), channels=16, padding=(1, 1))
+    mod = relay.transform.InferType()(kiln.IRModule.from_expr(relay.Function([x], body)))
+    with kiln.target.Target("llvm -mcpu=x86-64"):
+        low = relay.transform.InferType()(qnn.transform.Legalize()(mod))
+    found = []
+    relay.analysis.post_order_visit(low["main"], lambda e: found.append(e.args[0].checked_type.dtype) if (
+        isinstance(e, relay.Call) and getattr(e.op, "name", "") == "nn.conv2d") else None)
+    assert found and "uint8" not in found
+
+
+@needs_avx2
+@pytest.mark.parametrize("dtype,zp_d", [("int8", -4), ("uint8", 128)])
+def test_qnn_dense_int8_kernel(dtype, zp_d):
+    info = np.iinfo(dtype)
+    d = RNG.integers(info.min, info.max + 1, (3, 37)).astype(dtype)
+    w = RNG.integers(-120, 121, (21, 37)).astype("int8")
+    zp_w = np.array(RNG.integers(-3, 4, 21), "int32")
+    body = lambda x: qnn.op.dense(x, relay.const(w), zp_d, zp_w, 0.1, np.full(21, 0.2, "float32"),  # noqa: E731
+                                  units=21)
+    opt, lib = build(body, d)
+    dtypes = []
+    relay.analysis.post_order_visit(opt["main"], lambda e: dtypes.append(e.args[0].checked_type.dtype) if (
+        isinstance(e, relay.Call) and getattr(e.op, "name", "") == "nn.dense") else None)
+    assert dtypes == ["uint8"]
+    (out,) = run(lib, d)
+    np.testing.assert_array_equal(out, (d.astype(np.int64) - zp_d) @ (w.astype(np.int64) - zp_w[:, None]).T)
+
+
+@needs_avx2
+def test_two_layers_stay_in_the_int8_nchwc_layout():
+    """AlterOpLayout packs the kernels OIHW16o4i once; two convs with requantize between them run in NCHW16c
+    (one layout_transform in, one out) and equal the interpreter's QNN result."""
+    d = RNG.integers(0, 256, (1, 16, 12, 12)).astype("uint8")
+    w1 = RNG.integers(-60, 60, (32, 16, 3, 3)).astype("int8")
+    w2 = RNG.integers(-60, 60, (16, 32, 1, 1)).astype("int8")
+
+    def layer(v, w, s_in):
+        c = qnn.op.conv2d(v, relay.const(w), 0, 0, s_in, 0.02, kernel_size=w.shape[2:], channels=w.shape[0],
+                          padding=(w.shape[2] // 2,) * 2)
+        return qnn.op.requantize(c, s_in * 0.02, 0, 0.5, 0, out_dtype="uint8")
+    body = lambda x: layer(layer(x, w1, 0.1), w2, 0.5)  # noqa: E731
+    opt, lib = build(body, d)
+    text = opt["main"].astext(show_meta_data=False)
+    assert text.count('kernel_layout="OIHW16o4i"') == 2 and text.count("layout_transform(") == 2
+    (out,) = run(lib, d)
+    p = relay.var("x", shape=d.shape, dtype="uint8")
+    mod = kiln.IRModule.from_expr(relay.Function([p], body(p)))
+    want = relay.create_executor("debug", mod=mod).evaluate()(d).numpy()
+    np.testing.assert_array_equal(out, want)

@@ -1,0 +1,43 @@
+"""The x86 int8 dense (``dense_int8.x86``): uint8 x int8 -> int32 against numpy (odd K and N, N below one
+16-column panel, batch 1 and several rows), and its instructions for named targets."""
+import subprocess
+
+import numpy as np
+import pytest
+
+import kiln as tvm
+from kiln import te
+from kiln.target.flags import cpu_cflags
+from kiln.target.x86 import host_can_run
+from kiln.topi.x86 import dense_int8, schedule_dense_int8
+
+AVX2 = "llvm -mcpu=core-avx2"
+RNG = np.random.default_rng(5)
+
+
+def build(m, k, n, target):
+    with tvm.target.Target(target):
+        a = te.placeholder((m, k), "uint8", name="a")
+        w = te.placeholder((n, k), "int8", name="w")
+        out = dense_int8(a, w, None, "int32")
+        s = schedule_dense_int8([out])
+        return tvm.build(s, [a, w, out], target)
+
+
+@pytest.mark.skipif(not host_can_run(tvm.target.Target(AVX2)), reason="host lacks AVX2")
+@pytest.mark.parametrize("m,k,n", [(1, 19, 5), (1, 512, 1000), (3, 64, 40), (8, 130, 33), (7, 3, 17)])
+def test_dense_int8_matches_numpy(m, k, n):
+    d = RNG.integers(0, 256, (m, k)).astype("uint8")
+    w = RNG.integers(-128, 128, (n, k)).astype("int8")
+    f = build(m, k, n, AVX2)
+    out = tvm.nd.array(np.zeros((m, n), "int32"))
+    f(tvm.nd.array(d), tvm.nd.array(w), out)
+    np.testing.assert_array_equal(out.numpy(), d.astype(np.int64) @ w.astype(np.int64).T)
+
+
+@pytest.mark.parametrize("target,instr", [("llvm -mcpu=cascadelake", "vpdpbusd"), (AVX2, "vpmaddubsw")])
+def test_dense_int8_codegen(target, instr):
+    src = build(4, 64, 32, target).get_source()
+    asm = subprocess.run(["gcc", "-O3", *cpu_cflags(tvm.target.Target(target)), "-fopenmp", "-S", "-x", "c", "-",
+                          "-o", "-"], input=src, capture_output=True, text=True, check=True).stdout
+    assert instr in asm
