@@ -212,3 +212,53 @@ def _pad(inputs, attr, ctx):
     width = _op.transpose(_op.reshape(pads, [2, nd]), [1, 0])
     value = inputs[2] if len(inputs) > 2 and inputs[2] is not None else const(np.zeros((), ctx.dtype(x)))
     return _dyn.nn.pad(x, width, _op.reshape(value, []))
+
+
+# -- products over unknown dims ----------------------------------------------------------------------------------
+def _static_dim(d):
+    v = getattr(d, "value", d)
+    return int(v) if isinstance(v, (int, np.integer)) else None
+
+
+@dynamic_op("MatMul", since=1)
+def _matmul(inputs, attr, ctx):
+    """numpy.matmul where leading dims are unknown: a 2-D right operand is one ``nn.dense`` over the left
+    operand flattened to rows; equal-rank operands are one ``nn.batch_matmul`` over the merged batch dims. The
+    output shape is rebuilt from the operands' run-time shapes."""
+    from ..op import nn as _nn
+    a, b = inputs[0], inputs[1]
+    ashape, bshape = ctx.shape(a, dynamic_ok=True), ctx.shape(b, dynamic_ok=True)
+    ra, rb = len(ashape), len(bshape)
+    if ra < 2 or rb < 2:
+        raise ctx.unsupported("MatMul of a 1-D operand with unknown dims")
+    k, k2 = _static_dim(ashape[-1]), _static_dim(bshape[-2])
+    if k is not None and k2 is not None and k != k2:
+        raise ctx.error(f"MatMul inner dimensions differ: {k} and {k2}")
+    lead = _op.strided_slice(_op.shape_of(a, "int64"), [0], [ra - 1])
+    if rb == 2:
+        n = _static_dim(bshape[1])
+        if k is None and k2 is None:
+            raise ctx.unsupported("MatMul whose inner dimension is unknown in both operands")
+        kk = k if k is not None else k2
+        a2 = a if ra == 2 else _op.reshape(a, [-1, kk])
+        out = _nn.dense(a2, _op.transpose(b, [1, 0]))
+        if ra == 2:
+            return out
+        last = const(np.array([n], "int64")) if n is not None else _op.strided_slice(
+            _op.shape_of(b, "int64"), [1], [2])
+        return _dyn.reshape(out, _op.concatenate([lead, last], 0))
+    if ra != rb:
+        raise ctx.unsupported(f"MatMul of rank-{ra} and rank-{rb} operands with unknown dims (broadcast batch)")
+    for da, db in zip(ashape[:-2], bshape[:-2]):
+        sa, sb = _static_dim(da), _static_dim(db)
+        if sa is not None and sb is not None and sa != sb:
+            raise ctx.unsupported("MatMul that broadcasts batch dims with unknown dims")
+    if ra == 3:
+        return _nn.batch_matmul(a, b, transpose_b=False)
+    bs = _op.shape_of(b, "int64")
+    a3 = _dyn.reshape(a, _op.concatenate([const(np.array([-1], "int64")),
+                                          _op.strided_slice(_op.shape_of(a, "int64"), [ra - 2], [ra])], 0))
+    b3 = _dyn.reshape(b, _op.concatenate([const(np.array([-1], "int64")),
+                                          _op.strided_slice(bs, [rb - 2], [rb])], 0))
+    out = _nn.batch_matmul(a3, b3, transpose_b=False)
+    return _dyn.reshape(out, _op.concatenate([lead, _op.strided_slice(bs, [rb - 1], [rb])], 0))
