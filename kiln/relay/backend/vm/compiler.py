@@ -59,6 +59,11 @@ class _FuncBuilder:
             self.env[p] = self.new_reg()
         self.params = params
         self.self_closure = self_closure  # (let var, function index, captured params) for self-recursion
+        # register of each dataflow node (primitive call, tuple, projection, constant, shape_of) already
+        # emitted on the current path: a node shared by several consumers (a DAG, not let-bound) is computed
+        # once, not once per use (re-emitting is exponential in the depth of shared shape arithmetic). Branches
+        # of If/Match start from a copy and drop what they added (their registers are unset on other paths).
+        self.memo: dict = {}
 
     def new_reg(self) -> int:
         r = self.num_regs
@@ -86,6 +91,10 @@ class _FuncBuilder:
                 del regs[len(regs) - k:]
                 regs.append(self._emit_dataflow(n, kinfo, args))
                 continue
+            hit = self.memo.get(n)
+            if hit is not None:
+                regs.append(hit)
+                continue
             ops = _dataflow_operands(n)
             if ops is None:
                 regs.append(self._compile1(n))
@@ -95,16 +104,39 @@ class _FuncBuilder:
         return regs[0]
 
     def _emit_dataflow(self, n, kinfo, args: list) -> int:
+        hit = self.memo.get(n)  # the same node twice among one expression's operands
+        if hit is not None:
+            return hit
         if isinstance(n, Call):
-            return self._emit_primitive(n, args)
-        dst = self.new_reg()
-        if isinstance(n, Tuple):
-            self.emit("alloc_adt", 0, args, dst)
+            dst = self._emit_primitive(n, args)
         else:
-            self.emit("get_field", args[0], int(n.index), dst)
+            dst = self.new_reg()
+            if isinstance(n, Tuple):
+                self.emit("alloc_adt", 0, args, dst)
+            else:
+                self.emit("get_field", args[0], int(n.index), dst)
+        self.memo[n] = dst
         return dst
 
+    def _branch(self, expr) -> int:
+        """Compile one branch of an If/Match: what it emits is not reused after the branch."""
+        saved = dict(self.memo)
+        try:
+            return self.compile(expr)
+        finally:
+            self.memo = saved
+
     def _compile1(self, expr) -> int:
+        hit = self.memo.get(expr)
+        if hit is not None:
+            return hit
+        dst = self._compile1_uncached(expr)
+        if isinstance(expr, Constant) or (isinstance(expr, Call) and isinstance(expr.op, Op)
+                                          and expr.op.name == "shape_of"):
+            self.memo[expr] = dst
+        return dst
+
+    def _compile1_uncached(self, expr) -> int:
         if isinstance(expr, Var):
             if self.self_closure is not None and expr == self.self_closure[0]:
                 _, index, captured = self.self_closure
@@ -145,11 +177,11 @@ class _FuncBuilder:
             cond = self.compile(expr.cond)
             dst = self.new_reg()
             at_if = self.emit("if", cond, 1, 0)
-            t = self.compile(expr.true_branch)
+            t = self._branch(expr.true_branch)
             self.emit("move", t, dst)
             at_goto = self.emit("goto", 0)
             self.code[at_if][3] = len(self.code) - at_if
-            f = self.compile(expr.false_branch)
+            f = self._branch(expr.false_branch)
             self.emit("move", f, dst)
             self.code[at_goto][1] = len(self.code) - at_goto
             return dst
@@ -206,7 +238,7 @@ class _FuncBuilder:
         for clause in m.clauses:
             misses: list = []
             self._match_pattern(clause.lhs, data, misses)
-            self.emit("move", self.compile(clause.rhs), dst)
+            self.emit("move", self._branch(clause.rhs), dst)
             to_end.append(self.emit("goto", 0))
             for at in misses:  # a failed test jumps to the next clause
                 self.code[at][3] = len(self.code) - at
