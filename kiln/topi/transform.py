@@ -375,7 +375,7 @@ def where(condition, x, y):
     out = broadcast_shape(broadcast_shape(shp(condition), shp(x), "where"), shp(y), "where")
 
     def val(t, i):
-        return t(*broadcast_index(t, i)) if hasattr(t, "shape") else T.convert(t)
+        return t(*broadcast_index(t, i, out)) if hasattr(t, "shape") else T.convert(t)
 
     def f(*i):
         c = val(condition, i)
