@@ -53,6 +53,19 @@ def build_model(model: LoadedModel, target, opt_level: int = 3, records: str | N
     return lib, time.perf_counter() - start, n_tuned
 
 
+def build_vm_model(model: LoadedModel, target, opt_level: int = 3, records: str | None = None,
+                   desired_layout: str | None = None):
+    """``relay.vm.compile`` the model (one executable for every size of its unknown dims); returns
+    (Executable, seconds, tuned workloads in the log)."""
+    from .. import relay, transform
+    ctx, n_tuned = tuning_context(records)
+    start = time.perf_counter()
+    mod = convert_layout(model.mod, desired_layout)
+    with ctx, transform.PassContext(opt_level=opt_level), target:
+        exe = relay.vm.compile(mod, target=target, params=model.params)
+    return exe, time.perf_counter() - start, n_tuned
+
+
 def parse_dump_formats(text: str | None) -> list:
     """``"c,relay"`` -> ["c", "relay"], with a clear error for unknown names."""
     if not text:
@@ -82,4 +95,4 @@ def dump_code(lib, fmt: str) -> str:
 
 
 def describe_inputs(inputs: list) -> str:
-    return ", ".join(f"{n}{list(s)} {d}" for n, s, d in inputs) or "(none)"
+    return ", ".join(f"{n}[{', '.join('?' if x < 0 else str(x) for x in s)}] {d}" for n, s, d in inputs) or "(none)"

@@ -6,9 +6,10 @@ import time
 
 from ..target.x86 import target_cpu_summary
 
-from .build import DUMP_FORMATS, LAYOUTS, build_model, describe_inputs, dump_code, parse_dump_formats
-from .common import (MODEL_FORMATS, CLIError, detail, human_bytes, info, load_model, parse_input_shapes,
-                     parse_target)
+from .build import (DUMP_FORMATS, LAYOUTS, build_model, build_vm_model, describe_inputs, dump_code,
+                    parse_dump_formats)
+from .common import (MODEL_FORMATS, CLIError, detail, has_dynamic_inputs, human_bytes, info, load_model,
+                     parse_input_shapes, parse_target)
 
 
 def add_parser(sub) -> None:
@@ -25,6 +26,10 @@ def add_parser(sub) -> None:
     p.add_argument("--dump-code", default=None, metavar="FORMATS",
                    help=f"also write the code as text, comma separated from {{{','.join(DUMP_FORMATS)}}}: "
                    "generated C, optimized Relay, TIR of every kernel; written next to the output as OUTPUT.<format>")
+    p.add_argument("--use-vm", action="store_true",
+                   help="compile for the Relay VM (kiln.runtime.vm) instead of the graph executor; automatic when "
+                   "an input has a dynamic dimension (ONNX dynamic axes left out of --input-shapes): the file then "
+                   "runs at every size of those dimensions")
     p.set_defaults(handler=run)
 
 
@@ -68,14 +73,18 @@ def run(args) -> int:
     model = load_model(args.model, args.model_format, specs, args.params)
     import_s = time.perf_counter() - start
     info(f"imported {args.model} ({model.fmt}) in {import_s:.2f} s; inputs: {describe_inputs(model.inputs)}")
-    compile_loaded(model, target, output, args.opt_level, args.tuning_records, args.desired_layout, dumps)
+    compile_loaded(model, target, output, args.opt_level, args.tuning_records, args.desired_layout, dumps,
+                   use_vm=args.use_vm)
     return 0
 
 
 def compile_loaded(model, target, output: str, opt_level: int = 3, tuning_records: str | None = None,
-                   desired_layout: str | None = None, dumps: list = ()):
+                   desired_layout: str | None = None, dumps: list = (), use_vm: bool = False):
     """Build a loaded model, export it to ``output`` and write the ``--dump-code`` files; returns the factory
-    module (``kiln compile`` and ``kiln.driver.tvmc.compile``)."""
+    module, or the VM Executable when ``use_vm`` or an input has a dynamic dimension (``kiln compile`` and
+    ``kiln.driver.tvmc.compile``)."""
+    if use_vm or has_dynamic_inputs(model):
+        return _compile_vm(model, target, output, opt_level, tuning_records, desired_layout, dumps)
     lib, build_s, n_tuned = build_model(model, target, opt_level, tuning_records, desired_layout)
     if tuning_records:
         info(f"applied tuning records from {tuning_records} ({n_tuned} tuned workload(s))")
@@ -97,3 +106,34 @@ def compile_loaded(model, target, output: str, opt_level: int = 3, tuning_record
         info(f"wrote the {fmt} code to {path}")
     info(f"wrote {output} ({human_bytes(os.path.getsize(output))})")
     return lib
+
+
+def _compile_vm(model, target, output: str, opt_level: int, tuning_records: str | None,
+                desired_layout: str | None, dumps: list):
+    """The VM flavour of :func:`compile_loaded`: ``relay.vm.compile`` and ``exe.mod.export_library`` (one file
+    holding the bytecode, the constants and the kernels; ``kiln run`` and ``VirtualMachine(load_module(f))``
+    load it)."""
+    unsupported = [f for f in dumps if f != "c"]
+    if unsupported:
+        raise CLIError(f"--dump-code {','.join(unsupported)}: a VM build can dump only its generated C (c); "
+                       "the optimized Relay and TIR dumps exist for graph-executor builds")
+    dynamic = [n for n, s, _ in model.inputs if any(d < 0 for d in s)]
+    exe, build_s, n_tuned = build_vm_model(model, target, opt_level, tuning_records, desired_layout)
+    if tuning_records:
+        info(f"applied tuning records from {tuning_records} ({n_tuned} tuned workload(s))")
+    exe.mod.export_library(output)
+    info(f"target CPU: {target_cpu_summary(target)}")
+    why = f"dynamic input(s) {', '.join(dynamic)}" if dynamic else "--use-vm"
+    info(f"compiled for the Relay VM ({why}) for {target} at opt_level {opt_level}"
+         + (f" in layout {desired_layout}" if desired_layout else "")
+         + f" in {build_s:.2f} s ({len(exe.primitive_ops)} kernels, {len(exe.constants)} constants)")
+    detail(exe.stats)
+    for fmt in dumps:
+        path = f"{output}.{fmt}"
+        lib = exe.get_lib()
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(lib.get_source())
+        info(f"wrote the {fmt} code to {path}")
+    info(f"wrote {output} ({human_bytes(os.path.getsize(output))}; a VM executable: run it with `kiln run`, "
+         "giving inputs of any size for the dynamic dimensions)")
+    return exe

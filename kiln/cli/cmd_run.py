@@ -36,13 +36,79 @@ def add_parser(sub) -> None:
     p.set_defaults(handler=run)
 
 
+class VMRunner:
+    """A VM executable (``kiln compile`` of a dynamic model, or ``exe.mod.export_library``) behind the few
+    GraphModule methods ``kiln run`` uses: input info (-1 for a dynamic dim), set_input, run, outputs,
+    benchmark."""
+
+    def __init__(self, lib):
+        from ..runtime import cpu
+        from ..runtime.vm import VirtualMachine
+        self.vm = VirtualMachine(lib, cpu(0))
+        exe = self.vm.exe
+        main = exe.functions[exe.func_index["main"]]
+        self.names = list(main.params)
+        types = main.param_types or [None] * len(self.names)
+        self.types = dict(zip(self.names, types))
+        self.values: dict = {}
+        self.outputs: list = []
+
+    def get_input_info(self):
+        shapes, dtypes = {}, {}
+        for name in self.names:
+            ty = self.types[name]
+            if ty is None or ty[0] != "tensor":
+                raise CLIError(f"the VM model's input {name!r} is not a tensor; kiln run feeds tensors only "
+                               "(call it from Python with kiln.runtime.vm.VirtualMachine)")
+            shapes[name], dtypes[name] = tuple(int(d) for d in ty[1]), str(ty[2])
+        return shapes, dtypes
+
+    def set_input(self, name: str, value) -> None:
+        self.values[name] = value
+
+    def run(self) -> None:
+        self.vm.set_input("main", **self.values)
+        self.vm.invoke_stateful("main")
+        self.outputs = [o.numpy() for o in _flatten(self.vm.get_outputs())]
+
+    def get_num_outputs(self) -> int:
+        return len(self.outputs)
+
+    def get_output(self, i: int):
+        from ..runtime import ndarray as nd
+        return nd.array(self.outputs[i])
+
+    def benchmark(self, device, repeat: int = 10, number: int = 1, end_to_end: bool = False):
+        return self.vm.benchmark(device, func_name="main", repeat=repeat, number=number)
+
+
+def _flatten(values) -> list:
+    from ..runtime.vm import ADT
+    out = []
+    for v in values:
+        out.extend(_flatten(v) if isinstance(v, ADT) else [v])
+    return out
+
+
+def is_vm_module(lib) -> bool:
+    """Whether a loaded module is a VM executable (it has ``vm_load_executable``)."""
+    try:
+        lib["vm_load_executable"]
+        return True
+    except Exception:  # noqa: BLE001 - FunctionNotFound and friends
+        return False
+
+
 def load_graph_module(path: str):
-    """(factory module, GraphModule on cpu(0)) of a compiled model file."""
+    """(factory module, GraphModule on cpu(0)) of a compiled model file; for a VM executable the module and
+    a :class:`VMRunner`."""
     from ..runtime import cpu
     from ..runtime.graph_executor import GraphModule
     from ..runtime.module import load_module
     check_file(path, "compiled module")
     lib = load_module(path)
+    if is_vm_module(lib):
+        return lib, VMRunner(lib)
     try:
         create = lib["default"]
     except Exception:  # noqa: BLE001 - FunctionNotFound and friends
@@ -61,6 +127,10 @@ def prepare_inputs(gmod, inputs_path: str | None, fill: str, seed: int) -> dict:
         shape, dtype = tuple(int(d) for d in shape), str(dtypes[name])
         if name in given:
             values[name] = check_input_array(name, given[name], shape, dtype, inputs_path)
+        elif any(d < 0 for d in shape):
+            shown = "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+            raise CLIError(f"input {name!r} has dynamic dimensions {shown} (a VM model): give its value, of the "
+                           f"size you want, in --inputs (an .npz with an array named {name!r})")
         else:
             if dtype == "bfloat16":
                 raise CLIError(f"input {name!r} is bfloat16, which kiln's runtime cannot fill from numpy; "
@@ -119,6 +189,9 @@ def run(args) -> int:
         path = args.outputs if args.outputs.endswith(".npz") else args.outputs + ".npz"  # as np.savez names it
         np.savez(path, **{f"output_{i}": o for i, o in enumerate(outputs)})
         info(f"saved outputs to {path}")
+    if args.profile and isinstance(gmod, VMRunner):
+        raise CLIError("--profile needs the graph executor's debug runtime; this file is a VM executable "
+                       "(compiled from a model with dynamic dimensions, or with --use-vm)")
     if args.profile:
         dbg = lib["debug_create"]("default", cpu(0))
         for name, value in values.items():

@@ -175,6 +175,11 @@ def free_inputs(mod, params) -> list:
     return out
 
 
+def has_dynamic_inputs(model: LoadedModel) -> bool:
+    """Whether an input of the loaded model has an unknown (``relay.Any``) dimension."""
+    return any(d < 0 for _, shape, _ in model.inputs for d in shape)
+
+
 def _is_static(dim) -> bool:
     try:
         int(getattr(dim, "value", dim))
@@ -225,8 +230,7 @@ def _load_onnx(path: str, specs: list):
             continue
         dims = _onnx_dims(vi)
         if any(not isinstance(d, int) for d in dims):
-            raise CLIError(f"ONNX input {name!r} has a dynamic shape {dims}; give a static one with "
-                           f"--input-shapes {name}:{'x'.join(str(d) if isinstance(d, int) else '1' for d in dims)}")
+            continue  # a dynamic axis stays unknown (relay.Any): the model is compiled for the VM
         shape[name] = tuple(dims)
     from ..relay.frontend import from_onnx
     return from_onnx(model, shape=shape)
@@ -429,8 +433,9 @@ def read_inputs_file(path: str, input_names: list) -> dict:
 def check_input_array(name: str, arr: np.ndarray, shape: tuple, dtype: str, where: str) -> np.ndarray:
     """The one rule for user-given inputs (CLI and ``kiln.driver.tvmc`` alike, as ``set_input`` does): the
     shape and dtype must be the model's; nothing is converted silently, and the message says how to convert."""
-    if tuple(arr.shape) != tuple(shape):
-        raise CLIError(f"input {name!r} in {where} has shape {list(arr.shape)}, the model expects {list(shape)}")
+    if len(arr.shape) != len(shape) or any(want >= 0 and have != want for have, want in zip(arr.shape, shape)):
+        shown = "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"  # -1: a dynamic dim (VM model)
+        raise CLIError(f"input {name!r} in {where} has shape {list(arr.shape)}, the model expects {shown}")
     have = "bool" if arr.dtype == np.bool_ else str(arr.dtype)
     if dtype == "bfloat16":
         raise CLIError(f"input {name!r}: the model takes bfloat16, which numpy files cannot hold; convert the "

@@ -26,19 +26,37 @@ def broadcast_shape(shape1, shape2, what: str = "broadcast") -> list:
                 raise KilnError(f"{what}: shapes {tuple(get_const_tuple(shape1))} and "
                                 f"{tuple(get_const_tuple(shape2))} do not broadcast (dimension {a} vs {b})")
             out.append(a)
-        else:
-            out.append(a)  # symbolic: assume equal
+        elif _same_dim(a, b):
+            out.append(a)
+        else:  # two different unknown extents (VM kernels): either may be 1 at run time
+            out.append(T.max(a, b))
     return out
 
 
-def broadcast_index(tensor, out_indices):
-    """Indices into ``tensor`` for an output position of a broadcast (stretched dims read index 0)."""
+def _same_dim(a, b) -> bool:
+    if a is b:
+        return True
+    same = getattr(a, "same_as", None)
+    return bool(same(b)) if same is not None else False
+
+
+def broadcast_index(tensor, out_indices, out_shape=None):
+    """Indices into ``tensor`` for an output position of a broadcast (stretched dims read index 0). With
+    ``out_shape``, an unknown input extent that is not the output's own extent may be 1 at run time: it reads
+    ``0 if extent == 1 else i`` (a guard on a loop-invariant condition)."""
     shape = get_const_tuple(tensor.shape)
     offset = len(out_indices) - len(shape)
     idx = []
     for d, n in enumerate(shape):
         i = out_indices[offset + d]
-        idx.append(T.const(0, i.dtype if hasattr(i, "dtype") else "int32") if (isinstance(n, int) and n == 1) else i)
+        zero = T.const(0, i.dtype if hasattr(i, "dtype") else "int32")
+        if isinstance(n, int):
+            idx.append(zero if n == 1 else i)
+        elif out_shape is not None and not _same_dim(n, out_shape[offset + d]):
+            one = T.const(1, n.dtype) if hasattr(n, "dtype") else 1
+            idx.append(T.Select(E.EQ(n, one), T.cast(zero, i.dtype) if hasattr(i, "dtype") else zero, i))
+        else:
+            idx.append(i)
     return idx
 
 
@@ -60,7 +78,7 @@ def _binary(fn, name):
         out_shape = broadcast_shape(lhs.shape, rhs.shape, name)
 
         def f(*i):
-            return fn(lhs(*broadcast_index(lhs, i)), rhs(*broadcast_index(rhs, i)))
+            return fn(lhs(*broadcast_index(lhs, i, out_shape)), rhs(*broadcast_index(rhs, i, out_shape)))
         return te.compute(out_shape, f, name=f"T_{name}", tag=tag.BROADCAST)
     op.__name__ = name
     op.__doc__ = f"Broadcasting ``{name}`` of two tensors (or a tensor and a scalar)."

@@ -276,11 +276,15 @@ def checked_indices(indices, n: int, what: str = "take"):
         src, dst = ins[0], outs[0]
         loop_vars = [te.var(f"i{d}") for d in range(len(shape))]
         v = src[loop_vars] if loop_vars else src[[]]
-        lo, hi = T.const(-n, dt), T.const(n, dt)
+        if isinstance(n, int):
+            lo, hi = T.const(-n, dt), T.const(n, dt)
+            msg = f"{what}: an index is out of range for an axis of size {n} (valid: {-n}..{n - 1})"
+        else:  # a symbolic axis size (a VM kernel): checked against the size it has at run time
+            hi = n if n.dtype == dt else T.cast(n, dt)
+            lo = T.const(0, dt) - hi
+            msg = f"{what}: an index is out of range for the axis (valid: -size..size-1)"
         fixed = T.Select(v < T.const(0, dt), v + hi, v)
-        stmt = S.AssertStmt(T.logical_and(v >= lo, v < hi),
-                            f"{what}: an index is out of range for an axis of size {n} (valid: {-n}..{n - 1})",
-                            S.BufferStore(dst, fixed, loop_vars))
+        stmt = S.AssertStmt(T.logical_and(v >= lo, v < hi), msg, S.BufferStore(dst, fixed, loop_vars))
         for var, extent in reversed(list(zip(loop_vars, shape))):
             stmt = S.For(var, 0, extent, S.ForKind.SERIAL, stmt)
         return stmt
@@ -376,7 +380,7 @@ def where(condition, x, y):
     out = broadcast_shape(broadcast_shape(shp(condition), shp(x), "where"), shp(y), "where")
 
     def val(t, i):
-        return t(*broadcast_index(t, i)) if hasattr(t, "shape") else T.convert(t)
+        return t(*broadcast_index(t, i, out)) if hasattr(t, "shape") else T.convert(t)
 
     def f(*i):
         c = val(condition, i)

@@ -1,6 +1,6 @@
 """``tvmc.load`` / ``compile`` / ``tune`` / ``run``: thin wrappers over the ``kiln`` command's own functions
 (``kiln.cli``), with TVM's ``tvm.driver.tvmc`` signatures. Options of TVM's that have no meaning in kiln
-(micro, cross compilation, other executors) raise NotImplementedError naming the option."""
+(micro, cross compilation, AOT) raise NotImplementedError naming the option."""
 from __future__ import annotations
 
 import os
@@ -44,11 +44,12 @@ def compile(tvmc_model: TVMCModel, target: str = "llvm", opt_level: int = 3, exe
             disabled_pass=None, pass_context_configs=None, additional_target_options=None, use_vm: bool = False,
             mod_name: str = "default", workspace_pools=None, instruments=None) -> TVMCPackage:
     """Compile the model for ``target`` and write it to ``package_path`` (default: a temporary
-    ``model_package.so``); ``dump_code`` (``"c"``, ``"relay"``, ``"tir"`` or a list) also writes
+    ``model_package.so``): for the graph executor, or for the Relay VM with ``use_vm=True`` or when an input has
+    a dynamic dimension (the package then runs at every size of it; its ``type`` is ``"vm"``); ``dump_code`` (``"c"``, ``"relay"``, ``"tir"`` or a list) also writes
     ``package_path.<format>``. Returns the TVMCPackage."""
     _refuse("compile", executor=executor, runtime=runtime, cross=cross, cross_options=cross_options,
             target_host=target_host, disabled_pass=disabled_pass, pass_context_configs=pass_context_configs,
-            additional_target_options=additional_target_options, use_vm=use_vm, workspace_pools=workspace_pools,
+            additional_target_options=additional_target_options, workspace_pools=workspace_pools,
             instruments=instruments)
     if mod_name != "default":
         raise NotImplementedError("tvmc.compile: mod_name other than 'default' is not supported by kiln")
@@ -62,7 +63,7 @@ def compile(tvmc_model: TVMCModel, target: str = "llvm", opt_level: int = 3, exe
         path = os.path.splitext(path)[0] + "." + output_format
     dumps = parse_dump_formats(",".join(dump_code) if isinstance(dump_code, (list, tuple)) else dump_code)
     compile_loaded(_loaded(tvmc_model), parse_target(str(target)), path, opt_level, tuning_records,
-                   desired_layout, dumps)
+                   desired_layout, dumps, use_vm=bool(use_vm))
     return TVMCPackage(path)
 
 
@@ -120,12 +121,15 @@ def run(tvmc_package: TVMCPackage, device: str = "cpu", hostname: str | None = N
         raise NotImplementedError(f"tvmc.run: device {device!r}; kiln runs models on the CPU")
     if fill_mode not in ("random", "zeros", "ones"):
         raise KilnError(f"tvmc.run: fill_mode must be random, zeros or ones, got {fill_mode!r}")
-    from ...cli.cmd_run import load_graph_module
+    from ...cli.cmd_run import VMRunner, load_graph_module
     from ...cli.common import check_input_array, random_input
     from ...runtime import cpu
     import numpy as np
     path = tvmc_package.package_path if isinstance(tvmc_package, TVMCPackage) else str(tvmc_package)
     lib, gmod = load_graph_module(path)
+    if profile and isinstance(gmod, VMRunner):
+        raise NotImplementedError("tvmc.run(profile=True) of a VM package: kiln profiles graph-executor "
+                                  "packages only")
     shapes, dtypes = gmod.get_input_info()
     unknown = sorted(set(inputs or {}) - set(shapes))
     if unknown:
@@ -136,6 +140,10 @@ def run(tvmc_package: TVMCPackage, device: str = "cpu", hostname: str | None = N
         shape, dtype = tuple(int(d) for d in shape), str(dtypes[name])
         if inputs and name in inputs:
             values[name] = check_input_array(name, np.asarray(inputs[name]), shape, dtype, "inputs")
+        elif any(d < 0 for d in shape):
+            shown = "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+            raise KilnError(f"tvmc.run: input {name!r} has dynamic dimensions {shown} (a VM package); give its "
+                            "value in inputs={...}")
         else:
             values[name] = random_input(shape, dtype, rng, fill_mode)
         gmod.set_input(name, values[name])

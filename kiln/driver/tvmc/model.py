@@ -84,6 +84,11 @@ class TVMCPackage:
         self.type = "classic"
         from ...runtime.module import load_module
         lib = load_module(package_path)
+        from ...cli.cmd_run import is_vm_module
+        if is_vm_module(lib):  # a VM executable (a model with dynamic dims, or use_vm=True): TVM's type "vm"
+            self.type = "vm"
+            self.graph, self.params = None, {}
+            return
         self.graph = lib["get_graph_json"]()
         self.params = lib["get_params"]()
 

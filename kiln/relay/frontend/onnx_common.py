@@ -255,7 +255,7 @@ class NodeContext:
         return str(t.dtype)
 
     def ndim(self, expr) -> int:
-        return len(self.shape(expr))
+        return len(self.shape(expr, dynamic_ok=True))  # the rank is known even where dims are not
 
     def num_fields(self, expr) -> int:
         t = self.type_of(expr)

@@ -212,3 +212,143 @@ def _pad(inputs, attr, ctx):
     width = _op.transpose(_op.reshape(pads, [2, nd]), [1, 0])
     value = inputs[2] if len(inputs) > 2 and inputs[2] is not None else const(np.zeros((), ctx.dtype(x)))
     return _dyn.nn.pad(x, width, _op.reshape(value, []))
+
+
+# -- products over unknown dims ----------------------------------------------------------------------------------
+def _static_dim(d):
+    v = getattr(d, "value", d)
+    return int(v) if isinstance(v, (int, np.integer)) else None
+
+
+@dynamic_op("MatMul", since=1)
+def _matmul(inputs, attr, ctx):
+    """numpy.matmul where leading dims are unknown: a 2-D right operand is one ``nn.dense`` over the left
+    operand flattened to rows; equal-rank operands are one ``nn.batch_matmul`` over the merged batch dims. The
+    output shape is rebuilt from the operands' run-time shapes."""
+    from ..op import nn as _nn
+    a, b = inputs[0], inputs[1]
+    ashape, bshape = ctx.shape(a, dynamic_ok=True), ctx.shape(b, dynamic_ok=True)
+    ra, rb = len(ashape), len(bshape)
+    if ra < 2 or rb < 2:
+        raise ctx.unsupported("MatMul of a 1-D operand with unknown dims")
+    k, k2 = _static_dim(ashape[-1]), _static_dim(bshape[-2])
+    if k is not None and k2 is not None and k != k2:
+        raise ctx.error(f"MatMul inner dimensions differ: {k} and {k2}")
+    lead = _op.strided_slice(_op.shape_of(a, "int64"), [0], [ra - 1])
+    if rb == 2:
+        n = _static_dim(bshape[1])
+        if k is None and k2 is None:
+            raise ctx.unsupported("MatMul whose inner dimension is unknown in both operands")
+        kk = k if k is not None else k2
+        a2 = a if ra == 2 else _op.reshape(a, [-1, kk])
+        out = _nn.dense(a2, _op.transpose(b, [1, 0]))
+        if ra == 2:
+            return out
+        last = const(np.array([n], "int64")) if n is not None else _op.strided_slice(
+            _op.shape_of(b, "int64"), [1], [2])
+        return _dyn.reshape(out, _op.concatenate([lead, last], 0))
+    if ra != rb:
+        raise ctx.unsupported(f"MatMul of rank-{ra} and rank-{rb} operands with unknown dims (broadcast batch)")
+    for da, db in zip(ashape[:-2], bshape[:-2]):
+        sa, sb = _static_dim(da), _static_dim(db)
+        if sa is not None and sb is not None and sa != sb:
+            raise ctx.unsupported("MatMul that broadcasts batch dims with unknown dims")
+    if ra == 3:
+        return _nn.batch_matmul(a, b, transpose_b=False)
+    bs = _op.shape_of(b, "int64")
+    a3 = _dyn.reshape(a, _op.concatenate([const(np.array([-1], "int64")),
+                                          _op.strided_slice(_op.shape_of(a, "int64"), [ra - 2], [ra])], 0))
+    b3 = _dyn.reshape(b, _op.concatenate([const(np.array([-1], "int64")),
+                                          _op.strided_slice(bs, [rb - 2], [rb])], 0))
+    out = _nn.batch_matmul(a3, b3, transpose_b=False)
+    return _dyn.reshape(out, _op.concatenate([lead, _op.strided_slice(bs, [rb - 1], [rb])], 0))
+
+
+# -- indexing over unknown dims --------------------------------------------------------------------------------
+def _axis_of(ctx, axis: int, nd: int) -> int:
+    a = axis + nd if axis < 0 else axis
+    if not 0 <= a < nd:
+        raise ctx.error(f"axis {axis} is out of range for a rank-{nd} input")
+    return a
+
+
+def _runtime_dim(x, axis: int, dtype: str):
+    """``x.shape[axis]`` at run time, as a scalar of ``dtype``."""
+    return _op.cast(_op.take(_op.shape_of(x, "int64"), const(np.int64(axis))), dtype)
+
+
+@dynamic_op("Gather", since=1)
+def _gather(inputs, attr, ctx):
+    """Gather where the data has unknown dims: ``take(mode="raise")`` counts negative indices from the end and
+    fails the run on an index out of range (as ONNX Runtime does)."""
+    x, idx = inputs
+    axis = _axis_of(ctx, int(attr.get("axis", 0)), _ndim(x, ctx))
+    return _op.take(x, idx, axis=axis, mode="raise")
+
+
+@dynamic_op("GatherElements", since=11)
+def _gather_elements(inputs, attr, ctx):
+    """GatherElements where the gathered axis is unknown: indices checked against the run-time size through
+    ``take(arange(dim), idx, mode="raise")`` (an index out of range fails the run)."""
+    x, idx = inputs
+    axis = _axis_of(ctx, int(attr.get("axis", 0)), _ndim(x, ctx))
+    dt = ctx.dtype(idx)
+    dim = _runtime_dim(x, axis, dt)
+    positions = _op.arange(const(np.zeros((), dt)), dim, const(np.ones((), dt)), dtype=dt)
+    return _op.gather(x, axis, _op.take(positions, idx, axis=0, mode="raise"))
+
+
+# -- values decided at run time ----------------------------------------------------------------------------------
+@dynamic_op("Range", since=11)
+def _range(inputs, attr, ctx):
+    """Range with run-time start/limit/delta: ``arange`` over scalar operands (its length is computed by the
+    VM from the values: a data-dependent shape function)."""
+    dt = ctx.dtype(inputs[0])
+    start, limit, delta = (_op.reshape(x, []) if _ndim(x, ctx) else x for x in inputs[:3])
+    return _op.arange(start, limit, delta, dtype=dt)
+
+
+def _scalar_i64(x, ctx):
+    """A one-element operand as an int64 scalar expression."""
+    x = _i64(x, ctx)
+    return _op.reshape(x, []) if _ndim(x, ctx) else x
+
+
+@dynamic_op("Trilu", since=14)
+def _trilu(inputs, attr, ctx):
+    """Trilu with a run-time diagonal ``k``: the output shape is the input's; the kept triangle is
+    ``col - row >= k`` (upper) or ``<= k`` (lower), compared against the value at run time."""
+    x = inputs[0]
+    shape = ctx.shape(x, dynamic_ok=True)
+    if len(shape) < 2:
+        raise ctx.error(f"Trilu needs a tensor of rank >= 2, got rank {len(shape)}")
+    k = _scalar_i64(inputs[1], ctx) if len(inputs) > 1 and inputs[1] is not None else const(np.int64(0))
+    n, m = _static_dim(shape[-2]), _static_dim(shape[-1])
+    if n is not None and m is not None:
+        diff = const(np.arange(m, dtype="int64")[None, :] - np.arange(n, dtype="int64")[:, None])
+    else:
+        one, zero = const(np.int64(1)), const(np.int64(0))
+        rows = _op.arange(zero, _runtime_dim(x, len(shape) - 2, "int64"), one, dtype="int64")
+        cols = _op.arange(zero, _runtime_dim(x, len(shape) - 1, "int64"), one, dtype="int64")
+        diff = _op.subtract(_op.expand_dims(cols, 0), _op.expand_dims(rows, 1))
+    keep = _op.greater_equal(diff, k) if int(attr.get("upper", 1)) else _op.less_equal(diff, k)
+    return _op.where(keep, x, const(np.zeros((), ctx.dtype(x))))
+
+
+@dynamic_op("OneHot", since=9)
+def _one_hot(inputs, attr, ctx):
+    """OneHot with a run-time ``depth``: the new axis has that length (known at run time only); negative
+    indices count from ``depth``, indices out of range give an all-``off`` row (as ONNX says)."""
+    idx, depth, values = inputs
+    rank = _ndim(idx, ctx) + 1
+    axis = _axis_of(ctx, int(attr.get("axis", -1)), rank)
+    d = _scalar_i64(depth, ctx)  # ONNX: a depth of another type is cast to int64
+    idx = _i64(idx, ctx)
+    idx = _op.where(_op.less(idx, const(np.int64(0))), _op.add(idx, d), idx)
+    idx = _op.expand_dims(idx, axis)
+    pos = _op.arange(const(np.int64(0)), d, const(np.int64(1)), dtype="int64")
+    if rank - axis - 1:
+        pos = _op.reshape(pos, [-1] + [1] * (rank - axis - 1))
+    off = _op.reshape(_op.strided_slice(values, [0], [1]), [])
+    on = _op.reshape(_op.strided_slice(values, [1], [2]), [])
+    return _op.where(_op.equal(idx, pos), on, off)

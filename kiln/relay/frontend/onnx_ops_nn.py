@@ -320,7 +320,7 @@ def _instance_normalization(inputs, attr, ctx):
 def _layer_normalization(inputs, attr, ctx):
     x, scale = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
-    shape = ctx.shape(x)
+    shape = ctx.shape(x, dynamic_ok=True)
     nd = len(shape)
     axis = int(attr.get("axis", -1)) % nd
     eps = float(attr.get("epsilon", 1e-5))

@@ -197,6 +197,17 @@ def take_shape_func(attrs, inputs, out_ndims):
     return [data[:axis] + idx + data[axis + 1:]]
 
 
+def gather_shape_func(attrs, inputs, out_ndims):
+    """``gather`` (GatherElements): the output has the indices' shape."""
+    return [tuple(inputs[1])]
+
+
+def where_shape_func(attrs, inputs, out_ndims):
+    """``where(cond, x, y)``: the three shapes broadcast together."""
+    shape = broadcast_shape_func(attrs, inputs[:2], out_ndims)[0]
+    return broadcast_shape_func(attrs, [shape, inputs[2]], out_ndims)
+
+
 def strided_slice_shape_func(attrs, inputs, out_ndims):
     """Static begin/end/strides over possibly symbolic dims (numpy slice semantics, end clamped)."""
     shape = tuple(inputs[0])
@@ -275,6 +286,7 @@ _BY_OP = {
     "nn.batch_flatten": batch_flatten_shape_func, "transpose": transpose_shape_func,
     "concatenate": concatenate_shape_func, "take": take_shape_func, "strided_slice": strided_slice_shape_func,
     "squeeze": squeeze_shape_func, "expand_dims": expand_dims_shape_func, "split": split_shape_func,
+    "gather": gather_shape_func, "where": where_shape_func,
 }
 _IDENTITY_OPS = ("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.bias_add", "nn.relu", "nn.leaky_relu",
                  "nn.prelu", "clip", "cast", "nn.fast_softmax", "fast_exp", "fast_tanh", "fast_erf", "copy",

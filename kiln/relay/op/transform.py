@@ -494,25 +494,57 @@ def _arange_len(attrs) -> int:
     return max(int(math.ceil((attrs.stop - attrs.start) / attrs.step)), 0)
 
 
+def _arange_is_dynamic(attrs) -> bool:
+    """Whether a bound is a run-time value (its attribute is None): the length is then known at run time
+    only (``relay.Any``; the VM runs the data-dependent shape function ``arange``)."""
+    return attrs.start is None or attrs.stop is None or attrs.step is None
+
+
 def _arange_rel(arg_types, attrs):
     for k, name in enumerate(("start", "stop", "step")):
         s = tensor_arg(arg_types, k, name)
         if s.shape != ():
             raise TypeInferenceError(f"arange: {name} must be a scalar, got shape {shape_text(s.shape)}")
+    if _arange_is_dynamic(attrs):
+        from ...tir.expr import Any as _AnyDim
+        return TensorType((_AnyDim(),), attrs.dtype or "float32")
     return TensorType((_arange_len(attrs),), attrs.dtype or "float32")
 
 
+def _arange_compute(attrs, inputs, out_type):
+    """Constant bounds: TOPI's arange. Run-time bounds: ``start + i * step`` read from the scalar inputs over
+    the output's (symbolic) length, which the VM computed from the values (TVM's DynamicArange)."""
+    if not _arange_is_dynamic(attrs):
+        from ...topi.transform import arange as topi_arange
+        return [topi_arange(attrs.start, attrs.stop, attrs.step, str(out_type.dtype))]
+    from ... import te, tir
+    start, step = inputs[0], inputs[2]
+    dtype = str(out_type.dtype)
+
+    def scalar(t):
+        v = t()
+        return tir.cast(v, dtype) if v.dtype != dtype else v
+    return [te.compute(list(out_type.shape), lambda i: scalar(start) + tir.cast(i, dtype) * scalar(step),
+                       name="T_arange_dyn")]
+
+
+def _arange_ref(attrs, inputs, out_type):
+    start, stop, step = (np.asarray(v).reshape(()) for v in inputs)
+    if float(step) == 0:
+        raise TypeInferenceError("arange: step must not be 0")
+    n = max(int(math.ceil((float(stop) - float(start)) / float(step))), 0)
+    return start.astype(np.float64) + np.arange(n, dtype=np.float64) * step.astype(np.float64)
+
+
 define_op("arange", num_inputs=3, args=("start", "stop", "step"), attrs=A.ArangeAttrs, rel=_arange_rel,
-          rel_name="Arange", pattern=_P.OPAQUE,
-          reference=lambda a, i, t: a.start + np.arange(t.shape[0], dtype=np.float64) * a.step,
-          compute=topi_compute("arange", "arange", lambda a, i, t: [a.start, a.stop, a.step, t.dtype]), level=3)
+          rel_name="Arange", pattern=_P.OPAQUE, reference=_arange_ref, compute=_arange_compute, level=3)
 
 
 def _scalar_value(v, what):
     if isinstance(v, Constant):
         return float(v.numpy())
     if isinstance(v, RelayExpr):
-        raise TypeInferenceError(f"arange: {what} must be a constant (kiln shapes are static)")
+        return None  # a run-time bound: the length is decided at run time (the VM)
     return float(v)
 
 

@@ -64,18 +64,23 @@ def batch_matmul(tensor_a, tensor_b, oshape=None, out_dtype=None, transpose_a=Fa
     if len(a_shape) != 3 or len(b_shape) != 3:
         raise KilnError(f"batch_matmul: needs 3-D inputs, got {a_shape} and {b_shape}")
     ba, bb = a_shape[0], b_shape[0]
-    if ba != bb and 1 not in (ba, bb):
+    # symbolic sizes (VM kernels) were matched by type inference (Any against Any): they are taken as equal
+    static = isinstance(ba, int) and isinstance(bb, int)
+    if static and ba != bb and 1 not in (ba, bb):
         raise KilnError(f"batch_matmul: batch sizes {ba} and {bb} do not broadcast")
     m, ka = (a_shape[2], a_shape[1]) if transpose_a else (a_shape[1], a_shape[2])
     n, kb = (b_shape[1], b_shape[2]) if transpose_b else (b_shape[2], b_shape[1])
-    if ka != kb:
+    if isinstance(ka, int) and isinstance(kb, int) and ka != kb:
         raise KilnError(f"batch_matmul: reduction sizes differ ({ka} vs {kb}) for {a_shape} and {b_shape}")
+    if not isinstance(ka, int) and isinstance(kb, int):
+        ka = kb
+    out_b = max(ba, bb) if static else (bb if isinstance(ba, int) and ba == 1 else ba)
     k = te.reduce_axis((0, ka), name="k")
 
     def body(b, i, j):
-        a_b = b if ba != 1 else 0
-        b_b = b if bb != 1 else 0
+        a_b = 0 if isinstance(ba, int) and ba == 1 else b
+        b_b = 0 if isinstance(bb, int) and bb == 1 else b
         a = tensor_a[a_b, k, i] if transpose_a else tensor_a[a_b, i, k]
         w = tensor_b[b_b, j, k] if transpose_b else tensor_b[b_b, k, j]
         return T.sum(T.cast(a, out_dtype) * T.cast(w, out_dtype), axis=k)
-    return te.compute((max(ba, bb), m, n), body, name="T_batch_matmul", tag="batch_matmul")
+    return te.compute((out_b, m, n), body, name="T_batch_matmul", tag="batch_matmul")

@@ -41,6 +41,18 @@ def _shape(tinfo) -> tuple:
     return tuple(int(getattr(d, "value", d)) for d in tinfo.shape)
 
 
+def _is_dynamic(tinfos) -> bool:
+    """Whether a type has an unknown (``relay.Any``) dim: the layout choice needs static workloads, so such
+    calls keep their layout (the VM compiles them with symbolic extents)."""
+    for t in tinfos:
+        for d in t.shape:
+            try:
+                int(getattr(d, "value", d))
+            except (TypeError, ValueError):
+                return True
+    return False
+
+
 def _select(op_name: str, attrs, tinfos, out_type, target):
     """(implementation, outputs, workload, cfg) of the op as relay.build would compile it: the strategy's
     choice (or AutoTVM's tuned one) on placeholders of the call's types, the AutoTVM workload of that
@@ -97,6 +109,8 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW":
         return None
     d_t, k_t = tinfos[0], tinfos[1]
+    if _is_dynamic(tinfos[:2]):
+        return None
     if len(d_t.shape) == 4 and len(k_t.shape) == 4 and str(d_t.dtype) == "uint8" and str(k_t.dtype) == "int8":
         return _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target)
     if len(d_t.shape) != 4 or len(k_t.shape) != 4 or str(d_t.dtype) != "float32":
@@ -157,6 +171,8 @@ def dense_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     dense keeps ``units``, so its output has the original width."""
     target = Target.current()
     d_t, w_t = tinfos[0], tinfos[1]
+    if _is_dynamic(tinfos[:2]):
+        return None
     if len(d_t.shape) != 2 or len(w_t.shape) != 2 or str(d_t.dtype) != "float32":
         return None
     units, k = _shape(w_t)
