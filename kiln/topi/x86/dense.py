@@ -17,7 +17,7 @@ from ...error import KilnError
 from ...tir import op as T
 from ..utils import get_const_tuple
 from .utils import (as_list, divisor_at_most, scaled_registers, simd_width, reduction_flops, traverse_inline,
-                    worth_parallel)
+                    vector_registers, worth_parallel)
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -44,8 +44,17 @@ def _define_dense_space(cfg, M: int, N: int, K: int, bn_fixed: int | None = None
         mr, panels = gemm_block(M, N, bn, lanes, scaled_registers(12), padded_units=units)
         cfg["tile_x"] = autotvm.task.SplitEntity([-1, panels, bn])
         cfg["tile_y"] = autotvm.task.SplitEntity([-1, 1, mr])
-        # an unrolled inner reduction of up to 8 steps: less loop overhead per 12 FMAs (+10-25% on BERT shapes)
-        cfg["tile_k"] = autotvm.task.SplitEntity([-1, divisor_at_most(K, 8)])
+        cfg["tile_k"] = autotvm.task.SplitEntity([-1, divisor_at_most(K, fallback_k_unroll())])
+
+
+def fallback_k_unroll() -> int:
+    """Reduction steps unrolled in the fallback micro-kernel: 8 with AVX2's 16 registers (less loop overhead
+    per block; on Zen 3 within 2% of no unrolling), 1 with AVX-512's 32. gcc's -ffast-math reassociation
+    splits the unrolled accumulation chains into separate multiplies and adds (1.5x the FP operations),
+    and with AVX-512's 24-accumulator block the extra temporaries spill: the hot loop of a 64x512x784 GEMM
+    compiled for skylake-avx512 had 64 mul + 64 add beside 128 FMAs and 110 stack accesses; unrolled by 1,
+    24 FMAs and none (checked on the generated assembly, see tests/topi/x86/test_x86_dense_narrow.py)."""
+    return 1 if vector_registers() >= 32 else 8
 
 
 def narrow_panel_width(n: int) -> int:

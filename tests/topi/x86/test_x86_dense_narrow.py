@@ -1,6 +1,8 @@
 """dense_pack with few or padded columns (a 10-class head, N below one SIMD vector): numerics against numpy on
 odd shapes, and the generated code of both ISAs keeps the padded micro-kernel in vector registers (a single
 padded column block used to turn the last panel into guarded scalar code, 8x slower)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -60,3 +62,12 @@ def test_narrow_dense_accumulators_are_registers(isa, m, n, k, bn):
     assert "float T_dense_pack_global[" not in src                     # no accumulator array in memory
     assert "T_dense_pack_global_r" in src                              # promoted to vector variables
     assert ("kiln_f32x16" if isa == "avx512" and n >= 16 else "kiln_f32x") in src
+
+
+@pytest.mark.parametrize("isa,steps", [("avx2", 8), ("avx512", 1)])
+def test_fallback_reduction_unroll_per_isa(isa, steps):
+    """AVX-512's 24-accumulator block is not unrolled along k (gcc's reassociation of unrolled steps spilled
+    it); AVX2's 12-accumulator block unrolls 8 steps. Counted as accumulator updates in the C source."""
+    bn = 32 if isa == "avx512" else 16
+    src = _build(ISA[isa], 12, 64, 64, bn).get_source()
+    assert len(re.findall(r"(\w+_r0) = \1 \+", src)) == steps
