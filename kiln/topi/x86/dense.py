@@ -69,7 +69,7 @@ def narrow_panel_width(n: int) -> int:
 def gemm_block(M: int, N: int, bn: int, lanes: int, max_acc: int = 12, padded_units: int | None = None) -> tuple:
     """The fallback register block ``(rows, weight panels)``: 6 rows of one ``bn``-wide panel (12 AVX2
     accumulators for bn = 16: 2 weight vector loads and 6 broadcasts per 12 FMAs; rows that do not divide M
-    leave a guarded last block, which gcc unswitches out of the reduction loop); with fewer rows (batch-1
+    leave a guarded last block: gcc keeps the guard in the loop as a well-predicted branch); with fewer rows (batch-1
     GEMV-like shapes) more panels, so that enough independent FMA chains hide the FMA latency. The fallback
     passes ``max_acc`` scaled to the target's register file (24 with AVX-512: more panels for few rows).
 
