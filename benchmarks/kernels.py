@@ -119,6 +119,8 @@ def gemm_cases():
         dense("MLP b1 1x512x512", 1, 512, 512),
         dense("MLP b1 1x10x512", 1, 10, 512),
         dense("MLP b64 64x512x784", 64, 512, 784),
+        dense("MLP b64 64x512x512", 64, 512, 512),
+        dense("MLP b64 64x10x512", 64, 10, 512),
         bmm("BERT q.kT 12x128x128x64", 12, 128, 128, 64),
         bmm("BERT att.v 12x128x64x128", 12, 128, 64, 128),
     ]
@@ -147,7 +149,7 @@ def build_case(case, rng):
     from kiln.topi import x86
     from kiln.topi.testing import layout_transform_python as lt
     from kiln.topi.x86.conv2d import channel_block
-    from kiln.topi.x86.conv2d_alter_op import dense_pack_width
+    from kiln.topi.x86.conv2d_alter_op import dense_pack_block
     from kiln.topi.x86.utils import simd_width
 
     target = "llvm"
@@ -189,21 +191,24 @@ def build_case(case, rng):
         def torch_fn():
             return torch.nn.functional.linear(ta, tw)
         ref = torch_fn().numpy()
-        bn = dense_pack_width(n, simd_width())
+        bn = dense_pack_block(n, simd_width())  # as AlterOpLayout packs it (zero-padded last panel)
         with tvm.target.Target(target):
             A = te.placeholder((m, kk), name="data")
             if bn:
-                wp = w.reshape(n // bn, bn, kk).transpose(0, 2, 1).copy()
+                nb = -(-n // bn)
+                wpad = np.zeros((nb * bn, kk), "float32")
+                wpad[:n] = w
+                wp = wpad.reshape(nb, bn, kk).transpose(0, 2, 1).copy()
                 W = te.placeholder(wp.shape, name="weight")
             else:
                 wp = w
                 W = te.placeholder(w.shape, name="weight")
-            out = x86.dense_pack(A, W, None, "float32")
+            out = x86.dense_pack(A, W, None, "float32", n if bn else None)
             sch = x86.schedule_dense_pack([out])
             mod = tvm.build(sch, [A, W, out], target=target, name="kernel")
         args = [tvm.nd.array(a), tvm.nd.array(wp), tvm.nd.empty((m, n), "float32")]
         unpack = lambda r: r  # noqa: E731
-        config = f"weight NC{bn}n" if bn else "weight packed per call"
+        config = (f"weight NC{bn}n" + (" (padded)" if n % bn else "")) if bn else "weight packed per call"
     else:
         b, m, n, kk = case["b"], case["m"], case["n"], case["k"]
         a = rng.standard_normal((b, m, kk)).astype("float32")

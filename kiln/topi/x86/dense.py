@@ -17,17 +17,17 @@ from ...error import KilnError
 from ...tir import op as T
 from ..utils import get_const_tuple
 from .utils import (as_list, divisor_at_most, scaled_registers, simd_width, reduction_flops, traverse_inline,
-                    worth_parallel)
+                    vector_registers, worth_parallel)
 
 
 def _ceil_div(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
-def _define_dense_space(cfg, M: int, N: int, K: int, bn_fixed: int | None = None):
+def _define_dense_space(cfg, M: int, N: int, K: int, bn_fixed: int | None = None, units: int | None = None):
     lanes = simd_width()
     if bn_fixed is None:
-        cands = sorted({lanes, 2 * lanes, 4 * lanes} | ({N} if N < lanes else set()))
+        cands = sorted({lanes, 2 * lanes, 4 * lanes} | ({N, narrow_panel_width(N)} if N < lanes else set()))
         cfg.define_split("tile_x", N, num_outputs=3, policy="candidate",
                          candidate=[[-1, o, b] for b in cands for o in (1, 2, 4)])
     else:
@@ -38,25 +38,52 @@ def _define_dense_space(cfg, M: int, N: int, K: int, bn_fixed: int | None = None
                      candidate=[[-1, o, r] for r in rows for o in (1, 2)])
     cfg.define_split("tile_k", K, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 16)
     if cfg.is_fallback:
-        bn = bn_fixed or (2 * lanes if N >= 2 * lanes else lanes)
-        mr, panels = gemm_block(M, N, bn, lanes, scaled_registers(12))
+        bn = bn_fixed or (2 * lanes if N >= 2 * lanes else lanes if N >= lanes else narrow_panel_width(N))
+        if units is None and N % bn:
+            units = N  # packed per call into zero-padded panels
+        mr, panels = gemm_block(M, N, bn, lanes, scaled_registers(12), padded_units=units)
         cfg["tile_x"] = autotvm.task.SplitEntity([-1, panels, bn])
         cfg["tile_y"] = autotvm.task.SplitEntity([-1, 1, mr])
-        # an unrolled inner reduction of up to 8 steps: less loop overhead per 12 FMAs (+10-25% on BERT shapes)
-        cfg["tile_k"] = autotvm.task.SplitEntity([-1, divisor_at_most(K, 8)])
+        cfg["tile_k"] = autotvm.task.SplitEntity([-1, divisor_at_most(K, fallback_k_unroll())])
 
 
-def gemm_block(M: int, N: int, bn: int, lanes: int, max_acc: int = 12) -> tuple:
+def fallback_k_unroll() -> int:
+    """Reduction steps unrolled in the fallback micro-kernel: 8 with AVX2's 16 registers (less loop overhead
+    per block; on Zen 3 within 2% of no unrolling), 1 with AVX-512's 32. gcc's -ffast-math reassociation
+    splits the unrolled accumulation chains into separate multiplies and adds (1.5x the FP operations),
+    and with AVX-512's 24-accumulator block the extra temporaries spill: the hot loop of a 64x512x784 GEMM
+    compiled for skylake-avx512 had 64 mul + 64 add beside 128 FMAs and 110 stack accesses; unrolled by 1,
+    24 FMAs and none (checked on the generated assembly, see tests/topi/x86/test_x86_dense_narrow.py)."""
+    return 1 if vector_registers() >= 32 else 8
+
+
+def narrow_panel_width(n: int) -> int:
+    """Panel width for fewer columns than one SIMD vector (a 10-class head on AVX-512, 5 on AVX2): ``n``
+    itself when it is a power of two (one unpadded block), else the largest power of two below it, so the
+    zero-padded panels form at least two column blocks (see :func:`gemm_block`'s ``padded_units``)."""
+    if n & (n - 1) == 0:
+        return n
+    return 1 << (n.bit_length() - 1)
+
+
+def gemm_block(M: int, N: int, bn: int, lanes: int, max_acc: int = 12, padded_units: int | None = None) -> tuple:
     """The fallback register block ``(rows, weight panels)``: 6 rows of one ``bn``-wide panel (12 AVX2
     accumulators for bn = 16: 2 weight vector loads and 6 broadcasts per 12 FMAs; rows that do not divide M
-    leave a guarded last block, which gcc unswitches out of the reduction loop); with fewer rows (batch-1
+    leave a guarded last block: gcc keeps the guard in the loop as a well-predicted branch); with fewer rows (batch-1
     GEMV-like shapes) more panels, so that enough independent FMA chains hide the FMA latency. The fallback
-    passes ``max_acc`` scaled to the target's register file (24 with AVX-512: more panels for few rows)."""
+    passes ``max_acc`` scaled to the target's register file (24 with AVX-512: more panels for few rows).
+
+    ``padded_units`` (the real column count when the panels are zero-padded past it) keeps at least two column
+    blocks: with one, bound inference sizes the block's staging tile by the real columns, not the padded
+    panel, and the micro-kernel's last panel turns into guarded scalar code (the MLP's 64 x 10 classifier
+    ran 8x slower)."""
     vecs = max(1, -(-bn // lanes))
     mr = max(1, min(M, 6, max_acc // vecs))
     panels = 1
     n_panels = -(-N // bn)
     while panels * 2 * mr * vecs <= max_acc and n_panels % (panels * 2) == 0:
+        if padded_units is not None and padded_units <= panels * 2 * bn:
+            break
         panels *= 2
     return mr, panels
 
@@ -94,7 +121,7 @@ def dense_pack(cfg, data, weight, bias=None, out_dtype=None, units=None):
         if not n_pad - bn < N <= n_pad:
             raise KilnError(f"dense_pack.x86: units={N} does not match the packed weight {w_shape} (expects "
                             f"{n_pad - bn + 1}..{n_pad} units)")
-        _define_dense_space(cfg, M, n_pad, K, bn_fixed=bn)
+        _define_dense_space(cfg, M, n_pad, K, bn_fixed=bn, units=N if N != n_pad else None)
         packw = weight
     elif len(w_shape) == 2:
         N, kw = w_shape
