@@ -27,6 +27,8 @@ from ...ir.op import Op, OpPattern
 from ..expr import Call, Function, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator
 from ._util import op_call, op_pattern, tensor_type, type_of
+from ..expr import Let
+from ..expr import If
 
 def parse_layout(layout: str) -> list:
     """"NCHW16c" -> [("N", 0), ("C", 0), ("H", 0), ("W", 0), ("c", 16)] (kiln.tir.layout, factor 0 = primal)."""
@@ -144,7 +146,6 @@ class LayoutRewriter(ExprMutator):
         return t if tup is t.tuple_value else TupleGetItem(tup, t.index, t.span)
 
     def visit_let(self, let):
-        from ..expr import Let
         value = self.to_original(self.visit(let.value))
         body = self.to_original(self.visit(let.body))
         if value is let.value and body is let.body:
@@ -152,7 +153,6 @@ class LayoutRewriter(ExprMutator):
         return Let(let.var, value, body, let.span)
 
     def visit_if(self, i):
-        from ..expr import If
         c = self.to_original(self.visit(i.cond))
         tb = self.to_original(self.visit(i.true_branch))
         fb = self.to_original(self.visit(i.false_branch))
