@@ -11,11 +11,12 @@ import tempfile
 import time
 
 import numpy as np
+import kiln as tvm
+from kiln import te
+from kiln.relay.testing.demo_flow import run_resnet_demo
 
 
 def _vector_add():
-    import kiln as tvm
-    from kiln import te
 
     n = te.var("n")
     A = te.placeholder((n,), name="A")
@@ -54,7 +55,6 @@ def main() -> None:
     print("kiln demo, part 1: tensor expression -> schedule -> loop nest -> C -> shared library\n")
     _vector_add()
     print("\nkiln demo, part 2: relay.build of resnet-18 (relay.testing, random weights) -> graph executor\n")
-    from kiln.relay.testing.demo_flow import run_resnet_demo
     run_resnet_demo()
 
 

@@ -15,6 +15,8 @@ from .const_int_bound import ConstIntBound, ConstIntBoundAnalyzer, POS_INF, NEG_
 from .modular_set import ModularSet, ModularSetAnalyzer
 from .int_set import IntSet, IntervalSet, IntSetEvaluator, is_neg_inf, is_pos_inf, eval_set
 from .simplify import Simplifier, _is_index_dtype
+from .int_set import neg_inf, pos_inf
+from ..ir.node import structural_equal
 
 
 class ProofStrength:
@@ -64,7 +66,6 @@ class Analyzer:
         self.var_bounds[var] = (blo, bhi)
         symbolic = (lo is not None and not isinstance(lo, E.IntImm)) or (hi is not None and not isinstance(hi, E.IntImm))
         if symbolic:
-            from .int_set import neg_inf, pos_inf
             self.var_ranges[var] = (lo if lo is not None else neg_inf, hi if hi is not None else pos_inf)
         else:
             self.var_ranges.pop(var, None)
@@ -135,7 +136,6 @@ class Analyzer:
         self.var_bounds[var] = (max(old[0], lo), min(old[1], hi))
 
     def _tighten_symbolic(self, var, lo, hi):
-        from .int_set import neg_inf, pos_inf
         old = self.var_ranges.get(var)
         if old is None:
             b = self.var_bounds.get(var)
@@ -187,7 +187,6 @@ class Analyzer:
         if _is_index_dtype(lhs.dtype) and _is_index_dtype(rhs.dtype):
             d = self.simplify(_op.sub(lhs, rhs))
             return isinstance(d, E.IntImm) and d.value == 0
-        from ..ir.node import structural_equal
         return structural_equal(self.simplify(lhs), self.simplify(rhs))
 
     def can_prove_greater_equal(self, expr, lower_bound: int) -> bool:

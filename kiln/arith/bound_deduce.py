@@ -6,6 +6,9 @@ from ..tir import expr as E
 from ..tir import op as _op
 from .int_set import IntSet, IntervalSet, IntSetEvaluator, neg_inf, pos_inf, is_neg_inf, is_pos_inf
 from .simplify import Simplifier, _is_index_dtype
+from .analyzer import Analyzer
+from .int_set import intersect
+from ..tir.stmt_functor import uses_var
 
 
 def deduce_bound(var: E.Var, cond, hint_map: dict | None = None, relax_map: dict | None = None,
@@ -13,7 +16,6 @@ def deduce_bound(var: E.Var, cond, hint_map: dict | None = None, relax_map: dict
     """The interval of ``var`` on which ``cond`` is true for all values of the variables in
     ``relax_map`` (Var -> Range/IntSet). Conjunctions intersect; an undecidable condition gives
     the empty set (nothing can be promised)."""
-    from .analyzer import Analyzer
     ana = analyzer if analyzer is not None else Analyzer()
     for v, r in (hint_map or {}).items():
         if v not in ana.var_subst and v not in ana.var_ranges:
@@ -23,7 +25,6 @@ def deduce_bound(var: E.Var, cond, hint_map: dict | None = None, relax_map: dict
 
 
 def _deduce(var, cond, relax_map, ana) -> IntervalSet:
-    from .int_set import intersect
     if isinstance(cond, E.Call) and cond.op == "tir.likely":
         return _deduce(var, cond.args[0], relax_map, ana)
     if isinstance(cond, E.And):
@@ -53,7 +54,6 @@ def _deduce(var, cond, relax_map, ana) -> IntervalSet:
     coeff = term[1]
     rest = d.copy()
     del rest.terms[vkey]
-    from ..tir.stmt_functor import uses_var
     rest_expr = simp.norm(rest)
     if uses_var(rest_expr, var):
         return IntSet.nothing()

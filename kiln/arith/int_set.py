@@ -10,6 +10,10 @@ from ..ir.node import Node
 from ..runtime.dtype import parse_dtype
 from ..tir import expr as E
 from ..tir import op as _op
+from ..ir.node import structural_equal
+from ..error import KilnError
+from ..tir.stmt_functor import uses_var
+from .simplify import Simplifier
 
 
 class SymbolicLimit(Node):
@@ -97,7 +101,6 @@ class IntervalSet(IntSet):
             return False
         if self.min_value is self.max_value:
             return True
-        from ..ir.node import structural_equal
         return structural_equal(self.min_value, self.max_value)
 
     def point_value(self):
@@ -118,7 +121,6 @@ class IntervalSet(IntSet):
         from .analyzer import Analyzer
         if not self.is_bounded():
             if max_range is None:
-                from ..error import KilnError
                 raise KilnError(f"cannot cover the unbounded set {self} with a Range (no max_range given)")
             return max_range
         ana = Analyzer()
@@ -185,7 +187,6 @@ class IntSetEvaluator:
     def _depends(self, e) -> bool:
         if not self.dom:
             return False
-        from ..tir.stmt_functor import uses_var
         return uses_var(e, lambda v: v in self.dom)
 
     def _opaque(self, e):
@@ -430,7 +431,6 @@ def eval_set(expr, dom_map: dict, analyzer=None) -> IntervalSet:
     """The interval of values ``expr`` takes when each Var in ``dom_map`` ranges over its
     Range / IntSet (TVM's ``arith.EvalSet``)."""
     from .analyzer import Analyzer
-    from .simplify import Simplifier
     ana = analyzer if analyzer is not None else Analyzer()
     simp = Simplifier(ana)
     ev = IntSetEvaluator(simp, dom_map or {})

@@ -6,12 +6,14 @@ from ..tir import expr as E
 from ..tir import op as _op
 from ..tir.stmt_functor import uses_var
 from .simplify import Simplifier, _is_index_dtype
+from .analyzer import Analyzer
+from .bound_deduce import _deduce
+from .int_set import is_neg_inf, is_pos_inf
 
 
 def detect_linear_equation(expr, var_list) -> list:
     """``[c_0, ..., c_{n-1}, base]`` with ``expr == sum(c_i * var_i) + base``, or ``[]`` when
     ``expr`` is not linear in the variables with constant coefficients."""
-    from .analyzer import Analyzer
     expr = _op.convert(expr)
     if not _is_index_dtype(expr.dtype):
         return []
@@ -34,9 +36,6 @@ def detect_linear_equation(expr, var_list) -> list:
 def detect_clip_bound(cond, var_list) -> list:
     """``[min_0, max_0, ...]`` bounds of each variable implied by a conjunction of linear
     comparisons (``None`` ends where unbounded), or ``[]`` if the condition has another form."""
-    from .analyzer import Analyzer
-    from .bound_deduce import _deduce
-    from .int_set import is_neg_inf, is_pos_inf
     cond = _op.convert(cond)
     ana = Analyzer()
     out = []

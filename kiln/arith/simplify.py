@@ -20,6 +20,8 @@ from ..tir import expr as E
 from ..tir import op as _op
 from ..tir.buffer import Buffer
 from .const_int_bound import (ConstIntBoundAnalyzer, POS_INF, NEG_INF, add_b, scale_b)
+from ..tir.stmt_functor import substitute
+from ..tir.stmt_functor import _rebuild
 
 
 def _is_index_dtype(dtype: str) -> bool:
@@ -616,7 +618,6 @@ class Simplifier:
     def a_Let(self, e):
         v = self.simplify(e.value)
         if type(v) in (E.IntImm, E.FloatImm) or isinstance(v, E.Var):
-            from ..tir.stmt_functor import substitute
             return self.simplify(substitute(e.body, {e.var: v}))
         old = self.an.var_bounds.get(e.var)
         if _is_index_dtype(v.dtype):
@@ -673,7 +674,6 @@ class Simplifier:
                     changes[f] = nv
         if not changes:
             return e
-        from ..tir.stmt_functor import _rebuild
         return _rebuild(e, changes)
 
     # ---------------------------------------------------------------------------------------

@@ -16,12 +16,12 @@ from ..error import KilnError
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.stmt_functor import StmtExprVisitor
+from .. import lower
 
 _KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread")
 
 
 def _lower(sch, args):
-    from .. import lower
     lowered = lower(sch, args, simple_mode=True)
     if hasattr(lowered, "functions"):
         funcs = list(lowered.functions.values()) if isinstance(lowered.functions, dict) else list(lowered.functions)

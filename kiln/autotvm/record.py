@@ -28,6 +28,7 @@ from ..error import KilnError
 from .measure.measure import MeasureInput, MeasureResult
 from .task import ApplyHistoryBest, ConfigEntity
 from .task.task import Task
+from ..target.target import Target
 
 AUTOTVM_LOG_VERSION = 0.2
 # The TVM release whose log format this follows (written as "tvm_version").
@@ -92,7 +93,6 @@ def _to_python(x):
 
 
 def _make_target(text: str):
-    from ..target.target import Target
     text = str(text)
     if "-target" in text:
         text = text.replace("-target", "-mtriple")

@@ -8,6 +8,7 @@ import os
 
 from .task.dispatcher import ApplyHistoryBest
 from .utils import EmptyContext
+from .record import load_from_file
 
 
 def context(target, extra_files=None):
@@ -29,7 +30,6 @@ def check_backend(tophub_location, backend) -> bool:
 
 def load_reference_log(backend, model, workload_name, template_key=None) -> list:
     """Reference records for fallback configs: none without a local TopHub directory."""
-    from .record import load_from_file
     local_dir = os.environ.get("KILN_TOPHUB_DIR")
     if not local_dir:
         return []

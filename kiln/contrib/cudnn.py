@@ -5,6 +5,7 @@ on any machine. kiln has no cuDNN integration: ``exists()`` is False everywhere,
 from __future__ import annotations
 
 from ..error import ArgumentError, OpNotImplemented
+from ..runtime.dtype import DataType
 
 _ALGOS = {
     "fwd": ["IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD",
@@ -63,7 +64,6 @@ def conv_output_shape(tensor_format, pad, stride, dilation, x_shape, w_shape, da
     """Output shape of a 2-d/3-d convolution as cuDNN computes it."""
     if len(x_shape) != len(w_shape) or len(x_shape) not in (4, 5):
         raise ArgumentError(f"conv_output_shape: x {list(x_shape)} and w {list(w_shape)} must both be 4-d or 5-d")
-    from ..runtime.dtype import DataType
     n, x_chan, x_sp = _split_layout(tensor_format, x_shape)
     out_chan, w_chan, w_sp = _split_layout(tensor_format, w_shape)
     lanes = DataType(data_dtype).lanes

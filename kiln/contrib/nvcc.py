@@ -16,6 +16,7 @@ import tempfile
 import warnings
 
 from ..error import ArgumentError, CompileError, DeviceError
+from ..target import Target
 
 __all__ = ["compile_cuda", "find_cuda_path", "get_cuda_version", "parse_compute_version", "have_fp16",
            "have_int8", "have_tensorcore", "have_bf16", "have_cudagraph", "get_target_compute_version"]
@@ -160,7 +161,6 @@ def have_cudagraph() -> bool:
 
 
 def _arch_version(target) -> str | None:
-    from ..target import Target
     if isinstance(target, str):
         target = Target(target)
     arch = (getattr(target, "attrs", {}) or {}).get("arch")
@@ -175,7 +175,6 @@ def _arch_version(target) -> str | None:
 def get_target_compute_version(target=None) -> str:
     """The compute version (``"8.0"``) of ``target``'s ``-arch``, of the current target, or of this machine's
     GPU; raises a DeviceError when none of them gives one."""
-    from ..target import Target
     target = target if target is not None else Target.current(allow_none=True)
     if target is not None:
         version = _arch_version(target)

@@ -30,6 +30,20 @@ except ImportError:  # pragma: no cover - onnx is an optional dependency of kiln
     raise ImportError("kiln.contrib.onnx_backend needs the 'onnx' package") from None
 
 from ..error import ArgumentError
+from ..error import OpNotImplemented
+from ..relay.frontend.onnx import from_onnx
+from .. import cpu
+from ..relay.build_module import create_executor
+from .. import cpu, transform
+from ..relay.backend.vm import compile as vm_compile
+from ..runtime.vm import VirtualMachine
+from . import graph_executor
+from .. import transform
+from ..relay.build_module import build
+from ..runtime import load_module
+from ..relay.transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
+from ..ir.type import TensorType, TupleType
+from ..relay.transform import InferType
 
 __all__ = ["KilnBackend", "KilnBackendRep", "prepare", "run_model", "supports_device"]
 
@@ -82,8 +96,6 @@ class KilnBackendRep(BackendRep):
     def _import(self, named: dict):
         """from_onnx on the model; inputs that decide shapes (a Reshape target fed by a graph input, ...) are
         bound to their current values, so the compiled model is specialized on them."""
-        from ..error import OpNotImplemented
-        from ..relay.frontend.onnx import from_onnx
         bound: dict = {}
         if not self.specialize:  # every input is a run-time value (dyn.* ops where shapes depend on them)
             mod, params = from_onnx(self.model, shape={n: v.shape for n, v in named.items()})
@@ -114,21 +126,14 @@ class KilnBackendRep(BackendRep):
             self._specialized[key] = sorted(bound)
             key = key + tuple((n, named[n].tobytes()) for n in sorted(bound))
         if self.executor == "debug":
-            from .. import cpu
-            from ..relay.build_module import create_executor
             fn = create_executor("debug", mod=mod, device=cpu(0), target=self.target).evaluate()
             names = [p.name_hint for p in mod["main"].params]
             runner = ("debug", fn, names, params)
         elif not self.specialize and _is_dynamic(mod):
-            from .. import cpu, transform
-            from ..relay.backend.vm import compile as vm_compile
-            from ..runtime.vm import VirtualMachine
             with transform.PassContext(opt_level=self.opt_level):
                 exe = vm_compile(mod, target=self.target, params=params)
             runner = ("vm", VirtualMachine(exe, cpu(0)), None, None)
         else:
-            from .. import cpu
-            from . import graph_executor
             lib = self._build(mod, params, named, bound)
             gmod = graph_executor.GraphModule(lib["default"](cpu(0)))
             runner = ("graph", gmod, None, None)
@@ -138,11 +143,8 @@ class KilnBackendRep(BackendRep):
 
     def _build(self, mod, params, named: dict, bound: dict):
         """relay.build, or the library a previous identical build exported to the artifact cache."""
-        from .. import transform
-        from ..relay.build_module import build
         path = _artifact_path(self.model, named, bound, self.target, self.opt_level)
         if path is not None and os.path.exists(path):
-            from ..runtime import load_module
             try:
                 return load_module(path)
             except Exception:  # noqa: BLE001 (a damaged cache entry is rebuilt)
@@ -186,13 +188,10 @@ class KilnBackendRep(BackendRep):
 
 def _is_dynamic(mod) -> bool:
     """Whether ``mod`` still needs the VM after DynamicToStatic (dyn.* calls or unknown dims in @main)."""
-    from ..relay.transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
     if has_dyn_ops(mod):
         mod = dynamic_to_static(mod)
         if has_dyn_ops(mod):
             return True
-    from ..ir.type import TensorType, TupleType
-    from ..relay.transform import InferType
     ft = InferType()(mod)["main"].checked_type
 
     def dynamic(t):

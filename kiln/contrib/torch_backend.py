@@ -20,6 +20,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ..error import FrontendError
+from ..runtime import ndarray as nd
+from . import graph_executor
 
 __all__ = ["kiln_backend", "KilnCompiledGraph"]
 
@@ -98,9 +100,7 @@ class KilnCompiledGraph:
         import torch
         import numpy as np
         from .. import relay, transform
-        from ..runtime import ndarray as nd
         from ..relay.frontend.pytorch_utils import tensor_dtype
-        from . import graph_executor
 
         bf16 = [i for i, x in enumerate(inputs) if getattr(x, "dtype", None) == torch.bfloat16]
         if bf16:
@@ -138,7 +138,6 @@ class KilnCompiledGraph:
 
     def __call__(self, *args):
         import torch
-        from ..runtime import ndarray as nd
         if self.frozen and self._stale(args):  # a weight changed: every specialization is out of date
             self._builds.clear()
             self.frozen_state = [(id(args[i]), args[i]._version) for i in self.frozen]

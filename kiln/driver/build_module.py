@@ -11,6 +11,13 @@ from __future__ import annotations
 from ..error import KilnError, LoweringError
 from ..te.schedule import Schedule
 from ..transform import PassContext
+from ..ir.module import IRModule
+from ..te import schedule_to_primfunc
+from ..tir.function import PrimFunc
+from ..tir import transform as tir_transform
+from ..target import Target
+from ..runtime.registry import get_global_func
+from ..tir.transform import LowerIntrin
 
 # The TIR passes run by lower(), in order (names in kiln.tir.transform).
 TIR_PIPELINE = ("Simplify", "StorageFlatten", "LoopPartition", "VectorizeLoop", "UnrollLoop", "Simplify",
@@ -22,7 +29,6 @@ def _is_schedule(obj) -> bool:
 
 
 def _prim_func_to_module(func, name: str):
-    from ..ir.module import IRModule
     symbol = func.attrs.get("global_symbol") or name
     if func.attrs.get("global_symbol") != symbol:
         func = func.with_attr("global_symbol", symbol)
@@ -31,7 +37,6 @@ def _prim_func_to_module(func, name: str):
 
 def schedule_to_module(sch, args, name: str = "main", binds=None):
     """The unoptimized IRModule of a TE schedule (TE lowering only)."""
-    from ..te import schedule_to_primfunc
     if args is None:
         raise LoweringError("kiln.lower/kiln.build of a schedule needs args: the list of tensors (and scalar "
                             "vars) that become the function's parameters, e.g. [A, B, C]")
@@ -46,8 +51,6 @@ def schedule_to_module(sch, args, name: str = "main", binds=None):
 
 
 def _as_module(inp, args, name, binds):
-    from ..ir.module import IRModule
-    from ..tir.function import PrimFunc
     if _is_schedule(inp):
         return schedule_to_module(inp, args, name, binds)
     if isinstance(inp, PrimFunc):
@@ -60,7 +63,6 @@ def _as_module(inp, args, name, binds):
 
 
 def _get_pass(name: str):
-    from ..tir import transform as tir_transform
     factory = getattr(tir_transform, name, None)
     if factory is None:
         raise NotImplementedError(f"the lowering pipeline needs kiln.tir.transform.{name}, which is not built yet")
@@ -90,7 +92,6 @@ def lower(inp, args=None, name: str = "main", binds=None, simple_mode: bool = Fa
 
 
 def _resolve_target(target, target_host=None):
-    from ..target import Target
     if target is None:
         target = Target.current(allow_none=True) or Target("llvm")
     if not isinstance(target, Target):
@@ -101,7 +102,6 @@ def _resolve_target(target, target_host=None):
 
 
 def _codegen(mod, target, entry: str | None):
-    from ..runtime.registry import get_global_func
     kind = target.kind.name
     builder = get_global_func(f"target.build.{kind}", allow_missing=True)
     if builder is None:
@@ -114,7 +114,6 @@ def _codegen(mod, target, entry: str | None):
             f"no code generator is registered for target kind {kind!r}; register one as the global function "
             f"'target.build.{kind}' taking (IRModule, Target)"
         )
-    from ..tir.transform import LowerIntrin
     mod = LowerIntrin(target)(mod)
     if entry is not None and entry in mod:
         mod = mod.with_attr("entry_name", entry)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from kiln.error import RPCError
+from kiln.rpc.client import connect_tracker
 
 
 def main(argv: list | None = None) -> int:
@@ -11,8 +13,6 @@ def main(argv: list | None = None) -> int:
     parser.add_argument("--port", type=int, default=9190, help="tracker port")
     args = parser.parse_args(argv)
 
-    from kiln.error import RPCError
-    from kiln.rpc.client import connect_tracker
 
     try:
         tracker = connect_tracker(args.host, args.port, timeout=5)

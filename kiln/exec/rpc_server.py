@@ -6,6 +6,10 @@ import logging
 import os
 import signal
 import sys
+from kiln.error import RPCError
+from kiln.rpc.launcher import announce_ready
+from kiln.rpc.protocol import DEFAULT_MAX_BLOB_BYTES
+from kiln.rpc.server import ServerLoop
 
 
 def _tracker_addr(text: str | None):
@@ -43,10 +47,6 @@ def main(argv: list | None = None) -> int:
 
     logging.basicConfig(level=logging.WARNING if args.silent else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    from kiln.error import RPCError
-    from kiln.rpc.launcher import announce_ready
-    from kiln.rpc.protocol import DEFAULT_MAX_BLOB_BYTES
-    from kiln.rpc.server import ServerLoop
 
     try:
         loop = ServerLoop(args.host, args.port, args.port_end, tracker_addr=args.tracker, key=args.key,

@@ -5,6 +5,8 @@ import argparse
 import logging
 import signal
 import sys
+from kiln.rpc.launcher import announce_ready
+from kiln.rpc.tracker import TrackerServer
 
 
 def main(argv: list | None = None) -> int:
@@ -21,8 +23,6 @@ def main(argv: list | None = None) -> int:
 
     logging.basicConfig(level=logging.WARNING if args.silent else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    from kiln.rpc.launcher import announce_ready
-    from kiln.rpc.tracker import TrackerServer
 
     tracker = TrackerServer(args.host, args.port, args.port_end, stale_timeout=args.stale_timeout,
                             stop_key=args.stop_key)

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from ..error import KilnError
 from .node import Node
+from .node import structural_equal
 
 _ATTRS_TYPES: dict[str, type] = {}
 
@@ -129,7 +130,6 @@ class Attrs(Node):
 
     def non_default_items(self) -> list:
         """(name, value) pairs whose value differs from the declared default (what the printer shows)."""
-        from .node import structural_equal
         out = []
         for k in self._fields:
             v = getattr(self, k)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import enum
 
 from .expr import RelayExpr
+from .attrs import DictAttrs
 
 
 class CallingConv(enum.IntEnum):
@@ -19,7 +20,6 @@ class BaseFunc(RelayExpr):
 
     def with_attr(self, attr_key_or_dict, attr_value=None):
         """A copy with attributes added (``func.with_attr("Primitive", 1)``)."""
-        from .attrs import DictAttrs
         d = dict(self.attrs.items()) if self.attrs is not None else {}
         if isinstance(attr_key_or_dict, dict):
             d.update(attr_key_or_dict)
@@ -28,7 +28,6 @@ class BaseFunc(RelayExpr):
         return self.with_fields(attrs=DictAttrs(d))
 
     def without_attr(self, attr_key: str):
-        from .attrs import DictAttrs
         d = dict(self.attrs.items()) if self.attrs is not None else {}
         d.pop(attr_key, None)
         return self.with_fields(attrs=DictAttrs(d))

@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from ..error import KilnError
 from .expr import RelayExpr
+from .attrs import Attrs, attrs_type
 
 _OPS: dict[str, "Op"] = {}
 
@@ -117,7 +118,6 @@ class Op(RelayExpr):
 
     def set_attrs_type(self, attrs_cls) -> "Op":
         """Declare the op's attrs class (an ``Attrs`` subclass, or its registered type key)."""
-        from .attrs import Attrs, attrs_type
         if isinstance(attrs_cls, str):
             attrs_cls = attrs_type(attrs_cls)
         if not (isinstance(attrs_cls, type) and issubclass(attrs_cls, Attrs)):

@@ -7,6 +7,9 @@ from typing import Sequence
 from ..error import KilnError
 from ..runtime.dtype import dtype_str
 from .node import Node
+from .type_printer import type_to_str
+from .node import structural_equal
+from .node import structural_hash
 
 
 class TypeKind(enum.IntEnum):
@@ -24,18 +27,15 @@ class Type(Node):
     """Base class of types."""
 
     def astext(self) -> str:
-        from .type_printer import type_to_str
         return type_to_str(self)
 
     def __eq__(self, other) -> bool:  # types compare structurally, as TVM's Type.__eq__
-        from .node import structural_equal
         return isinstance(other, Type) and structural_equal(self, other)
 
     def __ne__(self, other) -> bool:
         return not self.__eq__(other)
 
     def __hash__(self) -> int:
-        from .node import structural_hash
         return structural_hash(self)
 
     def is_dynamic(self) -> bool:

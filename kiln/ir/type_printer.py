@@ -1,5 +1,6 @@
 """Text of types, in Relay's syntax: ``Tensor[(1, 3), float32]``, ``(T1, T2)``, ``fn (A) -> B``."""
 from __future__ import annotations
+from . import type as T
 
 
 def dim_to_str(d) -> str:
@@ -18,7 +19,6 @@ def shape_to_str(shape) -> str:
 
 def type_to_str(ty, var_names=None) -> str:
     """Print a type. ``var_names`` maps TypeVars to their printed names (shared by a printer)."""
-    from . import type as T
     if ty is None:
         return "?"
     if isinstance(ty, T.TensorType):

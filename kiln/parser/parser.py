@@ -21,6 +21,18 @@ from ..ir.type import FuncType, TensorType, TupleType, TypeVar, IncompleteType
 from ..runtime.dtype import parse_dtype
 from ..error import DataTypeError
 from .lexer import error_at, tokenize
+from ..relay.metadata import MetaTable
+from ..relay.expr import Function
+from ..relay.expr import Var
+from ..relay.expr import Let
+from ..relay.expr import Tuple
+from ..relay.expr import Call, Tuple
+from ..relay.expr import TupleGetItem
+from ..relay.expr import Call
+from ..relay.expr import Call, Constant, Function, If, Tuple
+from ..tir.expr import Any
+from ..tir.expr import SizeVar
+from ..relay.expr import Constant
 
 _SUFFIX_DTYPE = {"f": "float32", "f16": "float16", "f32": "float32", "f64": "float64", "i8": "int8",
                  "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "u16": "uint16",
@@ -50,7 +62,6 @@ class _Number:
 
 class Parser:
     def __init__(self, source: str, source_name: str = "from_string", meta_table=None):
-        from ..relay.metadata import MetaTable
         self.full_source = source
         self.source_name = source_name
         body, meta_text = _split_metadata(source)
@@ -152,7 +163,6 @@ class Parser:
 
     # -- functions ------------------------------------------------------------------------------------
     def parse_function_rest(self, head_tok):
-        from ..relay.expr import Function
         type_params = []
         self.type_scopes.append({})
         self.scopes.append({})
@@ -198,7 +208,6 @@ class Parser:
                         span=self.span(head_tok))
 
     def new_var(self, tok, ann):
-        from ..relay.expr import Var
         name = tok.text[1:]
         if name.isdigit():
             raise self.error(f"%{name} is a graph binding name; variables need a name that is not a number", tok)
@@ -210,7 +219,6 @@ class Parser:
     def parse_body(self, end):
         """``(binding ;)* expr`` up to ``end`` ('}' or None for end of input). Bindings are read in a
         loop (a body of 100,000 bindings costs no interpreter stack); lets nest from the inside out."""
-        from ..relay.expr import Let
         lets = []  # (var, value, let token), outermost first
         try:
             while True:
@@ -249,7 +257,6 @@ class Parser:
     # ``f(f(f(...)))`` nested 100,000 deep parses. Frames: ["call", callee, token, args, attrs] and
     # ["tuple", token, fields]. Blocks, functions and ifs recurse (one level per nested scope).
     def parse_expr(self):
-        from ..relay.expr import Tuple
         stack: list = []
         while True:
             expr = self._open_primary(stack)
@@ -285,7 +292,6 @@ class Parser:
 
     def _open_primary(self, stack):
         """A complete primary expression, or None after opening a frame (a call's or a tuple's)."""
-        from ..relay.expr import Call, Tuple
         t = self.tok
         if self.at("("):
             self.i += 1
@@ -312,7 +318,6 @@ class Parser:
 
     def _postfix(self, expr, stack):
         """Apply ``(args)`` calls and ``.i`` projections; (expr, True) when a call's frame was opened."""
-        from ..relay.expr import TupleGetItem
         while True:
             t = self.tok
             if self.at("("):
@@ -356,7 +361,6 @@ class Parser:
         return False
 
     def _finish_call(self, frame):
-        from ..relay.expr import Call
         _, callee, t, args, attrs, _closed = frame
         if isinstance(callee, Op):
             return Call(callee, args, self.make_attrs(callee, attrs, t), span=self.span(t))
@@ -377,7 +381,6 @@ class Parser:
         return frame[3], frame[4]
 
     def parse_primary(self):
-        from ..relay.expr import Call, Constant, Function, If, Tuple
         t = self.tok
         if t.kind == "local":
             self.i += 1
@@ -623,11 +626,9 @@ class Parser:
                 dims.append(int(t.text))
                 self.i += 1
             elif self.at("?"):
-                from ..tir.expr import Any
                 dims.append(Any())
                 self.i += 1
             elif t.kind == "ident":
-                from ..tir.expr import SizeVar
                 key = "$dim:" + t.text
                 scope = self.type_scopes[-1] if self.type_scopes else {}
                 dv = scope.get(key)
@@ -649,7 +650,6 @@ def _meta_dict(meta_table) -> dict:
     if meta_table is None:
         return {}
     table = getattr(meta_table, "table", meta_table)
-    from ..relay.expr import Constant
     out = {}
     for k, v in dict(table).items():
         out[k] = [x if isinstance(x, Constant) else Constant(np.asarray(x.numpy() if hasattr(x, "numpy") else x))

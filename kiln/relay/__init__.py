@@ -16,6 +16,7 @@ from ..ir.span import Span, SourceName
 from . import expr, expr_functor, analysis, transform, build_module, printer
 from .printer import RelayTextPrinter
 from .build_module import bind_params_by_name
+from ..tir.expr import Any as _Any
 
 # TVM spells the type aliases this way too
 Scalar = TensorType
@@ -23,7 +24,6 @@ Scalar = TensorType
 
 def Any():  # noqa: N802 (TVM's name)
     """An unknown dimension for ``relay.var(..., shape=(relay.Any(), 3))``."""
-    from ..tir.expr import Any as _Any
     return _Any()
 
 

@@ -27,6 +27,10 @@ from .op.annotation import strip_on_device
 from .qnn.transform import Legalize as _qnn_legalize
 from .expr import Constant, Function
 from .expr_functor import bind_vars
+from .transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
+from .transform.dynamic_to_static import has_dyn_ops
+from .executor import Executor
+from .backend.vm import VMExecutor
 
 
 def bind_params_by_name(func: Function, params: dict) -> Function:
@@ -127,7 +131,6 @@ def _bind_params(mod: IRModule, params) -> IRModule:
 
 def _run_optimizations(mod: IRModule, fuse: bool = True) -> IRModule:
     mod = strip_on_device(mod)  # one device: on_device annotations have nothing left to say (TVM's PlanDevices)
-    from .transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
     if has_dyn_ops(mod):  # dyn.* calls whose shape operands fold to constants become static ops
         mod = dynamic_to_static(mod)
     seq = Sequential(_optimize_passes(), opt_level=0, name="relay.build.optimize")
@@ -212,7 +215,6 @@ def build(ir_mod, target=None, target_host=None, executor=None, runtime=None, wo
     mod_name = mod_name or "default"
 
     start = _time.perf_counter()
-    from .transform.dynamic_to_static import has_dyn_ops
     if not has_dyn_ops(ir_mod):  # dyn.* ops may still become static (DynamicToStatic); checked after the passes
         _check_static(ir_mod, "graph")
     with tgt:  # target-dependent passes (AlterOpLayout's x86 hooks) and strategies read Target.current()
@@ -235,7 +237,6 @@ def build(ir_mod, target=None, target_host=None, executor=None, runtime=None, wo
 
 
 def Executor_graph():  # noqa: N802 - small helper keeping relay.executor import lazy
-    from .executor import Executor
     return Executor("graph")
 
 
@@ -302,7 +303,6 @@ def _graph_executor(mod, device, target, params):
 
 
 def _vm_executor(mod, device, target, params):
-    from .backend.vm import VMExecutor
     return VMExecutor(mod, device, target, params)
 
 

@@ -18,12 +18,12 @@ from ..ir.function import BaseFunc
 from ..ir.type import TensorType, Type, TupleType
 from ..runtime import ndarray as _nd
 from ..runtime.dtype import dtype_str
+from ..ir.op import Op, _OPS
 
 Expr = RelayExpr
 
 
 def _op(name: str):
-    from ..ir.op import Op, _OPS
     op = _OPS.get(name)
     if op is None:
         raise RelayError(

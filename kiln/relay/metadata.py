@@ -14,6 +14,7 @@ import json
 import numpy as np
 
 from ..error import ParseError
+from .expr import Constant
 
 
 class MetaTable:
@@ -64,7 +65,6 @@ class MetaTable:
 
     @staticmethod
     def from_json(text: str) -> "MetaTable":
-        from .expr import Constant
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as err:

@@ -28,6 +28,7 @@ from ..ir.type_printer import type_to_str
 from .expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from .expr_functor import post_order_dataflow
 from .metadata import MetaTable
+from .analysis.graph import edge_counts
 
 VERSION = "0.0.5"
 _NAME_OK = re.compile(r"[^A-Za-z0-9_]")
@@ -166,7 +167,6 @@ class RelayTextPrinter:
 
     # -- scopes ----------------------------------------------------------------------------------
     def _push(self, root=None) -> _Scope:
-        from .analysis.graph import edge_counts
         if root is None or not self.scopes:
             s = _Scope()
             if root is not None:

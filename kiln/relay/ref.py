@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from ..ir.type import RelayRefType, TupleType
 from .expr import ExprWithOp, _check_expr
+from ..ir.type import IncompleteType
+from ..error import InternalError
+from .expr_functor import register_expr_class
 
 RefType = RelayRefType
 
@@ -45,7 +48,6 @@ class RefCreate(ExprWithOp):
 
 
 def _ref_value_type(inf, node, ref):
-    from ..ir.type import IncompleteType
     rt = inf.solver.resolve(inf.infer(ref))
     if isinstance(rt, IncompleteType):
         vt = IncompleteType()
@@ -57,7 +59,6 @@ def _ref_value_type(inf, node, ref):
 
 
 def _cell(runner, frame, ref, what):
-    from ..error import InternalError
     cell = runner.eval(ref, frame)
     if not isinstance(cell, RefValue):
         raise InternalError(f"{what} of a non-reference value {type(cell).__name__}")
@@ -108,7 +109,6 @@ class RefWrite(ExprWithOp):
 
 
 def _register_visitors() -> None:
-    from .expr_functor import register_expr_class
     register_expr_class(RefCreate, "visit_ref_create")
     register_expr_class(RefRead, "visit_ref_read")
     register_expr_class(RefWrite, "visit_ref_write")

@@ -22,6 +22,11 @@ from . import base
 from .base import RPC_MAGIC, RPC_SESS_MASK, TrackerCode
 from .protocol import (DEFAULT_MAX_BLOB_BYTES, BlobWriter, ProtocolError, SessionLost, blob_slice, raise_remote_error,
                        recv_frame, send_frame)
+from ..runtime import ndarray as rt_nd
+from ..runtime.device import device as make_device
+from .session_handler import SessionHandler, cleanup_workdir, register_server_functions
+from .server import auth_digest
+from .tracker import format_summary
 
 # Sessions by table index: a remote device's type carries (index + 1) * RPC_SESS_MASK, as in TVM.
 _SESSIONS: list = []
@@ -200,7 +205,6 @@ class RemoteNDArray(_RemoteObject):
             out = target._rpc_sess._nd_empty(self.shape, self.dtype, target)
             return out.copyfrom(self) if target._rpc_sess is self._sess else out.copyfrom(self.numpy())
         if isinstance(target, Device):
-            from ..runtime import ndarray as rt_nd
 
             return rt_nd.array(self.numpy(), target)
         if hasattr(target, "copyfrom"):
@@ -446,7 +450,6 @@ class RPCSession:
 
     def device(self, dev_type, dev_id: int = 0) -> RemoteDevice:
         """A device of the server: ``remote.device("cpu", 0)`` or ``remote.device(1, 0)``."""
-        from ..runtime.device import device as make_device
 
         if isinstance(dev_type, int) and dev_type >= RPC_SESS_MASK:
             dev_type = dev_type % RPC_SESS_MASK
@@ -552,7 +555,6 @@ class LocalSession(RPCSession):
     def __init__(self):
         import tempfile
 
-        from .session_handler import SessionHandler, cleanup_workdir, register_server_functions
 
         self._workdir = tempfile.mkdtemp(prefix="kiln-rpc-local-")
         handler = SessionHandler(self._workdir, "local")
@@ -610,7 +612,6 @@ def connect(url: str, port: int, key: str = "", session_timeout: float = 0, sess
         if nonce:
             if not token:
                 raise RPCError(f"RPC server {peer} requires a token: pass token=... or set KILN_RPC_TOKEN")
-            from .server import auth_digest
 
             auth = auth_digest(token, nonce)
         send_frame(sock, {"auth": auth})
@@ -684,7 +685,6 @@ class TrackerSession:
 
     def text_summary(self) -> str:
         """The summary as a table of servers and queues."""
-        from .tracker import format_summary
 
         return format_summary(self.summary())
 

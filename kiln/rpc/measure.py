@@ -21,6 +21,9 @@ import time
 
 from ..error import RPCError
 from .client import RemoteDevice, RPCSession, connect_tracker
+from .launcher import exit_on_signals
+from .tracker import Tracker
+from .server import Server
 
 
 def request_remote(device_key: str, host: str | None = None, port: int | None = None, priority: int = 1,
@@ -197,7 +200,6 @@ class LocalCluster:
 
     def __init__(self, n_servers: int = 1, key: str | None = None, port: int = 9000, port_end: int = 10000,
                  silent: bool = True, server_init: str | None = None, wait: float = 10.0):
-        from .launcher import exit_on_signals
         exit_on_signals()  # SIGTERM unwinds (the children started from helper threads are stopped at exit)
         self.host = "127.0.0.1"
         self.tracker = None
@@ -216,7 +218,6 @@ class LocalCluster:
         The tracker's port is chosen up front so the servers can be told it; if another process
         takes that port in the meantime, fall back to starting the tracker first.
         """
-        from .tracker import Tracker
 
         guess = _free_port(self.host, port, port_end)
         errors: list = []
@@ -251,7 +252,6 @@ class LocalCluster:
 
     def add_servers(self, count: int) -> list:
         """Start ``count`` more servers of this cluster's key (in parallel); returns them."""
-        from .server import Server
 
         started: list = [None] * count
         errors: list = []

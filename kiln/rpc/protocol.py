@@ -25,6 +25,7 @@ import socket
 import struct
 
 from ..error import RPCError
+from .. import error as kerr
 
 FRAME_MAGIC = 0x314E4C4B
 _HEADER = struct.Struct("<IIQ")
@@ -134,7 +135,6 @@ def error_payload(err: BaseException, traceback_text: str = "") -> dict:
 
 def raise_remote_error(payload: dict, context: str = ""):
     """Re-raise an error sent by the server: the same kiln error class when it is one, else RPCError."""
-    from .. import error as kerr
 
     name = str(payload.get("type", "RPCError"))
     message = str(payload.get("message", ""))

@@ -32,6 +32,7 @@ from .base import RPC_MAGIC, TrackerCode
 from .protocol import DEFAULT_MAX_BLOB_BYTES, PROTOCOL_VERSION, ProtocolError, SessionLost, recv_frame, send_frame
 from .session_handler import cleanup_workdir
 from .worker import EXIT_OK, EXIT_PROTOCOL_ERROR, EXIT_SETUP_ERROR, worker_main
+from .launcher import launch
 
 logger = logging.getLogger("kiln.rpc.server")
 
@@ -356,7 +357,6 @@ class Server:
                  silent: bool = False, no_fork: bool = False, server_init_callback=None, reuse_addr: bool = True,
                  timeout=None, token: str | None = None, server_init: str | None = None, ping_period: float = 2.0,
                  unmatch_timeout: float = 4.0):
-        from .launcher import launch
 
         if is_proxy:
             raise RPCError("kiln has no RPC proxy; connect servers to a tracker instead")

@@ -21,6 +21,8 @@ from ..runtime import ndarray as rt_nd
 from ..runtime.device import Device
 from ..runtime.module import load_module
 from .protocol import BlobWriter, ProtocolError, blob_slice, error_payload
+from ..runtime.registry import get_global_func
+from ..runtime.registry import register_func
 
 logger = logging.getLogger("kiln.rpc.server")
 
@@ -234,7 +236,6 @@ class SessionHandler:
         return self.encode(mod, blobs)
 
     def op_get_global_func(self, blob, blobs, name, allow_missing=False):
-        from ..runtime.registry import get_global_func
 
         func = get_global_func(name, allow_missing=True)
         if func is None:
@@ -325,7 +326,6 @@ def register_server_functions(handler_getter) -> None:
     Names follow TVM: ``tvm.rpc.server.{workpath,upload,download,remove,listdir,load_module}`` and
     ``tvm.contrib.random.random_fill``.
     """
-    from ..runtime.registry import register_func
 
     def workpath(path):
         return resolve_session_path(handler_getter().workdir, path)

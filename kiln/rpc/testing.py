@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from ..runtime.registry import register_func
 
 
 def _addone(x):
@@ -47,7 +48,6 @@ def _echo(*args):
 
 def register() -> None:
     """Register the ``rpc.test.*`` functions in this process's global registry."""
-    from ..runtime.registry import register_func
 
     for name, func in {
         "rpc.test.addone": _addone,

@@ -42,6 +42,7 @@ import time
 from ..error import RPCError
 from . import base
 from .base import RPC_TRACKER_MAGIC, TrackerCode
+from .launcher import launch
 
 logger = logging.getLogger("kiln.rpc.tracker")
 
@@ -388,7 +389,6 @@ class Tracker:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 9190, port_end: int = 9199, silent: bool = False,
                  stale_timeout: float = 30.0):
-        from .launcher import launch
 
         self.host = host
         self.stop_key = base.random_key("tracker")

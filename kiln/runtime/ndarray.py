@@ -12,6 +12,7 @@ import numpy as np
 from ..error import DataTypeError, DeviceError, KilnError
 from .device import Device, cpu, cuda, device, gpu  # noqa: F401  (TVM re-exports these from tvm.nd)
 from .dtype import parse_dtype
+from .abi import DLDataType, DLDevice, DLTensor
 
 _ALIGN = 64
 
@@ -206,7 +207,6 @@ class NDArray:
 def _make_dltensor(arr: NDArray):
     import ctypes
 
-    from .abi import DLDataType, DLDevice, DLTensor
 
     dt = parse_dtype(arr._dtype)
     ndim = len(arr._shape)

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..error import ModuleLoadError
 from .dtype import parse_dtype
+from .ndarray import array
 
 LIST_MAGIC = 0xF7E58D4F05049CB7
 ARRAY_MAGIC = 0xDD5E40F096B4A13F
@@ -150,5 +151,4 @@ def save_param_dict(params: dict) -> bytearray:
 
 def load_param_dict(param_bytes) -> dict:
     """``{name: NDArray}`` from bytes written by ``save_param_dict`` (or by TVM)."""
-    from .ndarray import array
     return {k: array(v) for k, v in load_params(param_bytes).items()}

@@ -14,6 +14,9 @@ import numpy as np
 
 from ..error import KilnError
 from . import abi
+from .device import Device
+from .dtype import DataType
+from .ndarray import NDArray
 
 
 class GlobalFuncNotFound(KilnError, ValueError):
@@ -104,9 +107,6 @@ def take_pending_error():
 
 
 def _dltensor_to_ndarray(addr: int):
-    from .device import Device
-    from .dtype import DataType
-    from .ndarray import NDArray
 
     t = abi.DLTensor.from_address(addr)
     code, bits, lanes = t.dtype.code, t.dtype.bits, t.dtype.lanes
@@ -159,7 +159,6 @@ def _convert_arg(value: abi.KilnValue, code: int):
 
 
 def _write_return(result, ret, ret_code) -> None:
-    from .ndarray import NDArray
 
     if result is None:
         ret[0].v_int64 = 0

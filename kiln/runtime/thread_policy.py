@@ -32,6 +32,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from ..error import KilnError
+from .library import num_threads
+from .library import apply_effective_threads
 
 try:
     import resource
@@ -71,7 +74,6 @@ def configure_openmp_env(environ=None) -> dict:
         env["OMP_WAIT_POLICY"] = choice.upper()
         status.update(policy=choice.upper(), set_by_kiln=True, reason="KILN_OMP_WAIT_POLICY")
     elif choice:
-        from ..error import KilnError
         raise KilnError(f"$KILN_OMP_WAIT_POLICY must be 'active', 'passive' or 'keep', got {choice!r}")
     elif "OMP_WAIT_POLICY" in env or "GOMP_SPINCOUNT" in env:
         status.update(policy=env.get("OMP_WAIT_POLICY"), reason="set by the user (OMP_WAIT_POLICY / GOMP_SPINCOUNT)")
@@ -129,7 +131,6 @@ def get_thread_policy() -> str:
     if not text:
         return "adaptive"
     if text not in THREAD_POLICIES:
-        from ..error import KilnError
         raise KilnError(f"${THREAD_POLICY_ENV} must be one of {', '.join(THREAD_POLICIES)}, got {text!r}")
     return text
 
@@ -140,7 +141,6 @@ def set_thread_policy(policy: str | None) -> None:
     ``$KILN_THREAD_POLICY`` / the default). Applies to every kernel library at once."""
     if policy is not None:
         if not isinstance(policy, str) or policy.strip().lower() not in THREAD_POLICIES:
-            from ..error import KilnError
             raise KilnError(f"set_thread_policy expects one of {', '.join(THREAD_POLICIES)} or None, got {policy!r}")
         policy = policy.strip().lower()
     _policy_override[:] = [] if policy is None else [policy]
@@ -262,7 +262,6 @@ def effective_threads(requested: int | None = None) -> int:
     """Threads kiln's parallel loops use now: ``requested`` (default :func:`kiln.runtime.num_threads`),
     lowered by the adaptive policy while other processes keep cores busy."""
     if requested is None:
-        from .library import num_threads
         requested = num_threads()
     if get_thread_policy() == "fixed":
         return requested
@@ -270,7 +269,6 @@ def effective_threads(requested: int | None = None) -> int:
 
 
 def _apply() -> None:
-    from .library import apply_effective_threads
     apply_effective_threads()
 
 
@@ -285,7 +283,6 @@ def tick() -> None:
 def thread_status() -> dict:
     """What the thread policy sees and does: ``policy``, ``requested`` (num_threads), ``threads`` (in use now),
     ``cpus``, ``others_busy_cores`` (last window; None before two windows) and ``changes`` (decisions applied)."""
-    from .library import num_threads
     requested = num_threads()
     return {"policy": get_thread_policy(), "requested": requested, "threads": effective_threads(requested),
             "cpus": ADAPTER.cpus, "others_busy_cores": ADAPTER.others, "usable_cores": ADAPTER.usable,

@@ -8,6 +8,8 @@ NotImplementedError saying so, as do the statement builders (``T.block``, ``T.gr
 from __future__ import annotations
 
 import builtins
+from .. import tir
+from ..ir import PointerType, PrimType
 
 TVMSCRIPT_UNSUPPORTED = (
     "{what}: kiln cannot parse TVMScript yet. Build the function with kiln.te (te.placeholder / te.compute / "
@@ -25,7 +27,6 @@ class _ScalarType:
         self.__name__ = dtype
 
     def __call__(self, value=None, is_size_var: bool = False):
-        from .. import tir
         if value is None:
             return tir.Var("v", self.dtype)
         if isinstance(value, (builtins.bool, builtins.int, builtins.float)):
@@ -45,13 +46,11 @@ float32x4 = _ScalarType("float32x4")
 
 def handle(dtype: str | None = None, storage_scope: str = "global"):
     """A handle-typed variable (TVM's ``T.handle``)."""
-    from .. import tir
     return tir.Var("handle", "handle")
 
 
 def Ptr(dtype: str, storage_scope: str = "global"):  # noqa: N802 - TVM's name
     """A pointer type to ``dtype``."""
-    from ..ir import PointerType, PrimType
     return PointerType(PrimType(dtype), storage_scope)
 
 
@@ -66,7 +65,6 @@ class Buffer(metaclass=_BufferMeta):
 
     def __new__(cls, shape, dtype: str = "float32", data=None, strides=None, elem_offset=None, scope: str = "global",
                 align: int = 0, offset_factor: int = 0, buffer_type: str = "", axis_separators=None, name="buffer"):
-        from .. import tir
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         return tir.decl_buffer(shape, dtype, name=name, data=data, strides=strides, elem_offset=elem_offset,
                                scope=scope, data_alignment=align or -1, offset_factor=offset_factor)

@@ -1,8 +1,10 @@
 """C code generation: lowered TIR PrimFuncs -> one readable C translation unit (docs/abi.md, docs/targets.md).
 
-``codegen_c`` runs the C backend's own TIR passes (:func:`c_lowering_passes`: ``LowerIntrin``, whose
-default rules turn math intrinsics into C library calls, and ``PromoteRegisters``) and hands the result
-to :class:`CodeGenC`, which only prints. Input functions are lowered: buffers flat (multi-dimensional
+``codegen_c`` runs the C backend's own TIR pass (:func:`c_lowering_passes`: ``PromoteRegisters``) and hands
+the result to :class:`CodeGenC`, which only prints. Intrinsics arrive lowered: ``kiln.build`` runs
+``LowerIntrin`` (whose default rules turn math intrinsics into C library calls) once, before any backend, as
+TVM's driver does; a caller printing TIR directly runs it first (the printer names it when it meets an
+unlowered call). Input functions are lowered: buffers flat (multi-dimensional
 accesses are still accepted and flattened here through the buffer's shape/strides), vectors as
 Ramp/Broadcast, loops tagged serial/parallel/vectorized/unrolled. Output: ``C_PRELUDE``, vector
 typedefs and inline helpers, then one ``int32_t name(KilnValue* args, int32_t num_args)`` per function.
@@ -34,13 +36,13 @@ from ..tir.buffer import Buffer
 from ..tir.op import convert
 from ..tir.stmt_functor import StmtExprVisitor
 from ..tir.transform.intrin_rule import LANEWISE_EXTERN, LIBM
-from ..tir.transform.lower_intrin import LowerIntrin
 from ..tir.transform.promote_registers import REGISTERS_ATTR, PromoteRegisters
 from ..tir.transform.vector_split import as_ramp, split_store
 from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
 from .c_support import CSupport, scalar_ctype, suffix
 from .metadata import function_metadata, implicit_shape_vars
 from .x86 import target_cpu_flags
+from ..tir import op as tir_op
 
 STACK_LIMIT_BYTES = 32 * 1024
 
@@ -622,7 +624,7 @@ class FunctionCodegen(StmtExprVisitor):
 
     def _not_lowered(self, e):
         self.fail(e, "float %, floordiv and floormod are C library calls that LowerIntrin makes; "
-                     "run kiln.tir.transform.LowerIntrin before printing (kiln.target.codegen_c does)")
+                     "run kiln.tir.transform.LowerIntrin before printing (kiln.build does)")
 
     def _floor_int(self, e, kind: str, truncating):
         """Integer floordiv / floormod: C's truncating operator where it agrees (unsigned or provably
@@ -832,8 +834,6 @@ class FunctionCodegen(StmtExprVisitor):
     def _packed_buffer_ptr(self, e, buf) -> str:
         """The data pointer of a buffer passed to a packed call: its data plus its element offset (a view
         made by tensorize); the view must be compact, as kiln's DLTensors carry no strides."""
-        from ..arith import Analyzer
-        from ..tir import op as tir_op
         if buf.strides:
             ana, acc = Analyzer(), tir_op.const(1, "int32")
             for d, st in reversed(list(zip(buf.shape, buf.strides))):
@@ -1092,16 +1092,16 @@ class CodeGenC:
 
 
 def c_lowering_passes(target=None, max_vector_bytes: int | None = None) -> list:
-    """The TIR passes the C backend runs right before printing: the target's intrinsic rules (math
-    intrinsics -> C library calls) and register promotion for its SIMD width (docs/targets.md)."""
+    """The TIR passes the C backend runs right before printing: register promotion for the target's SIMD
+    width (docs/targets.md). ``LowerIntrin`` is not among them: ``kiln.build`` has run it already."""
     if max_vector_bytes is None:
         max_vector_bytes = max_vector_bytes_for(target)
-    return [LowerIntrin(target), PromoteRegisters(max_vector_bytes)]
+    return [PromoteRegisters(max_vector_bytes)]
 
 
 def codegen_c(funcs, target=None) -> tuple[str, list]:
-    """C source and metadata for ``funcs``: a list of (symbol, PrimFunc) pairs, lowered by
-    :func:`c_lowering_passes` and printed by :class:`CodeGenC`."""
+    """C source and metadata for ``funcs``: a list of (symbol, PrimFunc) pairs whose intrinsics are lowered
+    (``LowerIntrin``), run through :func:`c_lowering_passes` and printed by :class:`CodeGenC`."""
     max_vector_bytes = max_vector_bytes_for(target)
     passes = c_lowering_passes(target, max_vector_bytes)
     gen = CodeGenC(max_vector_bytes)

@@ -12,6 +12,9 @@ import subprocess
 import threading
 
 from ..error import KilnError
+from .cpus import known_cpu_names
+from .compiler import compiler_identity, find_compiler
+from .cpus import UnknownCpuError, cpu_ancestors, cpu_features
 
 
 class TargetFlagsError(KilnError, ValueError):
@@ -19,7 +22,6 @@ class TargetFlagsError(KilnError, ValueError):
 
 
 def unknown_cpu_error(mcpu: str) -> TargetFlagsError:
-    from .cpus import known_cpu_names
     return TargetFlagsError(
         f"unknown -mcpu={mcpu!r}: kiln knows the x86 CPU names {', '.join(known_cpu_names())} "
         "(LLVM's spellings, e.g. core-avx2, skylake-avx512, znver4, sapphirerapids, x86-64-v3)")
@@ -27,7 +29,6 @@ def unknown_cpu_error(mcpu: str) -> TargetFlagsError:
 
 def _probe(args: tuple) -> bool:
     """Whether the C compiler accepts ``args`` (preprocessing an empty file)."""
-    from .compiler import compiler_identity, find_compiler
     cc = tuple(find_compiler())
     key = (compiler_identity(list(cc)), args)
     with _probe_lock:
@@ -52,7 +53,6 @@ def march_and_flags(mcpu: str) -> tuple:
     """``(-march name, [-m<feature> ...])`` for CPU ``mcpu``: the name itself when the C compiler knows it,
     else its nearest ancestor the compiler knows plus the features that ancestor lacks (those the compiler
     has flags for). gcc 12 builds ``znver4`` as ``-march=znver3 -mavx512f -mavx512bw ...``."""
-    from .cpus import UnknownCpuError, cpu_ancestors, cpu_features
     if mcpu == "native":
         return "native", []
     try:

@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from ..error import KilnError
+from .x86 import host_cpu_info
 
 
 class TargetError(KilnError, ValueError):
@@ -189,7 +190,6 @@ class Target:
     def num_cores(self) -> int:
         if "num-cores" in self.attrs:
             return self.attrs["num-cores"]
-        from .x86 import host_cpu_info
         return host_cpu_info().num_cores
 
     @property

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from ..error import KilnError
 from ..ir.node import Node
+from ..runtime.device import Device, device as _make_device
+from .target import Target
 
 
 class VirtualDevice(Node):
@@ -15,14 +17,12 @@ class VirtualDevice(Node):
     _fields = ("device_type_int", "virtual_device_id", "target", "memory_scope")
 
     def __init__(self, device=None, target=None, memory_scope: str = ""):
-        from ..runtime.device import Device, device as _make_device
         if isinstance(device, str):
             device = _make_device(device)
         if device is not None and not isinstance(device, Device):
             raise KilnError(f"VirtualDevice: device must be a kiln Device (tvm.cpu(0)) or a device name, "
                             f"got {type(device).__name__}")
         if isinstance(target, str):
-            from .target import Target
             target = Target(target)
         self.device_type_int = int(device.device_type) if device is not None else -1
         self.virtual_device_id = int(device.device_id) if device is not None else -1

@@ -9,6 +9,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
+from .cpus import UnknownCpuError, cpu_features
+from .flags import unknown_cpu_error
+from ..runtime.cpu_features import features_from_cpuinfo_flags
+from ..runtime.cpu_features import missing_features
+from ..runtime.cpu_features import ISA_FEATURES
+from ..runtime.dtype import parse_dtype
+from .flags import cpu_cflags
 
 
 @dataclass(frozen=True)
@@ -91,14 +98,11 @@ def host_target():
 
 def _named_features(target) -> set:
     """Features of a target that names its CPU (-mcpu), with its -mattr applied; the host's when it names none."""
-    from .cpus import UnknownCpuError, cpu_features
-    from .flags import unknown_cpu_error
     if target is None or not target.mcpu or target.mcpu == "native":
         ht = host_target()
         if ht is not None and ht is not target:
             flags = _named_features(ht)
         else:
-            from ..runtime.cpu_features import features_from_cpuinfo_flags
             # cpuinfo spellings (avx512_vnni, ...) and the LLVM names of the ISA extensions
             flags = set(host_cpu_info().flags) | set(features_from_cpuinfo_flags(host_cpu_info().flags))
     else:
@@ -146,19 +150,16 @@ def target_has_amx(target=None) -> bool:
 
 def host_can_run(target=None) -> bool:
     """Whether code built for ``target`` runs on this machine (every ISA feature it needs is here)."""
-    from ..runtime.cpu_features import missing_features
     return not missing_features(required_features(target))
 
 
 def required_features(target=None) -> list:
     """The ISA features (LLVM names, those the runtime checks at load) code built for ``target`` may use."""
-    from ..runtime.cpu_features import ISA_FEATURES
     return sorted(f for f in target_cpu_flags(target) if f in ISA_FEATURES)
 
 
 def get_simd_width(target=None, dtype: str = "float32") -> int:
     """Vector lanes of ``dtype`` in one SIMD register (fp32: 16 with AVX-512, 8 with AVX/AVX2, else 4)."""
-    from ..runtime.dtype import parse_dtype
     flags = target_cpu_flags(target)
     if "avx512f" in flags:
         nbytes = 64
@@ -198,7 +199,6 @@ def get_num_cores(target=None) -> int:
 def target_cpu_summary(target=None) -> str:
     """One line naming the CPU code for ``target`` is built for: the CPU, its vector ISA and the compiler's
     ``-march`` flags (``kiln compile`` prints it)."""
-    from .flags import cpu_cflags
     from .target import Target
     if target is None:
         target = Target.current(allow_none=True) or Target("llvm")

@@ -21,6 +21,8 @@ from .bound import infer_bound
 from .schedule import Schedule, kInlinedAlready
 from .schedule_ops import schedule_ops
 from .tensor import ExternOp, PlaceholderOp, Tensor
+from ..error import OpNotImplemented
+from ..tir import op as tir_op
 
 
 def _is_zero(e) -> bool:
@@ -89,7 +91,6 @@ class _TensorToBuffer(StmtExprMutator):
 
     def _bind_region(self, s):
         """A tensorize intrinsic's buffer over a region of a real tensor (``Stage.tensorize``)."""
-        from ..tir import op as tir_op
         b = s.node
         key = self._key(b.tensor)
         if key not in self.extern:

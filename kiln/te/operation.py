@@ -11,6 +11,7 @@ from ..runtime.dtype import parse_dtype
 from ..tir import stmt as S
 from ..tir.buffer import decl_buffer
 from .tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor, TensorSlice
+from ..error import OpNotImplemented
 
 
 def var(name: str = "tindex", dtype: str = "int32", span=None) -> E.Var:
@@ -208,7 +209,6 @@ def thread_axis(dom=None, tag: str = "", name: str = "", span=None) -> E.IterVar
 
 def _not_built(name):
     def fn(*args, **kwargs):
-        from ..error import OpNotImplemented
         raise OpNotImplemented(f"te.{name} is not implemented in kiln (use te.compute / te.extern instead)")
     fn.__name__ = name
     return fn

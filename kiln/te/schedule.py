@@ -14,6 +14,10 @@ from ..tir import expr as E
 from ..tir import op as tir_op
 from ..runtime.dtype import parse_dtype
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .tensor_intrin import TensorIntrin
+from ..error import OpNotImplemented
+from ..transform.pass_context import PassContext
+from . import schedule_passes
 
 # attach types (TVM's AttachType values)
 kGroupRoot = 1
@@ -343,7 +347,6 @@ class Stage(Node):
     @_recorded("tensorize")
     def tensorize(self, var, tensor_intrin):
         """Replace the loops from ``var`` inward by ``tensor_intrin`` (``te.decl_tensor_intrin``)."""
-        from .tensor_intrin import TensorIntrin
         if not isinstance(tensor_intrin, TensorIntrin):
             raise ScheduleError(f"tensorize on stage '{self.op.name}': expected a te.decl_tensor_intrin result, "
                                 f"got {tensor_intrin!r}")
@@ -382,7 +385,6 @@ class Stage(Node):
 
     @_recorded("prefetch")
     def prefetch(self, tensor, var, offset):
-        from ..error import OpNotImplemented
         raise OpNotImplemented("Stage.prefetch is not implemented in kiln")
 
     @_recorded("storage_align")
@@ -557,7 +559,6 @@ class Schedule(Node):
         if not isinstance(ops, (list, tuple)):
             ops = [ops]
         self.outputs = [_as_op(o) for o in ops]
-        from ..transform.pass_context import PassContext
         self.keep_schedule_record = bool(PassContext.current().get_config("te.keep_schedule_record", False))
         self.schedule_record: list = []
         self.primitive_record: list = []
@@ -645,7 +646,6 @@ class Schedule(Node):
         return sn
 
     def create_group(self, outputs, inputs, include_inputs=False):
-        from ..error import OpNotImplemented
         raise OpNotImplemented("Schedule.create_group is not implemented in kiln")
 
     @_recorded("cache_read")
@@ -675,7 +675,6 @@ def create_schedule(ops) -> Schedule:
 def __getattr__(name):
     # TVM's te.schedule.* lowering steps (kiln/te/schedule_passes.py) and its IterVar name
     if name in ("InferBound", "ScheduleOps", "AutoInlineElemWise", "AutoInlineBroadcast", "AutoInlineInjective"):
-        from . import schedule_passes
         return getattr(schedule_passes, name)
     if name == "IterVar":
         return E.IterVar

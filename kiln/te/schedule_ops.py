@@ -19,6 +19,8 @@ from ..arith import Analyzer
 from . import message_passing as mp
 from .schedule import kGroupRoot, kInlinedAlready, kScope
 from .tensor import ComputeOp, ExternOp, PlaceholderOp
+from .bound import _storage_rank, _thread_rank
+from .tensor_intrin import make_tensorize_stmt
 
 LOOP_SCOPE = "loop_scope"
 _NOOP = None
@@ -161,7 +163,6 @@ def _thread_value_ignored(stage, tag) -> bool:
     """A global/shared buffer does not index by thread axes of a lower rank (TVM's rule)."""
     if not stage.scope:
         return False
-    from .bound import _storage_rank, _thread_rank
     return _storage_rank(stage.scope) > _thread_rank(tag)
 
 
@@ -202,7 +203,6 @@ def make_compute_stmt(stage, dom_map):
     for pos, iv in enumerate(stage.leaf_iter_vars):
         attr = stage.iter_var_attrs.get(iv)
         if attr is not None and attr.tensor_intrin is not None:
-            from .tensor_intrin import make_tensorize_stmt
             return make_tensorize_stmt(stage, dom_map, pos, attr.tensor_intrin, make_loop_nest, _if_nest,
                                        merge_nest, mp)
     main_vmap = {}

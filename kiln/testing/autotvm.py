@@ -10,12 +10,13 @@ from kiln import autotvm
 from kiln.autotvm.measure.measure import Builder, MeasureErrorNo, MeasureInput, MeasureResult, Runner
 from kiln.autotvm.measure.measure_methods import BuildResult
 from kiln.autotvm.task.space import InstantiationError
+from kiln import te
+from kiln.target.target import Target
 
 
 @autotvm.template("testing/matmul")
 def matmul(N, L, M, dtype):
     """A tiled matmul template with two split knobs."""
-    from kiln import te
     A = te.placeholder((N, L), name="A", dtype=dtype)
     B = te.placeholder((L, M), name="B", dtype=dtype)
     k = te.reduce_axis((0, L), name="k")
@@ -35,8 +36,6 @@ def matmul(N, L, M, dtype):
 @autotvm.template("testing/bad_matmul")
 def bad_matmul(N, L, M, dtype):
     """Like testing/matmul, but on targets with the "bad_device" key the reduction misses one element."""
-    from kiln import te
-    from kiln.target.target import Target
     tgt = Target.current()
     if tgt is not None and "bad_device" in tgt.keys:
         A = te.placeholder((N, L), name="A", dtype=dtype)
@@ -68,7 +67,6 @@ def synthetic(n_x, n_y, n_opts):
 
 def get_sample_task(n: int = 128):
     """(task, target): the testing/matmul template for n x n x n on llvm."""
-    from kiln.target.target import Target
     target = Target("llvm")
     task = autotvm.task.create("testing/matmul", args=(n, n, n, "float32"), target=target)
     return task, target
@@ -76,7 +74,6 @@ def get_sample_task(n: int = 128):
 
 def get_synthetic_task(n_x: int = 64, n_y: int = 64, n_opts: int = 4, target: str = "llvm"):
     """(task, target) of the compiler-free testing/synthetic template."""
-    from kiln.target.target import Target
     tgt = Target(target)
     return autotvm.task.create("testing/synthetic", args=(n_x, n_y, n_opts), target=tgt), tgt
 
@@ -119,7 +116,6 @@ class DummyBuilder(Builder):
         for inp in measure_inputs:
             tic = time.time()
             try:
-                from kiln.target.target import Target
                 tgt = Target.canon_target(inp.target)
                 with tgt:
                     inp.task.instantiate(inp.config)

@@ -8,13 +8,13 @@ never present, so TVM tests marked with them skip with a reason instead of faili
 from __future__ import annotations
 
 from .targets import Feature, requires_x86
+from ..target.x86 import host_cpu_info
 
 _AVX512_CORE = ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl")
 
 
 def host_cpu_flags() -> frozenset:
     """The host CPU's feature flags (empty where /proc/cpuinfo is unreadable)."""
-    from ..target.x86 import host_cpu_info
     return host_cpu_info().flags
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from . import targets as _targets
+from ..runtime.device import device
 
 MARKERS = {
     "gpu": "the test uses a GPU when one exists",
@@ -46,7 +47,6 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture
 def dev(target):
     """The device of the current ``target``."""
-    from ..runtime.device import device
     return device(_targets._target_kind(target), 0)
 
 

@@ -5,10 +5,10 @@ Spans never take part in structural equality, so a module imported with and with
 equal, which is what the TVM-era frontend tests assert.
 """
 from __future__ import annotations
+from ..transform import PassContext
 
 
 def _with_fill_span(value: bool):
-    from ..transform import PassContext
     cur = PassContext.current()
     config = dict(cur.config) if cur is not None and cur.config else {}
     config["relay.frontend.fill_span"] = value

@@ -10,6 +10,8 @@ import importlib
 import inspect
 import os
 import platform
+from ..target.compiler import has_compiler  # kiln.testing loads without the compiler package until asked
+from ..runtime.device import device
 
 DEFAULT_TEST_TARGETS = ["llvm", "cuda"]
 
@@ -24,13 +26,11 @@ def _target_kind(target) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _have_c_compiler() -> bool:
-    from ..target.compiler import has_compiler  # kiln.testing loads without the compiler package until asked
     return has_compiler()
 
 
 def _device_exists(kind: str) -> bool:
     try:
-        from ..runtime.device import device
         return bool(device(kind, 0).exist)
     except Exception:  # an unknown kind, or a runtime without that backend
         return False
@@ -64,7 +64,6 @@ def device_enabled(target) -> bool:
 
 def enabled_targets() -> list:
     """``[(target, dev), ...]`` for every configured target that can run here (TVM's return form)."""
-    from ..runtime.device import device
     return [(t, device(_target_kind(t), 0)) for t in _configured_targets() if _why_not_runnable(t) is None]
 
 
@@ -88,7 +87,6 @@ def _target_params(targets, with_dev: bool) -> list:
         marks = target_marks(t)
         if with_dev:
             try:
-                from ..runtime.device import device
                 dev = device(_target_kind(t), 0)
             except Exception:
                 dev = None

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from ..ir.node import Node
 from ..runtime.dtype import parse_dtype
+from .stmt import BufferStore
+from ..error import LoweringError
 
 
 class Buffer(Node):
@@ -59,7 +61,6 @@ class Buffer(Node):
         return BufferLoad(self, [convert(i) for i in begin])
 
     def vstore(self, begin, value):
-        from .stmt import BufferStore
         from .op import convert
         return BufferStore(self, convert(value), [convert(i) for i in begin])
 
@@ -68,7 +69,6 @@ class Buffer(Node):
         from .op import convert
         indices = [convert(i) for i in indices]
         if len(indices) != len(self.shape):
-            from ..error import LoweringError
             raise LoweringError(
                 f"buffer {self.name} has {len(self.shape)} dimensions but was indexed with {len(indices)}"
             )

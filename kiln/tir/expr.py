@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..error import KilnError, DataTypeError
 from ..ir.node import Node
 from ..runtime.dtype import parse_dtype
+from . import op  # op.py is built on this module's classes and reads them when called
 
 
 def _is_int_dtype(dtype: str) -> bool:
@@ -23,71 +24,54 @@ class PrimExpr(Node):
 
     # -- Python operators ------------------------------------------------------------------
     def __add__(self, other):
-        from . import op
         return op.add(self, other)
 
     def __radd__(self, other):
-        from . import op
         return op.add(other, self)
 
     def __sub__(self, other):
-        from . import op
         return op.sub(self, other)
 
     def __rsub__(self, other):
-        from . import op
         return op.sub(other, self)
 
     def __mul__(self, other):
-        from . import op
         return op.mul(self, other)
 
     def __rmul__(self, other):
-        from . import op
         return op.mul(other, self)
 
     def __truediv__(self, other):
-        from . import op
         return op.true_divide(self, other)
 
     def __rtruediv__(self, other):
-        from . import op
         return op.true_divide(other, self)
 
     def __floordiv__(self, other):
-        from . import op
         return op.floordiv(self, other)
 
     def __rfloordiv__(self, other):
-        from . import op
         return op.floordiv(other, self)
 
     def __mod__(self, other):
-        from . import op
         return op.floormod(self, other)
 
     def __rmod__(self, other):
-        from . import op
         return op.floormod(other, self)
 
     def __neg__(self):
-        from . import op
         return op.neg(self)
 
     def __lt__(self, other):
-        from . import op
         return op.less(self, other)
 
     def __le__(self, other):
-        from . import op
         return op.less_equal(self, other)
 
     def __gt__(self, other):
-        from . import op
         return op.greater(self, other)
 
     def __ge__(self, other):
-        from . import op
         return op.greater_equal(self, other)
 
     def __eq__(self, other):
@@ -100,35 +84,27 @@ class PrimExpr(Node):
         return id(self)
 
     def __and__(self, other):
-        from . import op
         return op.bitwise_and(self, other)
 
     def __rand__(self, other):
-        from . import op
         return op.bitwise_and(other, self)
 
     def __or__(self, other):
-        from . import op
         return op.bitwise_or(self, other)
 
     def __ror__(self, other):
-        from . import op
         return op.bitwise_or(other, self)
 
     def __xor__(self, other):
-        from . import op
         return op.bitwise_xor(self, other)
 
     def __invert__(self):
-        from . import op
         return op.bitwise_not(self)
 
     def __lshift__(self, other):
-        from . import op
         return op.shift_left(self, other)
 
     def __rshift__(self, other):
-        from . import op
         return op.shift_right(self, other)
 
     def __bool__(self):
@@ -139,11 +115,9 @@ class PrimExpr(Node):
 
     def equal(self, other):
         """Build an ``EQ`` node (``==`` compares identity, as in TVM)."""
-        from . import op
         return op.equal(self, other)
 
     def astype(self, dtype: str):
-        from . import op
         return op.cast(self, dtype)
 
     def astext(self) -> str:
@@ -164,7 +138,6 @@ class EqualOp:
         return self.__bool__()
 
     def asobject(self):
-        from . import op
         return op.equal(self.a, self.b)
 
 
@@ -173,7 +146,6 @@ class NotEqualOp(EqualOp):
         return self.a is not self.b
 
     def asobject(self):
-        from . import op
         return op.not_equal(self.a, self.b)
 
 
@@ -385,9 +357,8 @@ class BufferLoad(PrimExpr):
     _fields = ("buffer", "indices")
 
     def __init__(self, buffer, indices):
-        from .op import convert
         self.buffer = buffer
-        self.indices = [convert(i) for i in indices]
+        self.indices = [op.convert(i) for i in indices]
         lanes = 1
         for idx in self.indices:
             lanes = max(lanes, parse_dtype(idx.dtype).lanes)
@@ -411,10 +382,9 @@ class Ramp(PrimExpr):
     _fields = ("base", "stride", "lanes")
 
     def __init__(self, base: PrimExpr, stride: PrimExpr, lanes: int):
-        from .op import convert, const
-        base = convert(base)
+        base = op.convert(base)
         if not isinstance(stride, PrimExpr):
-            stride = const(stride, base.dtype)
+            stride = op.const(stride, base.dtype)
         self.base, self.stride, self.lanes = base, stride, int(lanes)
         self.dtype = str(parse_dtype(base.dtype).with_lanes(self.lanes))
 
@@ -425,8 +395,7 @@ class Broadcast(PrimExpr):
     _fields = ("value", "lanes")
 
     def __init__(self, value: PrimExpr, lanes: int):
-        from .op import convert
-        self.value, self.lanes = convert(value), int(lanes)
+        self.value, self.lanes = op.convert(value), int(lanes)
         self.dtype = str(parse_dtype(value.dtype).with_lanes(self.lanes))
 
 
@@ -552,19 +521,17 @@ class Range(Node):
     _fields = ("min", "extent")
 
     def __init__(self, begin, end=None):
-        from .op import convert
         if end is None:
             begin, end = 0, begin
-        self.min = convert(begin)
-        self.extent = convert(end) - self.min if not (isinstance(end, int) and isinstance(begin, int)) \
-            else convert(end - begin)
+        self.min = op.convert(begin)
+        self.extent = op.convert(end) - self.min if not (isinstance(end, int) and isinstance(begin, int)) \
+            else op.convert(end - begin)
 
     @staticmethod
     def from_min_extent(min_value, extent) -> "Range":
-        from .op import convert
         r = object.__new__(Range)
-        r.min = convert(min_value)
-        r.extent = convert(extent)
+        r.min = op.convert(min_value)
+        r.extent = op.convert(extent)
         return r
 
     def astext(self) -> str:

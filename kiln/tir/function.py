@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..ir.node import Node
+from .printer import func_to_str
 
 
 class PrimFunc(Node):
@@ -32,7 +33,6 @@ class PrimFunc(Node):
         return self.with_fields(body=body)
 
     def astext(self) -> str:
-        from .printer import func_to_str
         return func_to_str(self)
 
     def script(self) -> str:

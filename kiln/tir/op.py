@@ -356,21 +356,22 @@ def _looks_like_axis(x):
     return False
 
 
-def _cmp(cls, pyop):
+def _cmp(cls_name, pyop):
+    # the node class is looked up when called: tir.expr and this module import each other at their tops
     def build(a, b, span=None):
         a, b = _match(a, b)
         if _is_const(a) and _is_const(b):
             return const(bool(pyop(a.value, b.value)), "bool")
-        return cls(a, b)
+        return getattr(_e, cls_name)(a, b)
     return build
 
 
-equal = _cmp(_e.EQ, lambda x, y: x == y)
-not_equal = _cmp(_e.NE, lambda x, y: x != y)
-less = _cmp(_e.LT, lambda x, y: x < y)
-less_equal = _cmp(_e.LE, lambda x, y: x <= y)
-greater = _cmp(_e.GT, lambda x, y: x > y)
-greater_equal = _cmp(_e.GE, lambda x, y: x >= y)
+equal = _cmp("EQ", lambda x, y: x == y)
+not_equal = _cmp("NE", lambda x, y: x != y)
+less = _cmp("LT", lambda x, y: x < y)
+less_equal = _cmp("LE", lambda x, y: x <= y)
+greater = _cmp("GT", lambda x, y: x > y)
+greater_equal = _cmp("GE", lambda x, y: x >= y)
 
 
 def _as_bool(x):

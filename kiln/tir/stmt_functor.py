@@ -20,6 +20,9 @@ from ..ir.node import Node
 from .buffer import Buffer
 from .expr import BinaryOpExpr, Call, Cast, Not, Select, Var, CommReducer, PrimExpr
 from .stmt import LetStmt
+from . import expr as E
+from ..runtime.dtype import parse_dtype
+from .op import convert
 
 _LEAF_TYPES = (Var, Buffer, CommReducer)
 # operator nodes: their visitors visit the operands in the caller's context
@@ -200,8 +203,6 @@ def _rebuild(node, changes):
 
 
 def _refresh_dtype(e):
-    from . import expr as E
-    from ..runtime.dtype import parse_dtype
     if isinstance(e, E.CmpExpr):
         lanes = parse_dtype(e.a.dtype).lanes
         e.dtype = "bool" if lanes == 1 else f"boolx{lanes}"
@@ -246,7 +247,6 @@ def substitute(node, vmap):
         return _F()(node)
     if not vmap:
         return node
-    from .op import convert
     vmap = {k: convert(v) for k, v in vmap.items()}
     return _Substitute(vmap)(node)
 

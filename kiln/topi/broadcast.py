@@ -7,6 +7,7 @@ from ..tir import expr as E
 from ..tir import op as T
 from . import tag
 from .utils import get_const_tuple
+from ..te.tensor import register_tensor_binop
 
 
 def broadcast_shape(shape1, shape2, what: str = "broadcast") -> list:
@@ -168,7 +169,6 @@ right_shift = _binary(T.shift_right, "right_shift")
 
 def _bind_tensor_operators() -> None:
     """``A + B``, ``A - 1``, ``2 * A``, ``A / B`` on te.Tensors broadcast with these ops (as TVM's topi binds)."""
-    from ..te.tensor import register_tensor_binop
     for _name, _fn in (("add", add), ("subtract", subtract), ("multiply", multiply), ("divide", divide)):
         register_tensor_binop(_name, _fn)
 

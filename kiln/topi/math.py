@@ -5,6 +5,8 @@ from .. import te
 from ..runtime.dtype import parse_dtype
 from ..tir import op as T
 from . import tag
+from ..error import KilnError
+from .utils import get_const_tuple
 
 
 def _unary(fn, name):
@@ -205,8 +207,6 @@ def reinterpret(x, dtype):
 
 def elemwise_sum(xs):
     """The elementwise sum of a list of same-shape, same-dtype tensors."""
-    from ..error import KilnError
-    from .utils import get_const_tuple
     xs = list(xs) if isinstance(xs, (list, tuple)) else None
     if not xs:
         raise KilnError("elemwise_sum expects a non-empty list of tensors, e.g. topi.elemwise_sum([a, b])")

@@ -7,6 +7,7 @@ from ..runtime.dtype import parse_dtype
 from ..tir import op as T
 from . import tag
 from .utils import get_const_tuple, normalize_axis, ravel_index
+from .broadcast import broadcast_index
 
 
 def reduce_axes(ndim: int, axis=None, exclude: bool = False) -> list:
@@ -155,7 +156,6 @@ def variance(data, axis=None, keepdims=False, exclude=False, unbiased=False, mea
     for a in axes:
         count *= shape[a]
     m = mean_value if mean_value is not None else mean(data, axes, keepdims=True)
-    from .broadcast import broadcast_index
     dev = te.compute(data.shape, lambda *i: (data(*i) - m(*broadcast_index(m, i))) * (data(*i) - m(*broadcast_index(m, i))),
                      name="T_sq_dev", tag=tag.BROADCAST)
     s = sum(dev, axes, keepdims)

@@ -11,6 +11,7 @@ from ..tir import stmt as S
 from . import tag
 from .broadcast import broadcast_index, broadcast_shape
 from .utils import get_const_tuple, normalize_axis, prod, ravel_index, unravel_index
+from .testing.layout import parse_layout
 
 
 def _compute(shape, f, name):
@@ -57,11 +58,17 @@ def transpose(a, axes=None):
     return _compute(shape, f, "T_transpose")
 
 
-def infer_reshape_shape(data_shape, newshape, reverse: bool = False) -> list:
-    """Relay's reshape rule: 0 copies a dim, -1 infers one dim, -2 copies the rest, -3 merges two dims,
-    -4 splits one dim into the two following values (one may be -1)."""
-    data_shape = [x if isinstance(x, E.PrimExpr) else int(x) for x in data_shape]  # symbolic dims stay
+def infer_reshape_shape(data_shape, newshape, reverse: bool = False, allowzero: bool = False) -> list:
+    """The one home of reshape's special codes (Relay's type relation and shape function call it too).
+
+    ``newshape`` may use: ``0`` copy the input dim (with ``allowzero`` a literal 0 instead), ``-1`` infer one dim,
+    ``-2`` copy all remaining dims, ``-3`` merge the next two input dims, ``-4`` split one input dim into the two
+    values that follow (one may be -1). ``reverse`` applies the codes right to left (``contrib_reverse_reshape``).
+    Symbolic input dims stay expressions (an inferred -1 becomes ``size // known``, checked at run time).
+    """
+    data_shape = [x if isinstance(x, E.PrimExpr) else int(x) for x in data_shape]
     newshape = [int(x) for x in newshape]
+    given = tuple(newshape)
     if reverse:
         data_shape, newshape = data_shape[::-1], newshape[::-1]
     out, src, i, infer_at = [], 0, 0, None
@@ -71,13 +78,17 @@ def infer_reshape_shape(data_shape, newshape, reverse: bool = False) -> list:
             out.append(v)
             src += 1
         elif v == 0:
-            if src >= len(data_shape):
-                raise KilnError(f"reshape: code 0 at position {i} has no input dimension to copy ({data_shape})")
-            out.append(data_shape[src])
+            if allowzero:
+                out.append(0)
+            elif src >= len(data_shape):
+                raise KilnError(f"reshape: newshape {given}: code 0 at position {i} has no input dimension to copy "
+                                f"(input shape {tuple(data_shape)})")
+            else:
+                out.append(data_shape[src])
             src += 1
         elif v == -1:
             if infer_at is not None:
-                raise KilnError(f"reshape: more than one -1 in {newshape}")
+                raise KilnError(f"reshape: newshape {given} has more than one -1")
             infer_at = len(out)
             out.append(1)
             src += 1
@@ -86,40 +97,56 @@ def infer_reshape_shape(data_shape, newshape, reverse: bool = False) -> list:
             src = len(data_shape)
         elif v == -3:
             if src + 1 >= len(data_shape):
-                raise KilnError(f"reshape: code -3 needs two input dimensions at position {src} of {data_shape}")
+                raise KilnError(f"reshape: newshape {given}: code -3 needs two input dimensions at position {src} "
+                                f"of {tuple(data_shape)}")
             out.append(data_shape[src] * data_shape[src + 1])
             src += 2
         elif v == -4:
             if i + 2 >= len(newshape) or src >= len(data_shape):
-                raise KilnError(f"reshape: code -4 needs two following values and an input dimension ({newshape})")
+                raise KilnError(f"reshape: newshape {given}: code -4 needs two following values and an input "
+                                f"dimension")
             d, d1, d2 = data_shape[src], newshape[i + 1], newshape[i + 2]
             if d1 == -1 and d2 == -1:
-                raise KilnError("reshape: -4 split with two -1 values")
+                raise KilnError(f"reshape: newshape {given}: code -4 cannot split into two -1 dimensions")
             if d1 == -1:
                 d1 = d // d2
             if d2 == -1:
                 d2 = d // d1
-            if d1 * d2 != d:
-                raise KilnError(f"reshape: cannot split dimension {d} into {d1} x {d2}")
+            if not isinstance(d, E.PrimExpr) and d1 * d2 != d:
+                raise KilnError(f"reshape: newshape {given}: code -4 cannot split dimension {d} into {d1} x {d2}")
             out += [d1, d2]
             src += 1
             i += 2
         else:
-            raise KilnError(f"reshape: invalid code {v} in {newshape}")
+            raise KilnError(f"reshape: newshape {given}: invalid value {v}")
         i += 1
-    if any(isinstance(x, E.PrimExpr) for x in data_shape):  # symbolic: -1 is an expression, checked at run time
+    if reverse:
+        data_shape, out = data_shape[::-1], out[::-1]
         if infer_at is not None:
-            out[infer_at] = prod(data_shape) // prod(out)
-        return out[::-1] if reverse else out
+            infer_at = len(out) - 1 - infer_at
+    if any(isinstance(x, E.PrimExpr) for x in data_shape):  # symbolic: -1 is an expression, checked at run time
+        if infer_at is not None:  # cancel the symbolic dims copied through, so (n, 3, 4) by (0, -1) gives 12
+            rest, known = list(data_shape), []
+            for j, d in enumerate(out):
+                if j != infer_at and isinstance(d, E.PrimExpr) and any(d is r for r in rest):
+                    rest.pop(next(k for k, r in enumerate(rest) if r is d))
+                elif j != infer_at:
+                    known.append(d)
+            numer = prod(rest) if any(isinstance(r, E.PrimExpr) for r in rest) else _math.prod(rest)
+            denom = prod(known) if any(isinstance(k, E.PrimExpr) for k in known) else _math.prod(known)
+            out[infer_at] = numer // denom
+        return out
     total = _math.prod(data_shape)
     if infer_at is not None:
-        known = _math.prod(out) // 1
+        known = _math.prod(out)
         if known == 0 or total % known:
-            raise KilnError(f"reshape: cannot infer -1 reshaping {data_shape} (size {total}) to {newshape}")
+            raise KilnError(f"reshape: cannot reshape {tuple(data_shape)} ({total} elements) to {given}: "
+                            f"the -1 dimension does not divide")
         out[infer_at] = total // known
     if _math.prod(out) != total:
-        raise KilnError(f"reshape: cannot reshape {data_shape} (size {total}) to {newshape} (size {_math.prod(out)})")
-    return out[::-1] if reverse else out
+        raise KilnError(f"reshape: cannot reshape {tuple(data_shape)} ({total} elements) to {tuple(out)} "
+                        f"({_math.prod(out)} elements)")
+    return out
 
 
 def reshape(a, newshape):
@@ -474,7 +501,6 @@ def one_hot(indices, on_value, off_value, depth: int, axis: int, dtype: str):
 
 def layout_transform(src, src_layout: str, dst_layout: str, schedule_rule: str = "None"):
     """Re-lay ``src`` between layouts such as NCHW, NHWC and NCHW{x}c (TVM's layout strings)."""
-    from .testing.layout import parse_layout
     s_axes, d_axes = parse_layout(src_layout), parse_layout(dst_layout)
     s_names = [a for a, _ in s_axes]
     d_names = [a for a, _ in d_axes]

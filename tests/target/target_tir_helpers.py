@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from kiln import tir
 from kiln.tir import expr as E, stmt as S
+from kiln.target import Target
 from kiln.target.build_c import build_c_module
+from kiln.tir.transform import LowerIntrin
 
 
 def buf(name, shape, dtype="float32"):
@@ -27,7 +29,10 @@ def prim(name, params, body, noalias=True, attrs=None):
 
 
 def build(*funcs, target="llvm"):
-    return build_c_module({f.attrs["global_symbol"]: f for f in funcs}, target)
+    """Compile as ``kiln.build`` does after lowering: the target's intrinsic rules (LowerIntrin), then the C
+    backend (which only prints what it is handed)."""
+    lower = LowerIntrin(Target(target))
+    return build_c_module({f.attrs["global_symbol"]: lower(f) for f in funcs}, target)
 
 
 def vector_loop(n, lanes, make_store, kind=S.ForKind.SERIAL):

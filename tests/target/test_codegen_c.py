@@ -382,3 +382,28 @@ def test_floordiv_of_loop_offset_uses_analyzer():
     body = S.For(i, 2, n, S.ForKind.SERIAL, S.BufferStore(C[1], A[1][E.FloorDiv(i - 2, tir.const(4))], [i - 2]))
     src, _ = codegen_c([("fd", prim("fd", [A, C], body))])
     assert "kiln_floordiv" not in src
+
+
+def test_lower_intrin_runs_once_in_the_driver_and_the_printer_names_it(monkeypatch):
+    """kiln.build runs LowerIntrin once, before the backend; codegen_c only prints, so an unlowered
+    intrinsic handed to it directly is an error that names the missing pass."""
+    from kiln import te
+    from kiln.tir.transform import lower_intrin
+    calls = []
+
+    class Counting(lower_intrin._IntrinLowerer):
+        def __init__(self, *args, **kwargs):
+            calls.append(args)
+            super().__init__(*args, **kwargs)
+    monkeypatch.setattr(lower_intrin, "_IntrinLowerer", Counting)
+    A = te.placeholder((7,), name="A")
+    B = te.compute((7,), lambda i: te.exp(A[i]) + tir.floormod(A[i], tir.const(2.0)), name="B")
+    f = kiln.build(te.create_schedule(B.op), [A, B], target="llvm -mcpu=core-avx2", name="ef")
+    assert len(calls) == 1
+    a = rng.standard_normal(7).astype("float32")
+    b = nd(np.zeros(7, np.float32))
+    f(nd(a), b)
+    np.testing.assert_allclose(b.numpy(), np.exp(a) + np.mod(a, 2.0), rtol=1e-5, atol=1e-6)
+    unlowered = kiln.lower(te.create_schedule(B.op), [A, B], name="ef")["ef"]
+    with pytest.raises(CodegenError, match="LowerIntrin"):
+        codegen_c([("ef", unlowered)])

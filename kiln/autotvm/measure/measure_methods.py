@@ -29,6 +29,10 @@ from .executor import StatusKind, WorkerPool
 from .measure import Builder, MeasureErrorNo, MeasureResult, Runner
 from .remote import (CLIENT_GRACE_S, RemoteMeasureExecutor, check_remote, classify_error,  # noqa: F401
                      default_module_loader, request_remote, run_through_rpc)
+from ... import build as kiln_build
+from ...target.target import Target
+from ...rpc.measure import count_servers, tracker_keys
+from ...rpc.measure import LocalCluster
 
 logger = logging.getLogger("autotvm")
 
@@ -40,8 +44,6 @@ class BuildResult(namedtuple("BuildResult", ("filename", "arg_info", "error", "t
 
 def _build_func_common(measure_input, **build_kwargs):
     """Instantiate the template with the config and compile it; returns (module, arg_info)."""
-    from ... import build as kiln_build
-    from ...target.target import Target
 
     target, task, config = measure_input
     target = Target.canon_target(target)
@@ -75,7 +77,6 @@ def _instantiate_only(measure_input, tmp_dir: str, **build_kwargs) -> BuildResul
     tic = time.time()
     try:
         target, task, config = measure_input
-        from ...target.target import Target
         with Target.canon_target(target):
             task.instantiate(config)
         if not config.valid():
@@ -200,7 +201,6 @@ class RPCRunner(Runner):
 
     def set_task(self, task):
         """Check that a server of our key answers (a clear error otherwise) and size ``n_parallel``."""
-        from ...rpc.measure import count_servers, tracker_keys
 
         self.task = task
         host, port = self._tracker_addr()
@@ -312,7 +312,6 @@ class LocalRunner(RPCRunner):
 
     def set_task(self, task):
         """Start a fresh tracker and server for this task; returns ``(server, tracker)`` as TVM does."""
-        from ...rpc.measure import LocalCluster
 
         self.stop_cluster()
         cluster = LocalCluster(n_servers=1)

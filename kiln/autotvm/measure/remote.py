@@ -28,6 +28,9 @@ import numpy as np
 
 from ...error import KilnError, RPCError
 from .measure import MeasureErrorNo, MeasureResult
+from ...rpc.measure import request_remote as rpc_request_remote
+from ...rpc.measure import set_session_deadline
+from ...rpc.measure import random_fill_args, remote_array
 
 logger = logging.getLogger("autotvm")
 
@@ -45,7 +48,6 @@ def request_remote(device_key: str, host: str | None = None, port: int | None = 
     session timeout (seconds) the server enforces. ``request_timeout`` (kiln extension) bounds the
     wait for a free server; by default it waits as long as it takes, as TVM does.
     """
-    from ...rpc.measure import request_remote as rpc_request_remote
 
     return rpc_request_remote(device_key, host, port, priority, timeout, request_timeout)
 
@@ -65,7 +67,6 @@ def check_remote(target, device_key: str, host: str | None = None, port: int | N
         logger.debug("check_remote(%s): %s", device_key, err)
         return False
     try:
-        from ...rpc.measure import set_session_deadline
 
         set_session_deadline(remote, timeout + CLIENT_GRACE_S)
         return bool(remote.device(_device_kind(target), 0).exist)
@@ -89,7 +90,6 @@ class DefaultModuleLoader:
 
     @contextlib.contextmanager
     def __call__(self, remote_kwargs: dict, build_result):
-        from ...rpc.measure import set_session_deadline
 
         kwargs = dict(remote_kwargs)
         remote = request_remote(**kwargs)
@@ -140,7 +140,6 @@ def run_through_rpc(measure_input, build_result, number: int, repeat: int, min_r
     ``not_before`` and nothing sleeps afterwards, so the runner can overlap the cool-down after one
     measurement with preparing the next (session, upload, inputs) without shortening it.
     """
-    from ...rpc.measure import random_fill_args, remote_array
 
     if isinstance(build_result, MeasureResult):
         return build_result

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...error import KilnError
 from ..utils import get_const_int
+from ...te import thread_axis
 
 Axis = namedtuple("Axis", ["space", "index"])
 
@@ -360,7 +361,6 @@ class AnnotateEntity:
                     cfg.raise_error("Wrong size of lanes in vectorization")
                 sch[op].vectorize(axes[i])
             elif ann in _THREAD_TAGS:
-                from ...te import thread_axis
                 sch[op].bind(axes[i], thread_axis(ann))
             elif ann == "fuse":
                 if i >= len(axes) - 1:

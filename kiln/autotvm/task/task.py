@@ -18,6 +18,12 @@ from ...te import Tensor
 from ..utils import get_const_int, get_const_tuple
 from .dispatcher import ApplyConfig, DispatchContext
 from .space import ConfigSpace
+from ...target.target import Target
+from ...tir.expr import FloatImm, IntImm, StringImm, Var, Any
+from ... import te
+from .main_script import main_script_path
+from .main_script import load_main_definitions
+from ...tir import expr as E
 
 # name -> TaskTemplate
 TASK_TABLE: dict = {}
@@ -32,12 +38,10 @@ class TemplateError(KilnError):
 
 
 def _current_target(allow_none: bool = True):
-    from ...target.target import Target
     return Target.current(allow_none=allow_none)
 
 
 def _canon_target(target, host=None):
-    from ...target.target import Target
     if target is None:
         return None, host
     tgt = Target.canon_target(target)
@@ -66,7 +70,6 @@ def serialize_args(args) -> tuple:
             return int(x)
         if isinstance(x, (float, np.floating)):
             return float(x)
-        from ...tir.expr import FloatImm, IntImm, StringImm, Var, Any
         if isinstance(x, (IntImm, FloatImm, StringImm)):
             return x.value
         if isinstance(x, (Var, Any)):
@@ -82,7 +85,6 @@ def deserialize_args(args) -> list:
     ret = []
     for t in args:
         if isinstance(t, (tuple, list)) and len(t) == 3 and t[0] == "TENSOR":
-            from ... import te
             ret.append(te.placeholder(shape=tuple(t[1]), dtype=t[2]))
         else:
             ret.append(t)
@@ -256,7 +258,6 @@ class Task:
             except Exception:
                 func_bytes = None
         modules = func.defining_modules() if isinstance(func, TaskTemplate) else []
-        from .main_script import main_script_path
         return {"name": self.name, "args": self.args, "kwargs": self.kwargs, "config_space": self.config_space,
                 "flop": self.flop, "target": self.target, "target_host": self.target_host, "func": func_bytes,
                 "modules": modules, "main_script": main_script_path(func)}
@@ -285,7 +286,6 @@ class Task:
                 func = None
         if func is None and state.get("main_script"):
             # a template of the user's __main__ script and no cloudpickle: run the script's definitions only
-            from .main_script import load_main_definitions
             try:
                 load_main_definitions(state["main_script"])
             except Exception as err:  # noqa: BLE001 - reported when the template is called
@@ -333,7 +333,6 @@ def _prod_length(axes) -> int:
 
 def _count_flop(exp) -> int:
     """Arithmetic operations in one evaluation of ``exp``; loads and index math count zero."""
-    from ...tir import expr as E
 
     if isinstance(exp, E.Reduce):
         if len(exp.combiner.result) != 1:

@@ -14,6 +14,7 @@ import functools
 from .dispatcher import DispatchContext
 from .task import (TemplateError, _current_target, _register_task_compute, _register_task_schedule,
                    args_to_workload, serialize_args)
+from ...te.tensor import ComputeOp, ExternOp
 
 
 class TaskExtractEnv:
@@ -62,7 +63,6 @@ class TaskExtractEnv:
 def _attach_workload(node, workload):
     """Return ``node`` (a tensor or list of tensors) re-pointed at a copy of its op whose attrs carry
     ``workload`` (ops are immutable, so the op is rebuilt)."""
-    from ...te.tensor import ComputeOp, ExternOp
 
     tensors = node if isinstance(node, (list, tuple)) else [node]
     op = tensors[0].op

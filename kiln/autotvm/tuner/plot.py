@@ -7,10 +7,12 @@ import numpy as np
 
 from ...error import KilnError
 from ..utils import format_si_prefix
+from ..task.task import create
+from .. import record
+from .callback import Monitor
 
 
 def _scores_from_records(records, flop) -> list:
-    from ..task.task import create
     flops_cache: dict = {}
     scores = []
     for inp, res in records:
@@ -34,8 +36,6 @@ def _scores_from_records(records, flop) -> list:
 def tuning_curve(source, flop: float | None = None) -> np.ndarray:
     """Best FLOPS after each trial. ``source``: a log file path, (input, result) pairs, a
     ``callback.Monitor``, or a sequence of per-trial FLOPS."""
-    from .. import record
-    from .callback import Monitor
 
     if isinstance(source, Monitor):
         scores = list(source.scores)

@@ -15,6 +15,8 @@ import numpy as np
 from ...error import KilnError
 from .metric import average_recall
 from .model_based_tuner import CostModel, FeatureCache
+from .. import feature
+from ...target.target import Target
 
 logger = logging.getLogger("autotvm")
 xgb = None
@@ -46,8 +48,6 @@ def _feature_of(task, index: int, fea_type: str) -> np.ndarray:
 
 def _config_feature(task, target, config, fea_type: str) -> np.ndarray:
     """Loop-nest ("itervar"/"curve") features of ``task`` instantiated with ``config``."""
-    from .. import feature
-    from ...target.target import Target
     target = Target.canon_target(target) if target is not None else None
     if target is not None:
         with target:

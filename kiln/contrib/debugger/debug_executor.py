@@ -20,6 +20,7 @@ from ...runtime import ndarray as nd
 from ...runtime.graph_executor import GraphExecutor, GraphModule
 from ...runtime.params import save_params
 from ...runtime.profiling import Count, Duration, Percent, Report
+from ...runtime.library import num_threads
 
 _NUMBERED = re.compile(r"_\d+$")
 
@@ -257,7 +258,6 @@ class GraphModuleDebug(GraphModule):
             calls.append({"Name": op_type(node["attrs"]["func_name"]), "Duration (us)": Duration(us),
                           "Percent": Percent(100.0 * us / total_us), "Count": Count(1), "Device": dev,
                           "Argument Shapes": shapes})
-        from ...runtime.library import num_threads
         return Report(calls, {dev: {"Name": "Total", "Duration (us)": Duration(total_us), "Percent": Percent(100.0),
                                     "Count": Count(1)}},
                       {"Number of threads": Count(num_threads()), "Executor": "Graph"})

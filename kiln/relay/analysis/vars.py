@@ -5,6 +5,7 @@ from ...ir.type import FuncType, TypeVar, Type
 from ...ir.node import Node
 from ..expr import Function, Let, Var
 from ..expr_functor import post_order_visit
+from ..adt import pattern_vars
 
 
 def _collect(expr):
@@ -21,7 +22,6 @@ def _collect(expr):
         elif isinstance(node, Let):
             bound.setdefault(node.var, None)
         elif type(node).__name__ == "Match":
-            from ..adt import pattern_vars
             for clause in node.clauses:
                 for v in pattern_vars(clause.lhs):
                     bound.setdefault(v, None)

@@ -11,6 +11,10 @@ import numpy as np
 
 from ...error import ArgumentError, KilnError
 from ...ir.module import IRModule
+from ...ir.expr import GlobalVar
+from ..analysis import free_vars
+from ..expr import Function, bind
+from ...runtime.device import cpu
 
 _EXECUTORS: dict = {}
 
@@ -28,9 +32,6 @@ class Executor:
 
     def evaluate(self, expr=None, binds=None):
         """A callable for ``expr`` (a Function or GlobalVar; main when None); other expressions are run now."""
-        from ...ir.expr import GlobalVar
-        from ..analysis import free_vars
-        from ..expr import Function, bind
         if binds:
             expr = bind(expr, dict(binds))
         if expr is None or isinstance(expr, GlobalVar):
@@ -103,7 +104,6 @@ register_executor("aot", _not_built("aot"))
 
 def create_executor(kind: str = "debug", mod: IRModule | None = None, device=None, target="llvm", params=None):
     """An executor of ``kind`` ("debug", "graph", "vm") for ``mod`` on ``device`` (TVM's relay.create_executor)."""
-    from ...runtime.device import cpu
     if kind not in _EXECUTORS:
         raise KilnError(f"unknown executor kind {kind!r}; known kinds: {list_executor_kinds()}")
     if mod is None:

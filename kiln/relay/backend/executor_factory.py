@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings as _warnings
 
 from ...runtime.graph_executor import GraphExecutorFactory
+from ...runtime import ndarray as _nd
 
 
 class ExecutorFactoryModule:
@@ -36,7 +37,6 @@ class GraphExecutorFactoryModule(ExecutorFactoryModule):
         self.graph_json = graph_json_str
         self.lib = libmod
         self.libmod_name = libmod_name
-        from ...runtime import ndarray as _nd
         self.params = {k: (v if isinstance(v, _nd.NDArray) else _nd.array(v)) for k, v in (params or {}).items()}
         self.function_metadata = function_metadata or {}
         self.memory_plan = memory_plan

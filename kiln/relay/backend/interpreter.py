@@ -15,6 +15,9 @@ from ...ir.op import Op
 from ...ir.type import TensorType, TupleType
 from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from .executor import Executor, _convert_args
+from ...runtime import ndarray as nd
+from ..adt import ConstructorValue
+from ..adt import Constructor, match_pattern
 
 
 class ADT(tuple):
@@ -114,7 +117,6 @@ def _to_tensor(v, ty, name):
 
 
 def _to_output(value, device):
-    from ...runtime import ndarray as nd
     if isinstance(value, np.ndarray) or np.isscalar(value):
         return nd.array(np.array(value, order="C"), device)
     if isinstance(value, tuple):
@@ -242,7 +244,6 @@ class _Runner:
         if isinstance(op, Op):
             return self.call_op(op, call, args)
         if type(op).__name__ == "Constructor":
-            from ..adt import ConstructorValue
             return ConstructorValue(op.tag, args, op)
         fn = self.eval(op, frame)
         if not isinstance(fn, Closure):
@@ -251,7 +252,6 @@ class _Runner:
 
     def eval_adt(self, e, frame: _Frame):
         """A constructor used as a value (a closure that builds it), or a match (first matching clause)."""
-        from ..adt import Constructor, match_pattern
         if isinstance(e, Constructor):
             params = [Var(f"field{k}") for k in range(len(e.inputs))]
             return Closure(Function(params, Call(e, params)), {})

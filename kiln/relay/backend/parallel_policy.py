@@ -19,6 +19,7 @@ import os
 from ...error import KilnError
 from ...tir import stmt as S
 from ...transform.config import register_pass_config
+from ...transform import PassContext
 
 # About 1M scalar iterations: ~50-250 us of vectorized work on one core, the point from which a fork/join is a
 # small fraction of the kernel even when it is slow: on a busy machine, with workers that sleep at once
@@ -35,7 +36,6 @@ register_pass_config(CONFIG_KEY, int, DEFAULT_MIN_WORK,
 
 def min_work() -> int:
     """The threshold in effect: PassContext config, else $KILN_PARALLEL_MIN_WORK, else the default."""
-    from ...transform import PassContext
     ctx = PassContext.current()
     config = getattr(ctx, "config", None) or {}
     if CONFIG_KEY in config:

@@ -15,6 +15,10 @@ from ...error import FrontendError, KilnError
 from ...ir.type import TensorType, TupleType
 from .. import expr as _expr
 from ..expr import Call, Constant, Var
+from ..transform.type_infer import TypeInferencer
+from ..transform.type_infer import infer_expr
+from ..transform import FoldConstantExpr
+from ..analysis import free_vars
 
 __all__ = ["TypeCache", "infer_type", "infer_shape", "infer_dtype", "infer_value", "try_infer_value",
            "fold_constant", "new_var", "try_fold_call", "ExprTable", "c_array", "as_int_list"]
@@ -24,7 +28,6 @@ class TypeCache:
     """Types of expressions built so far; inferring a new node reuses the types of its inputs."""
 
     def __init__(self):
-        from ..transform.type_infer import TypeInferencer
         self._inf = TypeInferencer()
 
     def type_of(self, expr):
@@ -59,7 +62,6 @@ def _dim(d):
 
 def infer_type(expr):
     """``expr`` with its type inferred (``.checked_type`` set); free vars must be annotated."""
-    from ..transform.type_infer import infer_expr
     return infer_expr(expr)
 
 
@@ -77,7 +79,6 @@ def infer_dtype(expr) -> str:
 
 def fold_constant(expr):
     """Constant-fold ``expr`` (TVM's ``common.fold_constant``)."""
-    from ..transform import FoldConstantExpr
     return FoldConstantExpr(expr)
 
 
@@ -85,7 +86,6 @@ def infer_value(expr, params: dict | None = None) -> np.ndarray:
     """Evaluate an expression with no inputs (after binding ``params``) to a numpy array."""
     if params:
         binds = {}
-        from ..analysis import free_vars
         for v in free_vars(expr):
             if v.name_hint in params:
                 val = params[v.name_hint]

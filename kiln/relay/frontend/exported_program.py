@@ -19,6 +19,9 @@ from ..expr import Expr, TupleGetItem
 from .aten import AtenContext, lookup
 from .common import TypeCache, c_array as _c_array
 from .pytorch_utils import DTypeName, SUPPORTED_DTYPES, normalize_args, tensor_to_numpy, torch_dtype_to_str
+from ..analysis import free_vars
+from ..transform import InferType
+from ...runtime import ndarray as nd
 
 __all__ = ["from_exported_program"]
 
@@ -72,12 +75,9 @@ class ExportedProgramImporter:
                 raise OpNotImplemented(f"while converting {_describe(node)}: {err}") from err
             except (KilnError, TypeError, ValueError, IndexError, KeyError, AttributeError) as err:
                 raise FrontendError(f"while converting {_describe(node)}: {err}") from err
-        from ..analysis import free_vars
         used = [v for v in free_vars(body) if v not in input_vars]
         func = _expr.Function(list(input_vars) + used, body)
-        from ..transform import InferType
         mod = InferType()(IRModule.from_expr(func))
-        from ...runtime import ndarray as nd
         params = {v.name_hint: nd.array(self.params[v.name_hint]) for v in used if v.name_hint in self.params}
         return mod, params
 

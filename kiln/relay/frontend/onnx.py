@@ -21,6 +21,13 @@ from .common import TypeCache
 from .onnx_common import (DEFAULT_DOMAINS, REGISTRY, canonical_domain, const, lookup, NodeContext,
                           decode_attributes, onnx_dtype)
 from . import onnx_attention, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor, onnx_qnn  # noqa: F401 (registers the converters)
+from ..analysis import free_vars
+from ...runtime import ndarray as _nd
+from .onnx_dynamic import convert_dynamic
+from ..transform.fold_constant import fold_constant
+from ..expr import bind
+from ...tir.expr import Any
+from ..transform import InferType
 
 __all__ = ["from_onnx", "GraphConverter", "supported_ops", "MIN_OPSET", "MAX_OPSET"]
 
@@ -174,13 +181,11 @@ class GraphConverter:
         body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
         params = list(self.input_vars)
         if not self.freeze_params:
-            from ..analysis import free_vars
             used = {v.name_hint for v in free_vars(body)}
             params += [self.table[n] for n in init_names if n in used and isinstance(self.table[n], Var)]
         func = Function(params, body)
         param_dict = {}
         if not self.freeze_params:
-            from ...runtime import ndarray as _nd
             for p in params[len(self.input_vars):]:
                 param_dict[p.name_hint] = _nd.array(np.array(self.param_values[p.name_hint], order="C"))
         return func, param_dict
@@ -199,7 +204,6 @@ class GraphConverter:
             try:
                 result = conv(inputs, attr, ctx)
             except KilnError as err:  # a shape operand known only at run time: the dyn.* conversion
-                from .onnx_dynamic import convert_dynamic
                 result = convert_dynamic(node.op_type, inputs, attr, ctx, err)
             outs = self._as_outputs(result, ctx)
             if all(i is None or isinstance(i, Constant) for i in inputs):
@@ -236,18 +240,15 @@ class GraphConverter:
     def _fold(self, expr):
         if expr is None or isinstance(expr, Constant):
             return expr
-        from ..transform.fold_constant import fold_constant
         folded = fold_constant(expr)
         return folded if isinstance(folded, Constant) else expr
 
     def try_evaluate(self, expr):
         """The value of an expression that depends only on constants and known params, else None."""
-        from ..analysis import free_vars
         fv = free_vars(expr)
         if any(v.name_hint not in self.param_values for v in fv):
             return None
         if fv:
-            from ..expr import bind
             expr = bind(expr, {v: const(self.param_values[v.name_hint]) for v in fv})
         folded = self._fold(expr)
         return folded.numpy() if isinstance(folded, Constant) else None
@@ -271,7 +272,6 @@ def _check_model(model) -> None:
 
 
 def _any():
-    from ...tir.expr import Any
     return Any()
 
 
@@ -320,6 +320,5 @@ def from_onnx(model, shape: dict | None = None, dtype="float32", opset: int | No
     conv = GraphConverter(shape, dtype, freeze_params, int(opset), convert_config, opsets)
     func, params = conv.from_onnx(model.graph)
     mod = IRModule.from_expr(func)
-    from ..transform import InferType
     mod = InferType()(mod)
     return mod, params

@@ -17,6 +17,7 @@ import numpy as np
 from ...error import FrontendError, KilnError, OpNotImplemented
 from ...ir.type import TensorType, TupleType
 from ..expr import Constant, TupleGetItem, Var
+from ..analysis import free_vars
 
 __all__ = ["const", "ONNX_DTYPES", "onnx_dtype", "onnx_op", "lookup", "OpVersions", "REGISTRY", "CONVERTERS",
            "DEFAULT_DOMAINS", "canonical_domain", "OnnxOpConverter", "register", "NodeContext", "decode_attributes"]
@@ -63,7 +64,9 @@ class OpVersions:
 
     ``get_converter(opset)`` picks the highest ``since`` not above ``opset``, as TVM's ``_impl_v<N>`` lookup
     does; a version registered with ``until`` stops there (the op is then unsupported above ``until`` unless a
-    later version exists).
+    later version exists). The run-time-shape variants (``onnx_op(..., dynamic=True)``, used when the static
+    converter refuses a node whose shape operands are only known at run time) are a second column of the same
+    entry, looked up the same way with ``get_converter(opset, dynamic=True)``.
     """
 
     def __init__(self, domain: str, op_type: str):
@@ -71,14 +74,18 @@ class OpVersions:
         self.op_type = op_type
         self.impls: dict = {}   # since -> converter fn(inputs, attr, ctx)
         self.until: dict = {}   # since -> last opset it handles, or None (open)
+        self.dynamic: dict = {}  # since -> run-time-shape converter fn(inputs, attr, ctx)
+        self.dynamic_until: dict = {}
 
-    def add(self, since: int, until: int | None, fn: Callable) -> None:
-        if since in self.impls:
-            raise KilnError(f"ONNX converter for {self.label} (since opset {since}) registered twice")
+    def add(self, since: int, until: int | None, fn: Callable, dynamic: bool = False) -> None:
+        impls, untils = (self.dynamic, self.dynamic_until) if dynamic else (self.impls, self.until)
+        if since in impls:
+            kind = "dynamic ONNX converter" if dynamic else "ONNX converter"
+            raise KilnError(f"{kind} for {self.label} (since opset {since}) registered twice")
         if until is not None and until < since:
             raise KilnError(f"ONNX converter for {self.label}: until={until} is below since={since}")
-        self.impls[since] = fn
-        self.until[since] = until
+        impls[since] = fn
+        untils[since] = until
 
     @property
     def label(self) -> str:
@@ -87,18 +94,22 @@ class OpVersions:
     def versions(self) -> list:
         return sorted(self.impls)
 
-    def get_converter(self, opset: int) -> Callable | None:
-        """The converter for ``opset``, or None when no registered version covers it."""
-        usable = [v for v in self.versions() if v <= opset]
+    def get_converter(self, opset: int, dynamic: bool = False) -> Callable | None:
+        """The converter for ``opset`` (its run-time-shape variant with ``dynamic``), or None when no
+        registered version covers it."""
+        impls, untils = (self.dynamic, self.dynamic_until) if dynamic else (self.impls, self.until)
+        usable = [v for v in sorted(impls) if v <= opset]
         if not usable:
             return None
-        until = self.until[usable[-1]]
+        until = untils[usable[-1]]
         if until is not None and opset > until:
             return None
-        return self.impls[usable[-1]]
+        return impls[usable[-1]]
 
     def why_not(self, opset: int) -> str:
         """Why ``opset`` has no converter (for the unsupported-ops report)."""
+        if not self.impls:
+            return f"{self.label} (only a run-time-shape variant is registered)"
         first = self.versions()[0]
         if opset < first:
             return f"{self.label} (opset {opset}; kiln starts at opset {first})"
@@ -112,7 +123,8 @@ REGISTRY: dict = {"": {}}
 CONVERTERS: dict = REGISTRY[""]
 
 
-def onnx_op(*op_types: str, since: int = 1, until: int | None = None, domain: str = "") -> Callable:
+def onnx_op(*op_types: str, since: int = 1, until: int | None = None, domain: str = "",
+            dynamic: bool = False) -> Callable:
     """Register ``fn(inputs, attr, ctx)`` as the converter of ``op_types`` from opset ``since`` on.
 
     ``inputs`` holds one Relay expression per ONNX input (None for an omitted optional input), ``attr`` the
@@ -120,7 +132,9 @@ def onnx_op(*op_types: str, since: int = 1, until: int | None = None, domain: st
     a node with several outputs. An op whose semantics changed between opsets gets one function per version
     (``@onnx_op("Resize", since=10)`` and ``@onnx_op("Resize", since=11)``); the importer uses the highest
     ``since`` not above the model's opset for the node's domain. ``until`` closes a version's range;
-    ``domain`` names a custom domain such as ``"com.microsoft"``.
+    ``domain`` names a custom domain such as ``"com.microsoft"``. ``dynamic=True`` registers the op's
+    run-time-shape variant (``onnx_dynamic.py``): the importer tries it when the static converter refuses a node
+    because a shape operand is only known at run time.
     """
     if not op_types:
         raise KilnError("onnx_op needs at least one ONNX op type")
@@ -132,7 +146,7 @@ def onnx_op(*op_types: str, since: int = 1, until: int | None = None, domain: st
             entry = table.get(name)
             if entry is None:
                 entry = table[name] = OpVersions(dom, name)
-            entry.add(int(since), None if until is None else int(until), fn)
+            entry.add(int(since), None if until is None else int(until), fn, dynamic=dynamic)
         return fn
     return deco
 
@@ -277,7 +291,6 @@ class NodeContext:
     def require_value(self, expr, what: str) -> np.ndarray:
         v = self.value(expr)
         if v is None:
-            from ..analysis import free_vars
             names = sorted({fv.name_hint for fv in free_vars(expr)} - set(self.graph.param_values))
             err = self.unsupported(f"a {what} computed at run time from graph inputs {names} (kiln needs it known "
                                    f"at import time: a constant or an initializer)")

@@ -2,14 +2,13 @@
 
 The static converters (onnx_ops_*.py) need every shape operand known at import time. When one refuses a node
 because a shape operand is computed from graph inputs, or because an input has unknown (``relay.Any``)
-dims, the importer asks this module: Reshape/Expand/Tile/Slice/TopK/ConstantOfShape/Resize become
+dims, the importer looks up the node's run-time-shape variant (registered here with ``@onnx_op(..., dynamic=True)``,
+in the same registry as the static converters): Reshape/Expand/Tile/Slice/TopK/ConstantOfShape/Resize become
 ``dyn.*`` ops and Shape/Size of an unknown shape become ``shape_of`` at run time. The resulting module runs
 on the VM; ``DynamicToStatic`` folds back whatever becomes constant. ``from_onnx(...,
 convert_config={"use_dyn_ops": False})`` turns this off (the static converters' errors then stand). See docs/onnx.md.
 """
 from __future__ import annotations
-
-from typing import Callable
 
 import numpy as np
 
@@ -17,11 +16,9 @@ from ...error import KilnError
 from .. import op as _op
 from ..expr import const as _relay_const
 from ..op import dyn as _dyn
+from .onnx_common import lookup, onnx_op
 
-__all__ = ["DYNAMIC_CONVERTERS", "dynamic_op", "convert_dynamic"]
-
-#: ONNX op type -> (lowest opset, converter(inputs, attr, ctx))
-DYNAMIC_CONVERTERS: dict = {}
+__all__ = ["convert_dynamic"]
 
 _INT64_MAX = np.iinfo(np.int64).max
 
@@ -32,15 +29,6 @@ def const(value):
     return _relay_const(value, str(value.dtype))
 
 
-def dynamic_op(op_type: str, since: int = 1) -> Callable:
-    """Register a run-time-shape converter for ``op_type`` (opsets >= ``since``)."""
-    def deco(fn):
-        DYNAMIC_CONVERTERS.setdefault(op_type, []).append((since, fn))
-        DYNAMIC_CONVERTERS[op_type].sort(key=lambda p: p[0])
-        return fn
-    return deco
-
-
 def _wants_dynamic(err: KilnError) -> bool:
     return bool(getattr(err, "runtime_inputs", None)) or bool(getattr(err, "dynamic_shape", False))
 
@@ -49,10 +37,11 @@ def convert_dynamic(op_type: str, inputs, attr, ctx, err: KilnError):
     """The dynamic conversion of a node a static converter refused with ``err`` (re-raised when none applies)."""
     if not _wants_dynamic(err) or not ctx.graph.config.get("use_dyn_ops", True):
         raise err
-    usable = [fn for since, fn in DYNAMIC_CONVERTERS.get(op_type, []) if since <= ctx.opset]
-    if not usable:
+    entry = lookup(op_type, ctx.node.domain)
+    fn = entry.get_converter(ctx.opset, dynamic=True) if entry is not None else None
+    if fn is None:
         raise err
-    return usable[-1](inputs, attr, ctx)
+    return fn(inputs, attr, ctx)
 
 
 def _i64(x, ctx):
@@ -76,7 +65,7 @@ def _piece(vec, j: int):
 
 
 # -- shape queries ---------------------------------------------------------------------------------------------
-@dynamic_op("Shape", since=1)
+@onnx_op("Shape", since=1, dynamic=True)
 def _shape(inputs, attr, ctx):
     n = _ndim(inputs[0], ctx)
     s = _op.shape_of(inputs[0], "int64")
@@ -87,18 +76,18 @@ def _shape(inputs, attr, ctx):
     return s if (start, end) == (0, n) else _op.strided_slice(s, [start], [end])
 
 
-@dynamic_op("Size", since=1)
+@onnx_op("Size", since=1, dynamic=True)
 def _size(inputs, attr, ctx):
     return _op.prod(_op.shape_of(inputs[0], "int64"))
 
 
 # -- shape operands at run time --------------------------------------------------------------------------------
-@dynamic_op("Reshape", since=5)
+@onnx_op("Reshape", since=5, dynamic=True)
 def _reshape(inputs, attr, ctx):
     return _dyn.reshape(inputs[0], _i64(inputs[1], ctx), allowzero=bool(int(attr.get("allowzero", 0))))
 
 
-@dynamic_op("Expand", since=8)
+@onnx_op("Expand", since=8, dynamic=True)
 def _expand(inputs, attr, ctx):
     x, shape = inputs[0], _i64(inputs[1], ctx)
     k, nd = _length(shape, ctx, "shape"), _ndim(x, ctx)
@@ -107,12 +96,12 @@ def _expand(inputs, attr, ctx):
     return _dyn.broadcast_to(x, shape)
 
 
-@dynamic_op("Tile", since=6)
+@onnx_op("Tile", since=6, dynamic=True)
 def _tile(inputs, attr, ctx):
     return _dyn.tile(inputs[0], _i64(inputs[1], ctx))
 
 
-@dynamic_op("ConstantOfShape", since=9)
+@onnx_op("ConstantOfShape", since=9, dynamic=True)
 def _constant_of_shape(inputs, attr, ctx):
     value = np.asarray(attr.get("value", np.zeros(1, "float32")))
     if value.size != 1:
@@ -121,7 +110,7 @@ def _constant_of_shape(inputs, attr, ctx):
     return _dyn.full(const(value.reshape(()).astype(dt)), _i64(inputs[0], ctx), dt)
 
 
-@dynamic_op("Slice", since=10)
+@onnx_op("Slice", since=10, dynamic=True)
 def _slice(inputs, attr, ctx):
     x = inputs[0]
     nd = _ndim(x, ctx)
@@ -151,7 +140,7 @@ def _slice(inputs, attr, ctx):
     return _dyn.strided_slice(x, _op.concatenate(begin, 0), _op.concatenate(end, 0), _op.concatenate(stride, 0))
 
 
-@dynamic_op("TopK", since=10)
+@onnx_op("TopK", since=10, dynamic=True)
 def _topk(inputs, attr, ctx):
     x = inputs[0]
     nd = _ndim(x, ctx)
@@ -166,7 +155,7 @@ def _topk(inputs, attr, ctx):
 _RESIZE_METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
 
 
-@dynamic_op("Resize", since=11)
+@onnx_op("Resize", since=11, dynamic=True)
 def _resize(inputs, attr, ctx):
     """Resize of a 4-D NCHW tensor to run-time ``sizes`` (or ``floor(shape * scales)``) over H and W."""
     x = inputs[0]
@@ -197,7 +186,7 @@ def _resize(inputs, attr, ctx):
 
 
 
-@dynamic_op("Pad", since=11)
+@onnx_op("Pad", since=11, dynamic=True)
 def _pad(inputs, attr, ctx):
     """Constant-mode Pad with run-time ``pads`` ([b0, b1, ..., e0, e1, ...]) and optional constant value."""
     x = inputs[0]

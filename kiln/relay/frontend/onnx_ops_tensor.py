@@ -14,6 +14,7 @@ from .. import op as _op
 from ..op import nn as _nn
 from .onnx_common import const, ONNX_DTYPES, onnx_dtype, onnx_op
 from .onnx_ops_elemwise import scalar
+from ...error import KilnError
 
 
 def _axis(ctx, axis: int, ndim: int, what: str = "axis") -> int:
@@ -545,7 +546,6 @@ def _topk(ctx, x, k, axis, largest):
     axis = _axis(ctx, axis, nd)
     n = ctx.shape(x)[axis]
     if not 0 <= k <= n:
-        from ...error import KilnError
         raise KilnError(f"TopK: k={k} is outside [0, {n}] for axis {axis} of shape {ctx.shape(x)}")
     # ties: the lower index first, for both largest and smallest (ONNX's rule; relay.topk's too)
     values, indices = _op.topk(x, k=k, axis=axis, ret_type="both", is_ascend=not largest, dtype="int64")

@@ -16,6 +16,7 @@ from ..op import nn as _nn
 from ..qnn import op as _qnn
 from .onnx_common import const, onnx_op
 from .onnx_ops_nn import _spatial_attrs, auto_pads
+from .onnx_common import onnx_dtype
 
 #: ONNX Runtime's contrib domain (its quantizer's QOperator format emits QLinearAdd, QGemm, ... there)
 MS_DOMAIN = "com.microsoft"
@@ -59,7 +60,6 @@ def _qdtype(ctx, zp, attr, default="uint8"):
     if zp is not None:
         return ctx.dtype(zp)
     if int(attr.get("output_dtype", 0) or 0):
-        from .onnx_common import onnx_dtype
         return onnx_dtype(attr["output_dtype"], ctx.where)
     return default
 

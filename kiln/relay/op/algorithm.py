@@ -11,6 +11,7 @@ from ...runtime.dtype import dtype_str
 from ..expr import Call, TupleWrapper
 from ._define import define_op
 from .type_relations import normalize_axis, tensor_arg
+from ..expr import Constant as _Constant, RelayExpr as _RelayExpr
 
 __all__ = ["argsort", "sort", "topk", "cumsum", "cumprod"]
 
@@ -141,7 +142,6 @@ def sort(data, axis=-1, is_ascend=1):
 def topk(data, k=1, axis=-1, ret_type="both", is_ascend=False, dtype="int32"):
     """The ``k`` largest (smallest with ``is_ascend``) values and/or indices; a TupleWrapper for "both"
     (``k`` a Relay expression: dyn.topk)."""
-    from ..expr import Constant as _Constant, RelayExpr as _RelayExpr
     if isinstance(k, _Constant):
         k = int(k.numpy())
     elif isinstance(k, _RelayExpr):

@@ -12,12 +12,14 @@ from ...ir.attrs import Attrs, Field
 from ...ir.op import Op, OpPattern
 from ..expr import Call
 from ._define import define_op, topi_compute
+from ...target.virtual_device import VirtualDevice
+from ..expr_functor import ExprMutator
+from ..expr import Function
 
 __all__ = ["stop_fusion", "checkpoint", "on_device", "function_on_device", "strip_on_device"]
 
 
 def _virtual_device(value):
-    from ...target.virtual_device import VirtualDevice
     if value is None or isinstance(value, VirtualDevice):
         return value if value is not None else VirtualDevice()
     return VirtualDevice(value)
@@ -57,7 +59,6 @@ def on_device(body, device, constrain_result: bool = False, constrain_body: bool
 
 def function_on_device(function, param_devices, result_device):
     """``function`` with the devices of its parameters and result recorded as attributes."""
-    from ...target.virtual_device import VirtualDevice
     params = [d if isinstance(d, VirtualDevice) else VirtualDevice(d) for d in param_devices]
     if len(params) != len(function.params):
         raise KilnError(f"function_on_device: {len(params)} parameter devices for a function of "
@@ -74,8 +75,6 @@ def strip_on_device(mod, device_type: int = 1):
     kiln's graph executor runs every kernel on one device, so an annotation for another device cannot be
     honoured: that is an error naming the annotation, not a silent move to the CPU.
     """
-    from ..expr_functor import ExprMutator
-    from ..expr import Function
     on_dev = Op.get("on_device")
 
     class _Strip(ExprMutator):

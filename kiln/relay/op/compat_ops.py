@@ -10,20 +10,21 @@ from ...ir.type import TensorType
 from ..expr import Call, Constant, Tuple, TupleWrapper
 from ._define import define_op, topi_fn
 from .type_relations import tensor_arg
+from . import reduce as R
+from ...topi.transform import strided_slice_plan
+from ...topi.transform import plan_slices
 
 __all__ = ["mean_variance", "mean_std", "strided_set"]
 
 
 def mean_variance(data, axis=None, keepdims=False, exclude=False, unbiased=False) -> TupleWrapper:
     """``(mean, variance)`` of ``data`` over ``axis`` as a 2-tuple (TVM's ``relay.mean_variance``)."""
-    from . import reduce as R
     m = R.mean(data, axis, keepdims, exclude)
     return TupleWrapper(Tuple([m, R.variance(data, axis, keepdims, exclude, unbiased)]), 2)
 
 
 def mean_std(data, axis=None, keepdims=False, exclude=False, unbiased=False) -> TupleWrapper:
     """``(mean, standard deviation)`` of ``data`` over ``axis`` as a 2-tuple (TVM's ``relay.mean_std``)."""
-    from . import reduce as R
     m = R.mean(data, axis, keepdims, exclude)
     return TupleWrapper(Tuple([m, R.std(data, axis, keepdims, exclude, unbiased)]), 2)
 
@@ -38,7 +39,6 @@ class StridedSetAttrs(Attrs):
 
 
 def _plan(shape, attrs):
-    from ...topi.transform import strided_slice_plan
     return strided_slice_plan(shape, attrs.begin, attrs.end, attrs.strides)
 
 
@@ -61,7 +61,6 @@ def _strided_set_rel(arg_types, attrs):
 
 
 def _strided_set_ref(attrs, inputs, out_type):
-    from ...topi.transform import plan_slices
     out = np.array(inputs[0], copy=True)
     out[plan_slices(_plan(out.shape, attrs))] = inputs[1]
     return out

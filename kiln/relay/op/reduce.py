@@ -9,6 +9,8 @@ from ...ir.op import Op, OpPattern
 from . import op_attrs as A
 from ._define import define_op, topi_compute
 from .type_relations import reduce_axes
+from ._define import topi_fn
+from ..expr import Call
 
 __all__: list = []
 
@@ -82,7 +84,6 @@ def _variance_ref(attrs, inputs, out_type):
 
 
 def _variance_compute(attrs, inputs, out_type):
-    from ._define import topi_fn
     fn = topi_fn("variance", "variance")
     axis = list(attrs.axis) if attrs.axis is not None else None
     return [fn(inputs[0], axis, attrs.keepdims, attrs.exclude, attrs.unbiased, inputs[1])]
@@ -106,7 +107,6 @@ def _make_reduce(name):
 
 
 def _call(op, args, attrs):
-    from ..expr import Call
     return Call(op, args, attrs)
 
 

@@ -12,6 +12,8 @@ from ...runtime.dtype import dtype_str
 from ..expr import Call
 from ._define import define_op, topi_compute
 from .type_relations import broadcast_shape, normalize_axis, shape_text, tensor_arg
+from ._define import topi_fn
+from ...topi.shape_ops import collapse_axes
 
 __all__ = ["shape_of", "ndarray_size", "broadcast_to_like", "collapse_sum_like", "slice_like"]
 
@@ -44,7 +46,6 @@ def _shape_of_rel(arg_types, attrs):
 
 
 def _shape_of_compute(attrs, inputs, out_type):
-    from ._define import topi_fn
     shape = [int(d) for d in inputs[0].shape]
     return [topi_fn("const_vector", "shape_of")(np.array(shape, dtype=attrs.dtype))]
 
@@ -81,7 +82,6 @@ define_op("broadcast_to_like", num_inputs=2, args=("data", "broadcast_type"), re
 
 def _collapse_axes(shape, target):
     """Axes of ``shape`` summed away to give ``target`` (numpy broadcasting run backwards)."""
-    from ...topi.shape_ops import collapse_axes
     return collapse_axes(shape, target, "collapse_sum_like", TypeInferenceError)
 
 

@@ -14,6 +14,13 @@ import numpy as np
 from ...error import OpNotImplemented, TypeInferenceError
 from ...ir.op import Op
 from .op import register_shape_func
+from ...tir import op as T
+from .type_relations import reduce_axes
+from ._layout import from_primal, to_primal
+from .nn._conv_pool import pad4, pair
+from ...topi.transform import infer_reshape_shape
+from .transform import infer_reshape
+from .transform import slice_plan
 
 
 # -- helpers over ints or symbolic dims -------------------------------------------------------------------------
@@ -24,14 +31,12 @@ def _static(d) -> bool:
 def dim_max(a, b):
     if _static(a) and _static(b):
         return max(int(a), int(b))
-    from ...tir import op as T
     return T.max(a, b)
 
 
 def dim_min(a, b):
     if _static(a) and _static(b):
         return min(int(a), int(b))
-    from ...tir import op as T
     return T.min(a, b)
 
 
@@ -77,7 +82,6 @@ def broadcast_shape_func(attrs, inputs, out_ndims):
 
 
 def reduce_shape_func(attrs, inputs, out_ndims):
-    from .type_relations import reduce_axes
     shape = tuple(inputs[0])
     axes = reduce_axes(len(shape), attrs.axis, attrs.exclude)
     if attrs.keepdims:
@@ -105,8 +109,6 @@ def batch_matmul_shape_func(attrs, inputs, out_ndims):
 
 
 def conv2d_shape_func(attrs, inputs, out_ndims):
-    from ._layout import from_primal, to_primal
-    from .nn._conv_pool import pad4, pair
     d = to_primal(tuple(inputs[0]), attrs.data_layout)
     w = to_primal(tuple(inputs[1]), attrs.kernel_layout)
     sh, sw = pair(attrs.strides, "strides")
@@ -118,8 +120,6 @@ def conv2d_shape_func(attrs, inputs, out_ndims):
 
 
 def pool2d_shape_func(attrs, inputs, out_ndims):
-    from ._layout import from_primal, to_primal
-    from .nn._conv_pool import pad4, pair
     d = to_primal(tuple(inputs[0]), attrs.layout)
     kh, kw = pair(attrs.pool_size, "pool_size")
     sh, sw = pair(attrs.strides, "strides")
@@ -134,13 +134,11 @@ def pool2d_shape_func(attrs, inputs, out_ndims):
 
 
 def global_pool2d_shape_func(attrs, inputs, out_ndims):
-    from ._layout import from_primal, to_primal
     d = to_primal(tuple(inputs[0]), attrs.layout)
     return [tuple(from_primal({"N": d["N"], "C": d["C"], "H": 1, "W": 1}, attrs.out_layout or attrs.layout))]
 
 
 def adaptive_pool2d_shape_func(attrs, inputs, out_ndims):
-    from ._layout import from_primal, to_primal
     d = to_primal(tuple(inputs[0]), attrs.layout)
     size = tuple(attrs.output_size) if attrs.output_size else (1, 1)
     if len(size) == 1:
@@ -156,12 +154,14 @@ def batch_norm_shape_func(attrs, inputs, out_ndims):
 
 
 def reshape_shape_func(attrs, inputs, out_ndims):
-    from ...topi.transform import infer_reshape_shape
     shape = tuple(inputs[0])
     if all(_static(d) for d in shape):
-        from .transform import infer_reshape
         return [tuple(infer_reshape(tuple(int(d) for d in shape), attrs.newshape, attrs.allowzero))]
-    return [tuple(infer_reshape_shape(list(shape), list(attrs.newshape)))]
+    return [tuple(infer_reshape_shape(list(shape), list(attrs.newshape), allowzero=attrs.allowzero))]
+
+
+def reverse_reshape_shape_func(attrs, inputs, out_ndims):
+    return [tuple(infer_reshape_shape(list(inputs[0]), list(attrs.newshape), reverse=True))]
 
 
 def batch_flatten_shape_func(attrs, inputs, out_ndims):
@@ -212,7 +212,6 @@ def strided_slice_shape_func(attrs, inputs, out_ndims):
     """Static begin/end/strides over possibly symbolic dims (numpy slice semantics, end clamped)."""
     shape = tuple(inputs[0])
     if all(_static(d) for d in shape):
-        from .transform import slice_plan
         return [tuple(len(range(*p)) for p in slice_plan(tuple(int(d) for d in shape), attrs))]
     ndim = len(shape)
     axes = _axes(attrs.axes, ndim) if attrs.axes is not None else list(range(len(attrs.begin)))
@@ -283,6 +282,7 @@ _BY_OP = {
     "nn.global_max_pool2d": global_pool2d_shape_func, "nn.global_avg_pool2d": global_pool2d_shape_func,
     "nn.adaptive_max_pool2d": adaptive_pool2d_shape_func, "nn.adaptive_avg_pool2d": adaptive_pool2d_shape_func,
     "nn.batch_norm": batch_norm_shape_func, "reshape": reshape_shape_func,
+    "contrib_reverse_reshape": reverse_reshape_shape_func,
     "nn.batch_flatten": batch_flatten_shape_func, "transpose": transpose_shape_func,
     "concatenate": concatenate_shape_func, "take": take_shape_func, "strided_slice": strided_slice_shape_func,
     "squeeze": squeeze_shape_func, "expand_dims": expand_dims_shape_func, "split": split_shape_func,

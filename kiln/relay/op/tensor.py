@@ -15,6 +15,9 @@ from . import op_attrs as A
 from ._define import define_op, topi_compute
 from . import type_relations as _tr
 from .type_relations import broadcast_shape, shape_text, tensor_arg
+from .dyn import zeros as dyn_zeros
+from .dyn import ones as dyn_ones
+from .dyn import full as dyn_full
 
 __all__: list = []
 
@@ -273,7 +276,6 @@ def _shape_tuple(shape):
 def zeros(shape, dtype="float32"):
     """A tensor of zeros (``shape`` a Relay expression: dyn.zeros)."""
     if isinstance(shape, RelayExpr) and not isinstance(shape, Constant):
-        from .dyn import zeros as dyn_zeros
         return dyn_zeros(shape, dtype)
     op = Op.get("zeros")
     return Call(op, [], op.make_attrs(shape=_shape_tuple(shape), dtype=dtype_str(dtype)))
@@ -282,7 +284,6 @@ def zeros(shape, dtype="float32"):
 def ones(shape, dtype="float32"):
     """A tensor of ones (``shape`` a Relay expression: dyn.ones)."""
     if isinstance(shape, RelayExpr) and not isinstance(shape, Constant):
-        from .dyn import ones as dyn_ones
         return dyn_ones(shape, dtype)
     op = Op.get("ones")
     return Call(op, [], op.make_attrs(shape=_shape_tuple(shape), dtype=dtype_str(dtype)))
@@ -293,7 +294,6 @@ def full(fill_value, shape=(), dtype=""):
     if not isinstance(fill_value, RelayExpr):  # a Python number
         fill_value = _const(fill_value, dtype or None)
     if isinstance(shape, RelayExpr) and not isinstance(shape, Constant):
-        from .dyn import full as dyn_full
         return dyn_full(fill_value, shape, dtype)
     op = Op.get("full")
     return Call(op, [fill_value], op.make_attrs(shape=_shape_tuple(shape), dtype=dtype_str(dtype) if dtype else ""))

@@ -17,6 +17,15 @@ from ._layout import transform_shape
 from .type_relations import (broadcast_shape, dims_compatible, merge_dim, normalize_axis, shape_text, tensor_arg,
                              tuple_arg)
 from ...tir.expr import Any
+from .dyn import reshape as dyn_reshape
+from ...topi.transform import infer_reshape_shape, strided_slice_plan
+from .type_relations import _ANY_PROBES, is_any
+from ...tir.expr import Any as _Any
+from ...topi.transform import plan_slices
+from .dyn import strided_slice as dyn_slice
+from .dyn import broadcast_to as dyn_broadcast_to
+from ...topi.testing import layout_transform_python
+from .dyn import tile as dyn_tile
 
 __all__: list = []
 _P = OpPattern
@@ -46,69 +55,13 @@ def _static(shape, what="shape"):
 
 
 # -- reshape ------------------------------------------------------------------------------------------------
-def infer_reshape(ishape, newshape, allowzero=False) -> tuple:
-    """Relay's reshape rule: 0 copies a dim, -1 infers one, -2 copies the rest, -3 merges two, -4 splits one."""
+def infer_reshape(ishape, newshape, allowzero=False, reverse=False) -> tuple:
+    """Relay's reshape rule on a static shape; the codes (0, -1, -2, -3, -4) live in ``topi.infer_reshape_shape``."""
     ishape = _static(ishape, "input shape")
-    total = math.prod(ishape)
-    out, src, infer_at, i = [], 0, -1, 0
-    newshape = list(newshape)
-    while i < len(newshape):
-        v = newshape[i]
-        if v > 0:
-            out.append(v)
-            src += 1
-        elif v == 0:
-            if allowzero:
-                out.append(0)
-            else:
-                if src >= len(ishape):
-                    raise TypeInferenceError(f"newshape {tuple(newshape)}: code 0 at position {i} has no input "
-                                             f"dimension to copy (input shape {shape_text(ishape)})")
-                out.append(ishape[src])
-            src += 1
-        elif v == -1:
-            if infer_at >= 0:
-                raise TypeInferenceError(f"newshape {tuple(newshape)} has more than one -1")
-            infer_at = len(out)
-            out.append(1)
-            src += 1
-        elif v == -2:
-            out.extend(ishape[src:])
-            src = len(ishape)
-        elif v == -3:
-            if src + 1 >= len(ishape):
-                raise TypeInferenceError(f"newshape {tuple(newshape)}: code -3 needs two input dimensions at "
-                                         f"position {src} of {shape_text(ishape)}")
-            out.append(ishape[src] * ishape[src + 1])
-            src += 2
-        elif v == -4:
-            if i + 2 >= len(newshape) or src >= len(ishape):
-                raise TypeInferenceError(f"newshape {tuple(newshape)}: code -4 must be followed by two values")
-            d0, d1 = newshape[i + 1], newshape[i + 2]
-            if d0 == -1 and d1 == -1:
-                raise TypeInferenceError("newshape: code -4 cannot split into two -1 dimensions")
-            if d0 == -1:
-                d0 = ishape[src] // d1
-            elif d1 == -1:
-                d1 = ishape[src] // d0
-            if d0 * d1 != ishape[src]:
-                raise TypeInferenceError(f"newshape: code -4 splits dimension {ishape[src]} into {d0} x {d1}")
-            out.extend([d0, d1])
-            src += 1
-            i += 2
-        else:
-            raise TypeInferenceError(f"newshape {tuple(newshape)}: invalid value {v}")
-        i += 1
-    if infer_at >= 0:
-        rest = math.prod(d for j, d in enumerate(out) if j != infer_at)
-        if rest == 0 or total % rest:
-            raise TypeInferenceError(f"cannot reshape {shape_text(ishape)} ({total} elements) to "
-                                     f"{tuple(newshape)}: the -1 dimension does not divide")
-        out[infer_at] = total // rest
-    if math.prod(out) != total:
-        raise TypeInferenceError(f"cannot reshape {shape_text(ishape)} ({total} elements) to {shape_text(out)} "
-                                 f"({math.prod(out)} elements)")
-    return tuple(out)
+    try:
+        return tuple(infer_reshape_shape(ishape, newshape, reverse=reverse, allowzero=allowzero))
+    except KilnError as e:
+        raise TypeInferenceError(str(e)) from None
 
 
 def _reshape_rel(arg_types, attrs):
@@ -125,13 +78,31 @@ define_op("reshape", num_inputs=1, attrs=A.ReshapeAttrs, rel=_reshape_rel, rel_n
 def reshape(data, newshape, allowzero=False):
     """Reshape ``data``; ``newshape`` may use TVM's codes 0, -1, -2, -3, -4 (a Relay expression: dyn.reshape)."""
     if _is_dyn(newshape):
-        from .dyn import reshape as dyn_reshape
         return dyn_reshape(data, newshape, allowzero)
     if isinstance(newshape, Constant):
         newshape = newshape.numpy().tolist()
     if isinstance(newshape, int):
         newshape = [newshape]
     return _call("reshape", [data], newshape=list(newshape), allowzero=allowzero)
+
+
+def _reverse_reshape_rel(arg_types, attrs):
+    t = tensor_arg(arg_types, 0, "data")
+    return TensorType(infer_reshape(t.shape, attrs.newshape, reverse=True), t.dtype)
+
+
+define_op("contrib_reverse_reshape", num_inputs=1, attrs=A.ReshapeAttrs, rel=_reverse_reshape_rel,
+          rel_name="ReverseReshape", pattern=_P.INJECTIVE, reference=lambda a, i, t: np.reshape(i[0], t.shape),
+          compute=topi_compute("reshape", "contrib_reverse_reshape", lambda a, i, t: [i[0], list(t.shape)]), level=10)
+
+
+@_export
+def reverse_reshape(data, newshape):
+    """Reshape with the special codes applied right to left (MXNet's reverse reshape; TVM's
+    ``relay.reverse_reshape``): ``(10, 5, 4)`` with ``(-1, 0)`` gives ``(50, 4)``."""
+    if isinstance(newshape, int):
+        newshape = [newshape]
+    return _call("contrib_reverse_reshape", [data], newshape=list(newshape))
 
 
 def _reshape_like_rel(arg_types, attrs):
@@ -341,7 +312,6 @@ def split(data, indices_or_sections, axis=0):
 # -- strided_slice ------------------------------------------------------------------------------------------------------
 def slice_plan(shape, attrs) -> list:
     """(start, stop, step) per axis, with numpy slice semantics (TOPI's rule; stop -1 means 'through 0')."""
-    from ...topi.transform import strided_slice_plan
     try:
         return strided_slice_plan(shape, attrs.begin, attrs.end, attrs.strides, attrs.axes, attrs.slice_mode)
     except TypeInferenceError:
@@ -352,9 +322,7 @@ def slice_plan(shape, attrs) -> list:
 
 def _strided_slice_rel(arg_types, attrs):
     t = tensor_arg(arg_types, 0, "data")
-    from .type_relations import _ANY_PROBES, is_any
     if any(is_any(d) for d in t.shape):  # an unknown axis sliced is only known at run time: Any
-        from ...tir.expr import Any as _Any
         plan = slice_plan([_ANY_PROBES[0] if is_any(d) else d for d in t.shape], attrs)
         return TensorType([_Any() if is_any(d) else len(range(*p)) for d, p in zip(t.shape, plan)], t.dtype)
     plan = slice_plan(_static(t.shape), attrs)
@@ -362,7 +330,6 @@ def _strided_slice_rel(arg_types, attrs):
 
 
 def _strided_slice_ref(attrs, inputs, out_type):
-    from ...topi.transform import plan_slices
     return inputs[0][plan_slices(slice_plan(inputs[0].shape, attrs))]
 
 
@@ -386,7 +353,6 @@ def _int_list(v):
 def strided_slice(data, begin, end, strides=None, axes=None, slice_mode="end"):
     """``data[begin:end:strides]`` per axis (numpy semantics; ``slice_mode="size"``: end is a size)."""
     if _is_dyn(begin) or _is_dyn(end) or _is_dyn(strides):
-        from .dyn import strided_slice as dyn_slice
         if axes is not None:
             raise OpNotImplemented("strided_slice: axes with run-time begin/end is not supported (dyn.strided_slice)")
         as_expr = [b if isinstance(b, RelayExpr) else _const(np.asarray(_int_list(b) or [1], "int64"))
@@ -479,7 +445,6 @@ define_op("broadcast_to", num_inputs=1, attrs=A.InitOpAttrs, rel=_broadcast_to_r
 def broadcast_to(data, shape):
     """Broadcast ``data`` to ``shape`` (a Relay expression: dyn.broadcast_to)."""
     if _is_dyn(shape):
-        from .dyn import broadcast_to as dyn_broadcast_to
         return dyn_broadcast_to(data, shape)
     if isinstance(shape, Constant):
         shape = shape.numpy().tolist()
@@ -567,7 +532,6 @@ def _layout_transform_rel(arg_types, attrs):
 
 
 def _layout_transform_ref(attrs, inputs, out_type):
-    from ...topi.testing import layout_transform_python
     return layout_transform_python(inputs[0], attrs.src_layout, attrs.dst_layout)
 
 
@@ -603,7 +567,6 @@ define_op("tile", num_inputs=1, attrs=A.TileAttrs, rel=_tile_rel, rel_name="Tile
 def tile(data, reps):
     """Repeat the whole array ``reps`` times per axis (a Relay expression: dyn.tile)."""
     if _is_dyn(reps):
-        from .dyn import tile as dyn_tile
         return dyn_tile(data, reps)
     if isinstance(reps, Constant):
         reps = reps.numpy().reshape(-1).tolist()

@@ -8,6 +8,8 @@ from __future__ import annotations
 from ...error import KilnError, TypeInferenceError
 from ...ir.op import register_type_relation
 from ...ir.type import TensorType, TupleType
+from ...tir.expr import Any as _Any
+from ...tir.stmt_functor import post_order_visit
 
 
 def type_text(t) -> str:
@@ -207,7 +209,6 @@ def variance_rel(arg_types, attrs):
 # -- Any (unknown) dimensions ---------------------------------------------------------------------------------
 def is_any(d) -> bool:
     """A dimension that is ``relay.Any()`` (or an expression built from one)."""
-    from ...tir.expr import Any as _Any
     if isinstance(d, _Any):
         return True
     if isinstance(d, int):
@@ -218,7 +219,6 @@ def is_any(d) -> bool:
         if isinstance(node, _Any):
             found.append(node)
     try:
-        from ...tir.stmt_functor import post_order_visit
         post_order_visit(d, visit)
     except Exception:  # noqa: BLE001 - not a tir expression: not Any
         return False
@@ -253,7 +253,6 @@ def _subst_any(ty, value: int):
 
 def _normalize_any(ty):
     """Dimensions computed from an Any (``?*2``) are Any."""
-    from ...tir.expr import Any as _Any
     if isinstance(ty, TensorType):
         if not any(not isinstance(d, (int, _Any)) and is_any(d) for d in ty.shape):
             return ty
@@ -264,7 +263,6 @@ def _normalize_any(ty):
 
 
 def _merge_runs(a, b):
-    from ...tir.expr import Any as _Any
     if isinstance(a, TensorType) and isinstance(b, TensorType) and len(a.shape) == len(b.shape):
         return TensorType(tuple(x if (isinstance(x, int) and x == y) else _Any() for x, y in zip(a.shape, b.shape)),
                           a.dtype)

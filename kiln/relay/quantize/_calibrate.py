@@ -25,6 +25,10 @@ from ..expr import bind
 from ._ops import SIMULATED_QUANTIZE, SimulatedQuantizeAttrs
 from .kl_divergence import _find_scale_by_kl
 from .qconfig import QAnnotateKind, current_qconfig
+from ...target import Target
+from ...runtime import device as _device
+from ...contrib import graph_executor
+from ..build_module import build
 
 logger = logging.getLogger("kiln.relay.quantize")
 
@@ -70,10 +74,6 @@ CreateStatsCollector = create_stats_collector
 
 
 def _profile_runtime(mod: IRModule):
-    from ...target import Target
-    from ...runtime import device as _device
-    from ...contrib import graph_executor
-    from ..build_module import build
     func = create_stats_collector(mod["main"])
     target = Target.current()
     target = target if target is not None else Target("llvm")

@@ -19,6 +19,7 @@ from ..expr import Call
 from ..op._define import define_op
 from ..op.op import register_injective_schedule
 from .qconfig import QAnnotateKind
+from ... import topi
 
 SIMULATED_QUANTIZE = "relay.op.annotation.simulated_quantize"
 CAST_HINT = "annotation.cast_hint"
@@ -56,7 +57,6 @@ def _simulated_quantize_ref(attrs, inputs, out_type):
 
 
 def _simulated_quantize_compute(attrs, inputs, out_type):
-    from ... import topi
     data, scale, cmin, cmax = inputs
     if int(attrs.kind) == QAnnotateKind.IDENTITY:
         return [topi.identity(data)]
@@ -69,7 +69,6 @@ def _identity_ref(attrs, inputs, out_type):
 
 
 def _identity_compute(attrs, inputs, out_type):
-    from ... import topi
     return [topi.identity(inputs[0])]
 
 

@@ -12,6 +12,8 @@ from ._context import quantize_context
 from ._partition import partition
 from ._realize import realize
 from .qconfig import current_qconfig
+from ...error import ArgumentError
+from ._partition_conversions import partition_conversions
 
 
 def _bind_params(func, params):
@@ -23,7 +25,6 @@ def prerequisite_optimize(mod: IRModule, params=None) -> IRModule:
     first): batch_norm folds into the conv weights and bias_add becomes an add, the shapes the
     annotation rules expect."""
     if not isinstance(mod, IRModule):
-        from ...error import ArgumentError
         raise ArgumentError(f"relay.quantize expects an IRModule, got {type(mod).__name__}")
     if params:
         mod = mod.copy() if hasattr(mod, "copy") else IRModule(dict(mod.functions))
@@ -39,7 +40,6 @@ def quantize(mod: IRModule, params=None, dataset=None) -> IRModule:
     ``{input_name: array}``) is needed by the ``kl_divergence`` and ``percentile`` calibrations."""
     cfg = current_qconfig()
     if cfg.partition_conversions != "disabled":  # fail before the (long) calibration
-        from ._partition_conversions import partition_conversions
         partition_conversions(None, None, None)
     mod = prerequisite_optimize(mod, params)
     calibrate_pass = module_pass(calibrate(dataset), opt_level=1, name="QuantizeCalibrate")

@@ -13,11 +13,14 @@ from . import init, layers, mlp, resnet, mobilenet, vgg, squeezenet, dcgan  # no
 from .init import create_workload, Xavier, Initializer  # noqa: F401
 from .temp_op_attr import TempOpAttr  # noqa: F401
 from .check_grad import check_grad, _np_randn_from_type  # noqa: F401
+from ... import transform as _transform
+from ..transform import InferType
+from ...runtime import ndarray as nd
+from ..expr_functor import post_order_visit
 
 
 def run_opt_pass(expr, opt_pass, import_prelude: bool = False):
     """Run ``opt_pass`` (a Pass or a list of passes) on ``expr``; returns main (or the body of a non-function)."""
-    from ... import transform as _transform
     if import_prelude:
         raise NotImplementedError("run_opt_pass(import_prelude=True): kiln has no Relay prelude")
     mod = IRModule.from_expr(expr)
@@ -30,13 +33,11 @@ def run_opt_pass(expr, opt_pass, import_prelude: bool = False):
 
 def run_infer_type(expr):
     """``expr`` with types inferred (``checked_type`` set everywhere)."""
-    from ..transform import InferType
     return run_opt_pass(expr, InferType())
 
 
 def rand(dtype: str, *shape):
     """A random NDArray of ``shape`` and ``dtype`` (uniform in [0, 1) for floats)."""
-    from ...runtime import ndarray as nd
     if np.dtype(dtype).kind in "iu":
         return nd.array(np.random.randint(0, 10, size=shape).astype(dtype))
     return nd.array(np.random.rand(*shape).astype(dtype))
@@ -44,7 +45,6 @@ def rand(dtype: str, *shape):
 
 def count(expr, pred) -> int:
     """How many nodes of ``expr`` satisfy ``pred``."""
-    from ..expr_functor import post_order_visit
     hits = []
     post_order_visit(expr, lambda e: hits.append(1) if pred(e) else None)
     return len(hits)

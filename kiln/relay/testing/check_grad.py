@@ -5,6 +5,8 @@ import numpy as np
 
 from ...error import ArgumentError
 from ...ir.type import TensorType
+from ... import relay
+from ..transform.gradient import gradient
 
 
 def _np_randn_from_type(ty, scale: float = 1.0, mean: float = 0.0) -> np.ndarray:
@@ -29,10 +31,8 @@ def check_grad(func, inputs=None, test_inputs=None, eps: float = 1e-6, atol: flo
     (a subset of ``inputs``, by identity) limits which gradients are compared. With ``executor_kind="debug"``
     the interpreter ignores the target, so it runs once rather than once per target.
     """
-    from ... import relay
     from ...testing import enabled_targets
     from . import run_infer_type
-    from ..transform.gradient import gradient
 
     fwd_func = run_infer_type(func)
     bwd_func = run_infer_type(gradient(fwd_func, mode=mode)) if mode == "higher_order" else \
@@ -80,7 +80,6 @@ def check_grad(func, inputs=None, test_inputs=None, eps: float = 1e-6, atol: flo
 def _first_order(fwd_func):
     import warnings
     from . import run_infer_type
-    from ..transform.gradient import gradient
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return run_infer_type(gradient(fwd_func, mode="first_order"))

@@ -11,15 +11,15 @@ import tempfile
 import time
 
 import numpy as np
+import kiln as tvm
+from kiln import relay
+from kiln.contrib import graph_executor
 
 
 def run_resnet_demo(num_layers: int = 18, image_size: int = 224, batch_size: int = 1, opt_level: int = 3,
                     number: int = 3, repeat: int = 3, verbose: bool = True) -> dict:
     """Build resnet-``num_layers`` for the host CPU, run it, and report compile time, latency, the
     memory plan and the max error against the reference interpreter. Returns the figures."""
-    import kiln as tvm
-    from kiln import relay
-    from kiln.contrib import graph_executor
 
     def say(*args):
         if verbose:

@@ -5,6 +5,9 @@ import numpy as np
 
 from ...error import KilnError
 from ...ir.module import IRModule
+from ...runtime import ndarray as nd
+from ...runtime.device import cpu
+from ..transform import InferType
 
 
 class Initializer:
@@ -77,9 +80,6 @@ class Xavier(Initializer):
 
 def create_workload(net, initializer: Initializer | None = None, seed: int = 0):
     """``(mod, params)`` for a Relay function: every parameter except ``data`` gets an initialized NDArray."""
-    from ...runtime import ndarray as nd
-    from ...runtime.device import cpu
-    from ..transform import InferType
     mod = net if isinstance(net, IRModule) else IRModule.from_expr(net)
     mod = InferType()(mod)
     shape_dict = {v.name_hint: v.checked_type for v in mod["main"].params}

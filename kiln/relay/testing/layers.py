@@ -12,6 +12,8 @@ from ...ir.op import Op
 from ...ir.type import TensorType, TupleType
 from ..expr import Call, Constant, Tuple, TupleGetItem, Var
 from .. import op as _op
+from ..transform import InferTypeLocal
+from ..expr import var
 
 _TYPES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -39,7 +41,6 @@ def type_of(expr):
         elif isinstance(expr, Tuple):
             t = TupleType([type_of(f) for f in expr.fields])
         else:
-            from ..transform import InferTypeLocal
             t = InferTypeLocal(expr)
     try:
         _TYPES[expr] = t
@@ -60,7 +61,6 @@ def _name(kwargs) -> str:
 
 
 def _var(name, shape, dtype):
-    from ..expr import var
     return var(name, shape=shape, dtype=dtype)
 
 

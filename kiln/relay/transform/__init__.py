@@ -19,10 +19,10 @@ from .fast_math import FastMath
 from .defuse_ops import DefuseOps
 from .annotate_spans import AnnotateSpans
 from .dynamic_to_static import DynamicToStatic
+from ..qnn.fake_quantization import FakeQuantizationToInteger as _fq2i
 
 
 def FakeQuantizationToInteger(hard_fail=False, use_qat=False, optional_qnn_ops=None):  # noqa: N802 (TVM's name)
     """Rewrite QDQ regions (dequantize -> ops -> quantize) into integer QNN ops (kiln/relay/qnn/fake_quantization.py)."""
-    from ..qnn.fake_quantization import FakeQuantizationToInteger as _fq2i
     return _fq2i(hard_fail, use_qat, optional_qnn_ops)
 from .gradient import gradient, FirstOrderGradient  # noqa: E402,F401

@@ -10,6 +10,10 @@ from ...ir.op import Op, _OPS
 from ...ir.type import TensorType, TupleType
 from ...transform.pass_base import ModulePass
 from ..expr import Call, Constant, Function
+from ...ir.op import OpPattern
+from ...ir.node import structural_equal
+from .type_infer import infer_expr
+from .type_infer import infer_module as _infer
 
 
 def get_op(name: str) -> Op:
@@ -42,7 +46,6 @@ def is_op(expr, name) -> bool:
 
 def op_pattern(op: Op) -> int:
     """The op's TOpPattern (OPAQUE when not registered)."""
-    from ...ir.op import OpPattern
     pat = op.get_attr("TOpPattern")
     return int(OpPattern.OPAQUE if pat is None else pat)
 
@@ -87,18 +90,15 @@ def is_scalar_const(expr, value=None) -> bool:
 
 
 def attrs_equal(a, b) -> bool:
-    from ...ir.node import structural_equal
     return structural_equal(a, b)
 
 
 def infer(expr, mod: IRModule | None = None):
     """Type-check one expression (free variables must be annotated) and return the annotated copy."""
-    from .type_infer import infer_expr
     return infer_expr(expr, mod)
 
 
 def infer_module(mod: IRModule) -> IRModule:
-    from .type_infer import infer_module as _infer
     return _infer(mod)
 
 

@@ -16,6 +16,9 @@ from ...transform.pass_base import register_pass
 from ..expr import Call, Constant, Function
 from ..expr_functor import ExprMutator
 from ._util import infer_module
+from .. import op as O
+from ..expr_functor import post_order_visit
+from .fold_constant import fold_constant
 
 
 def _vals(c: Constant) -> list:
@@ -28,7 +31,6 @@ def _const_args(call: Call, idx) -> bool:
 
 def _static(call: Call):
     """The static equivalent of a dyn.* call whose shape operands are constants, or None."""
-    from .. import op as O
     name, a, attrs = call.op.name, call.args, call.attrs
     if name == "dyn.reshape" and _const_args(call, [1]):
         return O.reshape(a[0], _vals(a[1]), allowzero=bool(attrs.allowzero))
@@ -84,7 +86,6 @@ class _DynToStatic(ExprMutator):
 
 def has_dyn_ops(mod: IRModule) -> bool:
     """Whether any function of ``mod`` calls a dyn.* op (so relay.build / the VM run the pass only then)."""
-    from ..expr_functor import post_order_visit
     found = []
 
     def visit(e):
@@ -97,7 +98,6 @@ def has_dyn_ops(mod: IRModule) -> bool:
 
 
 def dynamic_to_static(mod: IRModule, max_rounds: int = 8) -> IRModule:
-    from .fold_constant import fold_constant
     for _ in range(max_rounds):
         mod = infer_module(mod)
         out = mod.copy()

@@ -27,6 +27,7 @@ from ...ir.op import Op, OpPattern
 from ..expr import Call, Function, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator
 from ._util import op_call, op_pattern, tensor_type, type_of
+from ..expr import If
 
 def parse_layout(layout: str) -> list:
     """"NCHW16c" -> [("N", 0), ("C", 0), ("H", 0), ("W", 0), ("c", 16)] (kiln.tir.layout, factor 0 = primal)."""
@@ -150,7 +151,6 @@ class LayoutRewriter(ExprMutator):
         return self.to_original(self.visit(body))
 
     def visit_if(self, i):
-        from ..expr import If
         c = self.to_original(self.visit(i.cond))
         tb = self.to_original(self.visit(i.true_branch))
         fb = self.to_original(self.visit(i.false_branch))

@@ -8,6 +8,7 @@ from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator
 from ..analysis.graph import edge_counts as _edge_counts
 from .function_pass import FunctionPass
+from ..analysis import free_vars
 
 _ATOMS = (Var, GlobalVar, Op, Constant)
 
@@ -198,7 +199,6 @@ class _ToGraph(ExprMutator):
 
 
 def _refers_to(expr, var) -> bool:
-    from ..analysis import free_vars
     return var in free_vars(expr)
 
 

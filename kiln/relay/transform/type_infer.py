@@ -16,6 +16,10 @@ from ...ir.op import Op
 from ...ir.type import FuncType, IncompleteType, TensorType, TupleType, Type, TypeCall, TypeVar
 from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator, post_order_dataflow
+from ...ir.node import structural_equal
+from ..printer import RelayTextPrinter
+from .type_infer_adt import infer_adt_expr
+from ..op.type_relations import call_relation  # Any-aware (relay.Any() dimensions)
 
 BOOL_SCALAR = TensorType((), "bool")
 
@@ -82,7 +86,6 @@ class _Solver:
                 elif _is_any(y) or x is y or (isinstance(x, int) and isinstance(y, int) and x == y):
                     dims.append(x)
                 elif isinstance(x, Node) and isinstance(y, Node):
-                    from ...ir.node import structural_equal
                     if not structural_equal(x, y):
                         raise _Mismatch(a, b, f"dimension {i}: {x} vs {y}")
                     dims.append(x)
@@ -181,7 +184,6 @@ class TypeInferencer:
 
     # -- errors ------------------------------------------------------------------------------------
     def fail(self, expr, message: str, cause=None):
-        from ..printer import RelayTextPrinter
         marker = "an error occurred here"
 
         def annotate(e):
@@ -311,7 +313,6 @@ class TypeInferencer:
         if hasattr(e, "_infer_type"):  # nodes defined outside the core (reference cells)
             return e._infer_type(self)
         if type(e).__name__ in ("Constructor", "Match"):
-            from .type_infer_adt import infer_adt_expr
             return infer_adt_expr(self, e)
         self.fail(e, f"cannot infer the type of a {type(e).__name__}")
 
@@ -392,7 +393,6 @@ class TypeInferencer:
             if any(_has_incomplete(t) for t in full):
                 return None
         try:
-            from ..op.type_relations import call_relation  # Any-aware (relay.Any() dimensions)
             out = call_relation(rel, full, call.attrs)
         except (KilnError, ValueError, TypeError, IndexError) as err:
             types = ", ".join(_type_text(t) for t in full)

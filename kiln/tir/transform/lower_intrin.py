@@ -14,12 +14,12 @@ from ...runtime.dtype import parse_dtype
 from .. import expr as E
 from ..stmt_functor import StmtExprMutator
 from .pass_base import PrimFuncPass
+from ...ir.op import _OPS
 
 _MAX_REWRITES = 32  # a rule chain longer than this is a cycle
 
 
 def _rule_for(op_name: str, keys: tuple):
-    from ...ir.op import _OPS
     op = _OPS.get(str(op_name))
     if op is None:
         return None

@@ -8,6 +8,8 @@ from __future__ import annotations
 from ...transform.pass_base import FunctionLevelPass
 from ...transform.pass_context import PassContext
 from ..function import PrimFunc
+from ...arith.const_int_bound import POS_INF
+from ..expr import Var
 
 
 class PrimFuncPass(FunctionLevelPass):
@@ -48,8 +50,6 @@ def _config(key: str) -> dict:
 
 def shape_var_bounds(func) -> dict:
     """Var -> (0, +inf): variables used as buffer dimensions of the arguments are never negative."""
-    from ...arith.const_int_bound import POS_INF
-    from ..expr import Var
     out = {}
     for b in func.buffer_map.values():
         for d in b.shape:

@@ -8,6 +8,7 @@ from .. import expr as E
 from .. import stmt as S
 from ..stmt_functor import StmtExprMutator, substitute
 from .pass_base import PrimFuncPass
+from .pass_base import shape_var_bounds
 
 
 class StmtSimplifier(StmtExprMutator):
@@ -118,7 +119,6 @@ def simplify_stmt(stmt, analyzer: Analyzer | None = None):
 
 
 def simplify_func(func, mod=None, ctx=None):
-    from .pass_base import shape_var_bounds
     ana = Analyzer()
     ana.var_bounds.update(shape_var_bounds(func))
     body = simplify_stmt(func.body, ana)

@@ -20,6 +20,7 @@ from .. import stmt as S
 from ..stmt_functor import StmtExprMutator, StmtExprVisitor, uses_var
 from .pass_base import PrimFuncPass, _config
 from .simplify import simplify_stmt
+from ..stmt_functor import substitute
 
 
 class CannotVectorize(Exception):
@@ -299,7 +300,6 @@ def _check_memory_dependencies(body, var, lanes, vmin):
 
 
 def _sub_var(e, var, delta):
-    from ..stmt_functor import substitute
     return substitute(e, {var: var + delta})
 
 
@@ -323,7 +323,6 @@ class LoopVectorizer(StmtExprMutator):
             return serial
         lanes = s.extent.value
         if lanes == 1:
-            from ..stmt_functor import substitute
             return substitute(body, {s.loop_var: s.min})
         try:
             _check_memory_dependencies(body, s.loop_var, lanes, s.min)

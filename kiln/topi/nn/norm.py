@@ -7,6 +7,7 @@ from ...tir import op as T
 from .. import tag
 from ..reduction import mean, reduce_axes, sum as _sum
 from ..utils import get_const_tuple, normalize_axis
+from ..transform import reshape
 
 
 def _mean_var(data, axes):
@@ -51,7 +52,6 @@ def group_norm(data, gamma, beta, num_groups, channel_axis, axes, epsilon=1e-5):
     c = shape[channel_axis]
     if c % num_groups:
         raise KilnError(f"group_norm: {c} channels do not split into {num_groups} groups")
-    from ..transform import reshape
     gshape = shape[:channel_axis] + [num_groups, c // num_groups] + shape[channel_axis + 1:]
     grouped = reshape(data, gshape)
     red = [channel_axis + 1] + [normalize_axis(a, len(shape)) + (1 if normalize_axis(a, len(shape)) > channel_axis else 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ... import te
 from ...tir import op as T
 from ..utils import get_const_tuple, normalize_axis
+from ..math import fast_exp_expr
 
 
 def _stages(x, axis, exp=T.exp):
@@ -33,7 +34,6 @@ def softmax(x, axis=-1):
 def fast_softmax(x, axis=-1):
     """Softmax whose exponential is :func:`kiln.topi.fast_exp_expr` for float32 (TVM's ``topi.nn.fast_softmax``):
     vectorizable, within 2 ulp of expf; other dtypes compute as :func:`softmax`."""
-    from ..math import fast_exp_expr
     if x.dtype != "float32":
         return softmax(x, axis)
     shape, without, _, ex, sm = _stages(x, axis, exp=fast_exp_expr)

@@ -7,10 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 from ...error import KilnError
+from ..utils import get_const_tuple
+from ... import te
+from ..generic import default_schedule
+from ...tir.interpreter import run_primfunc
+import kiln
 
 
 def _shape(t):
-    from ..utils import get_const_tuple
     shape = get_const_tuple(t.shape)
     if not all(isinstance(s, int) for s in shape):
         raise KilnError(f"run_te: output {t.name} has a symbolic shape {shape}; give concrete shapes")
@@ -24,8 +28,6 @@ def run_te(inputs, outputs, arrays, schedule=None, target=None):
     compute. ``target=None`` evaluates with :func:`kiln.tir.interpreter.run_primfunc`; a target
     string (e.g. "llvm") compiles with :func:`kiln.build` and runs the kernel.
     """
-    from ... import te
-    from ..generic import default_schedule
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     inputs = list(inputs)
     if len(inputs) != len(arrays):
@@ -34,11 +36,9 @@ def run_te(inputs, outputs, arrays, schedule=None, target=None):
     outs = [np.zeros(_shape(t), dtype=t.dtype) for t in outputs]
     ins = [np.ascontiguousarray(a, dtype=t.dtype) for a, t in zip(arrays, inputs)]
     if target is None:
-        from ...tir.interpreter import run_primfunc
         func = te.schedule_to_primfunc(s, inputs + outputs)
         run_primfunc(func, ins + outs)
         return outs
-    import kiln
     mod = kiln.build(s, inputs + outputs, target=target)
     dev = kiln.device(str(target).split()[0], 0)
     nd_args = [kiln.nd.array(a, dev) for a in ins + outs]

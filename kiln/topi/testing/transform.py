@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...error import KilnError
+from .layout import layout_transform_numpy
 
 
 def gather_python(data, axis, indices):
@@ -98,5 +99,4 @@ def take_python(a, indices, axis=None, mode="clip"):
 
 def layout_transform_python(data, src_layout: str, dst_layout: str):
     """Convert between layouts such as NCHW, NHWC and NCHW{x}c (sub-axes as lowercase with a factor)."""
-    from .layout import layout_transform_numpy
     return layout_transform_numpy(data, src_layout, dst_layout)

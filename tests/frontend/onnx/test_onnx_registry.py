@@ -125,3 +125,37 @@ def test_unsupported_ops_of_all_domains_are_listed_together(domain):
         relay.frontend.from_onnx(_model(nodes, 1))
     msg = str(info.value)
     assert "GridSample" in msg and "com.kiln.test::Nope" in msg and "Relu" not in msg
+
+
+def test_dynamic_variants_live_in_the_same_registry():
+    """onnx_dynamic.py registers with @onnx_op(..., dynamic=True): one table, one lookup, a second column."""
+    import kiln.relay.frontend.onnx_dynamic as dyn_mod
+    entry = lookup("Reshape")
+    static, dynamic = entry.get_converter(13), entry.get_converter(13, dynamic=True)
+    assert static is not None and dynamic is not None and static is not dynamic
+    assert dynamic.__module__ == dyn_mod.__name__
+    assert entry.get_converter(4, dynamic=True) is None          # the run-time Reshape starts at opset 5
+    assert lookup("Resize").get_converter(10, dynamic=True) is None
+    assert not hasattr(dyn_mod, "DYNAMIC_CONVERTERS")             # no second table
+
+
+def test_a_dynamic_variant_is_chosen_only_when_the_static_one_refuses(domain):
+    seen = []
+
+    def static(inputs, attr, ctx):
+        err = KilnError("shape operand known only at run time")
+        err.runtime_inputs = [0]
+        raise err
+
+    def dynamic(inputs, attr, ctx):
+        seen.append(ctx.opset)
+        return _op.add(inputs[0], const(np.float32(3)))
+    onnx_op("Later", since=1, domain=domain)(static)
+    onnx_op("Later", since=2, domain=domain, dynamic=True)(dynamic)
+    with pytest.raises(KilnError, match=r"dynamic ONNX converter for com\.kiln\.test::Later \(since opset 2\)"):
+        onnx_op("Later", since=2, domain=domain, dynamic=True)(dynamic)
+    x = np.random.default_rng(2).standard_normal((3, 5)).astype("float32")
+    np.testing.assert_allclose(_run(_model([_node("Later")], 3), x), x + 3, rtol=1e-6)
+    assert seen == [3]
+    with pytest.raises(KilnError, match="run time"):               # below the variant's opset: the error stands
+        _run(_model([_node("Later")], 1), x)

@@ -8,13 +8,13 @@ import numpy as np
 from ....error import FrontendError
 from ...expr import Expr
 from .registry import register, relay_op
+from ... import op
 
 _INT_BITS = {"bool": 1, "uint8": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64}
 _FLOAT_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
 
 
 def _op():
-    from ... import op
     return op
 
 

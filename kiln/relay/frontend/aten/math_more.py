@@ -8,10 +8,10 @@ from ...expr import Expr
 from .math import _c, _category, _dims, _float_input, _var, promote
 from .registry import register
 from .tensor import _axis
+from ... import op
 
 
 def _op():
-    from ... import op
     return op
 
 

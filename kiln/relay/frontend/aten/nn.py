@@ -8,10 +8,10 @@ import numpy as np
 from ....error import FrontendError
 from ..einsum import einsum
 from .registry import register, relay_op
+from ... import op
 
 
 def _op():
-    from ... import op
     return op
 
 

@@ -15,17 +15,18 @@ import numpy as np
 from ....error import FrontendError
 from ...expr import Expr, const
 from .registry import ATEN_CONVERTERS, register
+from ... import op
+from ...qnn import op as qnn_op
+from ...expr import Var
 
 _QDTYPES = {"quint8": "uint8", "qint8": "int8", "qint32": "int32"}
 
 
 def _op():
-    from ... import op
     return op
 
 
 def _qnn():
-    from ...qnn import op as qnn_op
     return qnn_op
 
 
@@ -64,7 +65,6 @@ def _i32(v):
 def _number(ctx, v, what):
     """A Python number from a number, a constant, or a model attribute (FX-converted models keep scales and
     zero points as tensor attributes, which the importer turns into parameters)."""
-    from ...expr import Var
     if isinstance(v, Var):
         value = getattr(ctx, "param_values", {}).get(v.name_hint)
         if value is not None and np.size(value) == 1:

@@ -19,6 +19,7 @@ import numpy as np
 from ....error import FrontendError, OpNotImplemented
 from ...expr import Constant, Expr
 from ..common import TypeCache, try_fold_call, c_array as _c_array
+from ... import op as _op
 
 ATEN_CONVERTERS: dict = {}
 
@@ -138,14 +139,12 @@ class AtenContext:
                 return self.cast(v, dtype)
             return v
         if isinstance(v, (list, tuple)):
-            from ... import op as _op
             return _op.stack([self.as_expr(x, dtype) for x in v], axis=0)
         if v is None:
             raise FrontendError(f"{self.op_name}: a tensor argument is None")
         return self.const(v, dtype or self.scalar_dtype(v))
 
     def cast(self, e, dtype: str):
-        from ... import op as _op
         if self.dtype(e) == dtype:
             return e
         return self.fold(_op.cast(e, dtype))
@@ -157,7 +156,6 @@ class AtenContext:
 
 def relay_op(path: str):
     """``kiln.relay.op.<path>`` (e.g. ``"nn.conv1d"``); OpNotImplemented naming it when kiln lacks the op."""
-    from ... import op as _op
     obj = _op
     for part in path.split("."):
         obj = getattr(obj, part, None)

@@ -9,10 +9,11 @@ from ....error import FrontendError
 from ...expr import Constant, Expr
 from ..pytorch_utils import DTypeName
 from .registry import register
+from ... import op
+from .math import promote
 
 
 def _op():
-    from ... import op
     return op
 
 
@@ -206,7 +207,6 @@ def _tensor_list(ctx, v):
 
 @register("cat", "concat", "concatenate")
 def _cat(ctx, args):
-    from .math import promote
     tensors = [t for t in _tensor_list(ctx, args[0])]
     tensors = [t for t in tensors if not (ctx.ndim(t) == 1 and ctx.shape(t)[0] == 0)] or tensors
     tensors = promote(ctx, *tensors) if len(tensors) > 1 else tensors
@@ -218,7 +218,6 @@ def _cat(ctx, args):
 
 @register("stack")
 def _stack(ctx, args):
-    from .math import promote
     tensors = _tensor_list(ctx, args[0])
     tensors = promote(ctx, *tensors) if len(tensors) > 1 else tensors
     dim = int(args.get("dim", 0))
@@ -415,7 +414,6 @@ def _index(ctx, args):
     if len(idx) == 1:
         return _op().take(x, idx[0], axis=first)
     # several adjacent index tensors: broadcast them, flatten the indexed axes, and take once
-    from .math import promote
     idx = promote(ctx, *idx, dtype="int64")
     bshape = np.broadcast_shapes(*[ctx.shape(i) for i in idx])
     flat = None

@@ -8,10 +8,11 @@ from ....error import FrontendError
 from ...expr import Expr
 from .registry import register, relay_op
 from .tensor import _axis, _full, _wrap_indices
+from ... import op
+from .math import promote
 
 
 def _op():
-    from ... import op
     return op
 
 
@@ -142,7 +143,6 @@ def _index_put(ctx, args):
         raise FrontendError("aten::index_put: kiln supports index tensors on the leading axes only "
                             "(x[i, j] = v, not x[:, i] = v); permute the tensor first")
     k = len(positions)
-    from .math import promote
     idx = [_wrap_indices(ctx, ctx.as_expr(indices[i]), shape[i]) for i in positions]
     idx = promote(ctx, *idx, dtype="int64")
     bshape = list(np.broadcast_shapes(*[ctx.shape(t) for t in idx]))

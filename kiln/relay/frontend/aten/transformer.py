@@ -10,10 +10,10 @@ import numpy as np
 from ....error import FrontendError
 from .nn import _dense, _layer_norm_expr
 from .registry import register
+from ... import op
 
 
 def _op():
-    from ... import op
     return op
 
 

@@ -10,6 +10,8 @@ from ...expr import TupleWrapper
 from ..algorithm import TopKAttrs, _topk_ref
 from ..type_relations import normalize_axis, tensor_arg
 from ._common import call, define_dyn_op
+from ....topi.sort import _cast, _gather, _permutation
+from ....topi.utils import get_const_tuple
 
 __all__ = ["topk"]
 
@@ -34,8 +36,6 @@ def _ref(attrs, inputs, out_type):
 
 
 def _compute(attrs, inputs, out_type):
-    from ....topi.sort import _cast, _gather, _permutation
-    from ....topi.utils import get_const_tuple
     data = inputs[0]
     shape = get_const_tuple(data.shape)
     axis = normalize_axis(attrs.axis, len(shape), "topk axis")

@@ -12,6 +12,7 @@ from ...expr import Call
 from .._define import define_op
 from ..op import register_shape_func
 from ..type_relations import tensor_arg
+from .... import tir
 
 
 def operand_length(arg_types, i: int, name: str, op: str) -> int:
@@ -73,7 +74,6 @@ def call(name: str, args, **attrs) -> Call:
 
 def index_like(i, v):
     """``v`` (an index read from a tensor, or a Python int) in the dtype of loop index ``i``."""
-    from .... import tir
     if isinstance(v, int):
         return v
     return tir.cast(v, i.dtype) if v.dtype != i.dtype else v

@@ -9,6 +9,7 @@ from ....runtime.dtype import dtype_str
 from .. import op_attrs as A
 from ..type_relations import tensor_arg
 from ._common import any_shape, call, define_dyn_op, operand_length
+from .... import te, tir
 
 __all__ = ["full", "zeros", "ones"]
 
@@ -26,7 +27,6 @@ def _full_rel(arg_types, attrs):
 
 
 def _full_compute(attrs, inputs, out_type):
-    from .... import te, tir
     fill = inputs[0]
     dtype = str(out_type.dtype)
 
@@ -49,7 +49,6 @@ def _init_rel(name):
 
 def _const_compute(value):
     def compute(attrs, inputs, out_type):
-        from .... import te, tir
         return [te.compute(list(out_type.shape), lambda *i: tir.const(value, str(out_type.dtype)),
                            name="T_dyn_full")]
     return compute

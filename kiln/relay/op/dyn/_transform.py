@@ -10,6 +10,10 @@ from ....runtime.vm_shape_funcs import reshape_dims, slice_dims
 from .. import op_attrs as A
 from ..type_relations import tensor_arg
 from ._common import any_shape, call, define_dyn_op, index_like, operand_length
+from .... import te, tir
+from ....topi.transform import reshape as topi_reshape
+from ...expr import const
+from ....runtime.vm_shape_funcs import DYN_SHAPE_FUNCS
 
 __all__ = ["reshape", "broadcast_to", "tile", "strided_slice", "expand_dims", "squeeze"]
 
@@ -19,7 +23,6 @@ def _ints(v):
 
 
 def _te():
-    from .... import te, tir
     return te, tir
 
 
@@ -30,7 +33,6 @@ def _reshape_rel(arg_types, attrs):
 
 
 def _reshape_compute(attrs, inputs, out_type):
-    from ....topi.transform import reshape as topi_reshape
     return [topi_reshape(inputs[0], list(out_type.shape))]
 
 
@@ -158,7 +160,6 @@ define_dyn_op("dyn.strided_slice", args=("data", "begin", "end", "strides"), att
 
 def strided_slice(data, begin, end, strides=None, slice_mode="end"):
     """``data[begin:end:strides]`` with run-time bounds (1-D integer tensors; stride 1 when omitted)."""
-    from ...expr import const
     if strides is None:
         strides = const(np.ones(1, "int64"))
     return call("dyn.strided_slice", [data, begin, end, strides], slice_mode=slice_mode)
@@ -177,12 +178,10 @@ def _expand_rel(arg_types, attrs):
 
 
 def _reshape_to_out(attrs, inputs, out_type):
-    from ....topi.transform import reshape as topi_reshape
     return [topi_reshape(inputs[0], list(out_type.shape))]
 
 
 def _expand_ref(attrs, inputs, out_type):
-    from ....runtime.vm_shape_funcs import DYN_SHAPE_FUNCS
     shape = DYN_SHAPE_FUNCS["dyn.expand_dims"]({"num_newaxis": attrs.num_newaxis}, inputs)[0]
     return inputs[0].reshape(shape)
 
@@ -204,7 +203,6 @@ def _squeeze_rel(arg_types, attrs):
 
 
 def _squeeze_ref(attrs, inputs, out_type):
-    from ....runtime.vm_shape_funcs import DYN_SHAPE_FUNCS
     return inputs[0].reshape(DYN_SHAPE_FUNCS["dyn.squeeze"]({}, inputs)[0])
 
 

@@ -9,6 +9,13 @@ from ....tir.expr import Any
 from .. import op_attrs as A
 from ..type_relations import tensor_arg
 from ._common import call, define_dyn_op, operand_length
+from ....ir.op import Op
+from .... import tir
+from .... import te, tir
+from ....topi.image.resize import _clamp, _cubic_weights, get_closest_index
+from ....topi.utils import get_const_tuple
+from ....runtime.dtype import dtype_str
+from ...expr import RelayExpr, const
 
 __all__ = ["resize2d"]
 
@@ -30,7 +37,6 @@ def _static_attrs(attrs, size):
 
 
 def _ref(attrs, inputs, out_type):
-    from ....ir.op import Op
     size = [int(s) for s in np.asarray(inputs[1]).reshape(-1)]
     static = Op.get("image.resize2d").get_attr("FReference")
     shape = list(inputs[0].shape)
@@ -40,7 +46,6 @@ def _ref(attrs, inputs, out_type):
 
 def _inx(x, n_in, n_out, mode, dt):
     """Input coordinate of output coordinate ``x`` for a run-time output size ``n_out`` (topi's rule)."""
-    from .... import tir
     xf = tir.cast(x, dt)
     fin, fout = tir.const(float(n_in), dt), tir.cast(n_out, dt)
     half = tir.const(0.5, dt)
@@ -59,9 +64,6 @@ def _inx(x, n_in, n_out, mode, dt):
 
 
 def _compute(attrs, inputs, out_type):
-    from .... import te, tir
-    from ....topi.image.resize import _clamp, _cubic_weights, get_closest_index
-    from ....topi.utils import get_const_tuple
     data = inputs[0]
     shape = get_const_tuple(data.shape)
     axes = [attrs.layout.index("H"), attrs.layout.index("W")]
@@ -107,8 +109,6 @@ define_dyn_op("dyn.image.resize2d", args=("data", "size", "roi"), attrs=A.Resize
 
 def resize2d(data, size, roi=None, layout="NCHW", method="linear", coordinate_transformation_mode="half_pixel",
              rounding_method="", cubic_alpha=-0.5, cubic_exclude=0, extrapolation_value=0.0, out_dtype=None):
-    from ....runtime.dtype import dtype_str
-    from ...expr import RelayExpr, const
     if roi is None or not isinstance(roi, RelayExpr):
         roi = const(np.asarray(roi if roi is not None else [0.0] * 4, dtype="float32"))
     return call("dyn.image.resize2d", [data, size, roi], size=None, layout=layout, method=method,

@@ -8,6 +8,8 @@ from ....ir.type import TensorType
 from .. import op_attrs as A
 from ..type_relations import tensor_arg
 from ._common import any_shape, call, define_dyn_op, index_like
+from .... import te, tir
+from ...expr import RelayExpr, const
 
 __all__ = ["pad"]
 
@@ -33,7 +35,6 @@ def _ref(attrs, inputs, out_type):
 
 
 def _compute(attrs, inputs, out_type):
-    from .... import te, tir
     data, width, value = inputs
 
     def f(*i):
@@ -54,7 +55,6 @@ define_dyn_op("dyn.nn.pad", args=("data", "pad_width", "pad_value"), attrs=A.Pad
 
 
 def pad(data, pad_width, pad_value=0.0, pad_mode="constant"):
-    from ...expr import RelayExpr, const
     if not isinstance(pad_value, RelayExpr):
         pad_value = const(pad_value)
     return call("dyn.nn.pad", [data, pad_width, pad_value], pad_width=(), pad_mode=pad_mode)

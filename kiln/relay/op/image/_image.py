@@ -9,6 +9,8 @@ from .. import op_attrs as A
 from .._define import define_op
 from .._layout import from_primal, to_primal
 from ..type_relations import tensor_arg
+from ....topi.testing.resize import resize_nd
+from .._define import topi_fn
 
 _METHODS = ("nearest_neighbor", "linear", "cubic")
 _MODES = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn")
@@ -34,7 +36,6 @@ def resize2d_rel(arg_types, attrs):
 
 
 def resize2d_ref(attrs, inputs, out_type):
-    from ....topi.testing.resize import resize_nd
     x = inputs[0]
     layout = attrs.layout
     axes = [layout.index("H"), layout.index("W")]
@@ -87,7 +88,6 @@ def _resize_nd_rel(letters):
 
 def _resize_nd_ref(letters):
     def ref(attrs, inputs, out_type):
-        from ....topi.testing.resize import resize_nd
         axes = [attrs.layout.index(c) for c in letters]
         return resize_nd(inputs[0].astype("float64"), list(attrs.size), axes, attrs.method,
                          attrs.coordinate_transformation_mode, attrs.rounding_method, attrs.cubic_alpha)
@@ -96,7 +96,6 @@ def _resize_nd_ref(letters):
 
 def _resize_nd_compute(letters):
     def compute(attrs, inputs, out_type):
-        from .._define import topi_fn
         name = f"resize{len(letters)}d"
         fn = topi_fn(f"image.{name}", f"image.{name}")
         return [fn(inputs[0], list(attrs.roi), list(attrs.size), attrs.layout, attrs.method,

@@ -5,6 +5,7 @@ from ....ir.op import Op
 from ....runtime.dtype import dtype_str
 from ...expr import Call, Constant
 from ....ir.expr import RelayExpr
+from ..dyn.image import resize2d as dyn_resize2d
 
 
 def resize2d(data, size, roi=None, layout="NCHW", method="linear", coordinate_transformation_mode="half_pixel",
@@ -13,7 +14,6 @@ def resize2d(data, size, roi=None, layout="NCHW", method="linear", coordinate_tr
     if isinstance(size, Constant):
         size = size.numpy().tolist()
     elif isinstance(size, RelayExpr):
-        from ..dyn.image import resize2d as dyn_resize2d
         return dyn_resize2d(data, size, roi, layout, method, coordinate_transformation_mode, rounding_method,
                             cubic_alpha, cubic_exclude, extrapolation_value, out_dtype)
     size = [size, size] if isinstance(size, int) else [int(s) for s in size]

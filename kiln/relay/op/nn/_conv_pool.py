@@ -15,6 +15,12 @@ from .. import op_attrs as A
 from .._define import define_op
 from .._layout import from_primal, to_primal
 from ..type_relations import shape_text, tensor_arg
+from ....topi.testing import layout_transform_python
+from ....topi.testing import conv2d_nchw_python
+from ....topi.nn.winograd_util import winograd_matrices
+from ....topi.testing import conv2d_transpose_nchw_python
+from ....topi.testing import pool2d_python
+from ....topi.testing.resize import resize_nd
 
 _P = OpPattern
 
@@ -43,14 +49,12 @@ def pair(v, what) -> tuple:
 def _to_nchw(x: np.ndarray, layout: str, primal: str = "NCHW") -> np.ndarray:
     if layout == primal:
         return x
-    from ....topi.testing import layout_transform_python
     return layout_transform_python(x, layout, primal)
 
 
 def _from_nchw(x: np.ndarray, layout: str, primal: str = "NCHW") -> np.ndarray:
     if layout == primal:
         return x
-    from ....topi.testing import layout_transform_python
     return layout_transform_python(x, primal, layout)
 
 
@@ -92,7 +96,6 @@ def conv2d_rel(arg_types, attrs):
 
 
 def conv2d_ref(attrs, inputs, out_type):
-    from ....topi.testing import conv2d_nchw_python
     data, weight = inputs
     dtype = out_type.dtype
     if data.dtype != np.dtype(dtype):  # e.g. int8 inputs accumulating into int32
@@ -113,7 +116,6 @@ for _name in ("nn.conv2d", "nn.contrib_conv2d_NCHWc", "nn.contrib_depthwise_conv
 def _winograd_g(tile_size: int, k: int) -> np.ndarray:
     if k != 3:
         raise TypeInferenceError(f"winograd conv2d: only 3x3 kernels are supported, got {k}x{k}")
-    from ....topi.nn.winograd_util import winograd_matrices
     return winograd_matrices(int(tile_size))[2]
 
 
@@ -179,7 +181,6 @@ def winograd_conv2d_rel(arg_types, attrs):
 
 def winograd_conv2d_ref(attrs, inputs, out_type):
     """The conv with the kernel recovered from its transform (g = G^+ U G^+T, exact for U = G g G^T)."""
-    from ....topi.testing import conv2d_nchw_python
     data, u = inputs
     x = _to_nchw(data, attrs.data_layout)
     u = _to_nchw(u, _winograd_kernel_layout(attrs), "HWOI").astype(np.float64)
@@ -236,7 +237,6 @@ def conv2d_transpose_rel(arg_types, attrs):
 
 
 def conv2d_transpose_ref(attrs, inputs, out_type):
-    from ....topi.testing import conv2d_transpose_nchw_python
     data, weight = inputs
     x = _to_nchw(data, attrs.data_layout)
     if attrs.kernel_layout != "IOHW":
@@ -280,7 +280,6 @@ def pool2d_rel(arg_types, attrs):
 
 def _pool_ref(pool_type):
     def ref(attrs, inputs, out_type):
-        from ....topi.testing import pool2d_python
         x = _to_nchw(inputs[0], attrs.layout)
         out = pool2d_python(x, pair(attrs.pool_size, "pool_size"), pair(attrs.strides, "strides"),
                             pad4(attrs.padding), pool_type, ceil_mode=attrs.ceil_mode,
@@ -406,7 +405,6 @@ def upsampling_rel(arg_types, attrs):
 
 
 def upsampling_ref(attrs, inputs, out_type):
-    from ....topi.testing.resize import resize_nd
     x = _to_nchw(inputs[0], attrs.layout)
     mode = "align_corners" if attrs.align_corners else "asymmetric"
     method = {"nearest_neighbor": "nearest_neighbor", "bilinear": "linear", "bicubic": "cubic"}[attrs.method]

@@ -12,6 +12,10 @@ from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op, topi_compute
 from ..type_relations import shape_text, tensor_arg
+from ....topi.testing import conv3d_ncdhw_python
+from ....topi.testing import conv3d_transpose_ncdhw_python
+from ....topi.testing import poolnd_python
+from ....topi.testing import adaptive_pool
 
 _P = OpPattern
 
@@ -111,7 +115,6 @@ def conv3d_rel(arg_types, attrs):
 
 
 def conv3d_ref(attrs, inputs, out_type):
-    from ....topi.testing import conv3d_ncdhw_python
     data, weight = inputs
     dt = out_type.dtype
     return conv3d_ncdhw_python(data.astype(dt), weight.astype(dt), triple(attrs.strides, "strides"),
@@ -152,7 +155,6 @@ def conv3d_transpose_rel(arg_types, attrs):
 
 
 def conv3d_transpose_ref(attrs, inputs, out_type):
-    from ....topi.testing import conv3d_transpose_ncdhw_python
     data, weight = inputs
     return conv3d_transpose_ncdhw_python(data, weight, triple(attrs.strides, "strides"), pad6(attrs.padding),
                                          triple(attrs.output_padding, "output_padding"), groups=attrs.groups,
@@ -186,7 +188,6 @@ def pool3d_rel(arg_types, attrs):
 
 def _pool3d_ref(pool_type):
     def ref(attrs, inputs, out_type):
-        from ....topi.testing import poolnd_python
         p = pad6(attrs.padding)
         return poolnd_python(inputs[0], triple(attrs.pool_size, "pool_size"), triple(attrs.strides, "strides"),
                              triple(attrs.dilation, "dilation"), p[:3], p[3:], pool_type,
@@ -230,7 +231,6 @@ def _adaptive_rel(nd, layout):
 
 def _adaptive_ref(nd, pool_type, layout):
     def ref(attrs, inputs, out_type):
-        from ....topi.testing import adaptive_pool
         x = inputs[0]
         return adaptive_pool(x, _adaptive_out(attrs, x.shape[2:], nd), pool_type, layout)
     return ref

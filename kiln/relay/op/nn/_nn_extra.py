@@ -12,6 +12,8 @@ from .. import op_attrs as A
 from .._define import define_op, topi_compute
 from ..type_relations import normalize_axis, shape_text, tensor_arg
 from ._nn import _channel_vector
+from ....topi.testing import conv2d_nchw_python
+from ....topi.testing import pool2d_python
 
 _P = OpPattern
 
@@ -142,7 +144,6 @@ def _conv1d_rel(arg_types, attrs):
 
 
 def _conv1d_ref(attrs, inputs, out_type):
-    from ....topi.testing import conv2d_nchw_python
     x, w = inputs
     pl, pr = _pad2(attrs.padding)
     out = conv2d_nchw_python(x[:, :, None, :], w[:, :, None, :], (1, attrs.strides[0]), (0, pl, 0, pr),
@@ -169,7 +170,6 @@ def _pool1d_rel(arg_types, attrs):
 
 def _pool1d_ref(pool_type):
     def ref(attrs, inputs, out_type):
-        from ....topi.testing import pool2d_python
         pl, pr = _pad2(attrs.padding)
         out = pool2d_python(inputs[0][:, :, None, :], (1, attrs.pool_size[0]), (1, attrs.strides[0]),
                             (0, pl, 0, pr), pool_type, ceil_mode=attrs.ceil_mode,

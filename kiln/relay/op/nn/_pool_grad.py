@@ -13,6 +13,7 @@ from .._define import define_op, topi_fn
 from ..type_relations import shape_text, tensor_arg
 from ._conv_pool import pad4, pair, pool2d_rel
 from .nn import _call, _pair, get_pad_tuple2d
+from ....topi.testing.pool_grad import pool2d_grad_nchw_python
 
 __all__ = ["max_pool2d_grad", "avg_pool2d_grad"]
 
@@ -31,7 +32,6 @@ def pool2d_grad_rel(arg_types, attrs):
 
 def _ref(pool_type):
     def ref(attrs, inputs, out_type):
-        from ....topi.testing.pool_grad import pool2d_grad_nchw_python
         grad, data = inputs
         return pool2d_grad_nchw_python(grad, data, pair(attrs.pool_size, "pool_size"), pair(attrs.strides, "strides"),
                                        pad4(attrs.padding), pool_type, ceil_mode=attrs.ceil_mode,

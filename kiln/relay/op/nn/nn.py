@@ -5,6 +5,8 @@ from ....ir.expr import RelayExpr
 from ....ir.op import Op
 from ...expr import Call, TupleWrapper, const
 from ....runtime.dtype import dtype_str
+from ..dyn.nn import pad as dyn_pad
+from ...expr import Constant as _Constant
 
 __all__ = ["conv2d", "conv2d_transpose", "contrib_conv2d_nchwc", "contrib_conv2d_winograd_weight_transform",
            "contrib_conv2d_winograd_without_weight_transform", "contrib_depthwise_conv2d_nchwc", "dense",
@@ -201,8 +203,6 @@ def dropout(data, rate=0.5):
 def pad(data, pad_width, pad_value=0.0, pad_mode="constant"):
     """Pad ``data`` by ``pad_width`` ((before, after) per axis) with ``pad_value`` (or edge/reflect);
     ``pad_width`` a Relay expression: dyn.nn.pad."""
-    from ..dyn.nn import pad as dyn_pad
-    from ...expr import Constant as _Constant
     if isinstance(pad_width, _Constant):
         pad_width = pad_width.numpy().tolist()
     elif isinstance(pad_width, RelayExpr):
