@@ -209,7 +209,7 @@ def _static_dim(d):
     return int(v) if isinstance(v, (int, np.integer)) else None
 
 
-@dynamic_op("MatMul", since=1)
+@onnx_op("MatMul", since=1, dynamic=True)
 def _matmul(inputs, attr, ctx):
     """numpy.matmul where leading dims are unknown: a 2-D right operand is one ``nn.dense`` over the left
     operand flattened to rows; equal-rank operands are one ``nn.batch_matmul`` over the merged batch dims. The
@@ -266,7 +266,7 @@ def _runtime_dim(x, axis: int, dtype: str):
     return _op.cast(_op.take(_op.shape_of(x, "int64"), const(np.int64(axis))), dtype)
 
 
-@dynamic_op("Gather", since=1)
+@onnx_op("Gather", since=1, dynamic=True)
 def _gather(inputs, attr, ctx):
     """Gather where the data has unknown dims: ``take(mode="raise")`` counts negative indices from the end and
     fails the run on an index out of range (as ONNX Runtime does)."""
@@ -275,7 +275,7 @@ def _gather(inputs, attr, ctx):
     return _op.take(x, idx, axis=axis, mode="raise")
 
 
-@dynamic_op("GatherElements", since=11)
+@onnx_op("GatherElements", since=11, dynamic=True)
 def _gather_elements(inputs, attr, ctx):
     """GatherElements where the gathered axis is unknown: indices checked against the run-time size through
     ``take(arange(dim), idx, mode="raise")`` (an index out of range fails the run)."""
@@ -288,7 +288,7 @@ def _gather_elements(inputs, attr, ctx):
 
 
 # -- values decided at run time ----------------------------------------------------------------------------------
-@dynamic_op("Range", since=11)
+@onnx_op("Range", since=11, dynamic=True)
 def _range(inputs, attr, ctx):
     """Range with run-time start/limit/delta: ``arange`` over scalar operands (its length is computed by the
     VM from the values: a data-dependent shape function)."""
@@ -303,7 +303,7 @@ def _scalar_i64(x, ctx):
     return _op.reshape(x, []) if _ndim(x, ctx) else x
 
 
-@dynamic_op("Trilu", since=14)
+@onnx_op("Trilu", since=14, dynamic=True)
 def _trilu(inputs, attr, ctx):
     """Trilu with a run-time diagonal ``k``: the output shape is the input's; the kept triangle is
     ``col - row >= k`` (upper) or ``<= k`` (lower), compared against the value at run time."""
@@ -324,7 +324,7 @@ def _trilu(inputs, attr, ctx):
     return _op.where(keep, x, const(np.zeros((), ctx.dtype(x))))
 
 
-@dynamic_op("OneHot", since=9)
+@onnx_op("OneHot", since=9, dynamic=True)
 def _one_hot(inputs, attr, ctx):
     """OneHot with a run-time ``depth``: the new axis has that length (known at run time only); negative
     indices count from ``depth``, indices out of range give an all-``off`` row (as ONNX says)."""
