@@ -37,6 +37,11 @@ LIST_MUTATORS = ("aten::append", "aten::extend", "aten::add_")
 _MAX_TYPE_ROUNDS = 4
 
 
+def _var_name(debug_name: str) -> str:
+    """A Relay-printable variable name from a TorchScript value name (``x.11`` -> ``x_11``)."""
+    return "v_" + debug_name.replace(".", "_") if debug_name[:1].isdigit() else debug_name.replace(".", "_")
+
+
 def writes_first_input(node) -> bool:
     """Whether ``node`` changes its first input in place: a list mutator, or an aten op whose schema marks
     ``self`` as written (``Tensor(a!) self``: ``add_``, ``mul_``, ``copy_``...)."""
@@ -266,10 +271,12 @@ class ScriptControlFlow:
         state0 += [self.env[n] for n in passed]
         nk, nm = len(inits), len(mutated)
         types = [self._value_type(v) for v in state0]
+        names = ["i", "cond"] + [_var_name(v.debugName()) for v in b_inputs[1:]] + \
+            [_var_name(n) for n in mutated + passed]
         saved = dict(self.env)
 
         def run_body(params):
-            """Convert the body with ``params`` bound; the next state (without i and cond's update order)."""
+            """Convert the body with the loop variables bound to ``params``; the state of the next iteration."""
             self.env.update(saved)
             i, cond = params[0], params[1]
             self.env[b_inputs[0].debugName()] = i
@@ -286,7 +293,7 @@ class ScriptControlFlow:
             return nxt
 
         for _ in range(_MAX_TYPE_ROUNDS):  # widen the loop variables' types until the body keeps them
-            params = [self._var_for(f"loop_{k}", t) for k, t in enumerate(types)]
+            params = [self._var_for(n, t) for n, t in zip(names, types)]
             nxt = run_body(params)
             new_types = [self._join(t, self._value_type(v), w)
                          for t, v, w in zip(types, nxt, ["the loop counter", "the loop condition"] + what)]
@@ -298,7 +305,7 @@ class ScriptControlFlow:
             raise FrontendError("the types of the loop variables do not settle: " + ", ".join(what))
 
         loop_var = Var("while_loop")
-        params = [self._var_for(f"loop_{k}", t) for k, t in enumerate(types)]
+        params = [self._var_for(n, t) for n, t in zip(names, types)]
         nxt = run_body(params)
         pexprs = [self._expr_of(v) for v in params]
         go = _op.logical_and(pexprs[1], _op.less(pexprs[0], trip_e))
