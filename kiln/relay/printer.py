@@ -123,6 +123,7 @@ class RelayTextPrinter:
         self.meta = meta if meta is not None else MetaTable()
         self.var_names: dict = {}
         self.used_names: set = set()
+        self.next_suffix: dict = {}
         self.type_var_names: dict = {}
         self.memo: dict = {}
         self.scopes: list[_Scope] = []
@@ -137,12 +138,16 @@ class RelayTextPrinter:
         if name not in self.used_names:
             self.used_names.add(name)
             return name
-        i = 1
+        # the first free suffix; every suffix below the last one given for this name was taken then
+        # and still is, so the search resumes there (linear, not quadratic, in names sharing a hint:
+        # FuseOps names every primitive function's parameters p0, p1, ...)
+        i = self.next_suffix.get(name, 1)
         while f"{name}_{i}" in self.used_names:
             i += 1
-        name = f"{name}_{i}"
-        self.used_names.add(name)
-        return name
+        self.next_suffix[name] = i + 1
+        unique = f"{name}_{i}"
+        self.used_names.add(unique)
+        return unique
 
     def var_name(self, v: Var) -> str:
         name = self.var_names.get(v)
@@ -376,6 +381,7 @@ class RelayTextPrinter:
         self.temp = 0
         self.var_names = {}
         self.used_names = set()
+        self.next_suffix = {}
         return self.print_function(fn, "def @" + _NAME_OK.sub("_", gv.name_hint))
 
     def finish(self, body: str) -> str:
