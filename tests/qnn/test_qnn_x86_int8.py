@@ -176,3 +176,22 @@ def test_two_layers_stay_in_the_int8_nchwc_layout():
     mod = kiln.IRModule.from_expr(relay.Function([p], body(p)))
     want = relay.create_executor("debug", mod=mod).evaluate()(d).numpy()
     np.testing.assert_array_equal(out, want)
+
+
+@needs_avx2
+def test_dense_weight_packed_once_nc16n4c():
+    """AlterOpLayout gives the int8 dense an NC16n4c weight (nn.contrib_dense_pack, packed at compile time); the
+    requantize fuses in; equal to the interpreter's QNN result."""
+    d = RNG.integers(-128, 128, (2, 72)).astype("int8")
+    w = RNG.integers(-100, 101, (48, 72)).astype("int8")
+    body = lambda x: qnn.op.requantize(qnn.op.dense(x, relay.const(w), 3, 0, 0.1, 0.02, units=48),  # noqa: E731
+                                       0.002, 0, 0.3, 1, out_dtype="int8")
+    opt, lib = build(body, d)
+    funcs = fused_functions(opt)
+    dense = [ops for ops in funcs if "nn.contrib_dense_pack" in ops]
+    assert len(dense) == 1 and "clip" in dense[0], funcs
+    assert 'weight_layout="NC16n4c"' in opt["main"].astext(show_meta_data=False)
+    (out,) = run(lib, d)
+    p = relay.var("x", shape=d.shape, dtype="int8")
+    want = relay.create_executor("debug", mod=kiln.IRModule.from_expr(relay.Function([p], body(p)))).evaluate()(d)
+    np.testing.assert_array_equal(out, want.numpy())

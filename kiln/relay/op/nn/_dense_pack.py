@@ -33,6 +33,14 @@ class DensePackAttrs(Attrs):
 def _dense_pack_rel(arg_types, attrs):
     data = tensor_arg(arg_types, 0, "data")
     weight = tensor_arg(arg_types, 1, "weight")
+    if len(weight.shape) == 4 and len(data.shape) == 2:
+        # TVM's int8 form, weight_layout NC{bn}n4c: [N/bn, K/4, bn, 4] (the x86 int8 dense)
+        nb, k4, bn, four = (int(d) for d in weight.shape)
+        if four != 4 or k4 * 4 != int(data.shape[1]):
+            raise TypeInferenceError(f"nn.contrib_dense_pack: expects data [M, K] and an NC{{bn}}n4c weight "
+                                     f"[N/bn, K/4, bn, 4], got {shape_text(data.shape)} and {shape_text(weight.shape)}")
+        units = nb * bn if attrs.units is None else int(attrs.units)
+        return TensorType((data.shape[0], units), attrs.out_dtype or data.dtype)
     if len(data.shape) != 2 or len(weight.shape) != 3 or int(data.shape[1]) != int(weight.shape[1]):
         raise TypeInferenceError(f"nn.contrib_dense_pack: expects data [M, K] and a packed weight [N/bn, K, bn], got "
                                  f"{shape_text(data.shape)} and {shape_text(weight.shape)}")
@@ -47,6 +55,12 @@ def _dense_pack_rel(arg_types, attrs):
 
 def _dense_pack_ref(attrs, inputs, out_type):
     data, w = inputs
+    if w.ndim == 4:  # NC{bn}n4c -> [N, K]
+        nb, k4, bn, _ = w.shape
+        w = w.transpose(0, 2, 1, 3).reshape(nb * bn, k4 * 4)
+        units = nb * bn if attrs.units is None else int(attrs.units)
+        dt = out_type.dtype
+        return np.matmul(data.astype(dt), w[:units].astype(dt).T)
     nb, k, bn = w.shape
     units = nb * bn if attrs.units is None else int(attrs.units)
     weight = w.transpose(0, 2, 1).reshape(nb * bn, k)[:units]

@@ -37,6 +37,11 @@ def _dense_pack_compute(attrs, inputs, out_type):
 @G.dense_pack_strategy.register("cpu")
 def dense_pack_strategy_cpu(attrs, inputs, out_type, target):
     strategy = OpStrategy()
+    if len(inputs[1].shape) == 4:  # NC16n4c int8 weight (AlterOpLayout of dense_int8.x86)
+        strategy.add_implementation(
+            lambda a, ins, t: [topi_x86.dense_int8(ins[0], ins[1], None, "int32")],
+            _wrap(topi_x86.schedule_dense_int8), name="dense_int8.x86", plevel=X86_PLEVEL)
+        return strategy
     strategy.add_implementation(_dense_pack_compute, _wrap(topi_x86.schedule_dense_pack),
                                 name="dense_pack.x86", plevel=X86_PLEVEL)
     return strategy

@@ -162,6 +162,21 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
                 **common)
 
 
+def _alter_dense_int8(attrs, inputs, tinfos, out_type, target):
+    """uint8 x int8 dense on ``dense_int8.x86`` -> ``nn.contrib_dense_pack`` over an NC16n4c weight (TVM's int8
+    packing, done once by FoldConstant); only when 16 divides N and 4 divides K."""
+    from ....topi.x86.dense_int8 import N_BN
+    _, _, workload, _ = _select("nn.dense", attrs, tinfos[:2], out_type, target)
+    if workload is None or workload[0] != "dense_int8.x86":
+        return None
+    units, k = _shape(tinfos[1])
+    if units % N_BN or k % 4:
+        return None
+    weight = layout_transform(inputs[1], "NC", f"NC{N_BN}n4c")
+    return contrib_dense_pack(inputs[0], weight, units=None, out_dtype=attrs.out_dtype,
+                              weight_layout=f"NC{N_BN}n4c")
+
+
 @_alter_layout.dense_alter_layout.register("cpu")
 def dense_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     """The x86 layout choice for one ``nn.dense`` call: pack the weight into NC{bn}n panels, ``bn`` from the
@@ -173,6 +188,8 @@ def dense_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     d_t, w_t = tinfos[0], tinfos[1]
     if _is_dynamic(tinfos[:2]):
         return None
+    if len(d_t.shape) == 2 and len(w_t.shape) == 2 and str(d_t.dtype) == "uint8" and str(w_t.dtype) == "int8":
+        return _alter_dense_int8(attrs, inputs, tinfos, out_type, target)
     if len(d_t.shape) != 2 or len(w_t.shape) != 2 or str(d_t.dtype) != "float32":
         return None
     units, k = _shape(w_t)
