@@ -12,6 +12,8 @@ vectorized: ``bm * bn / simd`` accumulator registers. Blocks are parallel. All t
 """
 from __future__ import annotations
 
+from ...tir import expr as E
+
 from ... import autotvm, te
 from ...error import KilnError
 from ...tir import op as T
@@ -24,8 +26,15 @@ def _ceil_div(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
-def _define_dense_space(cfg, M: int, N: int, K: int, bn_fixed: int | None = None, units: int | None = None):
+#: the row count the config space and the fallback block assume for a symbolic M (a VM kernel): the rows
+#: are a loop over blocks of ``tile_y`` with a guarded last block, so any M runs; blocks fit M >= 6
+SYMBOLIC_M_HINT = 64
+
+
+def _define_dense_space(cfg, M, N: int, K: int, bn_fixed: int | None = None, units: int | None = None):
     lanes = simd_width()
+    if not isinstance(M, int):
+        M = SYMBOLIC_M_HINT
     if bn_fixed is None:
         cands = sorted({lanes, 2 * lanes, 4 * lanes} | ({N, narrow_panel_width(N)} if N < lanes else set()))
         cfg.define_split("tile_x", N, num_outputs=3, policy="candidate",
@@ -145,7 +154,7 @@ def dense_pack(cfg, data, weight, bias=None, out_dtype=None, units=None):
                          tag="broadcast")
     elif n_pad != N:
         out = te.compute((M, N), lambda y, x: out[y, x], name="T_dense_unpad", tag="injective")
-    cfg.add_flop(2 * M * N * K)
+    cfg.add_flop(2 * (M if isinstance(M, int) else SYMBOLIC_M_HINT) * N * K)
     return out
 
 
@@ -166,7 +175,11 @@ def schedule_gemm_block(s, cfg, C, O, n_batch: int = 0, staged: bool = False):
     yt, yo, yi = cfg["tile_y"].apply(s, O, y)
     xt, xo, xi = cfg["tile_x"].apply(s, O, x)
     s[O].reorder(*extra_outer, xt, yt, yo, yi, xo, xi)
-    par = s[O].fuse(*extra_outer, xt, yt)
+    if isinstance(y.dom.extent, E.IntImm) or isinstance(getattr(y.dom.extent, "value", None), int):
+        par = s[O].fuse(*extra_outer, xt, yt)
+    else:  # symbolic rows (a VM kernel): fusing them in would index the blocks by symbolic div/mod and guard
+        # every inner statement; the static column panels form the parallel loop, the row blocks run inside
+        par = s[O].fuse(*extra_outer, xt) if extra_outer else xt
     if worth_parallel(reduction_flops(C)):
         s[O].parallel(par)
     s[O].unroll(yi)

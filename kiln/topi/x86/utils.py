@@ -130,7 +130,10 @@ MIN_PARALLEL_FLOPS = 200_000
 
 
 def worth_parallel(flops: float) -> bool:
-    """Whether a kernel of ``flops`` work should get a parallel loop at all."""
+    """Whether a kernel of ``flops`` work should get a parallel loop at all (a symbolic count, from a VM
+    kernel over unknown dims, is taken as large: the kernel serves big sizes too)."""
+    if not isinstance(flops, (int, float)):
+        return num_cores() > 1
     return flops >= MIN_PARALLEL_FLOPS and num_cores() > 1
 
 
