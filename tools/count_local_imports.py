@@ -8,7 +8,9 @@ unless the layering or an import cycle forbids it. Each function-local import is
 * ``upward``: the importer's layer is below the imported one's (``LAYERS``; e.g. ``tir`` asking ``target`` for the
   current Target, AutoTVM's task extraction calling ``relay.build``). A top-level import would break the layering.
 * ``cycle``: the imported module already imports the importer at load time (directly or through the modules and
-  package ``__init__`` files it loads at its top level), so a top-level import would be circular.
+  package ``__init__`` files it loads at its top level; the chain is printed), so a top-level import would be
+  circular; or the name comes from the importer's own package, whose ``__init__`` binds it only after loading
+  the importer.
 * ``lazy``: marked ``# lazy: <reason>`` on the import line, for a deliberate exception the two rules above miss.
 * ``unexplained``: none of the above; such an import should move to the top of its file (listed always).
 
@@ -70,7 +72,6 @@ class ModuleIndex:
             self.paths[".".join(parts)] = path
         self.trees = {m: ast.parse(p.read_text(encoding="utf-8"), str(p)) for m, p in self.paths.items()}
         self.top = {m: self._top_imports(m) for m in self.paths}
-        self._closure: dict = {}
 
     def is_package(self, module: str) -> bool:
         return self.paths[module].name == "__init__.py"
@@ -110,18 +111,26 @@ class ModuleIndex:
             stack.extend(ast.iter_child_nodes(node))
         return out
 
-    def loads(self, module: str) -> set:
-        """Every kiln module loaded when ``module`` is imported (its top-level imports, transitively)."""
-        if module not in self._closure:
-            seen, todo = set(), [module]
-            while todo:
-                m = todo.pop()
-                for t in self.top.get(m, ()):
-                    if t not in seen:
-                        seen.add(t)
-                        todo.append(t)
-            self._closure[module] = seen
-        return self._closure[module]
+    def path(self, start: str, goal: str, skip: set) -> list | None:
+        """A chain of top-level imports from ``start`` to ``goal`` that avoids the modules in ``skip``."""
+        parent, todo = {start: None}, [start]
+        while todo:
+            m = todo.pop(0)
+            if m == goal:
+                chain = []
+                while m is not None:
+                    chain.append(m)
+                    m = parent[m]
+                return chain[::-1]
+            for t in sorted(self.top.get(m, ())):
+                if t not in parent and t not in skip:
+                    parent[t] = m
+                    todo.append(t)
+        return None
+
+
+def _ancestors(module: str) -> set:
+    return {module.rsplit(".", i)[0] for i in range(1, module.count(".") + 1)}
 
 
 def classify(index: ModuleIndex, module: str, node: ast.AST, line: str) -> tuple[str, str]:
@@ -132,9 +141,22 @@ def classify(index: ModuleIndex, module: str, node: ast.AST, line: str) -> tuple
     highest = max(targets, key=layer)
     if layer(highest) > layer(module):
         return "upward", f"{module} -> {highest}"
+    # the packages above the importer are already loading when it runs: a cycle must come back through another
+    # module (packages it shares with the target do not count), or be a name the importer's package's __init__
+    # binds only after it has loaded the importer
+    ancestors = _ancestors(module)
     for t in targets:
-        if t == module or module in index.loads(t):
-            return "cycle", f"{t} loads {module}"
+        if t in ancestors:
+            continue
+        chain = index.path(t, module, ancestors & (_ancestors(t) | {t}))  # packages both sit in are loading
+        if chain is not None:
+            return "cycle", " -> ".join(chain)
+    if isinstance(node, ast.ImportFrom):
+        for t in targets:
+            if t in ancestors and any(f"{t}.{a.name}" not in index.paths for a in node.names):
+                chain = index.path(t, module, set())
+                if chain is not None:
+                    return "cycle", f"{t} binds the name after loading this module ({' -> '.join(chain)})"
     return "unexplained", ""
 
 

@@ -5,6 +5,8 @@ from ..ir.node import Node
 from ..runtime.dtype import parse_dtype
 from .stmt import BufferStore
 from ..error import LoweringError
+from .op import convert
+from .expr import BufferLoad, Var
 
 
 class Buffer(Node):
@@ -22,7 +24,6 @@ class Buffer(Node):
     def __init__(self, data, dtype, shape, strides=None, elem_offset=None, name="buffer",
                  data_alignment=64, offset_factor=1, buffer_type="", scope="global",
                  axis_separators=None):
-        from .op import convert
         self.data = data
         self.dtype = str(parse_dtype(dtype))
         self.shape = [convert(s) for s in shape]
@@ -49,24 +50,18 @@ class Buffer(Node):
         return self is other
 
     def __getitem__(self, indices):
-        from .expr import BufferLoad
-        from .op import convert
         if not isinstance(indices, (tuple, list)):
             indices = (indices,)
         return BufferLoad(self, [convert(i) for i in indices])
 
     def vload(self, begin, dtype=None):
-        from .expr import BufferLoad
-        from .op import convert
         return BufferLoad(self, [convert(i) for i in begin])
 
     def vstore(self, begin, value):
-        from .op import convert
         return BufferStore(self, convert(value), [convert(i) for i in begin])
 
     def offset_of(self, indices):
         """The flat element offset of ``indices`` (row-major or by strides), plus elem_offset."""
-        from .op import convert
         indices = [convert(i) for i in indices]
         if len(indices) != len(self.shape):
             raise LoweringError(
@@ -95,7 +90,6 @@ def decl_buffer(shape, dtype="float32", name="buffer", data=None, strides=None, 
                 scope="", data_alignment=-1, offset_factor=0, buffer_type="", axis_separators=None,
                 span=None) -> Buffer:
     """Declare a new buffer (``tvm.tir.decl_buffer``)."""
-    from .expr import Var
     if not isinstance(shape, (list, tuple)):
         shape = [shape]
     if data is None:

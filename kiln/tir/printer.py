@@ -21,6 +21,7 @@ from . import expr as E
 from . import stmt as S
 from .buffer import Buffer
 from .stmt_functor import _SPINE, _SPINE_DEPTH, _spine_operands
+from .stmt_functor import StmtExprVisitor, post_order_visit, uses_var
 
 # precedence: larger binds tighter
 _P_OR, _P_AND, _P_NOT, _P_CMP, _P_BOR, _P_BXOR, _P_BAND, _P_SHIFT, _P_ADD, _P_MUL, _P_UNARY, _P_ATOM = range(1, 13)
@@ -401,7 +402,6 @@ class TIRPrinter:
             if not (isinstance(inner, S.For) and inner.kind == S.ForKind.SERIAL and _is_zero(inner.min)
                     and not inner.annotations and inner.thread_binding is None):
                 break
-            from .stmt_functor import uses_var
             if any(uses_var(inner.extent, l.loop_var) for l in loops):
                 break
             loops.append(inner)
@@ -532,7 +532,6 @@ def _is_zero(e) -> bool:
 
 def _free_vars(e):
     out = []
-    from .stmt_functor import post_order_visit
 
     def visit(n):
         if isinstance(n, E.Var) and n not in out:
@@ -547,7 +546,6 @@ def _all_const(b) -> bool:
 
 
 def _implicit_buffers(f):
-    from .stmt_functor import StmtExprVisitor
     defined = {id(b) for b in f.buffer_map.values()}
     used = []
     seen = set()
@@ -579,7 +577,6 @@ def _implicit_buffers(f):
 
 
 def _alloc_vars(body):
-    from .stmt_functor import post_order_visit
     out = set()
 
     def visit(n):

@@ -5,6 +5,8 @@ from enum import IntEnum
 
 from ..ir.node import Node
 from ..runtime.dtype import parse_dtype
+from .op import convert
+from .expr import StringImm
 
 
 class Stmt(Node):
@@ -37,7 +39,6 @@ class AttrStmt(Stmt):
     _fields = ("node", "attr_key", "value", "body")
 
     def __init__(self, node, attr_key: str, value, body):
-        from .op import convert
         self.node, self.attr_key, self.value, self.body = node, attr_key, convert(value), body
 
 
@@ -45,7 +46,6 @@ class AssertStmt(Stmt):
     _fields = ("condition", "message", "body")
 
     def __init__(self, condition, message, body):
-        from .expr import StringImm
         self.condition = condition
         self.message = message if not isinstance(message, str) else StringImm(message)
         self.body = body
@@ -57,7 +57,6 @@ class BufferStore(Stmt):
     _fields = ("buffer", "value", "indices")
 
     def __init__(self, buffer, value, indices):
-        from .op import convert
         self.buffer, self.value = buffer, convert(value)
         self.indices = [convert(i) for i in indices]
 
@@ -119,7 +118,6 @@ class For(Stmt):
     _def_fields = ("loop_var",)
 
     def __init__(self, loop_var, min, extent, kind, body, thread_binding=None, annotations=None):
-        from .op import convert
         self.loop_var = loop_var
         self.min = convert(min)
         self.extent = convert(extent)
@@ -140,7 +138,6 @@ class IfThenElse(Stmt):
     _fields = ("condition", "then_case", "else_case")
 
     def __init__(self, condition, then_case, else_case=None):
-        from .op import convert
         self.condition, self.then_case, self.else_case = convert(condition), then_case, else_case
 
 
@@ -169,7 +166,6 @@ class Evaluate(Stmt):
     _fields = ("value",)
 
     def __init__(self, value):
-        from .op import convert
         self.value = convert(value)
 
 
