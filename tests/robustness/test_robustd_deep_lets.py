@@ -138,7 +138,7 @@ def test_let_chain_of_100k_through_passes_and_json():
     assert "ok" in _run("""
         check_passes(100000)
         print("ok")
-    """, timeout=1800)
+    """, timeout=3600)
 
 
 @pytest.mark.slow
@@ -148,7 +148,7 @@ def test_let_chain_of_100k_builds_and_runs():
         mod = relay.transform.InferType()(tvm.IRModule.from_expr(let_chain(n)))
         check_builds(mod, n)
         print("ok")
-    """, timeout=1800)
+    """, timeout=3600)
 
 
 @pytest.mark.slow
@@ -161,7 +161,7 @@ def test_save_and_load_json_of_100k_relay_chain():
         mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([x], y)))
         assert tvm.ir.structural_equal(tvm.ir.load_json(tvm.ir.save_json(mod)), mod)
         print("ok")
-    """, timeout=1800)
+    """, timeout=3600)
 
 
 def test_tir_let_stmt_chain_prints_lowers_and_builds():
