@@ -265,6 +265,29 @@ def _safe_to_evaluate(e) -> bool:
     return not bad
 
 
+def _int_bits(dtype: str):
+    t = parse_dtype(dtype)
+    return t.bits if t.is_integral and t.lanes == 1 else None
+
+
+def _push_int_casts(e):
+    """Widening integer casts moved inside +, -, * (``int64(x + 1)`` -> ``int64(x) + 1``), so that the
+    difference of an index at lane ``i + 1`` and ``i`` simplifies to a constant when a loop variable is widened
+    into an int64 index (kernels over symbolic int64 extents). For index analysis only."""
+    if isinstance(e, (E.Add, E.Sub, E.Mul)):
+        a, b = _push_int_casts(e.a), _push_int_casts(e.b)
+        return e if (a is e.a and b is e.b) else type(e)(a, b)
+    if isinstance(e, E.Cast):
+        to, frm = _int_bits(e.dtype), _int_bits(e.value.dtype)
+        if to is not None and frm is not None and to >= frm:
+            v = e.value
+            if isinstance(v, E.IntImm):
+                return E.IntImm(e.dtype, v.value)
+            if isinstance(v, (E.Add, E.Sub, E.Mul)):
+                return type(v)(_push_int_casts(E.Cast(e.dtype, v.a)), _push_int_casts(E.Cast(e.dtype, v.b)))
+    return e
+
+
 def _check_memory_dependencies(body, var, lanes, vmin):
     """Raise CannotVectorize unless every buffer written in ``body`` is accessed, by each lane,
     only at that lane's own location (same index in every load and store, injective in the lane)."""
@@ -292,7 +315,7 @@ def _check_memory_dependencies(body, var, lanes, vmin):
         # the location must be different for each lane: some index has a nonzero linear stride
         injective = False
         for i in first:
-            d = ana.simplify(_sub_var(i, var, 1) - i) if uses_var(i, var) else None
+            d = ana.simplify(_push_int_casts(_sub_var(i, var, 1)) - _push_int_casts(i)) if uses_var(i, var) else None
             if isinstance(d, E.IntImm) and d.value != 0:
                 injective = True
         if not injective:
