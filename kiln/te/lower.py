@@ -10,9 +10,6 @@ multi-dimensional ``BufferLoad``/``BufferStore``; StorageFlatten turns those int
 """
 from __future__ import annotations
 
-from ..error import LoweringError
-from ..tir import expr as E
-from ..tir import stmt as S
 from ..tir.buffer import Buffer, decl_buffer
 from ..tir.function import PrimFunc
 from ..tir.stmt_functor import StmtExprMutator
@@ -20,8 +17,8 @@ from .bound import infer_bound
 from .schedule import Schedule, kInlinedAlready
 from .schedule_ops import schedule_ops
 from .tensor import ExternOp, PlaceholderOp, Tensor
-from ..error import OpNotImplemented
-from ..tir import op as tir_op
+from ..error import LoweringError, OpNotImplemented
+from ..tir import expr as E, stmt as S, op as tir_op
 
 
 class _TensorToBuffer(StmtExprMutator):

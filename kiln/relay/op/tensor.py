@@ -14,9 +14,7 @@ from ..expr import Call, Constant, const as _const
 from . import op_attrs as A
 from ._define import define_op, topi_compute
 from .type_relations import broadcast_shape, shape_text, tensor_arg
-from .dyn import zeros as dyn_zeros
-from .dyn import ones as dyn_ones
-from .dyn import full as dyn_full
+from .dyn import zeros as dyn_zeros, ones as dyn_ones, full as dyn_full
 
 __all__: list = []
 
