@@ -9,13 +9,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..error import KilnError
-from ..tir import expr as E
-from ..tir import op as _op
+from ..tir import expr as E, op as _op
 from .const_int_bound import ConstIntBound, ConstIntBoundAnalyzer, POS_INF, NEG_INF
 from .modular_set import ModularSet, ModularSetAnalyzer
-from .int_set import IntSet, IntervalSet, IntSetEvaluator, is_neg_inf, is_pos_inf, eval_set
 from .simplify import Simplifier, _is_index_dtype
-from .int_set import neg_inf, pos_inf
+from .int_set import IntSet, IntervalSet, IntSetEvaluator, is_neg_inf, is_pos_inf, eval_set, neg_inf, pos_inf
 from ..ir.node import structural_equal
 
 

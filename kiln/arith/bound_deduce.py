@@ -2,12 +2,10 @@
 relaxed variables)? Used by loop partitioning to find the guard-free middle of a loop."""
 from __future__ import annotations
 
-from ..tir import expr as E
-from ..tir import op as _op
-from .int_set import IntSet, IntervalSet, IntSetEvaluator, neg_inf, pos_inf, is_neg_inf, is_pos_inf
+from ..tir import expr as E, op as _op
 from .simplify import Simplifier, _is_index_dtype
 from .analyzer import Analyzer
-from .int_set import intersect
+from .int_set import IntSet, IntervalSet, IntSetEvaluator, neg_inf, pos_inf, is_neg_inf, is_pos_inf, intersect
 from ..tir.stmt_functor import uses_var
 
 

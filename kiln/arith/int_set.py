@@ -6,11 +6,9 @@ ranges over its set; other variables stay symbolic. Endpoints may be ``pos_inf``
 """
 from __future__ import annotations
 
-from ..ir.node import Node
 from ..runtime.dtype import parse_dtype
-from ..tir import expr as E
-from ..tir import op as _op
-from ..ir.node import structural_equal
+from ..tir import expr as E, op as _op
+from ..ir.node import Node, structural_equal
 from ..error import KilnError
 from ..tir.stmt_functor import uses_var
 from .simplify import Simplifier

@@ -2,8 +2,7 @@
 ``arith.detect_clip_bound``)."""
 from __future__ import annotations
 
-from ..tir import expr as E
-from ..tir import op as _op
+from ..tir import expr as E, op as _op
 from ..tir.stmt_functor import uses_var
 from .simplify import Simplifier, _is_index_dtype
 from .analyzer import Analyzer

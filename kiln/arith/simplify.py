@@ -16,12 +16,10 @@ from __future__ import annotations
 from math import gcd
 
 from ..runtime.dtype import parse_dtype
-from ..tir import expr as E
-from ..tir import op as _op
+from ..tir import expr as E, op as _op
 from ..tir.buffer import Buffer
 from .const_int_bound import (ConstIntBoundAnalyzer, POS_INF, NEG_INF, add_b, scale_b)
-from ..tir.stmt_functor import substitute
-from ..tir.stmt_functor import _rebuild
+from ..tir.stmt_functor import substitute, _rebuild
 
 
 def _is_index_dtype(dtype: str) -> bool:

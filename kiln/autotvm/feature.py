@@ -13,8 +13,7 @@ import math
 import numpy as np
 
 from ..error import KilnError
-from ..tir import expr as E
-from ..tir import stmt as S
+from ..tir import expr as E, stmt as S
 from ..tir.stmt_functor import StmtExprVisitor
 from .. import lower
 

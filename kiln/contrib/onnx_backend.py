@@ -29,17 +29,13 @@ try:
 except ImportError:  # pragma: no cover - onnx is an optional dependency of kiln
     raise ImportError("kiln.contrib.onnx_backend needs the 'onnx' package") from None
 
-from ..error import ArgumentError
-from ..error import OpNotImplemented
+from ..error import ArgumentError, OpNotImplemented
 from ..relay.frontend.onnx import from_onnx
-from .. import cpu
-from ..relay.build_module import create_executor
-from .. import cpu, transform
 from ..relay.backend.vm import compile as vm_compile
 from ..runtime.vm import VirtualMachine
 from . import graph_executor
-from .. import transform
-from ..relay.build_module import build
+from .. import cpu, transform
+from ..relay.build_module import create_executor, build
 from ..runtime import load_module
 from ..relay.transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
 from ..ir.type import TensorType, TupleType

@@ -16,8 +16,7 @@ import difflib
 from typing import Any, Callable
 
 from ..error import KilnError
-from .node import Node
-from .node import structural_equal
+from .node import Node, structural_equal
 
 _ATTRS_TYPES: dict[str, type] = {}
 

@@ -6,10 +6,8 @@ from typing import Sequence
 
 from ..error import KilnError
 from ..runtime.dtype import dtype_str
-from .node import Node
 from .type_printer import type_to_str
-from .node import structural_equal
-from .node import structural_hash
+from .node import Node, structural_equal, structural_hash
 
 
 class TypeKind(enum.IntEnum):

@@ -11,7 +11,6 @@ import re
 
 import numpy as np
 
-from ..error import KilnError, ParseError
 from ..ir.attrs import AttrsError, DictAttrs
 from ..ir.expr import GlobalVar
 from ..ir.module import IRModule
@@ -19,20 +18,11 @@ from ..ir.op import Op, _OPS, _unknown_op_message
 from ..ir.span import SourceName, Span
 from ..ir.type import FuncType, TensorType, TupleType, TypeVar, IncompleteType
 from ..runtime.dtype import parse_dtype
-from ..error import DataTypeError
+from ..error import KilnError, ParseError, DataTypeError
 from .lexer import error_at, tokenize
 from ..relay.metadata import MetaTable
-from ..relay.expr import Function
-from ..relay.expr import Var
-from ..relay.expr import Let
-from ..relay.expr import Tuple
-from ..relay.expr import Call, Tuple
-from ..relay.expr import TupleGetItem
-from ..relay.expr import Call
-from ..relay.expr import Call, Constant, Function, If, Tuple
-from ..tir.expr import Any
-from ..tir.expr import SizeVar
-from ..relay.expr import Constant
+from ..tir.expr import Any, SizeVar
+from ..relay.expr import Function, Var, Let, Tuple, Call, TupleGetItem, Constant, If
 
 _SUFFIX_DTYPE = {"f": "float32", "f16": "float16", "f32": "float32", "f64": "float64", "i8": "int8",
                  "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "u16": "uint16",

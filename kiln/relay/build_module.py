@@ -28,7 +28,6 @@ from .qnn.transform import Legalize as _qnn_legalize
 from .expr import Constant, Function
 from .expr_functor import bind_vars
 from .transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
-from .transform.dynamic_to_static import has_dyn_ops
 from .executor import Executor
 from .backend.vm import VMExecutor
 

@@ -7,9 +7,8 @@ these nodes through the ``_infer_type`` / ``_print_text`` / ``_interpret`` metho
 """
 from __future__ import annotations
 
-from ..ir.type import RelayRefType, TupleType
 from .expr import ExprWithOp, _check_expr
-from ..ir.type import IncompleteType
+from ..ir.type import RelayRefType, TupleType, IncompleteType
 from ..error import InternalError
 from .expr_functor import register_expr_class
 

@@ -17,13 +17,12 @@ import numpy as np
 
 from ..error import KilnError, RPCError
 from ..runtime.benchmark import BenchmarkResult
-from ..runtime.device import Device
 from . import base
 from .base import RPC_MAGIC, RPC_SESS_MASK, TrackerCode
 from .protocol import (DEFAULT_MAX_BLOB_BYTES, BlobWriter, ProtocolError, SessionLost, blob_slice, raise_remote_error,
                        recv_frame, send_frame)
 from ..runtime import ndarray as rt_nd
-from ..runtime.device import device as make_device
+from ..runtime.device import Device, device as make_device
 from .session_handler import SessionHandler, cleanup_workdir, register_server_functions
 from .server import auth_digest
 from .tracker import format_summary

@@ -21,8 +21,7 @@ from ..runtime import ndarray as rt_nd
 from ..runtime.device import Device
 from ..runtime.module import load_module
 from .protocol import BlobWriter, ProtocolError, blob_slice, error_payload
-from ..runtime.registry import get_global_func
-from ..runtime.registry import register_func
+from ..runtime.registry import get_global_func, register_func
 
 logger = logging.getLogger("kiln.rpc.server")
 

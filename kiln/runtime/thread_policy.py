@@ -33,8 +33,7 @@ import os
 import threading
 import time
 from ..error import KilnError
-from .library import num_threads
-from .library import apply_effective_threads
+from .library import num_threads, apply_effective_threads
 
 try:
     import resource

@@ -30,8 +30,6 @@ from ..arith import Analyzer
 from ..error import LoweringError, KilnError
 from ..runtime.abi import C_PRELUDE
 from ..runtime.dtype import parse_dtype
-from ..tir import expr as E
-from ..tir import stmt as S
 from ..tir.buffer import Buffer
 from ..tir.op import convert
 from ..tir.stmt_functor import StmtExprVisitor
@@ -42,7 +40,7 @@ from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
 from .c_support import CSupport, scalar_ctype, suffix
 from .metadata import function_metadata, implicit_shape_vars
 from .x86 import target_cpu_flags
-from ..tir import op as tir_op
+from ..tir import expr as E, stmt as S, op as tir_op
 
 STACK_LIMIT_BYTES = 32 * 1024
 

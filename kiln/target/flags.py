@@ -12,9 +12,8 @@ import subprocess
 import threading
 
 from ..error import KilnError
-from .cpus import known_cpu_names
 from .compiler import compiler_identity, find_compiler
-from .cpus import UnknownCpuError, cpu_ancestors, cpu_features
+from .cpus import known_cpu_names, UnknownCpuError, cpu_ancestors, cpu_features
 
 
 class TargetFlagsError(KilnError, ValueError):

@@ -10,12 +10,9 @@ import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from .cpus import UnknownCpuError, cpu_features
-from .flags import unknown_cpu_error
-from ..runtime.cpu_features import features_from_cpuinfo_flags
-from ..runtime.cpu_features import missing_features
-from ..runtime.cpu_features import ISA_FEATURES
+from ..runtime.cpu_features import features_from_cpuinfo_flags, missing_features, ISA_FEATURES
 from ..runtime.dtype import parse_dtype
-from .flags import cpu_cflags
+from .flags import unknown_cpu_error, cpu_cflags
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from .bound import infer_bound
 from .schedule import Schedule, kInlinedAlready
 from .schedule_ops import schedule_ops
 from .tensor import ExternOp, PlaceholderOp, Tensor
-from ..error import OpNotImplemented
 from ..tir import op as tir_op
 
 

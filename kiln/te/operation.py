@@ -4,14 +4,11 @@ from __future__ import annotations
 import inspect
 from contextlib import ContextDecorator
 
-from ..error import KilnError
-from ..tir import expr as E
-from ..tir import op as tir_op
 from ..runtime.dtype import parse_dtype
-from ..tir import stmt as S
+from ..tir import expr as E, op as tir_op, stmt as S
 from ..tir.buffer import decl_buffer
 from .tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor, TensorSlice
-from ..error import OpNotImplemented
+from ..error import KilnError, OpNotImplemented
 
 
 def var(name: str = "tindex", dtype: str = "int32", span=None) -> E.Var:

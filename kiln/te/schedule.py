@@ -8,14 +8,12 @@ computed (root, inlined, or at an axis of another stage).
 """
 from __future__ import annotations
 
-from ..error import ScheduleError
 from ..ir.node import Node
-from ..tir import expr as E
-from ..tir import op as tir_op
+from ..tir import expr as E, op as tir_op
 from ..runtime.dtype import parse_dtype
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from .tensor_intrin import TensorIntrin
-from ..error import OpNotImplemented
+from ..error import ScheduleError, OpNotImplemented
 from ..transform.pass_context import PassContext
 from . import schedule_passes
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from ..error import LoweringError
 from ..ir.node import Node
-from ..tir import expr as E
-from ..tir import op as tir_op
-from ..tir import stmt as S
+from ..tir import expr as E, op as tir_op, stmt as S
 from ..tir.stmt_functor import StmtExprMutator
 from ..arith import Analyzer
 from . import message_passing as mp

@@ -6,11 +6,10 @@ import time
 
 import numpy as np
 
-from kiln import autotvm
 from kiln.autotvm.measure.measure import Builder, MeasureErrorNo, MeasureInput, MeasureResult, Runner
 from kiln.autotvm.measure.measure_methods import BuildResult
 from kiln.autotvm.task.space import InstantiationError
-from kiln import te
+from kiln import autotvm, te
 from kiln.target.target import Target
 
 

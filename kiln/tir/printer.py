@@ -17,8 +17,7 @@ import json
 import re
 
 from ..runtime.dtype import parse_dtype
-from . import expr as E
-from . import stmt as S
+from . import expr as E, stmt as S
 from .buffer import Buffer
 from .stmt_functor import _SPINE, _SPINE_DEPTH, _spine_operands
 from .stmt_functor import StmtExprVisitor, post_order_visit, uses_var

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from .. import te
 from ..error import KilnError
-from ..tir import expr as E
-from ..tir import op as T
+from ..tir import expr as E, op as T
 from . import tag
 from .utils import get_const_tuple
 from ..te.tensor import register_tensor_binop

@@ -5,9 +5,7 @@ import math as _math
 
 from .. import te
 from ..error import KilnError
-from ..tir import expr as E
-from ..tir import op as T
-from ..tir import stmt as S
+from ..tir import expr as E, op as T, stmt as S
 from . import tag
 from .broadcast import broadcast_index, broadcast_shape
 from .utils import get_const_tuple, normalize_axis, prod, ravel_index, unravel_index

@@ -31,8 +31,7 @@ from .remote import (CLIENT_GRACE_S, RemoteMeasureExecutor, check_remote, classi
                      default_module_loader, request_remote, run_through_rpc)
 from ... import build as kiln_build
 from ...target.target import Target
-from ...rpc.measure import count_servers, tracker_keys
-from ...rpc.measure import LocalCluster
+from ...rpc.measure import count_servers, tracker_keys, LocalCluster
 
 logger = logging.getLogger("autotvm")
 

@@ -28,9 +28,7 @@ import numpy as np
 
 from ...error import KilnError, RPCError
 from .measure import MeasureErrorNo, MeasureResult
-from ...rpc.measure import request_remote as rpc_request_remote
-from ...rpc.measure import set_session_deadline
-from ...rpc.measure import random_fill_args, remote_array
+from ...rpc.measure import request_remote as rpc_request_remote, set_session_deadline, random_fill_args, remote_array
 
 logger = logging.getLogger("autotvm")
 

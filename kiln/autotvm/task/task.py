@@ -21,8 +21,7 @@ from .space import ConfigSpace
 from ...target.target import Target
 from ...tir.expr import FloatImm, IntImm, StringImm, Var, Any
 from ... import te
-from .main_script import main_script_path
-from .main_script import load_main_definitions
+from .main_script import main_script_path, load_main_definitions
 from ...tir import expr as E
 
 # name -> TaskTemplate

@@ -16,8 +16,7 @@ from ...ir.type import TensorType, TupleType
 from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from .executor import Executor, _convert_args
 from ...runtime import ndarray as nd
-from ..adt import ConstructorValue
-from ..adt import Constructor, match_pattern
+from ..adt import ConstructorValue, Constructor, match_pattern
 
 
 class ADT(tuple):

@@ -15,8 +15,7 @@ from ...error import FrontendError, KilnError
 from ...ir.type import TensorType, TupleType
 from .. import expr as _expr
 from ..expr import Call, Constant, Var
-from ..transform.type_infer import TypeInferencer
-from ..transform.type_infer import infer_expr
+from ..transform.type_infer import TypeInferencer, infer_expr
 from ..transform import FoldConstantExpr
 from ..analysis import free_vars
 

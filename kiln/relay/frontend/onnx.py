@@ -16,7 +16,6 @@ import numpy as np
 from ...error import FrontendError, KilnError, OpNotImplemented
 from ...ir.module import IRModule
 from ...ir.type import TupleType
-from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, var
 from .common import TypeCache
 from .onnx_common import (DEFAULT_DOMAINS, REGISTRY, canonical_domain, const, lookup, NodeContext,
                           decode_attributes, onnx_dtype)
@@ -25,7 +24,7 @@ from ..analysis import free_vars
 from ...runtime import ndarray as _nd
 from .onnx_dynamic import convert_dynamic
 from ..transform.fold_constant import fold_constant
-from ..expr import bind
+from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, var, bind
 from ...tir.expr import Any
 from ..transform import InferType
 

@@ -14,9 +14,8 @@ import numpy as np
 from .. import op as _op
 from ..op import nn as _nn
 from ..qnn import op as _qnn
-from .onnx_common import const, onnx_op
 from .onnx_ops_nn import _spatial_attrs, auto_pads
-from .onnx_common import onnx_dtype
+from .onnx_common import const, onnx_op, onnx_dtype
 
 #: ONNX Runtime's contrib domain (its quantizer's QOperator format emits QLinearAdd, QGemm, ... there)
 MS_DOMAIN = "com.microsoft"

@@ -8,10 +8,9 @@ from ...ir.attrs import Attrs, Field
 from ...ir.op import Op, OpPattern
 from ...ir.type import TensorType, TupleType
 from ...runtime.dtype import dtype_str
-from ..expr import Call, TupleWrapper
 from ._define import define_op
 from .type_relations import normalize_axis, tensor_arg
-from ..expr import Constant as _Constant, RelayExpr as _RelayExpr
+from ..expr import Call, TupleWrapper, Constant as _Constant, RelayExpr as _RelayExpr
 
 __all__ = ["argsort", "sort", "topk", "cumsum", "cumprod"]
 

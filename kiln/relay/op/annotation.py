@@ -10,11 +10,10 @@ from __future__ import annotations
 from ...error import KilnError
 from ...ir.attrs import Attrs, Field
 from ...ir.op import Op, OpPattern
-from ..expr import Call
 from ._define import define_op, topi_compute
 from ...target.virtual_device import VirtualDevice
 from ..expr_functor import ExprMutator
-from ..expr import Function
+from ..expr import Call, Function
 
 __all__ = ["stop_fusion", "checkpoint", "on_device", "function_on_device", "strip_on_device"]
 

@@ -11,8 +11,7 @@ from ..expr import Call, Constant, Tuple, TupleWrapper
 from ._define import define_op, topi_fn
 from .type_relations import tensor_arg
 from . import reduce as R
-from ...topi.transform import strided_slice_plan
-from ...topi.transform import plan_slices
+from ...topi.transform import strided_slice_plan, plan_slices
 
 __all__ = ["mean_variance", "mean_std", "strided_set"]
 

@@ -7,9 +7,8 @@ import numpy as np
 
 from ...ir.op import Op, OpPattern
 from . import op_attrs as A
-from ._define import define_op, topi_compute
 from .type_relations import reduce_axes
-from ._define import topi_fn
+from ._define import define_op, topi_compute, topi_fn
 from ..expr import Call
 
 __all__: list = []

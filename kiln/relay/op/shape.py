@@ -10,9 +10,8 @@ from ...ir.op import Op, OpPattern, register_op_attr
 from ...ir.type import TensorType
 from ...runtime.dtype import dtype_str
 from ..expr import Call
-from ._define import define_op, topi_compute
 from .type_relations import broadcast_shape, normalize_axis, shape_text, tensor_arg
-from ._define import topi_fn
+from ._define import define_op, topi_compute, topi_fn
 from ...topi.shape_ops import collapse_axes
 
 __all__ = ["shape_of", "ndarray_size", "broadcast_to_like", "collapse_sum_like", "slice_like"]

@@ -19,8 +19,7 @@ from .type_relations import reduce_axes
 from ._layout import from_primal, to_primal
 from .nn._conv_pool import pad4, pair
 from ...topi.transform import infer_reshape_shape
-from .transform import infer_reshape
-from .transform import slice_plan
+from .transform import infer_reshape, slice_plan
 
 
 # -- helpers over ints or symbolic dims -------------------------------------------------------------------------

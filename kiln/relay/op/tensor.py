@@ -15,9 +15,7 @@ from . import op_attrs as A
 from ._define import define_op, topi_compute
 from . import type_relations as _tr
 from .type_relations import broadcast_shape, shape_text, tensor_arg
-from .dyn import zeros as dyn_zeros
-from .dyn import ones as dyn_ones
-from .dyn import full as dyn_full
+from .dyn import zeros as dyn_zeros, ones as dyn_ones, full as dyn_full
 
 __all__: list = []
 

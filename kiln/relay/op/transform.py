@@ -16,16 +16,11 @@ from ._define import define_op, topi_compute
 from ._layout import transform_shape
 from .type_relations import (broadcast_shape, dims_compatible, merge_dim, normalize_axis, shape_text, tensor_arg,
                              tuple_arg)
-from ...tir.expr import Any
-from .dyn import reshape as dyn_reshape
-from ...topi.transform import infer_reshape_shape, strided_slice_plan
 from .type_relations import _ANY_PROBES, is_any
-from ...tir.expr import Any as _Any
-from ...topi.transform import plan_slices
-from .dyn import strided_slice as dyn_slice
-from .dyn import broadcast_to as dyn_broadcast_to
+from ...tir.expr import Any, Any as _Any
+from ...topi.transform import infer_reshape_shape, strided_slice_plan, plan_slices
 from ...topi.testing import layout_transform_python
-from .dyn import tile as dyn_tile
+from .dyn import reshape as dyn_reshape, strided_slice as dyn_slice, broadcast_to as dyn_broadcast_to, tile as dyn_tile
 
 __all__: list = []
 _P = OpPattern

@@ -19,9 +19,8 @@ from ...error import ArgumentError
 from ...ir.module import IRModule
 from ...transform import PassContext
 from ..analysis.vars import free_vars
-from ..expr import Call, Constant, Function, Tuple, const
 from ..expr_functor import ExprMutator, post_order_visit
-from ..expr import bind
+from ..expr import Call, Constant, Function, Tuple, const, bind
 from ._ops import SIMULATED_QUANTIZE, SimulatedQuantizeAttrs
 from .kl_divergence import _find_scale_by_kl
 from .qconfig import QAnnotateKind, current_qconfig

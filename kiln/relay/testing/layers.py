@@ -10,10 +10,9 @@ import weakref
 from ...error import KilnError
 from ...ir.op import Op
 from ...ir.type import TensorType, TupleType
-from ..expr import Call, Constant, Tuple, TupleGetItem, Var
 from .. import op as _op
 from ..transform import InferTypeLocal
-from ..expr import var
+from ..expr import Call, Constant, Tuple, TupleGetItem, Var, var
 
 _TYPES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 

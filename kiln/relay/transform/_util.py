@@ -6,14 +6,12 @@ import numpy as np
 
 from ...error import RelayError
 from ...ir.module import IRModule
-from ...ir.op import Op, _OPS
 from ...ir.type import TensorType, TupleType
 from ...transform.pass_base import ModulePass
 from ..expr import Call, Constant, Function
-from ...ir.op import OpPattern
+from ...ir.op import Op, _OPS, OpPattern
 from ...ir.node import structural_equal
-from .type_infer import infer_expr
-from .type_infer import infer_module as _infer
+from .type_infer import infer_expr, infer_module as _infer
 
 
 def get_op(name: str) -> Op:

@@ -11,13 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.module import IRModule
-from ...transform.pass_base import ModulePass
-from ...transform.pass_base import register_pass
+from ...transform.pass_base import ModulePass, register_pass
 from ..expr import Call, Constant, Function
-from ..expr_functor import ExprMutator
 from ._util import infer_module
 from .. import op as O
-from ..expr_functor import post_order_visit
+from ..expr_functor import ExprMutator, post_order_visit
 from .fold_constant import fold_constant
 
 

@@ -24,10 +24,9 @@ from __future__ import annotations
 from ...error import RelayError
 from ...tir.layout import parse_layout as _parse_layout
 from ...ir.op import Op, OpPattern
-from ..expr import Call, Function, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator
 from ._util import op_call, op_pattern, tensor_type, type_of
-from ..expr import If
+from ..expr import Call, Function, Tuple, TupleGetItem, Var, Let, If
 
 def parse_layout(layout: str) -> list:
     """"NCHW16c" -> [("N", 0), ("C", 0), ("H", 0), ("W", 0), ("c", 16)] (kiln.tir.layout, factor 0 = primal)."""

@@ -11,12 +11,11 @@ from __future__ import annotations
 from ...error import KilnError, TypeInferenceError
 from ...ir.expr import GlobalVar
 from ...ir.module import IRModule
-from ...ir.node import Node
 from ...ir.op import Op
 from ...ir.type import FuncType, IncompleteType, TensorType, TupleType, Type, TypeCall, TypeVar
 from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator, post_order_dataflow
-from ...ir.node import structural_equal
+from ...ir.node import Node, structural_equal
 from ..printer import RelayTextPrinter
 from .type_infer_adt import infer_adt_expr
 from ..op.type_relations import call_relation  # Any-aware (relay.Any() dimensions)

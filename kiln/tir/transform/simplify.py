@@ -4,11 +4,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ...arith import Analyzer
-from .. import expr as E
-from .. import stmt as S
+from .. import expr as E, stmt as S
 from ..stmt_functor import StmtExprMutator, substitute
-from .pass_base import PrimFuncPass
-from .pass_base import shape_var_bounds
+from .pass_base import PrimFuncPass, shape_var_bounds
 
 
 class StmtSimplifier(StmtExprMutator):

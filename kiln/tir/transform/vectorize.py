@@ -15,12 +15,10 @@ from __future__ import annotations
 from ...arith import Analyzer
 from ...runtime.dtype import parse_dtype
 from ...ir.node import structural_equal
-from .. import expr as E
-from .. import stmt as S
-from ..stmt_functor import StmtExprMutator, StmtExprVisitor, uses_var
+from .. import expr as E, stmt as S
 from .pass_base import PrimFuncPass, _config
 from .simplify import simplify_stmt
-from ..stmt_functor import substitute
+from ..stmt_functor import StmtExprMutator, StmtExprVisitor, uses_var, substitute
 
 
 class CannotVectorize(Exception):

@@ -13,11 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from ....error import FrontendError
-from ...expr import Expr, const
 from .registry import ATEN_CONVERTERS, register
 from ... import op
 from ...qnn import op as qnn_op
-from ...expr import Var
+from ...expr import Expr, const, Var
 
 _QDTYPES = {"quint8": "uint8", "qint8": "int8", "qint32": "int32"}
 

@@ -6,14 +6,13 @@ import numpy as np
 
 from ....error import TypeInferenceError
 from ....ir.type import TensorType
-from ....runtime.vm_shape_funcs import reshape_dims, slice_dims
 from .. import op_attrs as A
 from ..type_relations import tensor_arg
 from ._common import any_shape, call, define_dyn_op, index_like, operand_length
 from .... import te, tir
 from ....topi.transform import reshape as topi_reshape
 from ...expr import const
-from ....runtime.vm_shape_funcs import DYN_SHAPE_FUNCS
+from ....runtime.vm_shape_funcs import reshape_dims, slice_dims, DYN_SHAPE_FUNCS
 
 __all__ = ["reshape", "broadcast_to", "tile", "strided_slice", "expand_dims", "squeeze"]
 

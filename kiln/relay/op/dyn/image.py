@@ -10,8 +10,7 @@ from .. import op_attrs as A
 from ..type_relations import tensor_arg
 from ._common import call, define_dyn_op, operand_length
 from ....ir.op import Op
-from .... import tir
-from .... import te, tir
+from .... import tir, te
 from ....topi.image.resize import _clamp, _cubic_weights, get_closest_index
 from ....topi.utils import get_const_tuple
 from ....runtime.dtype import dtype_str

@@ -6,11 +6,10 @@ from ....ir.attrs import Attrs, Field
 from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
-from .._define import define_op
 from .._layout import from_primal, to_primal
 from ..type_relations import tensor_arg
 from ....topi.testing.resize import resize_nd
-from .._define import topi_fn
+from .._define import define_op, topi_fn
 
 _METHODS = ("nearest_neighbor", "linear", "cubic")
 _MODES = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn")

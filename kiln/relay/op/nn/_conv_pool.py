@@ -15,11 +15,8 @@ from .. import op_attrs as A
 from .._define import define_op
 from .._layout import from_primal, to_primal
 from ..type_relations import shape_text, tensor_arg
-from ....topi.testing import layout_transform_python
-from ....topi.testing import conv2d_nchw_python
 from ....topi.nn.winograd_util import winograd_matrices
-from ....topi.testing import conv2d_transpose_nchw_python
-from ....topi.testing import pool2d_python
+from ....topi.testing import layout_transform_python, conv2d_nchw_python, conv2d_transpose_nchw_python, pool2d_python
 from ....topi.testing.resize import resize_nd
 
 _P = OpPattern

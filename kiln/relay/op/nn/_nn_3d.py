@@ -12,10 +12,7 @@ from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op, topi_compute
 from ..type_relations import shape_text, tensor_arg
-from ....topi.testing import conv3d_ncdhw_python
-from ....topi.testing import conv3d_transpose_ncdhw_python
-from ....topi.testing import poolnd_python
-from ....topi.testing import adaptive_pool
+from ....topi.testing import conv3d_ncdhw_python, conv3d_transpose_ncdhw_python, poolnd_python, adaptive_pool
 
 _P = OpPattern
 

@@ -12,8 +12,7 @@ from .. import op_attrs as A
 from .._define import define_op, topi_compute
 from ..type_relations import normalize_axis, shape_text, tensor_arg
 from ._nn import _channel_vector
-from ....topi.testing import conv2d_nchw_python
-from ....topi.testing import pool2d_python
+from ....topi.testing import conv2d_nchw_python, pool2d_python
 
 _P = OpPattern
 

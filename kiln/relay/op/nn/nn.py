@@ -3,10 +3,9 @@ from __future__ import annotations
 
 from ....ir.expr import RelayExpr
 from ....ir.op import Op
-from ...expr import Call, TupleWrapper, const
 from ....runtime.dtype import dtype_str
 from ..dyn.nn import pad as dyn_pad
-from ...expr import Constant as _Constant
+from ...expr import Call, TupleWrapper, const, Constant as _Constant
 
 __all__ = ["conv2d", "conv2d_transpose", "contrib_conv2d_nchwc", "contrib_conv2d_winograd_weight_transform",
            "contrib_conv2d_winograd_without_weight_transform", "contrib_depthwise_conv2d_nchwc", "dense",
