@@ -196,6 +196,14 @@ def take_shape_func(attrs, inputs, out_ndims):
     return [data[:axis] + idx + data[axis + 1:]]
 
 
+def dense_pack_shape_func(attrs, inputs, out_ndims):
+    """``nn.contrib_dense_pack``: data rows by ``units`` (or the packed weight's panels x block)."""
+    data, weight = tuple(inputs[0]), tuple(inputs[1])
+    units = getattr(attrs, "units", None)
+    n = int(getattr(units, "value", units)) if units is not None else weight[0] * weight[2]
+    return [data[:-1] + (n,)]
+
+
 def gather_shape_func(attrs, inputs, out_ndims):
     """``gather`` (GatherElements): the output has the indices' shape."""
     return [tuple(inputs[1])]
@@ -285,7 +293,7 @@ _BY_OP = {
     "nn.batch_flatten": batch_flatten_shape_func, "transpose": transpose_shape_func,
     "concatenate": concatenate_shape_func, "take": take_shape_func, "strided_slice": strided_slice_shape_func,
     "squeeze": squeeze_shape_func, "expand_dims": expand_dims_shape_func, "split": split_shape_func,
-    "gather": gather_shape_func, "where": where_shape_func,
+    "gather": gather_shape_func, "where": where_shape_func, "nn.contrib_dense_pack": dense_pack_shape_func,
 }
 _IDENTITY_OPS = ("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.bias_add", "nn.relu", "nn.leaky_relu",
                  "nn.prelu", "clip", "cast", "nn.fast_softmax", "fast_exp", "fast_tanh", "fast_erf", "copy",

@@ -41,6 +41,26 @@ def _shape(tinfo) -> tuple:
     return tuple(int(getattr(d, "value", d)) for d in tinfo.shape)
 
 
+class _RowsHint:
+    """A dense data type whose unknown dims read as ``SYMBOLIC_M_HINT`` (for the layout choice only)."""
+
+    def __init__(self, t):
+        from ....topi.x86.dense import SYMBOLIC_M_HINT
+        self.hint = SYMBOLIC_M_HINT
+        self.shape = tuple(self._dim(d) for d in t.shape)
+        self.dtype = t.dtype
+
+    def _dim(self, d):
+        try:
+            return int(getattr(d, "value", d))
+        except (TypeError, ValueError):
+            return self.hint
+
+    def out_type(self, out_type):
+        from ....ir.type import TensorType
+        return TensorType(tuple(self._dim(d) for d in out_type.shape), out_type.dtype)
+
+
 def _is_dynamic(tinfos) -> bool:
     """Whether a type has an unknown (``relay.Any``) dim: the layout choice needs static workloads, so such
     calls keep their layout (the VM compiles them with symbolic extents)."""
@@ -186,14 +206,19 @@ def dense_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     dense keeps ``units``, so its output has the original width."""
     target = Target.current()
     d_t, w_t = tinfos[0], tinfos[1]
-    if _is_dynamic(tinfos[:2]):
+    if _is_dynamic([w_t]):
         return None
-    if len(d_t.shape) == 2 and len(w_t.shape) == 2 and str(d_t.dtype) == "uint8" and str(w_t.dtype) == "int8":
+    if not _is_dynamic([d_t]) and len(d_t.shape) == 2 and len(w_t.shape) == 2 and str(d_t.dtype) == "uint8" and str(w_t.dtype) == "int8":
         return _alter_dense_int8(attrs, inputs, tinfos, out_type, target)
+    if _is_dynamic([d_t]):
+        # unknown rows (a VM model): the weight is still packed at compile time, the choice made for a
+        # representative row count (the dense_pack kernel runs any row count)
+        d_t = _RowsHint(d_t)
     if len(d_t.shape) != 2 or len(w_t.shape) != 2 or str(d_t.dtype) != "float32":
         return None
     units, k = _shape(w_t)
-    _, _, workload, cfg = _select("nn.dense", attrs, tinfos[:2], out_type, target)
+    _, _, workload, cfg = _select("nn.dense", attrs, [d_t, w_t], out_type if not isinstance(d_t, _RowsHint)
+                                  else d_t.out_type(out_type), target)
     if workload is None or workload[0] != "dense_pack.x86":
         return None
     if cfg is not None and not getattr(cfg, "is_fallback", True):
