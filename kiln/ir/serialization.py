@@ -24,6 +24,7 @@ import numpy as np
 
 from ..error import KilnError
 from .op import Op
+from .. import __version__
 
 _FORMAT = "kiln-json-1"
 
@@ -153,7 +154,6 @@ def save_json(node) -> str:
 
 
 def _version() -> str:
-    from .. import __version__
     return __version__
 
 

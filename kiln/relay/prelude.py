@@ -18,6 +18,8 @@ from ..ir.type import FuncType, GlobalTypeVar, TensorType, TupleType, TypeVar
 from .adt import Clause, Constructor, Match, PatternConstructor, PatternTuple, PatternVar, PatternWildcard, TypeData
 from .expr import Function, If, Let, Tuple, TupleGetItem, Var, const
 from .prelude_tensor_array import DYNAMIC_OPS, StaticTensorArrayOps, TensorArrayOps, static_name
+from .expr import Call, _op as lookup
+from ..runtime.dtype import DataType
 
 GLOBAL_DEFS = ["id", "compose", "flip", "hd", "tl", "nth", "update", "map", "foldl", "foldr", "foldr1", "concat",
                "filter", "zip", "rev", "map_accuml", "map_accumr", "unfoldl", "unfoldr", "sum", "length", "tmap",
@@ -28,7 +30,6 @@ _BOOL = TensorType((), "bool")
 
 
 def _op(name, *args):
-    from .expr import Call, _op as lookup
     return Call(lookup(name), list(args))
 
 
@@ -122,7 +123,6 @@ class Prelude:
                 return
         elif self.get_name(canonical, dtype) in self._global_names():
             return
-        from ..runtime.dtype import DataType
         DataType(dtype)  # a clear DataTypeError for a bad dtype name
         TensorArrayOps(self, dtype).register()
 

@@ -26,6 +26,10 @@ from ..tir.expr import Any as _Any
 from . import op as _op
 from .adt import Clause, Constructor, Match, PatternConstructor, PatternVar, PatternWildcard, TypeData
 from .expr import Function, If, Var, const
+from .expr import Let
+from ..ir.type import TypeCall
+from .analysis import free_vars
+from .transform import InferType
 
 __all__ = ["TensorArrayOps", "StaticTensorArrayOps", "get_tensor_array_shape", "static_name",
            "DYNAMIC_OPS", "MAX_RANK"]
@@ -196,7 +200,6 @@ class _ListOps:
         p = self.prelude
         ta = Var("tensor_array", self.list(elem_t()))
         grown = Var("grown")
-        from .expr import Let
         body = Let(grown, p.map(expand_dims, ta), p.foldl(concatenate, p.hd(grown), p.tl(grown)))
         self._define(gv, Function([ta], body, out_t(), []))
 
@@ -427,9 +430,6 @@ class StaticTensorArrayOps(_ListOps):
 def get_tensor_array_shape(expr, dtype: str, prelude):
     """The element shape of a static tensor array expression (a tuple, ``Any`` for unknown dims), or None
     for a dynamic one (TVM's ``relay.prelude.get_tensor_array_shape``)."""
-    from ..ir.type import TypeCall
-    from .analysis import free_vars
-    from .transform import InferType
     mod = prelude.mod
     mod["main"] = Function(free_vars(expr), expr)
     ty = InferType()(mod)["main"].body.checked_type

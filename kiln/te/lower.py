@@ -141,7 +141,6 @@ class _TensorToBuffer(StmtExprMutator):
         return body
 
     def _region_indices(self, ib, indices):
-        from ..tir import op as tir_op
         real, mins, n = self.region_subst[ib]
         idx = [self.visit(i) for i in indices]
         if len(idx) != n:

@@ -24,6 +24,7 @@ from ..tir import stmt as S
 from ..tir.buffer import decl_buffer
 from ..tir.stmt_functor import StmtExprMutator, substitute
 from .tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor
+from .tensor import collect_input_tensors
 
 
 class ScanOp(ExternOp):
@@ -176,7 +177,6 @@ def scan(init, update, state_placeholder, inputs=None, name: str = "scan", tag: 
     for t in list(init):
         if t not in reads:
             reads.append(t)
-    from .tensor import collect_input_tensors
     for b in [b for _, b in red_bodies] + [b for _, b in bodies]:
         for t in collect_input_tensors([b]):
             if t not in state_set and t not in red_tensors and t not in reads:

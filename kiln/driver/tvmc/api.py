@@ -7,6 +7,16 @@ import os
 
 from ...error import KilnError
 from .model import TVMCModel, TVMCPackage, TVMCResult
+from ...cli.common import InputSpec, load_model
+from ...cli.common import LoadedModel, free_inputs
+from ...cli.build import parse_dump_formats
+from ...cli.cmd_compile import compile_loaded
+from ...cli.common import parse_target
+from ... import cli
+from ...cli.cmd_tune import tune_loaded
+from ...cli.cmd_run import VMRunner, load_graph_module
+from ...cli.common import check_input_array, random_input
+from ...runtime import cpu
 
 
 def _refuse(func: str, **given) -> None:
@@ -24,14 +34,12 @@ def load(path: str, shape_dict: dict | None = None, model_format: str | None = N
         raise NotImplementedError(f"tvmc.load: frontend options {sorted(kwargs)} are not supported by kiln")
     if path.endswith(".tar") and model_format is None:
         return TVMCModel(model_path=path)
-    from ...cli.common import InputSpec, load_model
     specs = [InputSpec(n, tuple(int(d) for d in s)) for n, s in (shape_dict or {}).items()]
     model = load_model(path, model_format, specs)
     return TVMCModel(model.mod, model.params)
 
 
 def _loaded(tvmc_model: TVMCModel):
-    from ...cli.common import LoadedModel, free_inputs
     if not isinstance(tvmc_model, TVMCModel):
         raise KilnError(f"expected a TVMCModel (from tvmc.load), got {type(tvmc_model).__name__}")
     return LoadedModel(tvmc_model.mod, tvmc_model.params, "relay", "<TVMCModel>",
@@ -55,9 +63,6 @@ def compile(tvmc_model: TVMCModel, target: str = "llvm", opt_level: int = 3, exe
         raise NotImplementedError("tvmc.compile: mod_name other than 'default' is not supported by kiln")
     if output_format not in ("so", "tar"):
         raise KilnError(f"tvmc.compile: output_format must be 'so' or 'tar', got {output_format!r}")
-    from ...cli.build import parse_dump_formats
-    from ...cli.cmd_compile import compile_loaded
-    from ...cli.common import parse_target
     path = package_path or tvmc_model.default_package_path()
     if not path.endswith("." + output_format):
         path = os.path.splitext(path)[0] + "." + output_format
@@ -83,9 +88,6 @@ def tune(tvmc_model: TVMCModel, target: str = "llvm", tuning_records: str | None
             desired_layout_ops=desired_layout_ops, mixed_precision=mixed_precision)
     if tasks_filter != "all":
         raise NotImplementedError("tvmc.tune: tasks_filter other than 'all' is not supported by kiln")
-    from ... import cli
-    from ...cli.cmd_tune import tune_loaded
-    from ...cli.common import parse_target
     output = tuning_records or tvmc_model.default_tuning_records_path()
     if prior_records and os.path.abspath(prior_records) != os.path.abspath(output):
         with open(prior_records, encoding="utf-8") as src, open(output, "a", encoding="utf-8") as dst:
@@ -121,9 +123,6 @@ def run(tvmc_package: TVMCPackage, device: str = "cpu", hostname: str | None = N
         raise NotImplementedError(f"tvmc.run: device {device!r}; kiln runs models on the CPU")
     if fill_mode not in ("random", "zeros", "ones"):
         raise KilnError(f"tvmc.run: fill_mode must be random, zeros or ones, got {fill_mode!r}")
-    from ...cli.cmd_run import VMRunner, load_graph_module
-    from ...cli.common import check_input_array, random_input
-    from ...runtime import cpu
     import numpy as np
     path = tvmc_package.package_path if isinstance(tvmc_package, TVMCPackage) else str(tvmc_package)
     lib, gmod = load_graph_module(path)

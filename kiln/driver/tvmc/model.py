@@ -9,6 +9,13 @@ import tempfile
 import numpy as np
 
 from ...error import KilnError
+from ... import parser
+from ...relay.param_dict import load_param_dict
+from ...relay.transform import InferType
+from ...relay.param_dict import save_param_dict
+from ...runtime.module import load_module
+from ...cli.cmd_run import is_vm_module
+from ...cli.cmd_run import format_times
 
 
 class TVMCModel:
@@ -26,8 +33,6 @@ class TVMCModel:
 
     @staticmethod
     def _read(path: str):
-        from ... import parser
-        from ...relay.param_dict import load_param_dict
         if not os.path.isfile(path):
             raise KilnError(f"TVMCModel: {path!r} does not exist")
         try:
@@ -36,12 +41,10 @@ class TVMCModel:
                 blob = tar.extractfile("model.params").read()
         except (tarfile.TarError, KeyError, AttributeError) as err:
             raise KilnError(f"TVMCModel: {path} is not a model saved by TVMCModel.save ({err})") from None
-        from ...relay.transform import InferType
         return InferType()(parser.parse(text, source_name=path)), load_param_dict(blob)
 
     def save(self, model_path: str) -> str:
         """Write the Relay text and the params into one .tar that ``TVMCModel(model_path=...)`` reads back."""
-        from ...relay.param_dict import save_param_dict
         with tempfile.TemporaryDirectory() as tmp:
             for name, data in (("model.txt", self.mod.astext().encode("utf-8")),
                                ("model.params", bytes(save_param_dict(self.params)))):
@@ -82,9 +85,7 @@ class TVMCPackage:
         self.package_path = package_path
         self.lib_path = package_path
         self.type = "classic"
-        from ...runtime.module import load_module
         lib = load_module(package_path)
-        from ...cli.cmd_run import is_vm_module
         if is_vm_module(lib):  # a VM executable (a model with dynamic dims, or use_vm=True): TVM's type "vm"
             self.type = "vm"
             self.graph, self.params = None, {}
@@ -107,7 +108,6 @@ class TVMCResult:
         """TVM's execution time summary (mean / median / max / min / std in ms)."""
         if self.times is None:
             return "no times: run with benchmark=True"
-        from ...cli.cmd_run import format_times
         return format_times(self.times)
 
     def get_output(self, name: str) -> np.ndarray:

@@ -17,6 +17,7 @@ from .. import op as _op
 from ..expr import const as _relay_const
 from ..op import dyn as _dyn
 from .onnx_common import lookup, onnx_op
+from ..op import nn as _nn
 
 __all__ = ["convert_dynamic"]
 
@@ -214,7 +215,6 @@ def _matmul(inputs, attr, ctx):
     """numpy.matmul where leading dims are unknown: a 2-D right operand is one ``nn.dense`` over the left
     operand flattened to rows; equal-rank operands are one ``nn.batch_matmul`` over the merged batch dims. The
     output shape is rebuilt from the operands' run-time shapes."""
-    from ..op import nn as _nn
     a, b = inputs[0], inputs[1]
     ashape, bshape = ctx.shape(a, dynamic_ok=True), ctx.shape(b, dynamic_ok=True)
     ra, rb = len(ashape), len(bshape)

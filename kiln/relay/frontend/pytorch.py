@@ -22,6 +22,11 @@ from .common import TypeCache, c_array as _c_array
 from .pytorch_script import LIST_MUTATORS, DynList, ScriptControlFlow, writes_first_input
 from .pytorch_utils import (AtenArgs, DTypeName, SUPPORTED_DTYPES, normalize_args, parse_schema,
                             tensor_to_numpy, torch_dtype_to_str)
+from ..analysis import free_vars
+from ..transform import InferType
+from ...runtime import ndarray as nd
+from ...ir.type import TupleType
+from .. import op as _op
 
 __all__ = ["from_pytorch"]
 
@@ -87,7 +92,6 @@ class TorchScriptImporter(ScriptControlFlow):
         body = outs[0] if len(outs) == 1 else _expr.Tuple(outs)
         if not isinstance(body, Expr):
             raise FrontendError("the model returns no tensor")
-        from ..analysis import free_vars
         used = [v for v in free_vars(body) if v not in input_vars]
         func = _expr.Function(list(input_vars) + used, body)
         if self._prelude is not None:  # control flow: the Prelude's lists and tensor arrays are in the module
@@ -95,9 +99,7 @@ class TorchScriptImporter(ScriptControlFlow):
             mod["main"] = func
         else:
             mod = IRModule.from_expr(func)
-        from ..transform import InferType
         mod = InferType()(mod)
-        from ...runtime import ndarray as nd
         params = {v.name_hint: nd.array(self.params[v.name_hint]) for v in used if v.name_hint in self.params}
         return mod, params
 
@@ -413,12 +415,10 @@ class TorchScriptImporter(ScriptControlFlow):
         outs = list(node.outputs())
         if isinstance(value, Expr) and not isinstance(value, _expr.Tuple):
             t = self.ctx.type_of(value)
-            from ...ir.type import TupleType
             if isinstance(t, TupleType):
                 value = [TupleGetItem(value, i) for i in range(len(outs))]
             else:  # unpacking a tensor along its first axis
                 n = self.ctx.shape(value)[0]
-                from .. import op as _op
                 parts = _op.split(value, n, axis=0)
                 value = [_op.squeeze(parts[i], axis=[0]) for i in range(n)]
         elif isinstance(value, _expr.Tuple):

@@ -28,6 +28,10 @@ from ...tir.expr import Any as _Any
 from .. import expr as _expr
 from .. import op as _op
 from ..expr import Constant, Expr, TupleGetItem, Var
+from .pytorch_utils import parse_schema
+from ...ir.module import IRModule
+from ..prelude import Prelude
+from ..prelude_tensor_array import StaticTensorArrayOps
 
 __all__ = ["DynList", "ScriptControlFlow", "LIST_MUTATORS"]
 
@@ -57,7 +61,6 @@ def writes_first_input(node) -> bool:
         return False
     if not schema or schema == "(no schema)":
         return False
-    from .pytorch_utils import parse_schema
     args = parse_schema(schema).arguments
     info = args[0].alias_info if args else None
     return bool(info is not None and info.is_write)
@@ -110,8 +113,6 @@ class ScriptControlFlow:
     @property
     def prelude(self):
         if getattr(self, "_prelude", None) is None:
-            from ...ir.module import IRModule
-            from ..prelude import Prelude
             self._prelude = Prelude(IRModule())
             self.ctx.types._inf.mod = self._prelude.mod  # ADT constructors and globals type-check in it
         return self._prelude
@@ -406,7 +407,6 @@ class ScriptControlFlow:
 
     def list_stack(self, lst: DynList, dim: int, concat: bool):
         """``torch.stack`` / ``torch.cat`` of a run-time list through a static tensor array of its elements."""
-        from ..prelude_tensor_array import StaticTensorArrayOps
         p = self.prelude
         elem = lst.elem_type
         if elem is None:

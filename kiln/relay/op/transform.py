@@ -21,6 +21,9 @@ from ...tir.expr import Any, Any as _Any
 from ...topi.transform import infer_reshape_shape, strided_slice_plan, plan_slices
 from ...topi.testing import layout_transform_python
 from .dyn import reshape as dyn_reshape, strided_slice as dyn_slice, broadcast_to as dyn_broadcast_to, tile as dyn_tile
+from ...tir.expr import Any as _AnyDim
+from ...topi.transform import arange as topi_arange
+from ... import te, tir
 
 __all__: list = []
 _P = OpPattern
@@ -466,7 +469,6 @@ def _arange_rel(arg_types, attrs):
         if s.shape != ():
             raise TypeInferenceError(f"arange: {name} must be a scalar, got shape {shape_text(s.shape)}")
     if _arange_is_dynamic(attrs):
-        from ...tir.expr import Any as _AnyDim
         return TensorType((_AnyDim(),), attrs.dtype or "float32")
     return TensorType((_arange_len(attrs),), attrs.dtype or "float32")
 
@@ -475,9 +477,7 @@ def _arange_compute(attrs, inputs, out_type):
     """Constant bounds: TOPI's arange. Run-time bounds: ``start + i * step`` read from the scalar inputs over
     the output's (symbolic) length, which the VM computed from the values (TVM's DynamicArange)."""
     if not _arange_is_dynamic(attrs):
-        from ...topi.transform import arange as topi_arange
         return [topi_arange(attrs.start, attrs.stop, attrs.step, str(out_type.dtype))]
-    from ... import te, tir
     start, step = inputs[0], inputs[2]
     dtype = str(out_type.dtype)
 

@@ -21,6 +21,7 @@ from ..expr_functor import ExprMutator
 from ..transform._util import op_call, tensor_type, typed_function_pass
 from . import op as qnn
 from .op._common import const_value
+from ...error import RelayError
 
 
 @dataclass
@@ -212,7 +213,6 @@ class _Rewriter(ExprMutator):
             x, t = _Region(self, src, (call.args[1], call.args[2], call.attrs.out_dtype)).convert(src)
         except _NotConvertible:
             if self.hard_fail:
-                from ...error import RelayError
                 raise RelayError("FakeQuantizationToInteger: a quantize's input region has an op without an "
                                  "integer rule or a leaf that is not a dequantize") from None
             return new

@@ -13,6 +13,10 @@ from ...transform.pass_base import ModulePass, register_pass
 from ..expr_functor import ExprMutator
 from ..transform._util import type_of, typed_function_pass
 from . import op as _op  # noqa: F401 (registers the ops)
+from ..expr import Call
+from ..expr_functor import post_order_visit
+from ..expr import Function
+from ...transform import Sequential
 
 register_pass_config("relay.qnn.default_rounding", str, default="UPWARD",
                      doc="requantize rounding when an op says rounding='None': UPWARD or TONEAREST")
@@ -42,8 +46,6 @@ class _QnnRewriter(ExprMutator):
 
 
 def _has_qnn(func) -> bool:
-    from ..expr import Call
-    from ..expr_functor import post_order_visit
     found = []
 
     def visit(e):
@@ -62,7 +64,6 @@ def _rewrite_pass(attr_key: str, name: str):
 
     def run(mod, ctx):
         # relay.build runs this on every model: skip type inference when there is no QNN call at all
-        from ..expr import Function
         if not any(isinstance(f, Function) and _has_qnn(f) for f in mod.functions.values()):
             return mod
         return typed(mod)
@@ -76,7 +77,6 @@ def CanonicalizeOps():  # noqa: N802 (TVM's name)
 
 def Legalize():  # noqa: N802 (TVM's name)
     """Target legalization of QNN ops (``FTVMQnnLegalize``), then CanonicalizeOps."""
-    from ...transform import Sequential
     return Sequential([_rewrite_pass("FTVMQnnLegalize", "QnnLegalize"), CanonicalizeOps()], opt_level=0,
                       name="QnnLegalize")
 

@@ -24,13 +24,15 @@ from ...ir.op import register_op_attr
 from ..expr import const
 from ..transform._util import op_call
 from .op._common import const_value
+from ...target import Target
+from ...topi.x86.conv2d_int8 import int8_supported
+from ...topi.x86.conv2d_int8 import int8_mode
+from ..op.nn._conv_pool import pad4
 
 INT16_MAX = 32767
 
 
 def _x86_int8_target() -> bool:
-    from ...target import Target
-    from ...topi.x86.conv2d_int8 import int8_supported
     target = Target.current(allow_none=True)
     if target is None or "cpu" not in getattr(target, "keys", ()) or getattr(target, "kind_name", "llvm") not in (
             "llvm", "c"):
@@ -39,7 +41,6 @@ def _x86_int8_target() -> bool:
 
 
 def _saturating() -> bool:
-    from ...topi.x86.conv2d_int8 import int8_mode
     return int8_mode() == "maddubs"
 
 
@@ -101,7 +102,6 @@ def legalize_conv2d(attrs, args, ts):
     if _saturating() and not _pairs_fit_int16(np.moveaxis(wq, 1, -1)):
         return None
     xu, zu = _uint8_data(args[0], ts[0].dtype, zx)
-    from ..op.nn._conv_pool import pad4
     pt, pl, pb, pr = pad4(attrs.padding)
     padding = (pt, pl, pb, pr)
     if any(padding) and zu != 0:

@@ -25,6 +25,9 @@ from ...ir.type import FuncType, RelayRefType, TensorType, TupleType
 from ...transform.pass_base import ModulePass, register_pass
 from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from ..ref import RefCreate, RefRead, RefWrite
+from ..expr_functor import post_order_visit
+from .infer_type import InferType
+from .normal_form import ToGraphNormalForm
 
 __all__ = ["gradient", "FirstOrderGradient"]
 
@@ -72,7 +75,6 @@ def _check_grads(op: Op, grads, nargs: int) -> list:
 
 def _missing_gradients(func: Function) -> list:
     """Names of ops called with a floating-point result that have no FPrimalGradient."""
-    from ..expr_functor import post_order_visit
     missing: set = set()
 
     def visit(e):
@@ -85,7 +87,6 @@ def _missing_gradients(func: Function) -> list:
 
 def _typed_function(expr, mod) -> Function:
     """``expr`` (a Function, or a GlobalVar of ``mod``) with types inferred in ``mod``'s context."""
-    from .infer_type import InferType
     if isinstance(expr, GlobalVar):
         if mod is None or expr.name_hint not in mod:
             raise ArgumentError(f"gradient: @{expr.name_hint} is not defined in the module given")
@@ -142,7 +143,6 @@ def _post_order(root) -> list:
 
 
 def _check_dataflow(func: Function) -> None:
-    from ..expr_functor import post_order_visit
     bad: set = set()
 
     def visit(e):
@@ -214,8 +214,6 @@ def _seed(ty, node_expr):
 
 def first_order_gradient(func: Function, mod=None) -> Function:
     """Reverse-mode AD of a dataflow function; see the module docstring."""
-    from .infer_type import InferType
-    from .normal_form import ToGraphNormalForm
     func = _typed_function(func, mod)
     _check_dataflow(func)
     graph_mod = InferType()(ToGraphNormalForm()(IRModule.from_expr(func)))
@@ -500,7 +498,6 @@ def higher_order_gradient(expr, mod=None) -> Function:
     top.push(Call(RefRead(bp), []), "_")
     grads = Tuple([ad.read_grad(ad.env[p], p.checked_type) for p in func.params])
     body = top.close(Tuple([ad.primal(result, out_ty), grads]))
-    from .infer_type import InferType
     return InferType()(IRModule.from_expr(Function(params, body)))["main"]
 
 

@@ -7,6 +7,7 @@ from ...tir import op as T
 from ..utils import get_const_tuple
 from .pad import pad
 from .utils import get_pad_tuple1d
+from .conv3d import group_conv3d_transpose_ncdhw
 
 __all__ = ["conv1d", "conv1d_ncw", "group_conv1d_ncw", "conv1d_transpose_ncw", "group_conv1d_transpose_ncw"]
 
@@ -64,7 +65,6 @@ def conv1d(data, kernel, strides=1, padding="VALID", dilation=1, data_layout="NC
 def group_conv1d_transpose_ncw(data, kernel, stride, padding, out_dtype, output_padding, groups=1, dilation=1):
     """Transposed conv1d: data [N, C, W], kernel [C, F // groups, K] (IOW) -> [N, F, OW]; ``padding`` is one
     value or (left, right). Computed as the 3-D transposed convolution of unit depth and height."""
-    from .conv3d import group_conv3d_transpose_ncdhw
     n, c, w = get_const_tuple(data.shape)
     kc, fg, k = get_const_tuple(kernel.shape)
     pads = get_const_tuple(padding) if not isinstance(padding, int) else (padding,)

@@ -25,13 +25,15 @@ from ..nn.pad import pad
 from ..utils import get_const_tuple
 from .tensor_intrin import dot_u8s8_intrin
 from .utils import divisor_at_most, reduction_flops, schedule_anchored, worth_parallel
+from ...transform.config import register_pass_config
+from ...target.x86 import target_cpu_flags
+from ...transform import PassContext
 
 OC_BN = 16
 SATURATING_OPTION = "relay.x86.int8_saturating_madd"
 
 
 def _register_option() -> None:
-    from ...transform.config import register_pass_config
     try:
         register_pass_config(SATURATING_OPTION, bool, default=False,
                              doc="x86 int8 kernels without VNNI: one vpmaddubsw per 4 channels whose int16 pair "
@@ -46,8 +48,6 @@ _register_option()
 
 def int8_mode(target=None) -> str:
     """The dot-product mode of the int8 kernels for ``target`` (current target when None)."""
-    from ...target.x86 import target_cpu_flags
-    from ...transform import PassContext
     flags = target_cpu_flags(target)
     if "avx512vnni" in flags or "avxvnni" in flags:
         return "vnni"
@@ -58,14 +58,12 @@ def int8_mode(target=None) -> str:
 
 def int8_lanes(target=None) -> int:
     """int32 lanes of one accumulator register: 16 where the target has AVX-512BW (or VNNI on zmm), else 8."""
-    from ...target.x86 import target_cpu_flags
     flags = target_cpu_flags(target)
     return 16 if "avx512bw" in flags else 8
 
 
 def int8_supported(target=None) -> bool:
     """Whether the target has an int8 dot-product instruction (AVX2 at least)."""
-    from ...target.x86 import target_cpu_flags
     flags = target_cpu_flags(target)
     return "avx2" in flags or "avx512bw" in flags
 

@@ -31,6 +31,7 @@ from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..utils import get_const_tuple
 from .utils import divisor_at_most, nchwc_output_axes, scaled_registers, schedule_anchored, simd_width, worth_parallel
+from .conv2d import channel_block
 
 TASK = "depthwise_conv2d_NCHWc.x86"
 
@@ -39,7 +40,6 @@ def dw_channel_block(c: int, lanes: int | None = None) -> int:
     """The fallback channel block of a depthwise conv over ``c`` channels: the NCHWc block the neighbouring
     1x1 convolutions use (two SIMD vectors when they divide ``c``, else one, else the largest divisor not
     above one vector), so no layout transform sits between them."""
-    from .conv2d import channel_block
     return channel_block(c, lanes)
 
 

@@ -5,19 +5,20 @@ from ... import te
 from ...tir import expr as E
 from .. import tag as _tag
 from ..utils import get_const_tuple
+from ...target.x86 import get_simd_width
+from ...target import Target
+from ...target.x86 import get_vector_registers
+from ...target.x86 import get_num_cores
+from ...error import KilnError
 
 
 def simd_width(dtype: str = "float32") -> int:
     """SIMD lanes of ``dtype`` on the current target (``-mcpu`` / detected features); 8 fp32 lanes for AVX2."""
-    from ...target.x86 import get_simd_width
-    from ...target import Target
     return max(1, int(get_simd_width(Target.current(allow_none=True), dtype)))
 
 
 def vector_registers() -> int:
     """SIMD registers of the current target (32 with AVX-512, else 16)."""
-    from ...target.x86 import get_vector_registers
-    from ...target import Target
     return int(get_vector_registers(Target.current(allow_none=True)))
 
 
@@ -28,8 +29,6 @@ def scaled_registers(avx2_count: int) -> int:
 
 
 def num_cores() -> int:
-    from ...target.x86 import get_num_cores
-    from ...target import Target
     try:
         return max(1, int(get_num_cores(Target.current(allow_none=True))))
     except Exception:  # noqa: BLE001 - a target without core information
@@ -167,5 +166,4 @@ def nchwc_output_axes(s, out, block: int, what: str) -> list:
         b, c, y, x = axes
         co, cb = s[out].split(c, factor=block)
         return [b, co, y, x, cb]
-    from ...error import KilnError
     raise KilnError(f"{what} schedule: unexpected output rank {len(axes)} (expects NCHW{{x}}c or NCHW)")

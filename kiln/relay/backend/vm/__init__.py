@@ -7,6 +7,10 @@ from __future__ import annotations
 from ....runtime.vm import ADT, Executable, VirtualMachine  # noqa: F401
 from ..executor import Executor, _convert_args
 from .compiler import VMCompiler, compile  # noqa: F401,A004
+from ....error import KilnError
+from ....ir.expr import GlobalVar
+from ....ir.module import IRModule
+from ... import transform as T
 
 
 class VMExecutor(Executor):
@@ -19,10 +23,6 @@ class VMExecutor(Executor):
         self.vm = None
 
     def _make_executor(self, expr=None):
-        from ....error import KilnError
-        from ....ir.expr import GlobalVar
-        from ....ir.module import IRModule
-        from ... import transform as T
         mod = IRModule(dict(self.mod.functions), getattr(self.mod, "type_definitions", None))
         if expr is not None and not isinstance(expr, GlobalVar):
             mod["main"] = expr

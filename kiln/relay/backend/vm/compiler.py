@@ -21,6 +21,9 @@ from ...adt import Constructor, Match, PatternConstructor, PatternTuple, Pattern
 from ...expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from ..te_compiler import _type_of, flatten_type
 from .lower import SymbolicTECompiler
+from ...analysis import free_vars
+from ...op.dyn._common import attrs_json
+from ... import transform as T
 
 
 REF_LIMITATION = ("references (RefCreate/RefRead/RefWrite) run only on the debug interpreter "
@@ -194,7 +197,6 @@ class _FuncBuilder:
         raise NotImplementedError(f"the kiln VM compiler cannot compile {type(expr).__name__} yet")
 
     def compile_closure(self, func: Function, let_var=None) -> int:
-        from ...analysis import free_vars
         captured = [v for v in free_vars(func) if v != let_var]
         index = self.c.lift(func, captured, let_var)
         dst = self.new_reg()
@@ -325,7 +327,6 @@ class _FuncBuilder:
         out_types = flatten_type(_type_of(call))
         outs = [self.new_reg() for _ in out_types]
         if host is not None:  # data-dependent output shapes: the host shape function reads the operand values
-            from ...op.dyn._common import attrs_json
             shape_regs = [self.new_reg() for _ in out_types]
             self.emit("shape_func", host.op.name, attrs_json(host.attrs),
                       self._body_arg_regs(call.op, host, ins), shape_regs)
@@ -408,7 +409,6 @@ class VMCompiler:
     # -- driver ---------------------------------------------------------------------------------------
     def lower(self, mod: IRModule, target=None, params=None) -> None:
         from ...build_module import _canon_target, _run_optimizations, bind_params_by_name
-        from ... import transform as T
         if not isinstance(mod, IRModule):
             mod = IRModule.from_expr(mod)
         if "main" not in mod:

@@ -9,6 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..te_compiler import TECompiler, _ScheduleBuilder
+from .... import te
+from ....target import Target
+from ....ir.type import TensorType, TupleType
+from ...op.shape_func import get_shape_func
+from ..te_compiler import _type_of
+from ....error import LoweringError
+from ....error import KilnError
 
 
 class _SymbolicBuilder(_ScheduleBuilder):
@@ -19,7 +26,6 @@ class _SymbolicBuilder(_ScheduleBuilder):
         self._nvars = 0
 
     def param_shape(self, ty, where: str) -> tuple:
-        from .... import te
         shape = []
         for d in ty.shape:
             v = getattr(d, "value", d)
@@ -46,7 +52,6 @@ def _generic_keys(target):
     TOPI's generic ones, which accept symbolic extents (used where a target-specific schedule needs static
     sizes)."""
     import re
-    from ....target import Target
     return Target(re.sub(r" -keys=\S+", "", str(target)) + " -keys=generic")
 
 
@@ -61,15 +66,11 @@ def _dim_value(d):
 
 def symbolic_out_type(call, inputs):
     """The call's type with its Any dims replaced by the op's shape function traced over the inputs' dims."""
-    from ....ir.type import TensorType, TupleType
-    from ...op.shape_func import get_shape_func
-    from ..te_compiler import _type_of
     ty = _type_of(call)
     if not ty.is_dynamic():
         return ty
     fn, data_dependent = get_shape_func(call.op.name)
     if data_dependent:  # the VM computes these shapes on the host: the kernel binds them from its outputs
-        from .... import te
         fields = ty.fields if isinstance(ty, TupleType) else (ty,)
         fresh: list = []
 
@@ -88,7 +89,6 @@ def symbolic_out_type(call, inputs):
     shapes = fn(call.attrs, [tuple(_dim_value(d) for d in t.shape) for t in inputs], None)
     fields = ty.fields if isinstance(ty, TupleType) else (ty,)
     if len(shapes) != len(fields):
-        from ....error import LoweringError
         raise LoweringError(f"the shape function of {call.op.name} gave {len(shapes)} shapes for "
                             f"{len(fields)} outputs")
     out = [TensorType(tuple(_dim_value(d) for d in s), f.dtype) for s, f in zip(shapes, fields)]
@@ -96,8 +96,6 @@ def symbolic_out_type(call, inputs):
 
 
 def _symbolic_visit_call(self, call):
-    from ....error import KilnError
-    from ..te_compiler import _type_of
     inputs = []
     for a in call.args:
         inputs.extend(self.visit(a))

@@ -12,15 +12,15 @@ import numpy as np
 from ....error import FrontendError
 from ...expr import Constant, Expr
 from .registry import ATEN_CONVERTERS, register
+from ... import op
+from ..pytorch_script import DynList
 
 
 def _op():
-    from ... import op
     return op
 
 
 def _dyn_list_cls():
-    from ..pytorch_script import DynList
     return DynList
 
 

@@ -13,6 +13,7 @@ from .. import op_attrs as A
 from .._define import define_op, topi_compute
 from ..type_relations import shape_text, tensor_arg
 from .nn import _call, _dtype
+from ....topi.testing import conv3d_transpose_ncdhw_python
 
 __all__ = ["conv1d_transpose"]
 
@@ -74,7 +75,6 @@ def conv1d_transpose_rel(arg_types, attrs):
 
 
 def conv1d_transpose_ref(attrs, inputs, out_type):
-    from ....topi.testing import conv3d_transpose_ncdhw_python
     data, weight = inputs
     pl, pr = _pad2(attrs.padding)
     out = conv3d_transpose_ncdhw_python(data[:, :, None, None, :], weight[:, :, None, None, :],

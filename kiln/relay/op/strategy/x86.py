@@ -23,6 +23,7 @@ from ....topi import x86 as topi_x86
 from ..op import OpStrategy, schedule_by_name
 from . import generic as G
 from .generic import wrap_topi_schedule as _wrap
+from ....topi.x86.conv2d_int8 import int8_supported
 
 X86_PLEVEL = 15
 
@@ -91,7 +92,6 @@ def _conv2d_int8_compute(attrs, inputs, out_type):
 
 def _int8_conv_applies(attrs, inputs, out_type, target) -> bool:
     """uint8 x int8 -> int32 regular NCHW conv on a target with an int8 dot product (AVX2 at least)."""
-    from ....topi.x86.conv2d_int8 import int8_supported
     return (attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and attrs.groups == 1
             and str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8"
             and str(out_type.dtype) == "int32" and int8_supported(target))
@@ -164,7 +164,6 @@ def depthwise_conv2d_NCHWc_strategy_cpu(attrs, inputs, out_type, target):  # noq
 @G.dense_strategy.register("cpu")
 def dense_strategy_cpu(attrs, inputs, out_type, target):
     strategy = G.dense_strategy.fdefault(attrs, inputs, out_type, target)
-    from ....topi.x86.conv2d_int8 import int8_supported
     if (len(inputs[0].shape) == 2 and str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8"
             and str(out_type.dtype) == "int32" and int8_supported(target)):
         def compute_int8(attrs, inputs, out_type):

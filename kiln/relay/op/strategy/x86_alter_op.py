@@ -35,6 +35,10 @@ from ..nn import nn as relay_nn
 from ..nn._dense_pack import contrib_dense_pack
 from ..transform import layout_transform
 from .generic import _conv_args
+from ....topi.x86.dense import SYMBOLIC_M_HINT
+from ....ir.type import TensorType
+from ....topi.x86.conv2d_int8 import OC_BN, ic_block
+from ....topi.x86.dense_int8 import N_BN
 
 
 def _shape(tinfo) -> tuple:
@@ -45,7 +49,6 @@ class _RowsHint:
     """A dense data type whose unknown dims read as ``SYMBOLIC_M_HINT`` (for the layout choice only)."""
 
     def __init__(self, t):
-        from ....topi.x86.dense import SYMBOLIC_M_HINT
         self.hint = SYMBOLIC_M_HINT
         self.shape = tuple(self._dim(d) for d in t.shape)
         self.dtype = t.dtype
@@ -57,7 +60,6 @@ class _RowsHint:
             return self.hint
 
     def out_type(self, out_type):
-        from ....ir.type import TensorType
         return TensorType(tuple(self._dim(d) for d in out_type.shape), out_type.dtype)
 
 
@@ -102,7 +104,6 @@ def _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target):
     """uint8 x int8 conv on the ``conv2d_NCHWc_int8.x86`` kernel -> ``nn.contrib_conv2d_NCHWc`` over
     NCHW{ic_bn}c data and an OIHW16o4i kernel (packed once, by FoldConstant), output NCHW16c; only when the
     channels need no padding (input a multiple of 4, output of 16)."""
-    from ....topi.x86.conv2d_int8 import OC_BN, ic_block
     _, _, workload, _ = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)
     if workload is None or workload[0] != "conv2d_NCHWc_int8.x86":
         return None
@@ -185,7 +186,6 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
 def _alter_dense_int8(attrs, inputs, tinfos, out_type, target):
     """uint8 x int8 dense on ``dense_int8.x86`` -> ``nn.contrib_dense_pack`` over an NC16n4c weight (TVM's int8
     packing, done once by FoldConstant); only when 16 divides N and 4 divides K."""
-    from ....topi.x86.dense_int8 import N_BN
     _, _, workload, _ = _select("nn.dense", attrs, tinfos[:2], out_type, target)
     if workload is None or workload[0] != "dense_int8.x86":
         return None

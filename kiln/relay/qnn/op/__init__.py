@@ -2,16 +2,16 @@
 from .qnn import *  # noqa: F401,F403
 from .qnn import __all__  # noqa: F401
 from . import arith  # noqa: F401
+from ....error import OpNotImplemented
+from ...op._define import DEFINED_OPS
+from ...op.op import register_strategy
+from ....ir.op import Op
 
 
 
 def _register_strategies():
     """QNN ops are lowered before op strategies are consulted (CanonicalizeOps); a QNN call that reaches the
     kernel compiler gets a clear error instead of a missing-attribute one."""
-    from ....error import OpNotImplemented
-    from ...op._define import DEFINED_OPS
-    from ...op.op import register_strategy
-    from ....ir.op import Op
 
     def make(name):
         def fstrategy(attrs, inputs, out_type, target):

@@ -18,6 +18,9 @@ from ...transform._util import op_call
 from . import arith, attrs as A
 from ._common import (QUANTIZED_DTYPES, axis_of, check_dtype, check_qparam, requantize_expr,
                       resolve_rounding, saturate_cast, shift_zp)
+from ...expr import const
+from ...op.transform import _concat_rel
+from ...expr import Tuple, TupleGetItem
 
 _ARGS = ("lhs", "rhs", "lhs_scale", "lhs_zero_point", "rhs_scale", "rhs_zero_point", "output_scale",
          "output_zero_point")
@@ -76,7 +79,6 @@ def _mul_ref(a, i, t):
 
 
 def _mul_lower(a, args, ts):
-    from ...expr import const
     lhs = shift_zp(args[0], ts[0], args[3], ts[3], a.lhs_axis)
     rhs = shift_zp(args[1], ts[1], args[5], ts[5], a.rhs_axis)
     prod = op_call("multiply", [lhs, rhs])
@@ -97,7 +99,6 @@ for _name, _ref, _lower, _rel in (("qnn.add", _add_sub_ref(1), _add_sub_lower(1)
 
 # -- concatenate ----------------------------------------------------------------------------------------
 def concatenate_rel(arg_types, attrs):
-    from ...op.transform import _concat_rel
     fields = tuple_arg(arg_types, 0, "data")
     scales = tuple_arg(arg_types, 1, "input_scales")
     zps = tuple_arg(arg_types, 2, "input_zero_points")
@@ -120,7 +121,6 @@ def _concat_ref(a, i, t):
 
 
 def _concat_lower(a, args, ts):
-    from ...expr import Tuple, TupleGetItem
 
     def field(e, k):
         return e.fields[k] if isinstance(e, Tuple) else TupleGetItem(e, k)

@@ -10,6 +10,9 @@ from ...expr import Constant, Call
 from ...transform._util import op_call
 from . import arith
 from ...op.type_relations import shape_text, type_text
+from ...analysis import free_vars
+from ...transform.fold_constant import fold_constant
+from ....transform import PassContext
 
 QUANTIZED_DTYPES = ("int8", "uint8", "int16", "uint16", "int32")
 
@@ -54,10 +57,8 @@ def const_value(expr):
     if isinstance(expr, Constant):
         return expr.numpy()
     if isinstance(expr, Call):
-        from ...analysis import free_vars
         if free_vars(expr):
             return None
-        from ...transform.fold_constant import fold_constant
         folded = fold_constant(expr)
         if isinstance(folded, Constant):
             return folded.numpy()
@@ -155,7 +156,6 @@ def rescale(x32, ndim: int, axis: int, in_scale, in_stype, out_scale, out_stype,
 def resolve_rounding(rounding: str) -> str:
     """``"None"`` means the PassContext's ``relay.qnn.default_rounding`` (UPWARD unless set), as in TVM."""
     if rounding in (None, "None", ""):
-        from ....transform import PassContext
         rounding = str(PassContext.current().get_config("relay.qnn.default_rounding", "UPWARD"))
     if rounding not in arith.ROUNDINGS:
         raise TypeInferenceError(f"qnn.requantize: rounding must be one of {arith.ROUNDINGS}, got {rounding!r}")

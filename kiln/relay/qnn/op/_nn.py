@@ -127,7 +127,6 @@ def _np_float_fn(name):
 
 
 def _relay_float_fn(name, attrs, x):
-    from ...expr import const
     if name == "qnn.sigmoid":
         return op_call("sigmoid", [x])
     if name == "qnn.tanh":
