@@ -6,6 +6,7 @@ import contextlib
 import time
 
 from .common import CLIError, LoadedModel, check_file
+from .. import transform
 
 LAYOUTS = ("NCHW", "NHWC")
 DUMP_FORMATS = ("c", "relay", "tir")
@@ -18,7 +19,7 @@ def tuning_context(records: str | None):
     if not records:
         return contextlib.nullcontext(), 0
     check_file(records, "tuning log")
-    from .. import autotvm
+    from .. import autotvm  # lazy: heavy compiler package (fast `kiln --help`)
     ctx = autotvm.apply_history_best(records)
     n = len(getattr(ctx, "best_by_targetkey", {})) or len(getattr(ctx, "best_by_model", {}))
     if n == 0:
@@ -33,8 +34,7 @@ def convert_layout(mod, desired_layout: str | None):
     layout = desired_layout.upper()
     if layout not in LAYOUTS:
         raise CLIError(f"--desired-layout {desired_layout!r}: expected one of {', '.join(LAYOUTS)}")
-    from .. import transform
-    from ..relay import transform as T
+    from ..relay import transform as T  # lazy: heavy compiler package (fast `kiln --help`)
     desired = {op: [layout, _KERNEL_LAYOUT[layout]] for op in ("nn.conv2d", "qnn.conv2d")}
     desired["nn.conv2d_transpose"] = [layout, "default"]
     with transform.PassContext(opt_level=3):
@@ -44,7 +44,7 @@ def convert_layout(mod, desired_layout: str | None):
 def build_model(model: LoadedModel, target, opt_level: int = 3, records: str | None = None,
                 desired_layout: str | None = None):
     """``relay.build`` the model; returns (factory module, seconds, tuned workloads in the log)."""
-    from .. import relay, transform
+    from .. import relay  # lazy: heavy compiler package (fast `kiln --help`)
     ctx, n_tuned = tuning_context(records)
     start = time.perf_counter()
     mod = convert_layout(model.mod, desired_layout)
@@ -57,7 +57,7 @@ def build_vm_model(model: LoadedModel, target, opt_level: int = 3, records: str 
                    desired_layout: str | None = None):
     """``relay.vm.compile`` the model (one executable for every size of its unknown dims); returns
     (Executable, seconds, tuned workloads in the log)."""
-    from .. import relay, transform
+    from .. import relay  # lazy: heavy compiler package (fast `kiln --help`)
     ctx, n_tuned = tuning_context(records)
     start = time.perf_counter()
     mod = convert_layout(model.mod, desired_layout)

@@ -14,6 +14,12 @@ import numpy as np
 from .cmd_compile import add_model_arguments
 from .common import (CLIError, add_threads_argument, apply_threads, load_model, parse_input_shapes, parse_target,
                      random_input)
+from ..runtime import cpu
+from ..runtime.graph_executor import GraphModule
+from ..runtime import num_threads, set_thread_policy, thread_status
+from .cmd_run import load_graph_module
+from .build import build_model
+from ..target.x86 import host_cpu_info, target_cpu_summary
 
 PEERS = ("onnxruntime", "pytorch")
 
@@ -92,11 +98,8 @@ def _peer_pytorch(path: str, feed: dict, threads: int):
 
 
 def run(args) -> int:
-    from ..runtime import cpu
-    from ..runtime.graph_executor import GraphModule
     if args.rounds < 1 or args.number < 1 or args.warmup < 0:
         raise CLIError("--rounds and --number must be >= 1, --warmup >= 0")
-    from ..runtime import num_threads, set_thread_policy, thread_status
     apply_threads(args.threads)   # before kiln's kernels load; the peers get the same count below
     if args.thread_policy:
         set_thread_policy(args.thread_policy)
@@ -104,11 +107,9 @@ def run(args) -> int:
     compiled = args.model.endswith((".so", ".tar"))
     compile_s = None
     if compiled:
-        from .cmd_run import load_graph_module
         _, gmod = load_graph_module(args.model)
         fmt = "compiled"
     else:
-        from .build import build_model
         target = parse_target(args.target)
         model = load_model(args.model, args.model_format, parse_input_shapes(args.input_shapes), args.params)
         lib, compile_s, _ = build_model(model, target, args.opt_level, args.tuning_records)
@@ -145,14 +146,13 @@ def run(args) -> int:
     if compile_s is not None:
         print(f"kiln compile time: {compile_s:.2f} s" + (f" (tuning records {args.tuning_records})"
                                                        if args.tuning_records else " (untuned)"))
-    from ..target.x86 import host_cpu_info, target_cpu_summary
-    cpu = host_cpu_info()
+    host = host_cpu_info()
     built_for = getattr(args, "target", None) if not compiled else None
     try:
         isa = target_cpu_summary(parse_target(built_for)) if built_for else "as compiled (see the module's target)"
     except Exception:  # noqa: BLE001 - the line is informational
         isa = str(built_for)
-    print(f"CPU: {cpu.model_name or 'unknown'}, {cpu.num_cores} usable cores; kiln target: {isa}")
+    print(f"CPU: {host.model_name or 'unknown'}, {host.num_cores} usable cores; kiln target: {isa}")
     st = thread_status()
     counts = [f"kiln {st['requested']} ({st['policy']} policy, {st['threads']} in use at the end)"]
     counts += [f"{name} {peer_threads[name]}" for name in results if name != "kiln"]

@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from .common import CLIError, check_file, info
+from .plot import check_plot_path, save_curves
 
 
 def add_parser(sub) -> None:
@@ -22,9 +23,9 @@ def add_parser(sub) -> None:
 
 def task_curves(path: str) -> list:
     """``[(label, best FLOPS after each trial, trials, errors)]``, one per task of the log, in first-seen order."""
-    from ..topi import generic, x86  # noqa: F401 - registers the templates whose FLOP counts the curves need
-    from ..autotvm import record
-    from ..autotvm.tuner.plot import tuning_curve
+    from ..topi import generic, x86  # noqa: F401 (registers FLOP-count templates)  # lazy: heavy compiler package
+    from ..autotvm import record  # lazy: heavy compiler package (fast `kiln --help`)
+    from ..autotvm.tuner.plot import tuning_curve  # lazy: heavy compiler package (fast `kiln --help`)
     by_task: dict = {}
     for inp, res in record.load_from_file(path):
         key = (inp.task.name, repr(inp.task.args), str(inp.target))
@@ -42,7 +43,6 @@ def task_curves(path: str) -> list:
 def run(args) -> int:
     check_file(args.log, "tuning log")
     output = args.output or os.path.splitext(args.log)[0] + ".png"
-    from .plot import check_plot_path, save_curves
     check_plot_path(output)
     curves = task_curves(args.log)
     if not curves:

@@ -8,6 +8,12 @@ import numpy as np
 
 from .common import (CLIError, add_threads_argument, apply_threads, check_file, check_input_array, info,
                      random_input, read_inputs_file)
+from ..runtime import cpu
+from ..runtime.vm import VirtualMachine
+from ..runtime import ndarray as nd
+from ..runtime.vm import ADT
+from ..runtime.graph_executor import GraphModule
+from ..runtime.module import load_module
 
 
 def add_parser(sub) -> None:
@@ -42,8 +48,6 @@ class VMRunner:
     benchmark."""
 
     def __init__(self, lib):
-        from ..runtime import cpu
-        from ..runtime.vm import VirtualMachine
         self.vm = VirtualMachine(lib, cpu(0))
         exe = self.vm.exe
         main = exe.functions[exe.func_index["main"]]
@@ -75,7 +79,6 @@ class VMRunner:
         return len(self.outputs)
 
     def get_output(self, i: int):
-        from ..runtime import ndarray as nd
         return nd.array(self.outputs[i])
 
     def benchmark(self, device, repeat: int = 10, number: int = 1, end_to_end: bool = False):
@@ -83,7 +86,6 @@ class VMRunner:
 
 
 def _flatten(values) -> list:
-    from ..runtime.vm import ADT
     out = []
     for v in values:
         out.extend(_flatten(v) if isinstance(v, ADT) else [v])
@@ -102,9 +104,6 @@ def is_vm_module(lib) -> bool:
 def load_graph_module(path: str):
     """(factory module, GraphModule on cpu(0)) of a compiled model file; for a VM executable the module and
     a :class:`VMRunner`."""
-    from ..runtime import cpu
-    from ..runtime.graph_executor import GraphModule
-    from ..runtime.module import load_module
     check_file(path, "compiled module")
     lib = load_module(path)
     if is_vm_module(lib):
@@ -170,7 +169,6 @@ def run(args) -> int:
     if args.print_top < 0 or (args.repeat is not None and args.repeat < 1) or args.number < 1:
         raise CLIError("--print-top must be >= 0, --repeat and --number >= 1")
     apply_threads(args.threads)   # before the kernels load: they read the thread count then
-    from ..runtime import cpu
     lib, gmod = load_graph_module(args.module)
     values = prepare_inputs(gmod, args.inputs, args.fill_mode, args.seed)
     for name, value in values.items():

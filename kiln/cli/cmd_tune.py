@@ -10,6 +10,10 @@ import numpy as np
 from .cmd_compile import add_layout_argument, add_model_arguments
 from .common import (CLIError, add_threads_argument, apply_threads, info, load_model, parse_input_shapes,
                      parse_target)
+from .plot import check_plot_path
+from .. import transform
+from .build import convert_layout
+from .plot import save_curves
 
 TUNERS = ("xgb", "xgb_knob", "xgb_itervar", "xgb_curve", "xgb_rank", "ga", "random", "gridsearch")
 
@@ -53,7 +57,7 @@ def _tracker_address(text: str) -> tuple:
 
 
 def make_measure_option(args) -> dict:
-    from .. import autotvm
+    from .. import autotvm  # lazy: heavy compiler package (fast `kiln --help`)
     builder = autotvm.LocalBuilder(timeout=args.timeout, n_parallel=args.parallel)
     if args.rpc_key or args.rpc_tracker:
         if not (args.rpc_key and args.rpc_tracker):
@@ -68,7 +72,7 @@ def make_measure_option(args) -> dict:
 
 
 def make_tuner(name: str, task):
-    from ..autotvm import tuner as T
+    from ..autotvm import tuner as T  # lazy: heavy compiler package (fast `kiln --help`)
     if name.startswith("xgb"):
         try:
             import xgboost  # noqa: F401
@@ -89,7 +93,7 @@ def make_tuner(name: str, task):
 def _parse_ops(text: str | None):
     if not text:
         return None
-    from ..relay import op as _op
+    from ..relay import op as _op  # lazy: heavy compiler package (fast `kiln --help`)
     ops = []
     for name in (n.strip() for n in text.split(",") if n.strip()):
         try:
@@ -120,8 +124,8 @@ def unique_tasks(tasks: list) -> list:
 
 
 def run(args) -> int:
-    from .. import autotvm
-    from ..rpc.launcher import exit_on_signals
+    from .. import autotvm  # lazy: heavy compiler package (fast `kiln --help`)
+    from ..rpc.launcher import exit_on_signals  # lazy: RPC tracker/server stack, only for `kiln tune` (fast `kiln --help`)
     exit_on_signals()  # SIGTERM/SIGHUP unwind like Ctrl-C: the tracker and servers tuning started are stopped
     if args.trials < 1:
         raise CLIError("--trials must be at least 1")
@@ -134,7 +138,6 @@ def run(args) -> int:
     if not os.path.isdir(out_dir):
         raise CLIError(f"-o {args.output!r}: the folder {out_dir!r} does not exist")
     if args.plot:
-        from .plot import check_plot_path
         check_plot_path(args.plot)
     model = load_model(args.model, args.model_format, specs, args.params)
     return tune_loaded(model, target, args)
@@ -143,13 +146,11 @@ def run(args) -> int:
 def tune_loaded(model, target, args) -> int:
     """Extract, de-duplicate and tune the tasks of a loaded model as ``args`` (the ``kiln tune`` flags) say;
     returns the exit code (``kiln tune`` and ``kiln.driver.tvmc.tune``)."""
-    from .. import autotvm
+    from .. import autotvm  # lazy: heavy compiler package (fast `kiln --help`)
     ops = _parse_ops(args.ops)
     measure_option = make_measure_option(args)
     label = getattr(args, "model", None) or "the model"
     start = time.perf_counter()
-    from .. import transform
-    from .build import convert_layout
     mod = convert_layout(model.mod, args.desired_layout)
     with transform.PassContext(opt_level=args.opt_level):
         found = autotvm.task.extract_from_program(mod["main"], target=target, params=model.params, ops=ops)
@@ -190,7 +191,6 @@ def tune_loaded(model, target, args) -> int:
         print(f"warning: no valid config was measured for task(s) {[r[0] for r in failed]}; "
               "rerun with -v to see the measurement errors")
     if args.plot:
-        from .plot import save_curves
         how = save_curves(curves, args.plot, title=f"AutoTVM tuning of {os.path.basename(label)}")
         info(f"saved the tuning curves to {args.plot} ({how})")
     return 0 if not failed or len(failed) < len(rows) else 1

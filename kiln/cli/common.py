@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..error import KilnError
+from ..target import Target
+from ..error import OpNotImplemented
+from .. import runtime
 
 MODEL_FORMATS = ("onnx", "pytorch", "relay")
 CPU_TARGET_KINDS = ("llvm", "c")
@@ -134,7 +137,6 @@ def check_file(path: str, what: str = "model file") -> str:
 
 def parse_target(text: str):
     """A kiln Target for the host CPU from a string, with a CLI-friendly error."""
-    from ..target import Target
     try:
         target = Target(text)
     except KilnError as err:
@@ -163,7 +165,7 @@ def load_model(path: str, fmt: str | None = None, input_shapes: list | None = No
 
 def free_inputs(mod, params) -> list:
     """[(name, shape, dtype)] of @main's parameters that are not bound by ``params``."""
-    from ..relay import transform as T
+    from ..relay import transform as T  # lazy: heavy compiler package (fast `kiln --help`)
     mod = T.InferType()(mod)
     out = []
     for p in mod["main"].params:
@@ -232,7 +234,7 @@ def _load_onnx(path: str, specs: list):
         if any(not isinstance(d, int) for d in dims):
             continue  # a dynamic axis stays unknown (relay.Any): the model is compiled for the VM
         shape[name] = tuple(dims)
-    from ..relay.frontend import from_onnx
+    from ..relay.frontend import from_onnx  # lazy: heavy compiler package (fast `kiln --help`)
     return from_onnx(model, shape=shape)
 
 
@@ -258,8 +260,7 @@ def _load_pytorch(path: str, specs: list):
         raise CLIError(f"the TorchScript module's forward() takes {len(arg_names)} input(s) "
                        f"({', '.join(arg_names)}) but --input-shapes gives {len(specs)}")
     infos = [(s.name, (s.shape, _torch_input_dtype(module, s))) for s in specs]
-    from ..error import OpNotImplemented
-    from ..relay.frontend import from_pytorch
+    from ..relay.frontend import from_pytorch  # lazy: heavy compiler package (fast `kiln --help`)
     try:
         return from_pytorch(module, infos)
     except OpNotImplemented as err:
@@ -294,7 +295,7 @@ def _torch_input_dtype(module, spec: InputSpec) -> str:
 
 # -- Relay text ------------------------------------------------------------------------------------------
 def _load_relay(path: str, specs: list, params_path: str | None):
-    from .. import parser
+    from .. import parser  # lazy: heavy compiler package (fast `kiln --help`)
     with open(path, encoding="utf-8") as f:
         text = f.read()
     mod = parser.parse(text, source_name=path)
@@ -306,7 +307,7 @@ def _load_relay(path: str, specs: list, params_path: str | None):
         params_path = guess if os.path.isfile(guess) else None
     if params_path is not None:
         check_file(params_path, "params file")
-        from ..relay.param_dict import load_param_dict
+        from ..relay.param_dict import load_param_dict  # lazy: heavy compiler package (fast `kiln --help`)
         with open(params_path, "rb") as f:
             blob = f.read()
         try:
@@ -400,7 +401,6 @@ def apply_threads(n: int | None) -> None:
     if n < 1:
         raise CLIError(f"--threads {n}: give a thread count of at least 1")
     os.environ["KILN_NUM_THREADS"] = str(n)
-    from .. import runtime
     setter = getattr(runtime, "set_num_threads", None)
     if setter is not None:
         setter(n)
