@@ -540,6 +540,10 @@ class ConfigSpace:
         """Add to this template's floating-point operation count (used when it cannot be derived)."""
         if hasattr(flop, "value"):
             flop = flop.value
+        if not isinstance(flop, (int, float)):
+            flop = getattr(flop, "value", flop)
+        if not isinstance(flop, (int, float)):
+            return  # a symbolic count (a dim known only at run time, a VM kernel): nothing to measure by
         self.flop += float(flop)
 
     def raise_error(self, msg: str) -> None:
