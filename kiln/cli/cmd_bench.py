@@ -14,9 +14,8 @@ import numpy as np
 from .cmd_compile import add_model_arguments
 from .common import (CLIError, add_threads_argument, apply_threads, load_model, parse_input_shapes, parse_target,
                      random_input)
-from ..runtime import cpu
+from ..runtime import cpu, num_threads, set_thread_policy, thread_status
 from ..runtime.graph_executor import GraphModule
-from ..runtime import num_threads, set_thread_policy, thread_status
 from .cmd_run import load_graph_module
 from .build import build_model
 from ..target.x86 import host_cpu_info, target_cpu_summary

@@ -8,10 +8,8 @@ import numpy as np
 
 from .common import (CLIError, add_threads_argument, apply_threads, check_file, check_input_array, info,
                      random_input, read_inputs_file)
-from ..runtime import cpu
-from ..runtime.vm import VirtualMachine
-from ..runtime import ndarray as nd
-from ..runtime.vm import ADT
+from ..runtime import cpu, ndarray as nd
+from ..runtime.vm import VirtualMachine, ADT
 from ..runtime.graph_executor import GraphModule
 from ..runtime.module import load_module
 

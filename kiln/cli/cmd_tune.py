@@ -10,10 +10,9 @@ import numpy as np
 from .cmd_compile import add_layout_argument, add_model_arguments
 from .common import (CLIError, add_threads_argument, apply_threads, info, load_model, parse_input_shapes,
                      parse_target)
-from .plot import check_plot_path
+from .plot import check_plot_path, save_curves
 from .. import transform
 from .build import convert_layout
-from .plot import save_curves
 
 TUNERS = ("xgb", "xgb_knob", "xgb_itervar", "xgb_curve", "xgb_rank", "ga", "random", "gridsearch")
 

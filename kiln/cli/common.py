@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..error import KilnError
+from ..error import KilnError, OpNotImplemented
 from ..target import Target
-from ..error import OpNotImplemented
 from .. import runtime
 
 MODEL_FORMATS = ("onnx", "pytorch", "relay")

@@ -16,9 +16,8 @@ from ..ir.expr import GlobalVar
 from ..ir.module import IRModule
 from ..ir.type import FuncType, GlobalTypeVar, TensorType, TupleType, TypeVar
 from .adt import Clause, Constructor, Match, PatternConstructor, PatternTuple, PatternVar, PatternWildcard, TypeData
-from .expr import Function, If, Let, Tuple, TupleGetItem, Var, const
+from .expr import Function, If, Let, Tuple, TupleGetItem, Var, const, Call, _op as lookup
 from .prelude_tensor_array import DYNAMIC_OPS, StaticTensorArrayOps, TensorArrayOps, static_name
-from .expr import Call, _op as lookup
 from ..runtime.dtype import DataType
 
 GLOBAL_DEFS = ["id", "compose", "flip", "hd", "tl", "nth", "update", "map", "foldl", "foldr", "foldr1", "concat",

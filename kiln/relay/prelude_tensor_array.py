@@ -21,13 +21,11 @@ from __future__ import annotations
 
 from ..error import KilnError
 from ..ir.expr import GlobalVar
-from ..ir.type import GlobalTypeVar, TensorType
+from ..ir.type import GlobalTypeVar, TensorType, TypeCall
 from ..tir.expr import Any as _Any
 from . import op as _op
 from .adt import Clause, Constructor, Match, PatternConstructor, PatternVar, PatternWildcard, TypeData
-from .expr import Function, If, Var, const
-from .expr import Let
-from ..ir.type import TypeCall
+from .expr import Function, If, Var, const, Let
 from .analysis import free_vars
 from .transform import InferType
 

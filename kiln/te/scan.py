@@ -23,8 +23,7 @@ from ..tir import op as tir_op
 from ..tir import stmt as S
 from ..tir.buffer import decl_buffer
 from ..tir.stmt_functor import StmtExprMutator, substitute
-from .tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor
-from .tensor import collect_input_tensors
+from .tensor import ComputeOp, ExternOp, PlaceholderOp, Tensor, collect_input_tensors
 
 
 class ScanOp(ExternOp):

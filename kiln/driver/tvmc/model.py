@@ -10,12 +10,10 @@ import numpy as np
 
 from ...error import KilnError
 from ... import parser
-from ...relay.param_dict import load_param_dict
+from ...relay.param_dict import load_param_dict, save_param_dict
 from ...relay.transform import InferType
-from ...relay.param_dict import save_param_dict
 from ...runtime.module import load_module
-from ...cli.cmd_run import is_vm_module
-from ...cli.cmd_run import format_times
+from ...cli.cmd_run import is_vm_module, format_times
 
 
 class TVMCModel:

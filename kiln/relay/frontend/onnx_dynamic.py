@@ -15,9 +15,8 @@ import numpy as np
 from ...error import KilnError
 from .. import op as _op
 from ..expr import const as _relay_const
-from ..op import dyn as _dyn
+from ..op import dyn as _dyn, nn as _nn
 from .onnx_common import lookup, onnx_op
-from ..op import nn as _nn
 
 __all__ = ["convert_dynamic"]
 

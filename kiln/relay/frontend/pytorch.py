@@ -15,7 +15,7 @@ import numpy as np
 
 from ...error import FrontendError, KilnError, OpNotImplemented
 from ...ir.module import IRModule
-from .. import expr as _expr
+from .. import expr as _expr, op as _op
 from ..expr import Constant, Expr, TupleGetItem
 from .aten import AtenContext, lookup
 from .common import TypeCache, c_array as _c_array
@@ -26,7 +26,6 @@ from ..analysis import free_vars
 from ..transform import InferType
 from ...runtime import ndarray as nd
 from ...ir.type import TupleType
-from .. import op as _op
 
 __all__ = ["from_pytorch"]
 

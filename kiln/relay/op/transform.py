@@ -17,12 +17,10 @@ from ._layout import transform_shape
 from .type_relations import (broadcast_shape, dims_compatible, merge_dim, normalize_axis, shape_text, tensor_arg,
                              tuple_arg)
 from .type_relations import _ANY_PROBES, is_any
-from ...tir.expr import Any, Any as _Any
-from ...topi.transform import infer_reshape_shape, strided_slice_plan, plan_slices
+from ...tir.expr import Any, Any as _Any, Any as _AnyDim
+from ...topi.transform import infer_reshape_shape, strided_slice_plan, plan_slices, arange as topi_arange
 from ...topi.testing import layout_transform_python
 from .dyn import reshape as dyn_reshape, strided_slice as dyn_slice, broadcast_to as dyn_broadcast_to, tile as dyn_tile
-from ...tir.expr import Any as _AnyDim
-from ...topi.transform import arange as topi_arange
 from ... import te, tir
 
 __all__: list = []

@@ -10,12 +10,10 @@ from __future__ import annotations
 from ...ir.op import Op
 from ...transform.config import register_pass_config
 from ...transform.pass_base import ModulePass, register_pass
-from ..expr_functor import ExprMutator
+from ..expr_functor import ExprMutator, post_order_visit
 from ..transform._util import type_of, typed_function_pass
 from . import op as _op  # noqa: F401 (registers the ops)
-from ..expr import Call
-from ..expr_functor import post_order_visit
-from ..expr import Function
+from ..expr import Call, Function
 from ...transform import Sequential
 
 register_pass_config("relay.qnn.default_rounding", str, default="UPWARD",

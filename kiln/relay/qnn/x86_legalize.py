@@ -25,8 +25,7 @@ from ..expr import const
 from ..transform._util import op_call
 from .op._common import const_value
 from ...target import Target
-from ...topi.x86.conv2d_int8 import int8_supported
-from ...topi.x86.conv2d_int8 import int8_mode
+from ...topi.x86.conv2d_int8 import int8_supported, int8_mode
 from ..op.nn._conv_pool import pad4
 
 INT16_MAX = 32767

@@ -5,10 +5,8 @@ from ... import te
 from ...tir import expr as E
 from .. import tag as _tag
 from ..utils import get_const_tuple
-from ...target.x86 import get_simd_width
+from ...target.x86 import get_simd_width, get_vector_registers, get_num_cores
 from ...target import Target
-from ...target.x86 import get_vector_registers
-from ...target.x86 import get_num_cores
 from ...error import KilnError
 
 

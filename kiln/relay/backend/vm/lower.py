@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..te_compiler import TECompiler, _ScheduleBuilder
+from ..te_compiler import TECompiler, _ScheduleBuilder, _type_of
 from .... import te
 from ....target import Target
 from ....ir.type import TensorType, TupleType
 from ...op.shape_func import get_shape_func
-from ..te_compiler import _type_of
-from ....error import LoweringError
-from ....error import KilnError
+from ....error import LoweringError, KilnError
 
 
 class _SymbolicBuilder(_ScheduleBuilder):

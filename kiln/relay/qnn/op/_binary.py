@@ -18,9 +18,8 @@ from ...transform._util import op_call
 from . import arith, attrs as A
 from ._common import (QUANTIZED_DTYPES, axis_of, check_dtype, check_qparam, requantize_expr,
                       resolve_rounding, saturate_cast, shift_zp)
-from ...expr import const
+from ...expr import const, Tuple, TupleGetItem
 from ...op.transform import _concat_rel
-from ...expr import Tuple, TupleGetItem
 
 _ARGS = ("lhs", "rhs", "lhs_scale", "lhs_zero_point", "rhs_scale", "rhs_zero_point", "output_scale",
          "output_zero_point")
