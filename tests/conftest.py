@@ -10,3 +10,17 @@ import os
 os.environ.setdefault("KILN_OMP_WAIT_POLICY", "passive")
 os.environ.setdefault("KILN_THREAD_POLICY", "fixed")
 pytest_plugins = ["kiln.testing.plugin"]
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _restore_thread_count():
+    """A test that calls ``kiln.runtime.set_num_threads`` (directly, or through ``kiln run --threads``) must
+    not change the thread count of the tests that run after it in the same worker."""
+    from kiln.runtime import library
+    saved = list(library._threads_override)
+    yield
+    if library._threads_override != saved:
+        library.set_num_threads(saved[0] if saved else None)
