@@ -23,6 +23,7 @@ from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..nn.pad import pad
 from ..utils import get_const_tuple
+from .conv2d import _schedule_producers
 from .tensor_intrin import dot_u8s8_intrin
 from .utils import divisor_at_most, reduction_flops, schedule_anchored, worth_parallel
 from ...transform.config import register_pass_config
@@ -204,23 +205,6 @@ def conv2d_nchw_int8(data, kernel, strides, padding, dilation, out_dtype="int32"
     n, _, oh, ow, oc_bn = get_const_tuple(conv.shape)
     return te.compute((n, oc, oh, ow), lambda b, c, y, x: conv[b, c // oc_bn, y, x, c % oc_bn],
                       name="output_unpack", tag="injective,unpack_nchwc")
-
-
-def _schedule_producers(s, conv_op, parallel: bool) -> None:
-    """Packing / padding stages: the pack inlined into the padding, each remaining stage parallel."""
-    for t in conv_op.input_tensors:
-        op = t.op
-        if not hasattr(op, "axis") or not op.input_tensors:
-            continue
-        if op.name == "data_pad":
-            inner = op.input_tensors[0].op
-            if hasattr(inner, "axis") and inner.input_tensors and "pack_nchwc" in inner.tag:
-                s[inner].compute_inline()
-        axes = list(s[op].op.axis)
-        if len(axes) >= 3:
-            fused = s[op].fuse(axes[0], axes[1], axes[2])
-            if parallel:
-                s[op].parallel(fused)
 
 
 def _schedule_conv(s, cfg, C, O):
