@@ -362,3 +362,13 @@ def bind_vars(expr, binds: dict):
         if not isinstance(k, Var):
             raise RelayError(f"bind: keys must be relay.Var, got {type(k).__name__}")
     return _Binder(dict(binds)).visit(expr)
+
+
+class NonPrimitiveMutator(ExprMutator):
+    """An ExprMutator that leaves fused (``Primitive``) functions as they are: the rewrites of the Relay
+    passes apply to the program, not to the bodies FuseOps already handed to the TE compiler."""
+
+    def visit_function(self, fn):
+        if fn.get_attr("Primitive"):
+            return fn
+        return super().visit_function(fn)

@@ -17,7 +17,7 @@ import numpy as np
 from ...ir.op import Op
 from ...transform.pass_base import register_pass
 from ..expr import Call, const
-from ..expr_functor import ExprMutator
+from ..expr_functor import ExprMutator, NonPrimitiveMutator
 from ..transform._util import op_call, tensor_type, typed_function_pass
 from . import op as qnn
 from .op._common import const_value
@@ -192,15 +192,10 @@ for _name in ("nn.max_pool2d", "reshape", "nn.batch_flatten", "transpose", "sque
     _RULES[_name] = _same_type
 
 
-class _Rewriter(ExprMutator):
+class _Rewriter(NonPrimitiveMutator):
     def __init__(self, hard_fail: bool):
         super().__init__()
         self.hard_fail = hard_fail
-
-    def visit_function(self, fn):
-        if fn.get_attr("Primitive"):
-            return fn
-        return super().visit_function(fn)
 
     def visit_call(self, call):
         new = super().visit_call(call)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...ir.op import Op
 from ...transform.config import register_pass_config
 from ...transform.pass_base import ModulePass, register_pass
-from ..expr_functor import ExprMutator, post_order_visit
+from ..expr_functor import ExprMutator, post_order_visit, NonPrimitiveMutator
 from ..transform._util import type_of, typed_function_pass
 from . import op as _op  # noqa: F401 (registers the ops)
 from ..expr import Call, Function
@@ -20,17 +20,12 @@ register_pass_config("relay.qnn.default_rounding", str, default="UPWARD",
                      doc="requantize rounding when an op says rounding='None': UPWARD or TONEAREST")
 
 
-class _QnnRewriter(ExprMutator):
+class _QnnRewriter(NonPrimitiveMutator):
     """Rewrite each call whose op has ``attr_key`` (arguments first, so nested QNN calls lower too)."""
 
     def __init__(self, attr_key: str):
         super().__init__()
         self.attr_key = attr_key
-
-    def visit_function(self, fn):
-        if fn.get_attr("Primitive"):
-            return fn
-        return super().visit_function(fn)
 
     def visit_call(self, call):
         new = super().visit_call(call)

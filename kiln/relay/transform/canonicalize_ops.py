@@ -9,16 +9,12 @@ from __future__ import annotations
 
 from ...ir.op import Op
 from ...transform.pass_base import register_pass
-from ..expr_functor import ExprMutator
+from ..expr_functor import ExprMutator, NonPrimitiveMutator
 from ._util import is_op, op_call, tensor_type, type_of, typed_function_pass
 from .simplify_inference import expand_to_axis
 
 
-class Canonicalizer(ExprMutator):
-    def visit_function(self, fn):
-        if fn.get_attr("Primitive"):
-            return fn
-        return super().visit_function(fn)
+class Canonicalizer(NonPrimitiveMutator):
 
     def visit_call(self, call):
         new = super().visit_call(call)

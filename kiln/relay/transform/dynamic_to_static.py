@@ -15,7 +15,7 @@ from ...transform.pass_base import ModulePass, register_pass
 from ..expr import Call, Constant, Function
 from ._util import infer_module
 from .. import op as O
-from ..expr_functor import ExprMutator, post_order_visit
+from ..expr_functor import ExprMutator, post_order_visit, NonPrimitiveMutator
 from .fold_constant import fold_constant
 
 
@@ -61,15 +61,10 @@ def _static(call: Call):
     return None
 
 
-class _DynToStatic(ExprMutator):
+class _DynToStatic(NonPrimitiveMutator):
     def __init__(self):
         super().__init__()
         self.changed = False
-
-    def visit_function(self, fn):
-        if fn.get_attr("Primitive"):
-            return fn
-        return super().visit_function(fn)
 
     def visit_call(self, call):
         new = super().visit_call(call)

@@ -6,17 +6,13 @@ from __future__ import annotations
 from ...error import OpNotImplemented
 from ...transform.pass_base import register_pass
 from ..expr import Call
-from ..expr_functor import ExprMutator
+from ..expr_functor import ExprMutator, NonPrimitiveMutator
 from ._util import get_op, has_op, is_op, typed_function_pass
 
 FAST_VERSIONS = {"exp": "fast_exp", "tanh": "fast_tanh", "erf": "fast_erf"}
 
 
-class FastMathMutator(ExprMutator):
-    def visit_function(self, fn):
-        if fn.get_attr("Primitive"):
-            return fn
-        return super().visit_function(fn)
+class FastMathMutator(NonPrimitiveMutator):
 
     def visit_call(self, call):
         new = super().visit_call(call)

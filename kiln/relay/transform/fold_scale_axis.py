@@ -20,7 +20,7 @@ import numpy as np
 from ...transform.pass_base import ModulePass, Sequential, register_pass
 from ..analysis.graph import edge_counts
 from ..expr import Constant
-from ..expr_functor import ExprMutator
+from ..expr_functor import ExprMutator, NonPrimitiveMutator
 from ._util import is_op, op_call, static_shape, tensor_type, typed_function_pass
 from .fold_constant import FoldConstant
 
@@ -68,18 +68,13 @@ def _weight_dtype(w):
     return t.dtype if t is not None else "float32"
 
 
-class BackwardFolder(ExprMutator):
+class BackwardFolder(NonPrimitiveMutator):
     def __init__(self, counts: dict):
         super().__init__()
         self.counts = counts
 
     def single_use(self, e) -> bool:
         return self.counts.get(e, 0) <= 1
-
-    def visit_function(self, fn):
-        if fn.get_attr("Primitive"):
-            return fn
-        return super().visit_function(fn)
 
     def visit_call(self, call):
         if is_op(call, "multiply"):
@@ -136,15 +131,10 @@ class BackwardFolder(ExprMutator):
         return None
 
 
-class ForwardFolder(ExprMutator):
+class ForwardFolder(NonPrimitiveMutator):
     def __init__(self, counts: dict):
         super().__init__()
         self.counts = counts
-
-    def visit_function(self, fn):
-        if fn.get_attr("Primitive"):
-            return fn
-        return super().visit_function(fn)
 
     def scaled_input(self, e, ndim, axis, channels):
         """(x', vector) when ``e`` equals ``x' * s`` with s a constant along ``axis``: ``e`` is ``x * s``,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from ...ir.op import Op, OpPattern
 from ...transform.pass_base import ModulePass, register_pass
 from ..expr import Call, Function, Let, Tuple, TupleGetItem, Var
-from ..expr_functor import ExprMutator, post_order_visit
+from ..expr_functor import ExprMutator, post_order_visit, NonPrimitiveMutator
 from ._util import infer_module, type_of
 from .fusion_graph import (BROADCAST, ELEMWISE, INJECTIVE, OPAQUE, TUPLE, DominatorTree, IndexedForwardGraph,
                            combine_pattern)
@@ -188,7 +188,7 @@ class _GroupInfo:
         return v
 
 
-class FuseMutator(ExprMutator):
+class FuseMutator(NonPrimitiveMutator):
     """Rewrites a function so each group becomes a call of a new primitive function."""
 
     def __init__(self, fuse_opt_level: int, max_fuse_depth: int):
@@ -234,11 +234,6 @@ class FuseMutator(ExprMutator):
         if has_call[0] and _reshape_only(body):
             func = func.with_attr("relay.reshape_only", 1)
         return Call(func, gi.arguments)
-
-    def visit_function(self, fn):
-        if fn.get_attr("Primitive"):
-            return fn
-        return super().visit_function(fn)
 
     def visit_call(self, call):
         if not isinstance(call.op, Op) or call.op.get_attr("TNonComputational"):

@@ -20,7 +20,7 @@ from ...ir.op import Op
 from ...ir.type import TensorType
 from ...transform.pass_base import register_pass
 from ..expr import Call, Constant
-from ..expr_functor import ExprMutator
+from ..expr_functor import ExprMutator, NonPrimitiveMutator
 from ._util import (infer, is_op, op_call, scalar_const, static_shape, tensor_type, type_of,
                     typed_function_pass)
 
@@ -47,7 +47,7 @@ def _is_const_value(expr, value) -> bool:
     return False
 
 
-class ExprSimplifier(ExprMutator):
+class ExprSimplifier(NonPrimitiveMutator):
     def __init__(self):
         super().__init__()
         self.changed = False
@@ -59,11 +59,6 @@ class ExprSimplifier(ExprMutator):
             if t is not None:
                 res._checked_type_ = t  # rewrites keep the type of what they replace
         return res
-
-    def visit_function(self, fn):
-        if fn.get_attr("Primitive"):
-            return fn
-        return super().visit_function(fn)
 
     def visit_call(self, call):
         new = super().visit_call(call)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...transform.pass_base import register_pass
 from ..expr import Call, TupleGetItem
-from ..expr_functor import ExprMutator
+from ..expr_functor import ExprMutator, NonPrimitiveMutator
 from ._util import is_op, op_call, scalar_const, tensor_type, typed_function_pass
 
 
@@ -102,15 +102,10 @@ def l2_normalize_to_infer(attrs, data, ttype):
     return op_call("divide", [data, denom])
 
 
-class InferenceSimplifier(ExprMutator):
+class InferenceSimplifier(NonPrimitiveMutator):
     def __init__(self):
         super().__init__()
         self.data_types: dict = {}  # new batch_norm data arg -> type of the original
-
-    def visit_function(self, fn):
-        if fn.get_attr("Primitive"):
-            return fn
-        return super().visit_function(fn)
 
     def visit_tuple_getitem(self, item):
         new = super().visit_tuple_getitem(item)
