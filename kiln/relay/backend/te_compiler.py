@@ -323,7 +323,7 @@ class TECompiler:
 
     def lower(self, func: Function) -> CachedFunc:
         """The CachedFunc of ``func`` (lowered now, or taken from the cache)."""
-        key = structural_hash(func)
+        key = self._cache_key(func)
         bucket = self._cache.setdefault(key, [])
         for other, cached in bucket:
             if structural_equal(other, func):
@@ -333,8 +333,14 @@ class TECompiler:
         self.lowered.append(cached)
         return cached
 
+    def _cache_key(self, func: Function):
+        return structural_hash(func)
+
+    def make_builder(self) -> _ScheduleBuilder:
+        return self.builder_cls(self.target)
+
     def _lower_new(self, func: Function) -> CachedFunc:
-        builder = self.builder_cls(self.target)
+        builder = self.make_builder()
         with self.target:
             inputs, outputs = builder.build(func)
             if builder.anchor is None:

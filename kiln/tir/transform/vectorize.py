@@ -104,6 +104,9 @@ class _Vectorizer:
             a, b = self.expr(e.a), self.expr(e.b)
             if _lanes(a) == 1 and _lanes(b) == 1:
                 return e if (a is e.a and b is e.b) else type(e)(a, b)
+            r = _affine_ramp(type(e), a, b)
+            if r is not None:
+                return r
             return type(e)(self.bcast(a), self.bcast(b))
         if uses_var(e, self.var):
             raise CannotVectorize(f"cannot vectorize {type(e).__name__}")
@@ -117,6 +120,11 @@ class _Vectorizer:
         v = self.expr(e.value)
         if _lanes(v) == 1:
             return e if v is e.value else E.Cast(e.dtype, v)
+        to, frm = _int_bits(e.dtype), _int_bits(v.base.dtype) if isinstance(v, E.Ramp) else None
+        if isinstance(v, E.Ramp) and to is not None and frm is not None and to >= frm:
+            # int64(ramp(b, s)) -> ramp(int64(b), int64(s)): the lanes are the scalar code's values, and a ramp
+            # stays a contiguous access (an int64 index over symbolic extents, VM kernels) instead of a gather
+            return E.Ramp(E.Cast(e.dtype, v.base), E.Cast(e.dtype, v.stride), v.lanes)
         return E.Cast(_vec_dtype(e.dtype, self.lanes), v)
 
     def e_Select(self, e):
@@ -261,6 +269,33 @@ def _safe_to_evaluate(e) -> bool:
 
     V()(e)
     return not bad
+
+
+def _affine_ramp(kind, a, b):
+    """``a (+ - *) b`` as one Ramp when both are ramps or scalars (TVM's vectorizer keeps indices affine in the
+    lane this way), so that an index built from a ramp stays a contiguous access through later casts."""
+    if kind not in (E.Add, E.Sub, E.Mul):
+        return None
+    if not (isinstance(a, E.Ramp) or _lanes(a) == 1) or not (isinstance(b, E.Ramp) or _lanes(b) == 1):
+        return None
+    if _int_bits(a.base.dtype if isinstance(a, E.Ramp) else a.dtype) is None or \
+            _int_bits(b.base.dtype if isinstance(b, E.Ramp) else b.dtype) is None:
+        return None
+    lanes = a.lanes if isinstance(a, E.Ramp) else b.lanes
+    ab, as_ = (a.base, a.stride) if isinstance(a, E.Ramp) else (a, None)
+    bb, bs = (b.base, b.stride) if isinstance(b, E.Ramp) else (b, None)
+    if kind is E.Mul:
+        if as_ is not None and bs is not None:
+            return None   # ramp * ramp is not affine
+        stride = as_ * bb if as_ is not None else ab * bs
+        return E.Ramp(ab * bb, stride, lanes)
+    if as_ is None:
+        stride = bs if kind is E.Add else E.Sub(E.IntImm(bs.dtype, 0), bs)
+    elif bs is None:
+        stride = as_
+    else:
+        stride = kind(as_, bs)
+    return E.Ramp(kind(ab, bb), stride, lanes)
 
 
 def _int_bits(dtype: str):

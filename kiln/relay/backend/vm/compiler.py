@@ -21,6 +21,7 @@ from ...adt import Constructor, Match, PatternConstructor, PatternTuple, Pattern
 from ...expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from ..te_compiler import _type_of, flatten_type
 from .lower import SymbolicTECompiler
+from .symdims import SymDims, dim_classes, output_shapes
 from ...analysis import free_vars
 from ...op.dyn._common import attrs_json
 from ... import transform as T
@@ -71,6 +72,7 @@ class _FuncBuilder:
         # program shares (DAG) is computed once, not once per use (a branch's values stay in the branch)
         self.memo: dict = {}
         self.self_closure = self_closure  # (let var, function index, captured params) for self-recursion
+        self.syms = SymDims()  # which unknown extents of the registers are equal (symdims.py)
 
     def new_reg(self) -> int:
         r = self.num_regs
@@ -124,9 +126,14 @@ class _FuncBuilder:
         dst = self.new_reg()
         if isinstance(n, Tuple):
             self.emit("alloc_adt", 0, args, dst)
+            self._tuple_syms(dst, args, n.fields)
         else:
             self.emit("get_field", args[0], int(n.index), dst)
+            self.syms.field(args[0], _type_of(n.tuple_value), int(n.index), dst)
         return dst
+
+    def _tuple_syms(self, dst: int, regs: list, fields) -> None:
+        self.syms.set(dst, ("tuple", [self.syms.get(r, _type_of(f)) for r, f in zip(regs, fields)]))
 
     def _compile1(self, expr) -> int:
         if isinstance(expr, Var):
@@ -150,11 +157,13 @@ class _FuncBuilder:
             fields = [self.compile(f) for f in expr.fields]
             dst = self.new_reg()
             self.emit("alloc_adt", 0, fields, dst)
+            self._tuple_syms(dst, fields, expr.fields)
             return dst
         if isinstance(expr, TupleGetItem):
             src = self.compile(expr.tuple_value)
             dst = self.new_reg()
             self.emit("get_field", src, int(expr.index), dst)
+            self.syms.field(src, _type_of(expr.tuple_value), int(expr.index), dst)
             return dst
         if isinstance(expr, Let):
             e = expr
@@ -275,6 +284,7 @@ class _FuncBuilder:
             for k, f in enumerate(ty.fields):
                 r = self.new_reg()
                 self.emit("get_field", reg, k, r)
+                self.syms.field(reg, ty, k, r)
                 out.extend(self._flat_regs(r, f))
             return out
         return [reg]
@@ -310,16 +320,19 @@ class _FuncBuilder:
         return self._emit_primitive(call, [self.compile(a) for a in call.args])
 
     def _emit_primitive(self, call: Call, arg_regs: list) -> int:
-        ins = []
+        ins, in_types = [], []
         for a, reg in zip(call.args, arg_regs):
             ins.extend(self._flat_regs(reg, _type_of(a)))
+            in_types.extend(flatten_type(_type_of(a)))
         host = self._host_op(call.op)
         if host is not None and host.op.name == "shape_of":
             (src,) = self._body_arg_regs(call.op, host, ins)
             dst = self.new_reg()
             self.emit("shape_of_t", src, str(host.attrs.dtype), dst)
             return dst
-        cached, kidx, const_idx = self.c.kernel(call.op)
+        in_shapes = [self.syms.get(r, t) for r, t in zip(ins, in_types)]
+        cached, kidx, const_idx = self.c.kernel(call.op, dim_classes(in_shapes))
+        n_in = len(ins)
         for ci in const_idx:
             r = self.new_reg()
             self.emit("load_const", ci, r)
@@ -339,6 +352,9 @@ class _FuncBuilder:
             else:
                 self.emit("alloc_tensor", [int(getattr(d, "value", d)) for d in t.shape], str(t.dtype), outs[k])
         self.emit("invoke_packed", kidx, ins + outs)
+        if host is None:
+            for r, shape in zip(outs, output_shapes(cached.inputs[:n_in], in_shapes, cached.outputs, self.syms)):
+                self.syms.set(r, shape)
         return self._restructure(outs, _type_of(call))
 
     def _restructure(self, flat: list, ty) -> int:
@@ -349,6 +365,7 @@ class _FuncBuilder:
                 fields = [take(f) for f in t.fields]
                 dst = self.new_reg()
                 self.emit("alloc_adt", 0, fields, dst)
+                self.syms.set(dst, ("tuple", [self.syms.get(r, ft) for r, ft in zip(fields, t.fields)]))
                 return dst
             return flat.pop(0)
         return take(ty)
@@ -377,8 +394,8 @@ class VMCompiler:
             raise KilnError(f"vm compile: call of unknown global function @{name}")
         return self._globals[name]
 
-    def kernel(self, func: Function):
-        cached = self.te.lower(func)
+    def kernel(self, func: Function, dim_classes: tuple | None = None):
+        cached = self.te.lower(func, dim_classes)
         hit = self._kernel_index.get(cached.func_name)
         if hit is None:
             consts = [self.add_const(v) for _, v in cached.const_inputs]

@@ -10,18 +10,21 @@ import numpy as np
 
 from ..te_compiler import TECompiler, _ScheduleBuilder, _type_of
 from .... import te
-from ....target import Target
 from ....ir.type import TensorType, TupleType
 from ...op.shape_func import get_shape_func
-from ....error import LoweringError, KilnError
+from ....error import LoweringError
 
 
 class _SymbolicBuilder(_ScheduleBuilder):
-    """A schedule builder whose parameters may have symbolic (``Any``) dimensions."""
+    """A schedule builder whose parameters may have symbolic (``Any``) dimensions. ``dim_classes`` (one id
+    per unknown parameter dim, in order; symdims.py) says which of them are the same size: one variable
+    per class. Without it every unknown dim is its own variable."""
 
-    def __init__(self, target):
+    def __init__(self, target, dim_classes: tuple | None = None):
         super().__init__(target)
-        self._nvars = 0
+        self._classes = list(dim_classes) if dim_classes is not None else None
+        self._next = 0
+        self._vars: dict = {}
 
     def param_shape(self, ty, where: str) -> tuple:
         shape = []
@@ -29,9 +32,14 @@ class _SymbolicBuilder(_ScheduleBuilder):
             v = getattr(d, "value", d)
             if isinstance(v, (int, np.integer)):
                 shape.append(int(v))
-            else:
-                shape.append(te.var(f"any_dim{self._nvars}", "int64"))
-                self._nvars += 1
+                continue
+            k = self._next
+            self._next += 1
+            cls = self._classes[k] if self._classes is not None and k < len(self._classes) else ("own", k)
+            var = self._vars.get(cls)
+            if var is None:
+                var = self._vars[cls] = te.var(f"any_dim{len(self._vars)}", "int64")
+            shape.append(var)
         return tuple(shape)
 
     @staticmethod
@@ -40,17 +48,20 @@ class _SymbolicBuilder(_ScheduleBuilder):
 
 
 class SymbolicTECompiler(TECompiler):
-    """The TE compiler with symbolic-shape parameters (used by the VM compiler)."""
+    """The TE compiler with symbolic-shape parameters (used by the VM compiler); a function is lowered once
+    per pattern of equal unknown dims among its parameters."""
 
     builder_cls = _SymbolicBuilder
 
+    def lower(self, func, dim_classes: tuple | None = None):
+        self._dim_classes = dim_classes
+        return super().lower(func)
 
-def _generic_keys(target):
-    """The same target with only the ``generic`` key: the op strategies and schedules it dispatches to are
-    TOPI's generic ones, which accept symbolic extents (used where a target-specific schedule needs static
-    sizes)."""
-    import re
-    return Target(re.sub(r" -keys=\S+", "", str(target)) + " -keys=generic")
+    def _cache_key(self, func):
+        return (super()._cache_key(func), getattr(self, "_dim_classes", None))
+
+    def make_builder(self):
+        return self.builder_cls(self.target, getattr(self, "_dim_classes", None))
 
 
 def _has_symbolic(tensors) -> bool:
@@ -103,15 +114,7 @@ def _symbolic_visit_call(self, call):
     saved = call._checked_type_
     call._checked_type_ = symbolic_out_type(call, inputs)
     try:
-        try:
-            return _ScheduleBuilder.visit_call(self, call)
-        except (KilnError, TypeError, ValueError):  # a schedule that needs static sizes: take the generic one
-            real = self.target
-            self.target = _generic_keys(real)
-            try:
-                return _ScheduleBuilder.visit_call(self, call)
-            finally:
-                self.target = real
+        return _ScheduleBuilder.visit_call(self, call)
     finally:
         call._checked_type_ = saved
 

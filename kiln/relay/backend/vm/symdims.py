@@ -1,0 +1,127 @@
+"""Which unknown (``Any``) extents of the VM's tensors are the same size (symbolic dim provenance).
+
+Relay types say only ``Any``: the conv output and the residual operand of a ResNet block are both
+``(?, 64, 28, 28)`` but nothing says their batches are equal, so a fused ``conv + residual`` kernel lowered
+with one variable per unknown dim broadcasts two different extents: the output extent is ``max(a, b)``, each
+operand reads index 0 where its extent is 1, and the conv stage is computed under guards (10x slower).
+
+The VM compiler knows more: it follows every register from the function's parameters through the kernels.
+Each unknown dim of a parameter gets a symbol; a kernel's output extents are its shape expressions (traced
+from the ops' shape functions) with the caller's symbols substituted for the kernel's variables; values of
+unknown origin (an ``If``, a call of a VM function, a data-dependent shape) get fresh symbols. A kernel
+call then passes the *classes* of its operands' unknown dims (equal expressions, one class) to the lowering,
+which gives one ``te.var`` per class. The kernel ABI binds a variable from its first occurrence and checks
+every other one, so a wrong equality would be an ArgumentError at the call, never a silent wrong result.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .... import te
+from ....ir.type import TensorType, TupleType
+from ....tir.expr import Var
+from ....tir.stmt_functor import substitute
+
+
+def _static(d):
+    v = getattr(d, "value", d)
+    return int(v) if isinstance(v, (int, np.integer)) else None
+
+
+class SymDims:
+    """Symbolic shapes of the registers of one VM function (tensor: tuple of int | PrimExpr; tuple value:
+    ``("tuple", [fields])``; anything else: None)."""
+
+    def __init__(self):
+        self.of: dict = {}
+        self._n = 0
+
+    def fresh(self, ty):
+        """New symbols for the unknown dims of ``ty``."""
+        if isinstance(ty, TupleType):
+            return ("tuple", [self.fresh(f) for f in ty.fields])
+        if isinstance(ty, TensorType):
+            out = []
+            for d in ty.shape:
+                s = _static(d)
+                if s is None:
+                    s = te.var(f"sym{self._n}", "int64")
+                    self._n += 1
+                out.append(s)
+            return tuple(out)
+        return None
+
+    def get(self, reg: int, ty):
+        """The symbolic shape of ``reg`` (fresh symbols the first time an unknown register is asked)."""
+        v = self.of.get(reg)
+        if v is None or not _fits(v, ty):
+            v = self.of[reg] = self.fresh(ty)
+        return v
+
+    def set(self, reg: int, value) -> None:
+        if value is not None:
+            self.of[reg] = value
+
+    def field(self, reg: int, ty, k: int, dst: int) -> None:
+        """``dst`` = field ``k`` of the tuple value in ``reg`` (of type ``ty``)."""
+        v = self.get(reg, ty)
+        if isinstance(v, tuple) and len(v) == 2 and v[0] == "tuple" and k < len(v[1]):
+            self.set(dst, v[1][k])
+
+
+def _fits(v, ty) -> bool:
+    if isinstance(ty, TupleType):
+        return isinstance(v, tuple) and len(v) == 2 and v[0] == "tuple" and len(v[1]) == len(ty.fields)
+    if isinstance(ty, TensorType):
+        return isinstance(v, tuple) and len(v) == len(ty.shape) and (not v or v[0] != "tuple")
+    return True
+
+
+def _key(d) -> str:
+    from ....arith import Analyzer
+    return str(Analyzer().simplify(d))
+
+
+def dim_classes(shapes: list) -> tuple:
+    """For the unknown dims of ``shapes`` (in order), class ids: equal expressions share a class."""
+    keys: dict = {}
+    out = []
+    for shape in shapes:
+        for d in shape:
+            if isinstance(d, int):
+                continue
+            out.append(keys.setdefault(_key(d), len(keys)))
+    return tuple(out)
+
+
+def output_shapes(kernel_inputs: list, caller_shapes: list, kernel_outputs: list, syms: SymDims) -> list:
+    """The caller-side symbolic shapes of a kernel's outputs: the kernel's output extents with the caller's
+    symbols for the kernel variables bound by its inputs (an extent over any other variable: a fresh symbol)."""
+    vmap: dict = {}
+    for t, shape in zip(kernel_inputs, caller_shapes):
+        for kd, cd in zip(t.shape, shape):
+            if isinstance(kd, Var):
+                vmap.setdefault(kd, cd)
+    bound = set(vmap)
+    out = []
+    for t in kernel_outputs:
+        dims = []
+        for d in t.shape:
+            s = _static(d)
+            if s is not None:
+                dims.append(s)
+                continue
+            if _free_vars(d) <= bound:
+                r = substitute(d, vmap)
+                s = _static(r)
+                dims.append(s if s is not None else r)
+            else:
+                dims.append(te.var(f"sym{syms._n}", "int64"))
+                syms._n += 1
+        out.append(tuple(dims))
+    return out
+
+
+def _free_vars(expr) -> set:
+    from ....tir.analysis import undefined_vars
+    return set(undefined_vars(expr))
