@@ -25,6 +25,7 @@ from .module import Module
 from .ndarray import NDArray
 from .registry import register_func
 from .thread_policy import tick as _thread_tick
+from .vm_replay import ReplayRunner, is_straight_line
 from .vm_shape_funcs import DYN_SHAPE_FUNCS, run_shape_func
 
 _MAGIC = b"KILNVMX1"
@@ -392,6 +393,8 @@ class VirtualMachine:
             self._kernels.append(k)
             self._shape_funcs.append(None)
         self._consts = [nd.array(c) for c in exe.constants]
+        # straight-line functions replay with per-instruction memory (vm_replay.py); None: general loop
+        self._replay = [ReplayRunner(self, f) if is_straight_line(f) else None for f in exe.functions]
         self._inputs: dict = {}
         self._outputs = None
 
@@ -500,6 +503,9 @@ class VirtualMachine:
     def _run_function(self, index: int, args: list):
         """The dispatch loop; VM-level calls push frames on an explicit stack (no Python recursion)."""
         _thread_tick()  # the adaptive thread policy measures here (kiln.runtime.thread_policy)
+        runner = self._replay[index]
+        if runner is not None:
+            return runner.run(args)
         funcs = self.exe.functions
         kernels, consts, pool = self._kernels, self._consts, self.pool
         f = funcs[index]

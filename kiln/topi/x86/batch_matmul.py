@@ -13,7 +13,15 @@ from ...error import KilnError
 from ...tir import op as T
 from ..utils import get_const_tuple
 from .dense import _ceil_div, _define_dense_space, padded_units, schedule_gemm_block
-from .utils import as_list, reduction_flops, traverse_inline, worth_parallel
+from .utils import as_list, is_static, reduction_flops, size_hint, traverse_inline, worth_parallel
+from ..broadcast import broadcast_index, broadcast_shape
+
+
+class _Batch:
+    """A 1-D shape holder for :func:`broadcast_index` (the batch extent of one operand)."""
+
+    def __init__(self, extent):
+        self.shape = [extent]
 
 
 @autotvm.register_topi_compute("batch_matmul.x86")
@@ -24,22 +32,23 @@ def batch_matmul(cfg, tensor_a, tensor_b, out_shape=None, out_dtype=None, transp
     if len(a_shape) != 3 or len(b_shape) != 3:
         raise KilnError(f"batch_matmul.x86: needs 3-D inputs, got {a_shape} and {b_shape}")
     ba, bb = a_shape[0], b_shape[0]
-    if ba != bb and 1 not in (ba, bb):
-        raise KilnError(f"batch_matmul.x86: batch sizes {ba} and {bb} do not broadcast")
+    # symbolic batches (VM kernels) broadcast as topi.broadcast does: the output extent is the common one (or
+    # max(a, b) for two different unknowns) and an operand whose unknown batch is 1 at run time reads index 0
+    (batch,) = broadcast_shape([ba], [bb], "batch_matmul.x86 batch")
     M, K = (a_shape[2], a_shape[1]) if transpose_a else (a_shape[1], a_shape[2])
     N, kb = (b_shape[1], b_shape[2]) if transpose_b else (b_shape[2], b_shape[1])
-    if K != kb:
+    if is_static(K) and is_static(kb) and K != kb:
         raise KilnError(f"batch_matmul.x86: reduction sizes differ ({K} vs {kb}) for {a_shape} and {b_shape}")
-    batch = max(ba, bb)
     _define_dense_space(cfg, M, N, K)
     bn = cfg["tile_x"].size[-1]
-    nb = _ceil_div(N, bn)
+    static_n = is_static(N)
+    nb = _ceil_div(N, bn) if static_n else (N + (bn - 1)) // bn
     zero = T.const(0, tensor_b.dtype)
 
     def b_at(b, n, k):
         return tensor_b[b, n, k] if transpose_b else tensor_b[b, k, n]
 
-    if N % bn == 0:
+    if static_n and N % bn == 0:
         packed = te.compute((bb, nb, K, bn), lambda b, z, k, x: b_at(b, z * bn + x, k), name="packed_b",
                             tag="batch_matmul_pack")
     else:
@@ -48,13 +57,13 @@ def batch_matmul(cfg, tensor_a, tensor_b, out_shape=None, out_dtype=None, transp
     k = te.reduce_axis((0, K), name="k")
 
     def body(b, i, j):
-        a_b = b if ba != 1 else 0
-        b_b = b if bb != 1 else 0
+        (a_b,) = broadcast_index(_Batch(ba), [b], [batch])
+        (b_b,) = broadcast_index(_Batch(bb), [b], [batch])
         a = tensor_a[a_b, k, i] if transpose_a else tensor_a[a_b, i, k]
         return te.sum(T.cast(a, out_dtype) * T.cast(packed[b_b, j // bn, k, j % bn], out_dtype), axis=k)
-    cfg.add_flop(2 * batch * M * N * K)
+    cfg.add_flop(2 * size_hint(batch) * size_hint(M) * size_hint(N) * size_hint(K))
     n_pad = nb * bn
-    if n_pad == N:
+    if static_n and n_pad == N:
         return te.compute((batch, M, N), body, name="T_batch_matmul", tag="batch_matmul")
     # columns padded to whole panels: every micro-kernel block full; the copy to [batch, M, N] is guarded
     padded = te.compute((batch, M, n_pad), body, name="T_batch_matmul", tag="batch_matmul", attrs={"units": N})

@@ -18,23 +18,21 @@ from ... import autotvm, te
 from ...error import KilnError
 from ...tir import op as T
 from ..utils import get_const_tuple
-from .utils import (as_list, divisor_at_most, scaled_registers, simd_width, reduction_flops, traverse_inline,
-                    vector_registers, worth_parallel)
+from .utils import (as_list, divisor_at_most, is_static, scaled_registers, simd_width, size_hint, reduction_flops,
+                    traverse_inline, vector_registers, worth_parallel)
 
 
 def _ceil_div(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
-#: the row count the config space and the fallback block assume for a symbolic M (a VM kernel): the rows
-#: are a loop over blocks of ``tile_y`` with a guarded last block, so any M runs; blocks fit M >= 6
-SYMBOLIC_M_HINT = 64
-
-
-def _define_dense_space(cfg, M, N: int, K: int, bn_fixed: int | None = None, units: int | None = None):
+def _define_dense_space(cfg, M, N, K, bn_fixed: int | None = None, units: int | None = None):
+    """The GEMM config space. A symbolic M, N or K (a VM kernel) is taken at its size hint (rows: a loop over
+    blocks of ``tile_y`` with a guarded last block; columns: whole zero-padded panels); a symbolic K is not
+    unrolled (a reduction over a run-time length)."""
     lanes = simd_width()
-    if not isinstance(M, int):
-        M = SYMBOLIC_M_HINT
+    sym_k = not is_static(K)
+    M, N, K = size_hint(M), size_hint(N), size_hint(K)
     if bn_fixed is None:
         cands = sorted({lanes, 2 * lanes, 4 * lanes} | ({N, narrow_panel_width(N)} if N < lanes else set()))
         cfg.define_split("tile_x", N, num_outputs=3, policy="candidate",
@@ -45,7 +43,10 @@ def _define_dense_space(cfg, M, N: int, K: int, bn_fixed: int | None = None, uni
     rows = [r for r in range(1, 9) if r <= M] or [1]
     cfg.define_split("tile_y", M, num_outputs=3, policy="candidate",
                      candidate=[[-1, o, r] for r in rows for o in (1, 2)])
-    cfg.define_split("tile_k", K, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 16)
+    if sym_k:
+        cfg.define_split("tile_k", K, num_outputs=2, policy="candidate", candidate=[[-1, 1]])
+    else:
+        cfg.define_split("tile_k", K, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 16)
     if cfg.is_fallback:
         bn = bn_fixed or (2 * lanes if N >= 2 * lanes else lanes if N >= lanes else narrow_panel_width(N))
         if units is None and N % bn:
@@ -53,7 +54,7 @@ def _define_dense_space(cfg, M, N: int, K: int, bn_fixed: int | None = None, uni
         mr, panels = gemm_block(M, N, bn, lanes, scaled_registers(12), padded_units=units)
         cfg["tile_x"] = autotvm.task.SplitEntity([-1, panels, bn])
         cfg["tile_y"] = autotvm.task.SplitEntity([-1, 1, mr])
-        cfg["tile_k"] = autotvm.task.SplitEntity([-1, divisor_at_most(K, fallback_k_unroll())])
+        cfg["tile_k"] = autotvm.task.SplitEntity([-1, 1 if sym_k else divisor_at_most(K, fallback_k_unroll())])
 
 
 def fallback_k_unroll() -> int:
@@ -154,7 +155,7 @@ def dense_pack(cfg, data, weight, bias=None, out_dtype=None, units=None):
                          tag="broadcast")
     elif n_pad != N:
         out = te.compute((M, N), lambda y, x: out[y, x], name="T_dense_unpad", tag="injective")
-    cfg.add_flop(2 * (M if isinstance(M, int) else SYMBOLIC_M_HINT) * N * K)
+    cfg.add_flop(2 * size_hint(M) * N * K)
     return out
 
 
@@ -211,7 +212,9 @@ def padded_units(op):
     """The real column count of a GEMM stage computed over whole (zero-padded) weight panels, else None."""
     attrs = getattr(op, "attrs", None) or {}
     units = attrs.get("units") if hasattr(attrs, "get") else None
-    return None if units is None else int(getattr(units, "value", units))
+    if units is None:
+        return None
+    return int(getattr(units, "value", units)) if is_static(units) else units  # symbolic N: an expression
 
 
 def schedule_padded_gemm(s, cfg, C, O, n_batch: int = 0):

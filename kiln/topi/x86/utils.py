@@ -121,6 +121,32 @@ def parallel_outer(stage, axes, extents, min_chunks: int | None = None) -> None:
     return outer
 
 
+#: the size an x86 schedule assumes for an extent known only at run time (a VM kernel's symbolic dim): the
+#: config space, the fallback register blocks, the layout choices of AlterOpLayout and the flop count are
+#: computed for it, while the loops still run over the symbolic extent (guarded tails); docs/vm.md
+SYMBOLIC_SIZE_HINT = 64
+
+
+def size_hint(d) -> int:
+    """``d`` as an int: its value when static, else :data:`SYMBOLIC_SIZE_HINT` (the one mechanism for 'how big
+    is a symbolic dim' in the x86 schedules and layout choices)."""
+    v = getattr(d, "value", d)
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return SYMBOLIC_SIZE_HINT
+
+
+def is_static(d) -> bool:
+    """Whether an extent is a known integer (not a VM kernel's symbolic dim)."""
+    v = getattr(d, "value", d)
+    try:
+        int(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 # Below this many flops a kernel runs on the calling thread: starting an OpenMP team (a few microseconds)
 # costs more than it saves (e.g. batch-1 MLP layers of ~10k flops).
 MIN_PARALLEL_FLOPS = 200_000
@@ -138,10 +164,10 @@ def reduction_flops(C) -> int:
     """2 x output elements x reduction length of a multiply-accumulate compute such as a GEMM or a conv."""
     out = 1
     for d in get_const_tuple(C.shape):
-        out *= d
+        out *= size_hint(d)
     red = 1
     for iv in C.op.reduce_axis:
-        red *= extent(iv)
+        red *= size_hint(iv.dom.extent)  # a symbolic extent (VM kernel) counts at its size hint
     return 2 * out * red
 
 
@@ -150,7 +176,8 @@ def shape_of(t) -> tuple:
 
 
 __all__ = ["simd_width", "vector_registers", "scaled_registers", "num_cores", "as_list", "extent", "traverse_inline", "divisor_at_most", "split_vector",
-           "parallel_outer", "shape_of", "worth_parallel", "reduction_flops", "MIN_PARALLEL_FLOPS", "te"]
+           "parallel_outer", "shape_of", "worth_parallel", "reduction_flops", "MIN_PARALLEL_FLOPS", "te",
+           "SYMBOLIC_SIZE_HINT", "size_hint", "is_static"]
 
 
 def nchwc_output_axes(s, out, block: int, what: str) -> list:

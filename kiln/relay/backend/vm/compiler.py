@@ -331,7 +331,7 @@ class _FuncBuilder:
             self.emit("shape_of_t", src, str(host.attrs.dtype), dst)
             return dst
         in_shapes = [self.syms.get(r, t) for r, t in zip(ins, in_types)]
-        cached, kidx, const_idx = self.c.kernel(call.op, dim_classes(in_shapes))
+        cached, kidx, const_idx = self.c.kernel(call.op, dim_classes(in_shapes, in_types))
         n_in = len(ins)
         for ci in const_idx:
             r = self.new_reg()

@@ -52,10 +52,15 @@ class SymDims:
         return None
 
     def get(self, reg: int, ty):
-        """The symbolic shape of ``reg`` (fresh symbols the first time an unknown register is asked)."""
+        """The symbolic shape of ``reg`` (fresh symbols the first time an unknown register is asked). The
+        Relay type is authoritative: its static dims replace whatever was derived."""
         v = self.of.get(reg)
         if v is None or not _fits(v, ty):
             v = self.of[reg] = self.fresh(ty)
+        elif isinstance(ty, TensorType):
+            fixed = tuple(_static(d) if _static(d) is not None else x for d, x in zip(ty.shape, v))
+            if fixed != v:
+                v = self.of[reg] = fixed
         return v
 
     def set(self, reg: int, value) -> None:
@@ -82,15 +87,17 @@ def _key(d) -> str:
     return str(Analyzer().simplify(d))
 
 
-def dim_classes(shapes: list) -> tuple:
-    """For the unknown dims of ``shapes`` (in order), class ids: equal expressions share a class."""
+def dim_classes(shapes: list, types: list) -> tuple:
+    """For the ``Any`` dims of ``types`` (in order; the tensors' symbolic ``shapes`` beside them), class ids:
+    equal expressions share a class. A dim whose expression folded to a number gets a class of its own."""
     keys: dict = {}
     out = []
-    for shape in shapes:
-        for d in shape:
-            if isinstance(d, int):
+    for shape, ty in zip(shapes, types):
+        for d, td in zip(shape, ty.shape):
+            if _static(td) is not None:
                 continue
-            out.append(keys.setdefault(_key(d), len(keys)))
+            key = _key(d) if not isinstance(d, int) else ("own", len(out))
+            out.append(keys.setdefault(key, len(keys)))
     return tuple(out)
 
 

@@ -35,7 +35,7 @@ from ..nn import nn as relay_nn
 from ..nn._dense_pack import contrib_dense_pack
 from ..transform import layout_transform
 from .generic import _conv_args
-from ....topi.x86.dense import SYMBOLIC_M_HINT
+from ....topi.x86.utils import size_hint
 from ....ir.type import TensorType
 from ....topi.x86.conv2d_int8 import OC_BN, ic_block
 from ....topi.x86.dense_int8 import N_BN
@@ -46,21 +46,16 @@ def _shape(tinfo) -> tuple:
 
 
 class _RowsHint:
-    """A dense data type whose unknown dims read as ``SYMBOLIC_M_HINT`` (for the layout choice only)."""
+    """A dense data type whose unknown dims read as their size hint (``topi.x86.utils.size_hint``), for the
+    layout choice only."""
 
     def __init__(self, t):
-        self.hint = SYMBOLIC_M_HINT
-        self.shape = tuple(self._dim(d) for d in t.shape)
+        self.shape = tuple(size_hint(d) for d in t.shape)
         self.dtype = t.dtype
 
-    def _dim(self, d):
-        try:
-            return int(getattr(d, "value", d))
-        except (TypeError, ValueError):
-            return self.hint
-
-    def out_type(self, out_type):
-        return TensorType(tuple(self._dim(d) for d in out_type.shape), out_type.dtype)
+    @staticmethod
+    def out_type(out_type):
+        return TensorType(tuple(size_hint(d) for d in out_type.shape), out_type.dtype)
 
 
 def _is_dynamic(tinfos) -> bool:
