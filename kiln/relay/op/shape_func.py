@@ -118,6 +118,11 @@ def conv2d_shape_func(attrs, inputs, out_ndims):
     return [tuple(from_primal({"N": d["N"], "C": w["O"], "H": oh, "W": ow}, attrs.out_layout or attrs.data_layout))]
 
 
+def layout_transform_shape_func(attrs, inputs, out_ndims):
+    """The same primal sizes in the destination layout (only static axes are split into blocks)."""
+    return [tuple(from_primal(to_primal(tuple(inputs[0]), attrs.src_layout), attrs.dst_layout))]
+
+
 def pool2d_shape_func(attrs, inputs, out_ndims):
     d = to_primal(tuple(inputs[0]), attrs.layout)
     kh, kw = pair(attrs.pool_size, "pool_size")
@@ -285,7 +290,9 @@ _BY_RELATION = {"Identity": identity_shape_func, "IdentityCompRel": identity_sha
 
 _BY_OP = {
     "nn.dense": dense_shape_func, "nn.matmul": matmul_shape_func, "nn.batch_matmul": batch_matmul_shape_func,
-    "nn.conv2d": conv2d_shape_func, "nn.max_pool2d": pool2d_shape_func, "nn.avg_pool2d": pool2d_shape_func,
+    "nn.conv2d": conv2d_shape_func, "nn.contrib_conv2d_NCHWc": conv2d_shape_func,
+    "nn.contrib_depthwise_conv2d_NCHWc": conv2d_shape_func, "layout_transform": layout_transform_shape_func,
+    "nn.max_pool2d": pool2d_shape_func, "nn.avg_pool2d": pool2d_shape_func,
     "nn.global_max_pool2d": global_pool2d_shape_func, "nn.global_avg_pool2d": global_pool2d_shape_func,
     "nn.adaptive_max_pool2d": adaptive_pool2d_shape_func, "nn.adaptive_avg_pool2d": adaptive_pool2d_shape_func,
     "nn.batch_norm": batch_norm_shape_func, "reshape": reshape_shape_func,

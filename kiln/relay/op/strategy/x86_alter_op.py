@@ -58,6 +58,13 @@ class _RowsHint:
         return TensorType(tuple(size_hint(d) for d in out_type.shape), out_type.dtype)
 
 
+class _Dims:
+    """A shape holder for :func:`_is_dynamic` (some dims of a type)."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
 def _is_dynamic(tinfos) -> bool:
     """Whether a type has an unknown (``relay.Any``) dim: the layout choice needs static workloads, so such
     calls keep their layout (the VM compiles them with symbolic extents)."""
@@ -125,8 +132,14 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW":
         return None
     d_t, k_t = tinfos[0], tinfos[1]
-    if _is_dynamic(tinfos[:2]):
+    if _is_dynamic([k_t]) or len(d_t.shape) != 4 or _is_dynamic([_Dims(d_t.shape[1:])]):
         return None
+    if _is_dynamic([d_t]):
+        # an unknown batch only (a VM model): the NCHWc layout is chosen for the batch's size hint; the conv
+        # kernel's batch is its outermost loop, so one kernel serves every batch with the blocked schedule
+        d_t = _RowsHint(d_t)
+        tinfos = [d_t] + list(tinfos[1:])
+        out_type = _RowsHint.out_type(out_type)
     if len(d_t.shape) == 4 and len(k_t.shape) == 4 and str(d_t.dtype) == "uint8" and str(k_t.dtype) == "int8":
         return _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target)
     if len(d_t.shape) != 4 or len(k_t.shape) != 4 or str(d_t.dtype) != "float32":
