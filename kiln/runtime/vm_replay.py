@@ -140,3 +140,7 @@ class ReplayRunner:
         for pc in [pc for pc, v in self.made.items() if id(v) in escaped]:
             del self.made[pc]
             self.keys.pop(pc, None)
+        # a bound call over an escaped tensor is rebound next time anyway: dropping it now leaves the
+        # caller the only owner, so the tensor's buffer returns to the pool as soon as the caller drops it
+        for pc in [pc for pc, (a, _) in self.bound.items() if any(id(x) in escaped for x in a)]:
+            del self.bound[pc]
