@@ -23,6 +23,7 @@ from . import onnx_attention, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor, o
 from ..analysis import free_vars
 from ...runtime import ndarray as _nd
 from .onnx_dynamic import convert_dynamic
+from . import onnx_dynamic_axes  # noqa: F401,E402 (registers the run-time-axes converters)
 from ..transform.fold_constant import fold_constant
 from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, var, bind
 from ...tir.expr import Any

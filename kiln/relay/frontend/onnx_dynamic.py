@@ -118,10 +118,16 @@ def _slice(inputs, attr, ctx):
     k = _length(starts, ctx, "starts")
     axes = inputs[3] if len(inputs) > 3 and inputs[3] is not None else None
     steps = inputs[4] if len(inputs) > 4 and inputs[4] is not None else None
+    if axes is not None and ctx.value(axes) is None:  # the axes are run-time values too
+        from .onnx_dynamic_axes import scatter_axes  # noqa: PLC0415 (that module imports this one)
+        begin = scatter_axes(axes, nd, starts, 0, ctx)
+        end = scatter_axes(axes, nd, ends, _INT64_MAX, ctx)
+        stride = scatter_axes(axes, nd, _i64(steps, ctx), 1, ctx) if steps is not None else const(np.ones(nd, "int64"))
+        return _dyn.strided_slice(x, begin, end, stride)
     if axes is None:
         axes = list(range(k))
     else:
-        axes = [int(a) for a in np.asarray(ctx.require_value(axes, "axes")).reshape(-1)]
+        axes = [int(a) for a in np.asarray(ctx.value(axes)).reshape(-1)]
     axes = [a + nd if a < 0 else a for a in axes]
     if sorted(set(axes)) != sorted(axes) or any(not 0 <= a < nd for a in axes):
         raise ctx.error(f"axes {axes} are not distinct axes of a rank-{nd} input")
@@ -193,9 +199,14 @@ def _pad(inputs, attr, ctx):
     nd = _ndim(x, ctx)
     if attr.get("mode", "constant") != "constant":
         raise ctx.unsupported(f"Pad mode {attr.get('mode')!r} with run-time pads")
-    if len(inputs) > 3 and inputs[3] is not None:
-        raise ctx.unsupported("Pad with run-time pads and an axes input")
     pads = _i64(inputs[1], ctx)
+    if len(inputs) > 3 and inputs[3] is not None:  # pads for the named axes only: [b_j..., e_j...]
+        from .onnx_dynamic_axes import scatter_axes  # noqa: PLC0415 (that module imports this one)
+        k = _length(inputs[3], ctx, "axes")
+        if _length(pads, ctx, "pads") != 2 * k:
+            raise ctx.error(f"pads must hold {2 * k} values for {k} axes")
+        pads = _op.concatenate([scatter_axes(inputs[3], nd, _op.strided_slice(pads, [0], [k]), 0, ctx),
+                                scatter_axes(inputs[3], nd, _op.strided_slice(pads, [k], [2 * k]), 0, ctx)], 0)
     if _length(pads, ctx, "pads") != 2 * nd:
         raise ctx.error(f"pads must hold {2 * nd} values for a rank-{nd} input")
     width = _op.transpose(_op.reshape(pads, [2, nd]), [1, 0])
