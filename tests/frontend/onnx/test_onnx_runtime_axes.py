@@ -152,3 +152,16 @@ def test_resize_runtime_sizes_with_axes_and_upsample_scales():
     model = make_model([node], {"x": ((1, 1, 3, 5), "float32"), "scales": ((4,), "float32")},
                        {"y": (_sym(4), "float32")}, opset=9)
     _check(model, [{"x": _x((1, 1, 3, 5)), "scales": np.array([1, 1, 2, 3], "float32")}])
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_initializer_axes_stay_static(freeze):
+    """Axes held by an initializer are known at import time with either freeze_params (TVM evaluates shape
+    operands from params too): no dyn.* op either way."""
+    node = helper.make_node("ReduceMax", ["x", "axes"], ["y"], keepdims=0)
+    model = make_model([node], {"x": ((3, 4, 5), "float32")}, {"y": ((3, 5), "float32")},
+                       initializers={"axes": np.array([1], "int64")}, opset=18)
+    mod, _ = relay.frontend.from_onnx(model, freeze_params=freeze)
+    assert not has_dyn_ops(mod)
+    x = _x((3, 4, 5))
+    np.testing.assert_allclose(KilnBackendRep(model, specialize=False).run({"x": x})[0], x.max(axis=1))
