@@ -165,3 +165,23 @@ def test_initializer_axes_stay_static(freeze):
     assert not has_dyn_ops(mod)
     x = _x((3, 4, 5))
     np.testing.assert_allclose(KilnBackendRep(model, specialize=False).run({"x": x})[0], x.max(axis=1))
+
+
+def test_runtime_axes_on_dynamic_input_dims():
+    """Input dims left dynamic (``?`` in the model, no shape=): one VM executable serves several sizes."""
+    import kiln
+    from kiln.runtime.vm import VirtualMachine
+    nodes = [helper.make_node("ReduceMean", ["x", "axes"], ["m"], keepdims=0),
+             helper.make_node("Unsqueeze", ["m", "axes"], ["y"])]
+    model = make_model(nodes, {"x": (["n", "c", 3], "float32"), "axes": ((1,), "int64")},
+                       {"y": (_sym(3), "float32")}, opset=18)
+    mod, params = relay.frontend.from_onnx(model)
+    with kiln.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod, target="llvm", params=params)
+    vm = VirtualMachine(exe, kiln.cpu(0))
+    for shape, axes in (((2, 5, 3), [1]), ((7, 1, 3), [-1]), ((1, 4, 3), [0])):
+        feeds = {"x": _x(shape), "axes": np.array(axes, "int64")}
+        ref = run_ort(model, feeds)[0]
+        out = vm.run(**feeds).numpy()
+        assert out.shape == ref.shape
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
