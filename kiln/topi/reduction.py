@@ -145,7 +145,9 @@ def mean(data, axis=None, keepdims=False, exclude=False):
     for a in axes:
         count *= shape[a]
     s = sum(data, axes, keepdims)
-    return te.compute(s.shape, lambda *i: s(*i) / T.const(count, s.dtype), name="T_mean", tag=tag.ELEMWISE)
+    # a symbolic (relay.Any) reduced dim makes the count an expression, evaluated at run time
+    div = T.const(count, s.dtype) if isinstance(count, int) else T.cast(count, s.dtype)
+    return te.compute(s.shape, lambda *i: s(*i) / div, name="T_mean", tag=tag.ELEMWISE)
 
 
 def variance(data, axis=None, keepdims=False, exclude=False, unbiased=False, mean_value=None):

@@ -23,10 +23,12 @@ from . import onnx_attention, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor, o
 from ..analysis import free_vars
 from ...runtime import ndarray as _nd
 from .onnx_dynamic import convert_dynamic
+from . import onnx_dynamic_axes  # noqa: F401,E402 (registers the run-time-axes converters)
 from ..transform.fold_constant import fold_constant
 from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, var, bind
 from ...tir.expr import Any
 from ..transform import InferType
+from ..transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
 
 __all__ = ["from_onnx", "GraphConverter", "supported_ops", "MIN_OPSET", "MAX_OPSET"]
 
@@ -295,7 +297,8 @@ def from_onnx(model, shape: dict | None = None, dtype="float32", opset: int | No
     ``shape`` maps input names to static shapes (needed for inputs whose shape the model leaves
     symbolic); ``dtype`` is the input dtype where the model gives none (a str, or a dict per input);
     ``opset`` overrides the model's default-domain opset; with ``freeze_params`` the initializers become
-    constants in the module (enabling constant folding), else they are parameters returned in the dict.
+    constants in the module (enabling constant folding), else they are parameters returned in the dict;
+    with ``freeze_params`` the module also goes through DynamicToStatic, as in TVM.
     """
     import onnx
     if isinstance(model, (str, os.PathLike)):
@@ -320,4 +323,6 @@ def from_onnx(model, shape: dict | None = None, dtype="float32", opset: int | No
     func, params = conv.from_onnx(model.graph)
     mod = IRModule.from_expr(func)
     mod = InferType()(mod)
+    if freeze_params and has_dyn_ops(mod):  # as TVM: frozen params may make dyn.* shape operands constant
+        mod = dynamic_to_static(mod)
     return mod, params

@@ -118,10 +118,16 @@ def _slice(inputs, attr, ctx):
     k = _length(starts, ctx, "starts")
     axes = inputs[3] if len(inputs) > 3 and inputs[3] is not None else None
     steps = inputs[4] if len(inputs) > 4 and inputs[4] is not None else None
+    if axes is not None and ctx.value(axes) is None:  # the axes are run-time values too
+        from .onnx_dynamic_axes import scatter_axes  # noqa: PLC0415 (that module imports this one)
+        begin = scatter_axes(axes, nd, starts, 0, ctx)
+        end = scatter_axes(axes, nd, ends, _INT64_MAX, ctx)
+        stride = scatter_axes(axes, nd, _i64(steps, ctx), 1, ctx) if steps is not None else const(np.ones(nd, "int64"))
+        return _dyn.strided_slice(x, begin, end, stride)
     if axes is None:
         axes = list(range(k))
     else:
-        axes = [int(a) for a in np.asarray(ctx.require_value(axes, "axes")).reshape(-1)]
+        axes = [int(a) for a in np.asarray(ctx.value(axes)).reshape(-1)]
     axes = [a + nd if a < 0 else a for a in axes]
     if sorted(set(axes)) != sorted(axes) or any(not 0 <= a < nd for a in axes):
         raise ctx.error(f"axes {axes} are not distinct axes of a rank-{nd} input")
@@ -157,26 +163,54 @@ _RESIZE_METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "
 
 @onnx_op("Resize", since=11, dynamic=True)
 def _resize(inputs, attr, ctx):
-    """Resize of a 4-D NCHW tensor to run-time ``sizes`` (or ``floor(shape * scales)``) over H and W."""
+    """Resize of a 4-D NCHW tensor to run-time ``sizes`` (or ``floor(shape * scales)``) over H and W; the
+    ``axes`` attribute names which axes ``sizes``/``scales`` are given for (the others keep their size), and
+    ``keep_aspect_ratio_policy`` scales both axes by one ratio computed at run time."""
     x = inputs[0]
     if _ndim(x, ctx) != 4:
         raise ctx.unsupported("Resize with run-time sizes of a tensor that is not 4-D")
-    if int(attr.get("antialias", 0)) or attr.get("axes") is not None:
-        raise ctx.unsupported("Resize with run-time sizes and antialias/axes")
+    if int(attr.get("antialias", 0)):
+        raise ctx.unsupported("Resize with run-time sizes and antialias")
+    axes = attr.get("axes")
+    axes = [int(a) % 4 for a in axes] if axes is not None else [0, 1, 2, 3]
+    if len(set(axes)) != len(axes):
+        raise ctx.error(f"axes {axes} repeat an axis")
     method = _RESIZE_METHODS.get(attr.get("mode", "nearest"))
     coord = attr.get("coordinate_transformation_mode", "half_pixel")
     if coord in ("tf_crop_and_resize", "half_pixel_symmetric"):
         raise ctx.unsupported(f"coordinate_transformation_mode {coord!r}")
     scales = inputs[2] if len(inputs) > 2 else None
     sizes = inputs[3] if len(inputs) > 3 else None
+    shape = _op.shape_of(x, "int64")
+    # the run-time value given for each spatial axis (None: the axis keeps its size)
+    spatial = [axes.index(a) if a in axes else None for a in (2, 3)]
     if sizes is not None and _length(sizes, ctx, "sizes") > 0:
-        hw = _op.strided_slice(_i64(sizes, ctx), [2], [4])
+        if _length(sizes, ctx, "sizes") != len(axes):
+            raise ctx.error(f"sizes must hold {len(axes)} values (one per axis in {axes})")
+        given = _i64(sizes, ctx)
+        policy = attr.get("keep_aspect_ratio_policy", "stretch")
+        if policy not in ("stretch", "not_larger", "not_smaller"):
+            raise ctx.error(f"keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, got {policy!r}")
+        if policy != "stretch":  # one ratio for every axis in `axes`: min (not_larger) or max (not_smaller)
+            in_dims = _op.cast(_op.take(shape, const(np.array(axes, "int64"))), "float32")
+            ratios = _op.divide(_op.cast(given, "float32"), in_dims)
+            r = (_op.min if policy == "not_larger" else _op.max)(ratios, axis=[0], keepdims=True)
+            given = _op.cast(_op.floor(_op.add(_op.multiply(r, in_dims), const(np.float32(0.5)))), "int64")
+        hw = [_piece(given, j) if j is not None else _piece(shape, 2 + k) for k, j in enumerate(spatial)]
     elif scales is not None:
-        shape = _op.cast(_op.shape_of(x, "int64"), "float32")
-        full = _op.cast(_op.floor(_op.multiply(shape, _op.cast(scales, "float32"))), "int64")
-        hw = _op.strided_slice(full, [2], [4])
+        if _length(scales, ctx, "scales") != len(axes):
+            raise ctx.error(f"scales must hold {len(axes)} values (one per axis in {axes})")
+        sc = _op.cast(scales, "float32")
+        hw = []
+        for k, j in enumerate(spatial):
+            dim = _piece(shape, 2 + k)
+            if j is None:
+                hw.append(dim)
+            else:
+                hw.append(_op.cast(_op.floor(_op.multiply(_op.cast(dim, "float32"), _piece(sc, j))), "int64"))
     else:
         raise ctx.error("Resize needs scales or sizes")
+    hw = _op.concatenate(hw, 0)
     rounding = attr.get("nearest_mode", "round_prefer_floor") if method == "nearest_neighbor" else ""
     return _dyn.image.resize2d(x, hw, layout="NCHW", method=method, coordinate_transformation_mode=coord,
                                rounding_method=rounding, cubic_alpha=float(attr.get("cubic_coeff_a", -0.75)),
@@ -184,6 +218,14 @@ def _resize(inputs, attr, ctx):
                                extrapolation_value=float(attr.get("extrapolation_value", 0.0)))
 
 
+@onnx_op("Upsample", since=9, dynamic=True)
+def _upsample(inputs, attr, ctx):
+    """Upsample (opset 9) with run-time scales: Resize with ``asymmetric`` coordinates (``floor`` for nearest)."""
+    mode = attr.get("mode", "nearest")
+    if mode not in ("nearest", "linear"):
+        raise ctx.error(f"mode must be nearest or linear, got {mode!r}")
+    resize_attr = {"mode": mode, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    return _resize([inputs[0], None, inputs[1]], resize_attr, ctx)
 
 
 @onnx_op("Pad", since=11, dynamic=True)
@@ -191,16 +233,22 @@ def _pad(inputs, attr, ctx):
     """Constant-mode Pad with run-time ``pads`` ([b0, b1, ..., e0, e1, ...]) and optional constant value."""
     x = inputs[0]
     nd = _ndim(x, ctx)
-    if attr.get("mode", "constant") != "constant":
-        raise ctx.unsupported(f"Pad mode {attr.get('mode')!r} with run-time pads")
-    if len(inputs) > 3 and inputs[3] is not None:
-        raise ctx.unsupported("Pad with run-time pads and an axes input")
+    mode = attr.get("mode", "constant")
+    if mode not in ("constant", "edge", "reflect", "wrap"):
+        raise ctx.error(f"mode must be constant, reflect, edge or wrap, got {mode!r}")
     pads = _i64(inputs[1], ctx)
+    if len(inputs) > 3 and inputs[3] is not None:  # pads for the named axes only: [b_j..., e_j...]
+        from .onnx_dynamic_axes import scatter_axes  # noqa: PLC0415 (that module imports this one)
+        k = _length(inputs[3], ctx, "axes")
+        if _length(pads, ctx, "pads") != 2 * k:
+            raise ctx.error(f"pads must hold {2 * k} values for {k} axes")
+        pads = _op.concatenate([scatter_axes(inputs[3], nd, _op.strided_slice(pads, [0], [k]), 0, ctx),
+                                scatter_axes(inputs[3], nd, _op.strided_slice(pads, [k], [2 * k]), 0, ctx)], 0)
     if _length(pads, ctx, "pads") != 2 * nd:
         raise ctx.error(f"pads must hold {2 * nd} values for a rank-{nd} input")
     width = _op.transpose(_op.reshape(pads, [2, nd]), [1, 0])
     value = inputs[2] if len(inputs) > 2 and inputs[2] is not None else const(np.zeros((), ctx.dtype(x)))
-    return _dyn.nn.pad(x, width, _op.reshape(value, []))
+    return _dyn.nn.pad(x, width, _op.reshape(value, []), pad_mode=mode)
 
 
 # -- products over unknown dims ----------------------------------------------------------------------------------

@@ -501,11 +501,16 @@ def _pad_v11(inputs, attr, ctx):
 @onnx_op("CumSum", since=11)
 def _cum_sum(inputs, attr, ctx):
     x = inputs[0]
+    axis = int(np.asarray(ctx.require_value(inputs[1], "axis")).reshape(-1)[0])
+    return cum_sum_expr(ctx, x, axis, int(attr.get("exclusive", 0)), int(attr.get("reverse", 0)))
+
+
+def cum_sum_expr(ctx, x, axis: int, exclusive: int, reverse: int):
+    """CumSum along a known ``axis``: a product with a 0/1 triangular matrix."""
     shape = ctx.shape(x)
     nd = len(shape)
-    axis = _axis(ctx, int(np.asarray(ctx.require_value(inputs[1], "axis")).reshape(-1)[0]), nd)
+    axis = _axis(ctx, axis, nd)
     n = shape[axis]
-    exclusive, reverse = int(attr.get("exclusive", 0)), int(attr.get("reverse", 0))
     i = np.arange(n)
     # weight[j, i] = 1 when x[i] contributes to out[j]
     if reverse:
@@ -531,10 +536,14 @@ def _cum_sum(inputs, attr, ctx):
 # -- CumProd / TopK (relay.cumprod / relay.topk) ----------------------------------------------------------------------
 @onnx_op("CumProd", since=26)
 def _cum_prod(inputs, attr, ctx):
-    x = inputs[0]
-    nd = ctx.ndim(x)
-    axis = _axis(ctx, int(np.asarray(ctx.require_value(inputs[1], "axis")).reshape(-1)[0]), nd)
-    exclusive, reverse = bool(int(attr.get("exclusive", 0))), bool(int(attr.get("reverse", 0)))
+    axis = int(np.asarray(ctx.require_value(inputs[1], "axis")).reshape(-1)[0])
+    return cum_prod_expr(ctx, inputs[0], axis, bool(int(attr.get("exclusive", 0))),
+                         bool(int(attr.get("reverse", 0))))
+
+
+def cum_prod_expr(ctx, x, axis: int, exclusive: bool, reverse: bool):
+    """CumProd along a known ``axis`` (relay.cumprod; reversal by ``reverse``)."""
+    axis = _axis(ctx, axis, ctx.ndim(x))
     if reverse:
         x = _op.reverse(x, axis)
     out = _op.cumprod(x, axis=axis, exclusive=exclusive)

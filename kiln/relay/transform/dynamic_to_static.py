@@ -52,7 +52,9 @@ def _static(call: Call):
                                                    attrs.is_ascend, attrs.dtype)
     if name == "dyn.nn.pad" and _const_args(call, [1]):
         width = np.asarray(a[1].numpy()).reshape(-1, 2).astype(int).tolist()
-        return O.nn.pad(a[0], width, a[2], attrs.pad_mode)
+        # nn.pad has no wrap mode, no negative (cropping) widths, and checks reflect widths: those stay dynamic
+        if attrs.pad_mode in ("constant", "edge") and min(min(w) for w in width) >= 0:
+            return O.nn.pad(a[0], width, a[2], attrs.pad_mode)
     if name == "dyn.image.resize2d" and _const_args(call, [1]):
         roi = a[2].numpy().reshape(-1).tolist() if isinstance(a[2], Constant) else None
         return O.image.resize2d(a[0], _vals(a[1]), roi, attrs.layout, attrs.method,

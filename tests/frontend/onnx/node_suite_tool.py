@@ -1,7 +1,7 @@
 """Run the ONNX node tests through kiln's backend outside pytest and (re)write expected_failures.txt.
 
     python3 tests/frontend/onnx/node_suite_tool.py [--jobs 2] [--filter REGEX] [--write] [--executor graph|debug]
-        [--no-specialize] [--runtime-shape-cases [--write-cases]]
+        [--no-specialize] [--runtime-shape-cases [--write-cases]] [--failures-file PATH]
 
 ``--no-specialize`` runs the models as ONNX Runtime does (no input bound into the model: dyn.* ops + the VM);
 ``--runtime-shape-cases`` keeps only the cases whose specialized import binds an input (a shape operand fed
@@ -91,6 +91,8 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--filter", default=".")
     ap.add_argument("--write", action="store_true", help="rewrite expected_failures.txt")
+    ap.add_argument("--failures-file", default="", help="write the failures and their reasons to this file "
+                    "instead (same format; for a --no-specialize run, whose failures are not the tracked list)")
     ap.add_argument("--executor", choices=["graph", "debug"], default=None)
     ap.add_argument("--no-specialize", action="store_true", help="inputs stay run-time values (as ORT runs them)")
     ap.add_argument("--runtime-shape-cases", action="store_true",
@@ -126,8 +128,8 @@ def main(argv=None) -> int:
           f"({time.time() - t0:.0f}s)")
     for n, _, dt in sorted(results, key=lambda r: -r[2])[:5]:
         print(f"  slowest: {n} {dt:.1f}s")
-    if args.write:
-        path = os.path.join(HERE, "expected_failures.txt")
+    if args.write or args.failures_file:
+        path = args.failures_file or os.path.join(HERE, "expected_failures.txt")
         with open(path, "w") as f:
             f.write("# ONNX node tests kiln is known to fail (name  # reason); see test_onnx_node_suite.py.\n")
             for n, r in failed:
