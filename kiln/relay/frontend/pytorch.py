@@ -350,7 +350,10 @@ class TorchScriptImporter(ScriptControlFlow):
         value = fn(self.ctx, args)
         self._bind_outputs(node, value)
         if ns == "aten" and name in VIEW_OPS and isinstance(inputs[0], Expr) and isinstance(value, Expr):
-            spec = view_spec(self.ctx, name, args, tuple(self.ctx.shape(inputs[0])))
+            try:
+                spec = view_spec(self.ctx, name, args, tuple(self.ctx.shape(inputs[0])))
+            except KilnError:  # a position known only at run time (scripted loops): not a tracked view
+                spec = None
             if spec is not None:
                 self.views[node.output().debugName()] = (node.inputsAt(0).debugName(), spec)
         if isinstance(value, Expr) and isinstance(inputs[0], Expr) and writes_first_input(node):
