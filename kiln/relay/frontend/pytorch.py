@@ -19,6 +19,7 @@ from .. import expr as _expr, op as _op
 from ..expr import Constant, Expr, TupleGetItem
 from .aten import AtenContext, lookup
 from .common import TypeCache, c_array as _c_array
+from .pytorch_inplace import VIEW_OPS, view_spec, write_into
 from .pytorch_script import LIST_MUTATORS, DynList, ScriptControlFlow, writes_first_input
 from .pytorch_utils import (AtenArgs, DTypeName, SUPPORTED_DTYPES, normalize_args, parse_schema,
                             tensor_to_numpy, torch_dtype_to_str)
@@ -75,6 +76,7 @@ class TorchScriptImporter(ScriptControlFlow):
         self.ctx.param_values = self.params  # quantized-op converters read scales kept as tensor attributes
         self.ctx.importer = self  # the run-time list converters (aten/script.py) use its Prelude
         self._prelude = None  # created by the first loop / run-time if / run-time list
+        self.views: dict = {}  # value name -> (base value name, where it lies in the base): pytorch_inplace.py
         self.export_path = None
 
     # -- entry ----------------------------------------------------------------------------------
@@ -347,9 +349,29 @@ class TorchScriptImporter(ScriptControlFlow):
         fn = lookup(name if ns == "aten" else kind)
         value = fn(self.ctx, args)
         self._bind_outputs(node, value)
+        if ns == "aten" and name in VIEW_OPS and isinstance(inputs[0], Expr) and isinstance(value, Expr):
+            try:
+                spec = view_spec(self.ctx, name, args, tuple(self.ctx.shape(inputs[0])))
+            except KilnError:  # a position known only at run time (scripted loops): not a tracked view
+                spec = None
+            if spec is not None:
+                self.views[node.output().debugName()] = (node.inputsAt(0).debugName(), spec)
         if isinstance(value, Expr) and isinstance(inputs[0], Expr) and writes_first_input(node):
             # an in-place op (add_, mul_, copy_...): later reads of its input see the new value, as in PyTorch
-            self.env[node.inputsAt(0).debugName()] = value
+            self._write(node.inputsAt(0).debugName(), value)
+
+    def _write(self, name: str, value):
+        """Rebind ``name`` to ``value`` and, when it is a view, every base it was cut from."""
+        self.env[name] = value
+        seen = set()
+        while name in self.views and name not in seen:
+            seen.add(name)
+            base_name, spec = self.views[name]
+            base = self.env[base_name]
+            value = write_into(self.ctx, base, spec, value)
+            self.ctx.typecheck(value)
+            self.env[base_name] = value
+            name = base_name
 
     def _bind_outputs(self, node, value):
         self.ctx.typecheck(value)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ...ir.op import Op, OpPattern
 from ...transform.pass_base import ModulePass, register_pass
-from ..expr import Call, Function, Let, Tuple, TupleGetItem, Var
+from ..expr import Call, Constant, Function, Let, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator, post_order_visit, NonPrimitiveMutator
 from ._util import infer_module, type_of
 from .fusion_graph import (BROADCAST, ELEMWISE, INJECTIVE, OPAQUE, TUPLE, DominatorTree, IndexedForwardGraph,
@@ -191,10 +191,11 @@ class _GroupInfo:
 class FuseMutator(NonPrimitiveMutator):
     """Rewrites a function so each group becomes a call of a new primitive function."""
 
-    def __init__(self, fuse_opt_level: int, max_fuse_depth: int):
+    def __init__(self, fuse_opt_level: int, max_fuse_depth: int, link_params: bool = False):
         super().__init__()
         self.fuse_opt_level = fuse_opt_level
         self.max_fuse_depth = max_fuse_depth
+        self.link_params = link_params
         self.gmap: dict = {}
         self.ginfo: dict = {}
 
@@ -216,7 +217,7 @@ class FuseMutator(NonPrimitiveMutator):
         for arg in args:
             arg_group = self.gmap[arg].find_root() if arg in self.gmap else None
             new_arg = self.visit(arg)
-            if arg_group is not group:
+            if arg_group is not group and not (self.link_params and isinstance(new_arg, Constant)):
                 out.append(self.info(group).add(new_arg, type_of(arg)))
             else:
                 out.append(new_arg)
@@ -278,23 +279,34 @@ def _reshape_only(body) -> bool:
     return ok[0]
 
 
-def fuse_ops(func: Function, fuse_opt_level: int, max_fuse_depth: int = 256) -> Function:
-    """Fuse one type-checked function."""
-    return FuseMutator(fuse_opt_level, max_fuse_depth).transform(func)
+def fuse_ops(func: Function, fuse_opt_level: int, max_fuse_depth: int = 256, link_params: bool = False) -> Function:
+    """Fuse one type-checked function. With ``link_params`` a constant argument of a fused group stays in
+    the primitive function's body (compiled into the kernel) instead of becoming one of its parameters."""
+    return FuseMutator(fuse_opt_level, max_fuse_depth, link_params).transform(func)
 
 
 def FuseOps(fuse_opt_level: int = -1):  # noqa: N802 (TVM's name)
     """Fuse operators into primitive functions. ``fuse_opt_level=-1`` uses the PassContext's opt level;
-    ``relay.FuseOps.max_depth`` (config, default 256) bounds the number of ops in one group."""
+    ``relay.FuseOps.max_depth`` (config, default 256) bounds the number of ops in one group;
+    ``relay.FuseOps.link_params`` (config; default: the module's executor's ``link-params``, else False) keeps
+    constants inside the fused functions, as TVM (the Relay graph; kiln's lowering still hands a non-scalar
+    constant to its kernel as an input, so ``relay.build``'s params are the same either way).
+
+    Not implemented: TVM's ``max_function_args`` limit (a target attribute of GPU targets such as Metal, which
+    splits a group whose function would take too many arguments); no kiln target has that attribute."""
 
     def run(mod, ctx):
         level = ctx.opt_level if fuse_opt_level == -1 else fuse_opt_level
         max_depth = int(ctx.get_config("relay.FuseOps.max_depth", 256) or 256)
+        link = ctx.get_config("relay.FuseOps.link_params", None)
+        if link is None:
+            executor = mod.get_attr("executor")
+            link = bool(dict(getattr(executor, "options", None) or {}).get("link-params", False))
         mod = infer_module(mod)
         out = mod.copy()
         for gv, func in mod.functions.items():
             if isinstance(func, Function) and not func.get_attr("Primitive") and not func.get_attr("Compiler"):
-                out[gv] = fuse_ops(func, level, max_depth)
+                out[gv] = fuse_ops(func, level, max_depth, bool(link))
         return infer_module(out)
 
     return ModulePass(run, 0, "FuseOps")

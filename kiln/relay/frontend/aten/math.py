@@ -545,6 +545,8 @@ def _norm(ctx, args):
         return _op().sqrt(_op().sum(x * x, axis=axis, keepdims=keep))
     if p == 1:
         return _op().sum(_op().abs(x), axis=axis, keepdims=keep)
+    if p == 0:  # the number of nonzero entries
+        return _op().sum(ctx.cast(_op().not_equal(x, _c(ctx, x, 0)), ctx.dtype(x)), axis=axis, keepdims=keep)
     if math.isinf(p):
         return (_op().max if p > 0 else _op().min)(_op().abs(x), axis=axis, keepdims=keep)
     s = _op().sum(_op().power(_op().abs(x), _c(ctx, x, p)), axis=axis, keepdims=keep)

@@ -1,9 +1,10 @@
 """aten activations and reductions beyond ``math.py``: celu, selu, glu, log_sigmoid, threshold, isinf,
-isfinite, logsumexp, var_mean, addcmul, addcdiv."""
+isfinite, logsumexp, var_mean, addcmul, addcdiv, lerp, bit shifts."""
 from __future__ import annotations
 
 import math
 
+from ....error import FrontendError
 from ...expr import Expr
 from .math import _c, _category, _dims, _float_input, _var, promote
 from .registry import register
@@ -122,3 +123,27 @@ def _addc(is_div):
 
 register("addcmul")(_addc(False))
 register("addcdiv")(_addc(True))
+
+
+@register("lerp")
+def _lerp(ctx, args):
+    """start + weight * (end - start), in PyTorch's two-sided form (exact at weight 1: end - (end - start) *
+    (1 - weight) for weight >= 0.5)."""
+    start, end, weight = promote(ctx, args[0], args[1], args[2])
+    diff = _op().subtract(end, start)
+    low = _op().add(start, _op().multiply(weight, diff))
+    high = _op().subtract(end, _op().multiply(diff, _op().subtract(_c(ctx, weight, 1.0), weight)))
+    return _op().where(_op().less(_op().abs(weight), _c(ctx, weight, 0.5)), low, high)
+
+
+def _shift(relay_name):
+    def convert(ctx, args):
+        a, b = promote(ctx, args[0], args[1])
+        if _category(ctx.dtype(a)) != 1:
+            raise FrontendError(f"aten::{ctx.op_name}: shifts need integer tensors, got {ctx.dtype(a)}")
+        return ctx.fold(getattr(_op(), relay_name)(a, b))
+    return convert
+
+
+register("__lshift__", "bitwise_left_shift")(_shift("left_shift"))
+register("__rshift__", "bitwise_right_shift")(_shift("right_shift"))

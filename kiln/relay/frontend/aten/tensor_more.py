@@ -80,6 +80,8 @@ def scatter(ctx, x, dim, index, src, reduce=None, include_self=True):
     if red is None and reduce is not None:
         raise FrontendError(f"aten::{ctx.op_name}: unknown reduce {reduce!r} (expected one of "
                             f"{sorted(k for k in _TORCH_REDUCE if k)})")
+    if int(np.prod(ctx.shape(index))) == 0:  # PyTorch: an empty index writes nothing, whatever its rank
+        return x
     index = ctx.cast(index, "int64")
     src = _scatter_src(ctx, x, index, src)
     if ctx.ndim(index) == 0:
@@ -235,6 +237,17 @@ def _broadcast_tensors(ctx, args):
 
 
 # -- filling --------------------------------------------------------------------------------------
+@register("copy_")
+def _copy_(ctx, args):
+    """``self.copy_(src)``: src broadcast to self's shape and cast to self's dtype (the importer then writes
+    the result into self and, for a view, into its base: ``pytorch_inplace.py``)."""
+    x, src = args[0], args[1]
+    dt = ctx.dtype(x)
+    src = ctx.as_expr(src, dt) if not isinstance(src, Expr) else ctx.cast(src, dt)
+    shape = list(ctx.shape(x))
+    return src if list(ctx.shape(src)) == shape else _op().broadcast_to(src, shape)
+
+
 @register("fill")
 def _fill(ctx, args):
     x, v = args[0], args[1]
