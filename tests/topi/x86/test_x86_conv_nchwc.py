@@ -202,6 +202,24 @@ def test_fallback_of_narrow_blocks(ic, h, w, oc, k, s, p):
     np.testing.assert_allclose(_run_packed(None, a, wt, s, p, bias), ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_narrow_block_tile_is_registers(isa):
+    """Generated code of the stem's fallback for each ISA (compiled, run only by the numerical tests): the
+    accumulators are vector variables, 6 pixels x 2 ymm on AVX2 (room left for both weight vectors and the
+    broadcast), 28 pixels x 1 zmm on AVX-512, and the kernel row stays a loop."""
+    with tvm.target.Target(ISA[isa]):
+        A = te.placeholder((1, 1, 61, 61, 3), name="A")
+        W = te.placeholder((4, 1, 7, 7, 3, 16), name="W")
+        out = x86.conv2d_NCHWc(A, W, (2, 2), (3, 3, 3, 3), (1, 1), "NCHW3c", "NCHW16c", "float32")
+        f = tvm.build(x86.schedule_conv2d_NCHWc([out]), [A, W, out], target=ISA[isa])
+    src = f.get_source()
+    vec, n_acc = {"avx2": ("kiln_f32x8", 12), "avx512": ("kiln_f32x16", 28)}[isa]
+    assert f"{vec} conv2d_NCHWc_global_r0," in src and f"conv2d_NCHWc_global_r{n_acc - 1}" in src
+    assert f"conv2d_NCHWc_global_r{n_acc}" not in src
+    assert "for (int32_t kw = 0; kw < 7; ++kw)" in src
+    assert "for (int32_t ic_block = 0; ic_block < 3; ++ic_block)" in src
+
+
 def _net(rng):
     """conv3x3(8->24, stride 2) + bias + relu -> conv1x1(24->16) + residual-free add of a bias, NCHW 13x11."""
     x = relay.var("data", shape=(1, 8, 13, 11))
