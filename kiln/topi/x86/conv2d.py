@@ -32,7 +32,7 @@ from ..nn.conv2d import _out_size, _params
 from ..nn.pad import pad
 from ..utils import get_const_tuple
 from .utils import (divisor_at_most, nchwc_output_axes, reduction_flops, scaled_registers, schedule_anchored,
-                    simd_width, worth_parallel)
+                    simd_width, vector_registers, worth_parallel)
 
 def _parse_blocked(layout: str, letter: str) -> int:
     """The block factor of sub-axis ``letter`` in a layout such as ``NCHW8c`` (0 when absent)."""
@@ -77,6 +77,15 @@ def register_budget() -> tuple:
     """``(most, fewest)`` accumulator vectors of a pixel tile on the current target: (14, 12) with AVX2's
     16 vector registers, (28, 24) with AVX-512's 32."""
     return scaled_registers(MAX_ACC), scaled_registers(MIN_ACC)
+def narrow_budget(max_acc: int, vecs: int) -> int:
+    """Accumulators of a pixel tile whose input block is narrower than a vector (the 3-channel stem): every
+    accumulator, the ``vecs`` weight vectors and the broadcast must be registers at once, since the
+    reduction step over a narrow block is too short for the compiler to stream weights from memory operands
+    (the full-block tiles of :func:`register_budget` take one weight vector that way). On AVX2 with a
+    16-channel block: 12 accumulators, not 14 (stem 7x7/2: 66 -> 96 GFLOP/s on one thread)."""
+    return max(1, min(max_acc, vector_registers() - vecs - 1))
+
+
 # Per-core cache a reused operand should fit in (half of Zen 3 / Skylake's L2, the rest for the streams).
 CACHE_BYTES = 256 * 1024
 LLC_SHARE_BYTES = 4 * 1024 * 1024
@@ -142,16 +151,20 @@ def _define_nchwc_space(cfg, ic: int, oc: int, ih: int, iw: int, oh: int, ow: in
         ic_bn = ic_bn or channel_block(ic, lanes)
         oc_bn = oc_bn or channel_block(oc, lanes)
         vecs = -(-oc_bn // lanes)
-        row = row_tile(ow, vecs, max_acc)
+        narrow = ic_bn < lanes
+        # a narrow-block tile takes the most pixels its budget allows, a peeled tail included (stem: 6 pixels
+        # and a tail of 4 per 112-wide row, 96 GFLOP/s; the dividing 4, 64)
+        row = min(ow, narrow_budget(max_acc, vecs) // vecs) if narrow else row_tile(ow, vecs, max_acc)
         rows = 2 if vecs * row * 2 <= max_acc and oh % 2 == 0 and row == ow else 1
         cfg["tile_ic"] = autotvm.task.SplitEntity([-1, ic_bn])
         cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn])
         cfg["tile_oh"] = autotvm.task.SplitEntity([-1, rows])
         cfg["tile_ow"] = autotvm.task.SplitEntity([-1, row])
         cfg["order"] = autotvm.task.OtherOptionEntity(fallback_order(ic, oc, ih, iw, oh, kh, kw, ic_bn, oc_bn))
-        # unrolling the kernel row folded the strided / narrow-block input offsets (stem: 46 -> 68 GFLOP/s);
-        # on stride-1 layers with full blocks it was even
-        cfg["unroll_kw"] = autotvm.task.OtherOptionEntity(kw > 1 and (stride_w > 1 or ic_bn < lanes or ow <= row))
+        # unrolling the kernel row folded the strided input offsets; on stride-1 layers with full blocks it
+        # was even. A narrow block (the 3-channel stem) is the exception: there the unrolled row let gcc hoist
+        # the few broadcasts of each kernel tap across taps and spill (stem 7x7/2: 66 -> 96 GFLOP/s without it)
+        cfg["unroll_kw"] = autotvm.task.OtherOptionEntity(kw > 1 and not narrow and (stride_w > 1 or ow <= row))
         cfg["tile_occ"] = autotvm.task.OtherOptionEntity(1)
 
 

@@ -126,12 +126,16 @@ def test_fallback_order():
 
 
 @pytest.mark.parametrize("isa,cases", [
-    ("avx2", [((3, 224, 224, 64, 7, 2, 3), (3, 16, 1, 7, 0, True)),
+    # a narrow (3-channel) block: accumulators + weight vectors + broadcast all in registers (12 + 2 + 1 of 16,
+    # a peeled tail), the kernel row not unrolled
+    ("avx2", [((3, 224, 224, 64, 7, 2, 3), (3, 16, 1, 6, 0, False)),
+              ((3, 224, 224, 24, 7, 2, 3), (3, 8, 1, 14, 0, False)),
               ((64, 56, 56, 64, 3, 1, 1), (16, 16, 1, 7, 0, False)),
               ((512, 7, 7, 512, 3, 1, 1), (16, 16, 1, 7, 0, True)),
               ((24, 8, 7, 24, 1, 1, 0), (8, 8, 2, 7, 0, False))]),
     # AVX-512: one 16-lane vector per pixel, rows of up to 28 accumulators
-    ("avx512", [((3, 224, 224, 64, 7, 2, 3), (3, 16, 1, 28, 0, True)),
+    ("avx512", [((3, 224, 224, 64, 7, 2, 3), (3, 16, 1, 28, 0, False)),
+                ((3, 224, 224, 96, 3, 2, 1), (3, 16, 1, 28, 0, False)),
                 ((64, 56, 56, 64, 3, 1, 1), (16, 16, 1, 28, 0, False)),
                 ((512, 7, 7, 512, 3, 1, 1), (16, 16, 1, 7, 0, True)),
                 ((24, 8, 7, 24, 1, 1, 0), (12, 12, 2, 7, 0, False))]),
@@ -180,6 +184,40 @@ def test_last_config_and_fallback_with_epilogue():
     two_rows = next(c for c in cfgs if c["tile_oh"].size[-1] == 2 and c["order"].val == 0)
     for cfg in (last, two_rows, None):
         np.testing.assert_allclose(_run_packed(cfg, a, wt, s, p, bias), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("ic,h,w,oc,k,s,p", [
+    (3, 37, 29, 32, 7, 2, 3),      # stem-like: 2 vectors, 6-pixel rows with a peeled tail of 3 (15 = 2 x 6 + 3)
+    (3, 23, 31, 24, 3, 2, 1),      # one vector: 14-pixel rows, tail of 2 (16 = 14 + 2)
+    (5, 19, 21, 16, 5, 1, 2),      # an odd narrow block (5 channels), stride 1
+])
+def test_fallback_of_narrow_blocks(ic, h, w, oc, k, s, p):
+    """The fallback of a conv whose input block is narrower than a vector (the network stem), on the host,
+    against numpy, with a fused bias + relu."""
+    rng = np.random.default_rng(ic * 100 + oc)
+    a = rng.standard_normal((1, ic, h, w)).astype("float32")
+    wt = rng.standard_normal((oc, ic, k, k)).astype("float32")
+    bias = rng.standard_normal(oc).astype("float32")
+    ref = np.maximum(conv2d_nchw_python(a, wt, (s, s), (p,) * 4) + bias[None, :, None, None], 0)
+    np.testing.assert_allclose(_run_packed(None, a, wt, s, p, bias), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_narrow_block_tile_is_registers(isa):
+    """Generated code of the stem's fallback for each ISA (compiled, run only by the numerical tests): the
+    accumulators are vector variables, 6 pixels x 2 ymm on AVX2 (room left for both weight vectors and the
+    broadcast), 28 pixels x 1 zmm on AVX-512, and the kernel row stays a loop."""
+    with tvm.target.Target(ISA[isa]):
+        A = te.placeholder((1, 1, 61, 61, 3), name="A")
+        W = te.placeholder((4, 1, 7, 7, 3, 16), name="W")
+        out = x86.conv2d_NCHWc(A, W, (2, 2), (3, 3, 3, 3), (1, 1), "NCHW3c", "NCHW16c", "float32")
+        f = tvm.build(x86.schedule_conv2d_NCHWc([out]), [A, W, out], target=ISA[isa])
+    src = f.get_source()
+    vec, n_acc = {"avx2": ("kiln_f32x8", 12), "avx512": ("kiln_f32x16", 28)}[isa]
+    assert f"{vec} conv2d_NCHWc_global_r0," in src and f"conv2d_NCHWc_global_r{n_acc - 1}" in src
+    assert f"conv2d_NCHWc_global_r{n_acc}" not in src
+    assert "for (int32_t kw = 0; kw < 7; ++kw)" in src
+    assert "for (int32_t ic_block = 0; ic_block < 3; ++ic_block)" in src
 
 
 def _net(rng):
