@@ -59,6 +59,23 @@ def register_extern_helper(name: str, code: str, x86_intrinsics: bool = False) -
     _EXTERN_HELPERS[name] = (code, bool(x86_intrinsics))
 
 
+# Lane-wise helpers with vector forms: a ``call_pure_extern`` of ``name`` that the vectorizer widened (see
+# kiln.tir.transform.vectorize.register_vectorizable_extern) prints as a call of ``make(lanes)``'s helper:
+# name -> make(lanes) -> (helper name, code, needs <immintrin.h>).
+_VECTOR_EXTERNS: dict = {}
+
+
+def register_vector_extern_helper(name: str, make) -> None:
+    """The vector form of the scalar extern helper ``name``: ``make(lanes)`` returns ``(vector helper name, its
+    static inline C, whether it uses x86 intrinsics)``; the helper takes and returns ``lanes``-lane vectors."""
+    _VECTOR_EXTERNS[name] = make
+
+
+def vector_extern_helper(name: str):
+    """The ``make(lanes)`` registered for ``name`` (None when it has no vector form)."""
+    return _VECTOR_EXTERNS.get(name)
+
+
 class CSupport:
     """Collects the typedefs and static inline helpers one translation unit needs."""
 
@@ -356,6 +373,51 @@ class CSupport:
             f"#if {guard}\n"
             f"{fast}\n"
             f"#else\n  {generic}\n#endif\n}}"))
+
+    def int_convert(self, src, dst) -> str | None:
+        """``kiln_cvt_S_D(v)`` for a conversion between integer vectors of 8-, 16- or 32-bit lanes (a multiple of
+        8 lanes) with different widths, written with AVX2 / SSE4.1 intrinsics (``vpmovzx``/``vpmovsx`` to widen,
+        ``vpshufb`` to truncate); ``__builtin_convertvector`` otherwise (GCC 12 scalarizes these on x86, one
+        byte at a time). None where no helper applies."""
+        s, d = parse_dtype(src), parse_dtype(dst)
+        if (not (s.is_integral and d.is_integral) or s.is_bool or d.is_bool or s.lanes != d.lanes or s.lanes % 8
+                or s.bits == d.bits or s.bits not in (8, 16, 32) or d.bits not in (8, 16, 32)):
+            return None
+        lanes = s.lanes
+        st, dt_ = self.ctype(s), self.ctype(d)
+        name = f"kiln_cvt_{_suffix(s)}_{_suffix(d)}"
+        sb, db = s.bits // 8, d.bits // 8
+        sign = "epi" if s.type_code == parse_dtype("int8").type_code else "epu"
+        if d.bits > s.bits:  # widen 8 lanes: 8 * sb bytes in, 8 * db bytes out
+            if db == 4:
+                body = (f"__m128i t; memcpy(&t, (const char*)&v + i * {sb}, 16); "
+                        f"__m256i r = _mm256_cvt{sign}{s.bits}_epi32(t); memcpy((char*)&o + i * 4, &r, 32);")
+            else:  # 8 -> 16 bits
+                body = (f"__m128i t = _mm_loadl_epi64((const __m128i*)((const char*)&v + i)); "
+                        f"__m128i r = _mm_cvt{sign}8_epi16(t); memcpy((char*)&o + i * 2, &r, 16);")
+            if s.bits == 8 and db == 4:
+                body = (f"__m128i t = _mm_loadl_epi64((const __m128i*)((const char*)&v + i)); "
+                        f"__m256i r = _mm256_cvt{sign}8_epi32(t); memcpy((char*)&o + i * 4, &r, 32);")
+        else:  # truncate 8 lanes: keep the low d.bits of each lane
+            if sb == 4:
+                idx = [b for k in range(4) for b in range(4 * k, 4 * k + db)]
+                pad = [-1] * (16 - len(idx))
+                mask = ", ".join(str(x) for x in (idx + pad) * 2)
+                comb = "_mm_unpacklo_epi32(lo, hi)" if db == 1 else "_mm_unpacklo_epi64(lo, hi)"
+                body = (f"__m256i t; memcpy(&t, (const char*)&v + i * 4, 32); "
+                        f"__m256i sh = _mm256_shuffle_epi8(t, _mm256_setr_epi8({mask})); "
+                        f"__m128i lo = _mm256_castsi256_si128(sh), hi = _mm256_extracti128_si256(sh, 1); "
+                        f"__m128i r = {comb}; memcpy((char*)&o + i * {db}, &r, {8 * db});")
+            else:  # 16 -> 8 bits
+                mask = ", ".join(str(x) for x in list(range(0, 16, 2)) + [-1] * 8)
+                body = (f"__m128i t; memcpy(&t, (const char*)&v + i * 2, 16); "
+                        f"__m128i r = _mm_shuffle_epi8(t, _mm_setr_epi8({mask})); memcpy((char*)&o + i, &r, 8);")
+        self.uses_x86_intrinsics = True
+        return self.helper(name, (
+            f"static inline __attribute__((always_inline)) {dt_} {name}({st} v) {{\n"
+            f"#if defined(__AVX2__)\n  {dt_} o;\n"
+            f"  for (int i = 0; i < {lanes}; i += 8) {{ {body} }}\n  return o;\n"
+            f"#else\n  return __builtin_convertvector(v, {dt_});\n#endif\n}}"))
 
     def lanewise(self, name: str, out_dtype, in_dtypes, lane_expr: str) -> str:
         """A helper applying a scalar C expression lane by lane; ``lane_expr`` names lanes

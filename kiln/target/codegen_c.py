@@ -37,7 +37,7 @@ from ..tir.transform.intrin_rule import LANEWISE_EXTERN, LIBM
 from ..tir.transform.promote_registers import REGISTERS_ATTR, PromoteRegisters
 from ..tir.transform.vector_split import as_ramp, split_store
 from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
-from .c_support import CSupport, scalar_ctype, suffix
+from .c_support import CSupport, scalar_ctype, suffix, vector_extern_helper
 from .metadata import function_metadata, implicit_shape_vars
 from .x86 import target_cpu_flags
 from ..tir import expr as E, stmt as S, op as tir_op
@@ -693,6 +693,9 @@ class FunctionCodegen(StmtExprVisitor):
         if dst.is_bool:
             zero = f"{self.c.broadcast(src)}(0)"
             return self.c.to_mask(f"{value} != {zero}", src)
+        fn = self.c.int_convert(src, dst)
+        if fn is not None:
+            return f"{fn}({value})"
         return f"__builtin_convertvector({value}, {self.c.ctype(dst)})"
 
     def visit_Ramp(self, e):
@@ -747,6 +750,12 @@ class FunctionCodegen(StmtExprVisitor):
     @_prints("call_extern", "call_pure_extern")
     def _extern_call(self, e, _name):
         fname = e.args[0].value if isinstance(e.args[0], E.StringImm) else str(e.args[0])
+        make = vector_extern_helper(fname) if parse_dtype(e.dtype).lanes > 1 else None
+        if make is not None:  # a lane-wise helper the vectorizer widened: its vector form
+            vname, code, x86 = make(parse_dtype(e.dtype).lanes)
+            self.c.helper(vname, code)
+            self.c.uses_x86_intrinsics = self.c.uses_x86_intrinsics or x86
+            return f"{vname}({', '.join(self.visit(a) for a in e.args[1:])})"
         self.c.extern_helper(fname)
         return f"{fname}({', '.join(self.visit(a) for a in e.args[1:])})"
 

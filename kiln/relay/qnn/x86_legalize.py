@@ -88,17 +88,29 @@ def _common(args, ts, weight_axis: int):
     return wq, int(np.asarray(xzp).reshape(()))
 
 
+def _is_depthwise(ts, groups: int) -> bool:
+    """groups = input channels = output channels, one input channel per kernel (multiplier 1)."""
+    d, k = ts[0].shape, ts[1].shape
+    return (len(d) == 4 and len(k) == 4 and all(isinstance(v, int) for v in (d[1], k[0], k[1]))
+            and d[1] == groups and k[0] == groups and k[1] == 1)
+
+
 def legalize_conv2d(attrs, args, ts):
     """qnn.conv2d -> pad(uint8 data, zero point) -> nn.conv2d(uint8, int8) - zu * sum(wq) (see module doc)."""
     if not _x86_int8_target() or (attrs.out_dtype or "int32") != "int32":
         return None
-    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW" or int(attrs.groups) != 1:
+    if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW":
+        return None
+    groups = int(attrs.groups)
+    depthwise = groups > 1 and _is_depthwise(ts, groups)
+    if groups != 1 and not depthwise:
         return None
     got = _common(args, ts, 0)
     if got is None:
         return None
     wq, zx = got
-    if _saturating() and not _pairs_fit_int16(np.moveaxis(wq, 1, -1)):
+    # the depthwise kernel forms each uint8 x int8 product in int16 (never saturates) and sums in int32
+    if not depthwise and _saturating() and not _pairs_fit_int16(np.moveaxis(wq, 1, -1)):
         return None
     xu, zu = _uint8_data(args[0], ts[0].dtype, zx)
     pt, pl, pb, pr = pad4(attrs.padding)

@@ -67,6 +67,10 @@ def slice_lanes(e, start: int, n: int):
                         slice_lanes(e.false_value, start, n))
     if isinstance(e, E.Cast):
         return E.Cast(_lanes(e.dtype, n), slice_lanes(e.value, start, n))
+    if isinstance(e, E.Call) and e.op == "tir.call_pure_extern" and e.args and isinstance(e.args[0], E.StringImm):
+        from .vectorize import VECTORIZABLE_EXTERNS  # lane-wise helpers (registered by their C code's owner)
+        if e.args[0].value in VECTORIZABLE_EXTERNS:
+            return E.Call(_lanes(e.dtype, n), e.op, [e.args[0]] + [slice_lanes(a, start, n) for a in e.args[1:]])
     if isinstance(e, E.Call) and isinstance(e.op, str) and e.op not in _ELEMENTWISE_CALLS_EXCLUDED:
         args = [slice_lanes(a, start, n) if isinstance(a, E.PrimExpr) else a for a in e.args]
         return E.Call(_lanes(e.dtype, n), e.op, args)

@@ -35,6 +35,20 @@ _PURE_CALLS = {
     "tir.shift_right", "tir.reinterpret", "tir.hypot", "tir.copysign", "tir.nextafter",
 }
 
+# ``call_pure_extern`` helpers that are lane-wise and have a vector form in the C backend
+# (kiln.target.c_support.register_vector_extern_helper): a call of one is widened like a pure intrinsic
+VECTORIZABLE_EXTERNS: set = set()
+
+
+def register_vectorizable_extern(name: str) -> None:
+    """Let the vectorizer widen ``call_pure_extern(name, ...)`` (the function must be lane-wise)."""
+    VECTORIZABLE_EXTERNS.add(name)
+
+
+def _vectorizable_extern(e) -> bool:
+    return (e.op == "tir.call_pure_extern" and e.args and isinstance(e.args[0], E.StringImm)
+            and e.args[0].value in VECTORIZABLE_EXTERNS)
+
 
 def _vec_dtype(dtype: str, lanes: int) -> str:
     return str(parse_dtype(dtype).element_of().with_lanes(lanes))
@@ -164,6 +178,12 @@ class _Vectorizer:
         if e.op == "tir.likely":
             c = self.expr(e.args[0])
             return e if c is e.args[0] else E.Call(c.dtype, e.op, [c])
+        if _vectorizable_extern(e):
+            args = [self.expr(a) for a in e.args[1:]]
+            if all(_lanes(a) == 1 for a in args):
+                return e if all(a is b for a, b in zip(args, e.args[1:])) else E.Call(e.dtype, e.op,
+                                                                                      [e.args[0]] + args)
+            return E.Call(_vec_dtype(e.dtype, self.lanes), e.op, [e.args[0]] + [self.bcast(a) for a in args])
         args = [self.expr(a) for a in e.args]
         if all(_lanes(a) == 1 for a in args):
             if e.op not in _PURE_CALLS and uses_var(e, self.var):
@@ -256,7 +276,8 @@ def _safe_to_evaluate(e) -> bool:
             bad.append(n)
 
         def visit_Call(self, n):
-            if n.op not in _PURE_CALLS and n.op not in ("tir.likely", "tir.if_then_else"):
+            if n.op not in _PURE_CALLS and n.op not in ("tir.likely", "tir.if_then_else") \
+                    and not _vectorizable_extern(n):
                 bad.append(n)
             self.generic_visit(n)
 

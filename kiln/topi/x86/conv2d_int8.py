@@ -207,6 +207,20 @@ def conv2d_nchw_int8(data, kernel, strides, padding, dilation, out_dtype="int32"
                       name="output_unpack", tag="injective,unpack_nchwc")
 
 
+EPILOGUE_LANES = 8
+
+
+def vectorize_int32_epilogue(stage, axis, extent: int) -> None:
+    """Vectorize an int8 kernel's output loop 8 int32 lanes at a time (one AVX2 register): the requantize
+    epilogue computes on int32 lanes, and GCC keeps 16-lane (64-byte) int32 vectors in memory on AVX2."""
+    if extent > EPILOGUE_LANES and extent % EPILOGUE_LANES == 0:
+        outer, inner = stage.split(axis, factor=EPILOGUE_LANES)
+        stage.unroll(outer)
+        stage.vectorize(inner)
+    else:
+        stage.vectorize(axis)
+
+
 def _schedule_conv(s, cfg, C, O):
     """Register tile ``tile_oh x tile_ow`` pixels x 16 channels (a cache_write stage), reduction outside,
     the (16 channels x 4) step tensorized; the output stage (with any fused epilogue) vectorized."""
@@ -245,7 +259,7 @@ def _schedule_conv(s, cfg, C, O):
         s[O].parallel(par)
     s[O].unroll(yi)
     s[O].unroll(xi)
-    s[O].vectorize(ocb)
+    vectorize_int32_epilogue(s[O], ocb, oc_bn)
     s[CC].compute_at(s[O], xo)
     _, _, cy, cx, cocb = s[CC].op.axis
     icc, ry, rx, ic4, k4 = s[CC].op.reduce_axis

@@ -13,7 +13,7 @@ from ... import autotvm, te
 from ...error import KilnError
 from ...tir import op as T
 from ..utils import get_const_tuple
-from .conv2d_int8 import _acc_budget, int8_lanes, int8_mode
+from .conv2d_int8 import _acc_budget, int8_lanes, int8_mode, vectorize_int32_epilogue
 from .tensor_intrin import dot_u8s8_intrin
 from .utils import reduction_flops, schedule_anchored, worth_parallel
 
@@ -110,7 +110,7 @@ def _schedule(s, cfg, C, O):
     if worth_parallel(reduction_flops(C)):
         s[O].parallel(par)
     s[O].unroll(ii)
-    s[O].vectorize(ji)
+    vectorize_int32_epilogue(s[O], ji, N_BN)
     s[C].compute_at(s[O], par)
     _tile(s, C, tm, lanes, mode)
 

@@ -97,12 +97,28 @@ def _int8_conv_applies(attrs, inputs, out_type, target) -> bool:
             and str(out_type.dtype) == "int32" and int8_supported(target))
 
 
+def _depthwise_int8_compute(attrs, inputs, out_type):
+    strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
+    return [topi_x86.depthwise_conv2d_nchw_int8(inputs[0], inputs[1], strides, padding, dilation,
+                                                out_dtype or "int32")]
+
+
+def _int8_depthwise_applies(attrs, inputs, out_type, target) -> bool:
+    """uint8 x int8 -> int32 NCHW depthwise conv (multiplier 1) on a target with AVX2."""
+    return (attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and attrs.groups > 1
+            and _is_depthwise(attrs, inputs) and str(inputs[0].dtype) == "uint8"
+            and str(inputs[1].dtype) == "int8" and str(out_type.dtype) == "int32" and int8_supported(target))
+
+
 @G.conv2d_strategy.register("cpu")
 def conv2d_strategy_cpu(attrs, inputs, out_type, target):
     strategy = G.conv2d_strategy.fdefault(attrs, inputs, out_type, target)
     if _int8_conv_applies(attrs, inputs, out_type, target):
         strategy.add_implementation(_conv2d_int8_compute, _wrap(topi_x86.schedule_conv2d_nchw_int8),
                                     name="conv2d_NCHWc_int8.x86", plevel=X86_PLEVEL)
+    if _int8_depthwise_applies(attrs, inputs, out_type, target):
+        strategy.add_implementation(_depthwise_int8_compute, _wrap(topi_x86.schedule_depthwise_conv2d_nchw_int8),
+                                    name="depthwise_conv2d_NCHWc_int8.x86", plevel=X86_PLEVEL)
     if attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and str(inputs[0].dtype) == "float32":
         if attrs.groups == 1:
             strategy.add_implementation(_conv2d_nchw_compute, _wrap(topi_x86.schedule_conv2d_nchw),
@@ -154,6 +170,12 @@ def conv2d_winograd_without_weight_transform_strategy_cpu(attrs, inputs, out_typ
 @G.depthwise_conv2d_NCHWc_strategy.register("cpu")
 def depthwise_conv2d_NCHWc_strategy_cpu(attrs, inputs, out_type, target):  # noqa: N802
     strategy = OpStrategy()
+    if str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8":
+        # the int8 depthwise layout AlterOpLayout makes: NCHW16c data, OIHW1i16o kernel
+        strategy.add_implementation(_nchwc_compute(topi_x86.depthwise_conv2d_NCHWc_int8),
+                                    _wrap(topi_x86.schedule_depthwise_conv2d_NCHWc_int8),
+                                    name="depthwise_conv2d_NCHWc_int8.x86", plevel=X86_PLEVEL)
+        return strategy
     strategy.add_implementation(_nchwc_compute(topi_x86.depthwise_conv2d_NCHWc),
                                 _wrap(topi_x86.schedule_depthwise_conv2d_NCHWc),
                                 name="depthwise_conv2d_NCHWc.x86", plevel=X86_PLEVEL)

@@ -39,6 +39,7 @@ from ....topi.x86.utils import size_hint
 from ....ir.type import TensorType
 from ....topi.x86.conv2d_int8 import OC_BN, ic_block
 from ....topi.x86.dense_int8 import N_BN
+from ....topi.x86.depthwise_conv2d_int8 import BN as DW_INT8_BN
 
 
 def _shape(tinfo) -> tuple:
@@ -107,6 +108,16 @@ def _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target):
     NCHW{ic_bn}c data and an OIHW16o4i kernel (packed once, by FoldConstant), output NCHW16c; only when the
     channels need no padding (input a multiple of 4, output of 16)."""
     _, _, workload, _ = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)
+    if workload is not None and workload[0] == "depthwise_conv2d_NCHWc_int8.x86":
+        # int8 depthwise: NCHW16c data / output (the block the int8 convs around it use), OIHW1i16o kernel
+        c, kh, kw = _shape(tinfos[0])[1], _shape(tinfos[1])[2], _shape(tinfos[1])[3]
+        if c % DW_INT8_BN:
+            return None
+        bn = DW_INT8_BN
+        return relay_nn.contrib_depthwise_conv2d_nchwc(
+            inputs[0], inputs[1], strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation,
+            groups=int(attrs.groups), channels=c, kernel_size=(kh, kw), out_dtype=attrs.out_dtype,
+            data_layout=f"NCHW{bn}c", kernel_layout=f"OIHW1i{bn}o", out_layout=f"NCHW{bn}c")
     if workload is None or workload[0] != "conv2d_NCHWc_int8.x86":
         return None
     _, ic, _, _ = _shape(tinfos[0])

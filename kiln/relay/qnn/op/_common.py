@@ -103,6 +103,14 @@ def _i64(value):
     return Constant(np.asarray(value, dtype=np.int64))
 
 
+def _fused_fixed_point_target() -> bool:
+    """Whether requantize lowers to ``fixed_point_multiply_broadcast`` (CPU targets of the C backend)."""
+    from ....target import Target
+    target = Target.current(allow_none=True)
+    return (target is not None and "cpu" in getattr(target, "keys", ())
+            and getattr(target, "kind_name", "llvm") in ("llvm", "c"))
+
+
 def fixed_point_multiply_expr(x32, multipliers: np.ndarray, rounding: str, ndim: int, axis: int):
     """``round(x * m)`` with TVM's int64 fixed-point arithmetic (``multipliers`` known at compile time)."""
     mults = np.atleast_1d(np.asarray(multipliers, dtype=np.float64))
@@ -122,6 +130,17 @@ def fixed_point_multiply_expr(x32, multipliers: np.ndarray, rounding: str, ndim:
         shape[axis] = v.size
         return _i64(v.reshape(shape))
 
+    if _fused_fixed_point_target():
+        # one broadcast op whose C helper multiplies with vpmuldq (the int64 chain below is emulated lane by
+        # lane on AVX2); the same arithmetic bit for bit
+        def i32(v):
+            shape = [1] * ndim
+            if per_channel:
+                shape[axis] = v.size
+            return Constant(np.asarray(v, np.int32).reshape(shape))
+        high = rounding == "UPWARD" and not np.any(left) and bool(np.all(right >= 33))
+        return op_call("fixed_point_multiply_broadcast", [x32, i32(q), i32(left), i32(right)], rounding=rounding,
+                       high_word=high)
     x = op_call("cast", [x32], dtype="int64")
     if np.any(left):
         x = op_call("left_shift", [x, shaped(left)])

@@ -45,3 +45,9 @@ class BroadcastAttrs(Attrs):
     """qnn.add / qnn.mul / qnn.subtract: the per-channel axes of the two operands' quantization params."""
     type_key = "relay.attrs.BroadcastAttrs"
     fields = {"lhs_axis": Field(-1, int), "rhs_axis": Field(-1, int)}
+
+
+class FixedPointMultiplyAttrs(Attrs):
+    """qnn.fixed_point_multiply (kiln's lowering step of requantize): the rounding of the final shift."""
+    type_key = "relay.attrs.QnnFixedPointMultiplyAttrs"
+    fields = {"rounding": Field("UPWARD", str), "high_word": Field(False, bool)}

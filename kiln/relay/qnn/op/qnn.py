@@ -10,7 +10,7 @@ import numpy as np
 from ....ir.op import Op
 from ...expr import Call, Expr, Tuple, TupleWrapper, const
 from ...op.nn.nn import get_pad_tuple2d
-from . import _binary, _nn, _quantize  # noqa: F401 (registers the ops)
+from . import _binary, _fixed_point, _nn, _quantize  # noqa: F401 (registers the ops)
 from ._quantize import SQNN_DTYPE_TO_CODE
 
 __all__ = ["quantize", "dequantize", "requantize", "simulated_quantize", "simulated_dequantize", "conv2d",

@@ -1,0 +1,161 @@
+"""int8 depthwise conv2d on x86 (``depthwise_conv2d_NCHWc_int8.x86``): ``uint8`` data x ``int8`` weights ->
+``int32``, channel multiplier 1 (mobilenet's 3x3 depthwise layers after the x86 QNN legalization).
+
+Layouts as the fp32 template's (:mod:`kiln.topi.x86.depthwise_conv2d`): data ``NCHW{bn}c``, kernel
+``OIHW1i{bn}o``, output ``NCHW{bn}c`` int32, ``bn`` = 16 (the block the int8 1x1 convs write, so the layers
+chain without layout transforms). Plain NCHW data with a ``[C, 1, KH, KW]`` kernel is packed inside, channels
+padded with zeros to a multiple of 16, and the ``C`` real channels unpacked.
+
+Arithmetic: each product ``uint8 * int8`` fits int16 (``255 * 128 = 32640``), so it is formed in int16
+(``vpmovzxbw`` + ``vpmullw``: 16 channels per AVX2 register) and widened to the int32 accumulators. The
+sum is exact for every input. A depthwise conv does ``KH*KW`` multiply-adds per output, so it is bound by
+moving data: its uint8 input is a quarter of the float32 one the exact-float lowering read, and the
+requantize epilogue (``fixed_point_multiply_broadcast``, clip, cast) is applied to the accumulators in
+registers and stores uint8.
+
+The schedule is the fp32 template's (one register tile of ``tile_ow`` pixels x 16 channels per output row,
+kernel window unrolled, the padding read through a condition instead of a padded copy, parallel over
+channel blocks x rows); the knobs are the same (``tile_ow``, ``unroll_kw``).
+"""
+from __future__ import annotations
+
+from ... import autotvm, te
+from ...error import KilnError
+from ...tir import op as T
+from ..nn.conv2d import _out_size, _params
+from ..utils import get_const_tuple
+from .conv2d_int8 import vectorize_int32_epilogue
+from .depthwise_conv2d import _define_space, _schedule_inputs
+from .utils import nchwc_output_axes, schedule_anchored, worth_parallel
+
+TASK = "depthwise_conv2d_NCHWc_int8.x86"
+BN = 16
+
+
+@autotvm.register_topi_compute(TASK)
+def depthwise_conv2d_NCHWc_int8(cfg, data, kernel, strides, padding, dilation, layout, out_layout,  # noqa: N802
+                                out_dtype="int32"):
+    """uint8 NCHW{bn}c data x int8 OIHW1i{bn}o kernel -> int32 NCHW{bn}c (plain NCHW / [C, 1, KH, KW] inputs
+    are packed inside with bn = 16, channels zero-padded)."""
+    out_dtype = out_dtype or "int32"
+    if str(data.dtype) != "uint8" or str(kernel.dtype) != "int8" or out_dtype != "int32":
+        raise KilnError(f"{TASK}: computes uint8 data x int8 kernel -> int32, got {data.dtype} x {kernel.dtype} -> "
+                        f"{out_dtype} (int8 data is shifted to uint8 by the x86 QNN legalization)")
+    d_shape, k_shape = get_const_tuple(data.shape), get_const_tuple(kernel.shape)
+    if len(d_shape) == 4 and len(k_shape) == 4:
+        n, c, h, w = d_shape
+        kc, mult, kh, kw = k_shape
+        bn = BN
+        cp = -(-c // bn) * bn
+        zd, zk = T.const(0, "uint8"), T.const(0, "int8")
+
+        def fdata(b, co, y, x, ci):
+            ch = co * bn + ci
+            return data[b, ch, y, x] if cp == c else T.if_then_else(ch < c, data[b, T.min(ch, c - 1), y, x], zd)
+
+        def fkernel(co, i, y, x, j, ci):
+            ch = co * bn + ci
+            return (kernel[ch, i, y, x] if cp == c else
+                    T.if_then_else(ch < c, kernel[T.min(ch, c - 1), i, y, x], zk))
+        data_vec = te.compute((n, cp // bn, h, w, bn), fdata, name="data_vec", tag="dw_pack_data")
+        kernel_vec = te.compute((cp // bn, 1, kh, kw, 1, bn), fkernel, name="kernel_vec", tag="dw_pack_kernel")
+    elif len(d_shape) == 5 and len(k_shape) == 6:
+        n, cc, h, w, bn = d_shape
+        kcc, mult, kh, kw, one, kbn = k_shape
+        c, kc, cp = cc * bn, kcc * kbn, cc * bn
+        if one != 1 or kbn != bn:
+            raise KilnError(f"{TASK}: the kernel must be OIHW1i{bn}o for NCHW{bn}c data, got kernel shape {k_shape} "
+                            f"for data {d_shape}")
+        data_vec, kernel_vec = data, kernel
+    else:
+        raise KilnError(f"{TASK}: expects NCHW{{x}}c data with an OIHW1i{{x}}o kernel (or NCHW data with a "
+                        f"[C, 1, KH, KW] kernel), got shapes {d_shape} and {k_shape}")
+    if kc != c or mult != 1:
+        raise KilnError(f"{TASK}: needs a kernel with {c} channels and channel multiplier 1, got kernel shape "
+                        f"{k_shape} for data {d_shape}")
+    s_h, s_w, d_h, d_w, (pt, pl, pb, pr), dk_h, dk_w = _params(strides, dilation, padding, kh, kw)
+    oh = _out_size(h, pt + pb, dk_h, s_h, TASK)
+    ow = _out_size(w, pl + pr, dk_w, s_w, TASK)
+    _define_space(cfg, cp, ow, kw, s_w, bn)
+
+    def pad_read(b, co, y, x, ci):
+        conds = [cond for cond, needed in ((y >= pt, pt), (y < h + pt, pb), (x >= pl, pl), (x < w + pl, pr))
+                 if needed]
+        value = data_vec[b, co, y - pt, x - pl, ci]
+        return T.if_then_else(T.all(*conds), value, T.const(0, "uint8")) if conds else value
+
+    data_pad = te.compute((n, cp // bn, h + pt + pb, w + pl + pr, bn), pad_read, name="data_pad", tag="dw_pad")
+    ry = te.reduce_axis((0, kh), name="kh")
+    rx = te.reduce_axis((0, kw), name="kw")
+    cfg.add_flop(2 * n * cp * oh * ow * kh * kw)
+    if float_exact(kh * kw):
+        # float32 FMAs on the converted bytes: every partial sum is an integer below 2**24, so exact
+        wf = te.compute(get_const_tuple(kernel_vec.shape), lambda *i: T.cast(T.cast(kernel_vec[i], "int32"), "float32"),
+                        name="kernel_f32", tag="dw_pack_kernel")
+        acc = te.compute(
+            (n, cp // bn, oh, ow, bn),
+            lambda b, co, y, x, ci: te.sum(
+                T.cast(T.cast(data_pad[b, co, y * s_h + ry * d_h, x * s_w + rx * d_w, ci], "int32"), "float32")
+                * wf[co, 0, ry, rx, 0, ci], axis=[ry, rx]),
+            name="depthwise_conv2d_NCHWc_int8", tag="depthwise_conv2d_NCHWc_int8")
+        return te.compute(acc.shape, lambda *i: T.cast(acc[i], "int32"), name="dw_int8_acc", tag="elemwise")
+    return te.compute(
+        (n, cp // bn, oh, ow, bn),
+        lambda b, co, y, x, ci: te.sum(T.cast(
+            T.cast(data_pad[b, co, y * s_h + ry * d_h, x * s_w + rx * d_w, ci], "int16")
+            * T.cast(kernel_vec[co, 0, ry, rx, 0, ci], "int16"), "int32"), axis=[ry, rx]),
+        name="depthwise_conv2d_NCHWc_int8", tag="depthwise_conv2d_NCHWc_int8")
+
+
+def float_exact(taps: int) -> bool:
+    """Whether a window of ``taps`` uint8 x int8 products sums exactly in float32 (below 2**24 in magnitude)."""
+    return taps * 255 * 128 < (1 << 24)
+
+
+def depthwise_conv2d_nchw_int8(data, kernel, strides, padding, dilation, out_dtype="int32"):
+    """NCHW uint8 x int8 depthwise conv2d through the blocked kernel (packs inside, unpacks the real channels)."""
+    out = depthwise_conv2d_NCHWc_int8(data, kernel, strides, padding, dilation, "NCHW", "NCHW", out_dtype)
+    c = get_const_tuple(data.shape)[1]
+    n, _, h, w, bn = get_const_tuple(out.shape)
+    return te.compute((n, c, h, w), lambda b, ch, y, x: out[b, ch // bn, y, x, ch % bn],
+                      name="output_unpack", tag="injective,unpack_nchwc")
+
+
+def _schedule(s, cfg, C, O) -> None:
+    """The fp32 template's register tile; the output stage (int32 accumulators -> requantize -> uint8) is
+    vectorized 8 int32 lanes at a time (one AVX2 register; 16-lane int32 vectors would go through memory)."""
+    reg_n = int(cfg["tile_ow"].size[-1])
+    bn = get_const_tuple(C.shape)[-1]
+    n, cc, oh, ow, _ = get_const_tuple(C.shape)
+    ry, rx = C.op.reduce_axis
+    kh, kw = int(ry.dom.extent.value), int(rx.dom.extent.value)
+    parallel = worth_parallel(2 * n * cc * oh * ow * bn * kh * kw)
+    _schedule_inputs(s, C.op, parallel)
+    CC = s.cache_write(C, "global") if C.op is O else C
+    b, co, y, x, ci = nchwc_output_axes(s, O, bn, TASK)
+    xo, xi = s[O].split(x, factor=reg_n)
+    s[O].reorder(b, co, y, xo, xi, ci)
+    par = s[O].fuse(b, co, y)
+    if parallel:
+        s[O].parallel(par)
+    s[O].unroll(xi)
+    vectorize_int32_epilogue(s[O], ci, bn)
+    s[CC].compute_at(s[O], xo)
+    _, _, _, cx, cci = s[CC].op.axis
+    cry, crx = s[CC].op.reduce_axis
+    s[CC].reorder(cry, crx, cx, cci)
+    if kh <= 5:
+        s[CC].unroll(cry)
+    if bool(cfg["unroll_kw"].val):
+        s[CC].unroll(crx)
+    s[CC].unroll(cx)
+    s[CC].vectorize(cci)
+
+
+@autotvm.register_topi_schedule(TASK)
+def schedule_depthwise_conv2d_NCHWc_int8(cfg, outs):  # noqa: N802
+    """The fp32 depthwise template's register-tiled schedule, on the int8 compute (with its fused epilogue)."""
+    return schedule_anchored(outs, "depthwise_conv2d_NCHWc_int8", lambda s, C, O: _schedule(s, cfg, C, O))
+
+
+schedule_depthwise_conv2d_nchw_int8 = schedule_depthwise_conv2d_NCHWc_int8
