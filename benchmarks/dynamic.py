@@ -88,7 +88,12 @@ def _dynamic(path: str):
 
 
 def _vm_runner(vm, x: np.ndarray):
+    """A run of ``x`` on its own VirtualMachine over the shared executable (a VM's stateful input is one per
+    function: two sizes on one VM would both run the size set last, which the first version of this
+    benchmark did, timing every dynamic size at the largest one)."""
     import kiln
+    from kiln.runtime.vm import VirtualMachine
+    vm = VirtualMachine(vm.exe, kiln.cpu())
     arr = kiln.nd.array(x)
     vm.set_input("main", arr)
 

@@ -114,8 +114,12 @@ class ReplayRunner:
                 t, shape = regs[ins[1]], regs[ins[2]]
                 if isinstance(shape, NDArray):
                     shape = tuple(int(x) for x in shape.numpy().reshape(-1))
-                out = pool.tensor(tuple(shape), t.dtype)  # a copy: pooled buffers never alias
-                np.copyto(out._arr, t._arr.reshape(shape))
+                key = (tuple(shape), t.dtype)
+                out = made.get(pc)
+                if out is None or keys[pc] != key:
+                    out = made[pc] = pool.tensor(key[0], t.dtype)  # a copy: pooled buffers never alias
+                    keys[pc] = key
+                np.copyto(out._arr, t._arr.reshape(key[0]))
                 regs[ins[3]] = out
             else:  # ret (the last instruction)
                 result = regs[ins[1]]

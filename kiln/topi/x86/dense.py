@@ -176,11 +176,14 @@ def schedule_gemm_block(s, cfg, C, O, n_batch: int = 0, staged: bool = False):
     yt, yo, yi = cfg["tile_y"].apply(s, O, y)
     xt, xo, xi = cfg["tile_x"].apply(s, O, x)
     s[O].reorder(*extra_outer, xt, yt, yo, yi, xo, xi)
-    if isinstance(y.dom.extent, E.IntImm) or isinstance(getattr(y.dom.extent, "value", None), int):
+    static_y, static_x = is_static(y.dom.extent), is_static(x.dom.extent)
+    if static_y and static_x:
         par = s[O].fuse(*extra_outer, xt, yt)
-    else:  # symbolic rows (a VM kernel): fusing them in would index the blocks by symbolic div/mod and guard
-        # every inner statement; the static column panels form the parallel loop, the row blocks run inside
+    elif static_x:  # symbolic rows (a VM kernel): fusing them in would index the blocks by symbolic div/mod and
+        # guard every inner statement; the static column panels form the parallel loop, the row blocks run inside
         par = s[O].fuse(*extra_outer, xt) if extra_outer else xt
+    else:  # symbolic columns too (batch_matmul's N = seq): the batch is the parallel loop, the blocks inside
+        par = s[O].fuse(*extra_outer) if len(extra_outer) > 1 else extra_outer[0] if extra_outer else xt
     if worth_parallel(reduction_flops(C)):
         s[O].parallel(par)
     s[O].unroll(yi)

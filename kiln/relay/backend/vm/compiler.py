@@ -316,6 +316,24 @@ class _FuncBuilder:
                 raise LoweringError(f"vm compile: operand of {body.op.name} is neither a parameter nor a constant")
         return regs
 
+    _RESHAPE_OPS = frozenset({"reshape", "dyn.reshape", "contrib_reverse_reshape", "squeeze", "dyn.squeeze",
+                              "expand_dims", "dyn.expand_dims", "nn.batch_flatten"})
+
+    def _reshape_source(self, func: Function, ins: list):
+        """The register of the data operand when ``func`` is one row-major reshape of a parameter (the
+        elements keep their order: only the shape changes), else None."""
+        body = func.body
+        if not (isinstance(body, Call) and isinstance(body.op, Op) and body.op.name in self._RESHAPE_OPS):
+            return None
+        data = body.args[0]
+        if not isinstance(data, Var) or data not in func.params or isinstance(_type_of(data), TupleType):
+            return None
+        if any(isinstance(_type_of(p), TupleType) for p in func.params):
+            return None
+        if str(_type_of(data).dtype) != str(_type_of(body).dtype):
+            return None
+        return ins[func.params.index(data)]
+
     def compile_primitive(self, call: Call) -> int:
         return self._emit_primitive(call, [self.compile(a) for a in call.args])
 
@@ -346,6 +364,12 @@ class _FuncBuilder:
         elif any(t.is_dynamic() for t in out_types):
             shape_regs = [self.new_reg() for _ in out_types]
             self.emit("kernel_shapes", kidx, ins, shape_regs)
+        src = self._reshape_source(call.op, ins)
+        if src is not None and len(out_types) == 1 and out_types[0].is_dynamic():
+            # a reshape of a contiguous tensor: a host-side copy (numpy memcpy) instead of a kernel whose every
+            # element divides by symbolic extents (BERT's attention reshapes: 8 ms each at batch 4 seq 64)
+            self.emit("reshape_tensor", src, shape_regs[0], outs[0])
+            return outs[0]
         for k, t in enumerate(out_types):
             if t.is_dynamic():
                 self.emit("alloc_tensor_reg", shape_regs[k], str(t.dtype), outs[k])
