@@ -415,7 +415,9 @@ def _trilu(inputs, attr, ctx):
 def _non_zero(inputs, attr, ctx):
     v = ctx.value(inputs[0])
     if v is None:
-        raise ctx.unsupported("NonZero of a run-time tensor (its output shape depends on the data)")
+        err = ctx.unsupported("NonZero of a run-time tensor (its output shape depends on the data)")
+        err.data_dependent = True  # onnx_dynamic.py converts it for the VM (not a value to specialize on)
+        raise err
     return _int64(np.array(np.nonzero(v), dtype="int64").reshape(np.ndim(v), -1))
 
 
@@ -424,7 +426,9 @@ def _compress(inputs, attr, ctx):
     x, cond = inputs
     c = ctx.value(cond)
     if c is None:
-        raise ctx.unsupported("Compress with a run-time condition (its output shape depends on the data)")
+        err = ctx.unsupported("Compress with a run-time condition (its output shape depends on the data)")
+        err.data_dependent = True  # onnx_dynamic.py converts it for the VM (not a value to specialize on)
+        raise err
     keep = np.nonzero(np.asarray(c).reshape(-1))[0]
     axis = attr.get("axis")
     if axis is None:
