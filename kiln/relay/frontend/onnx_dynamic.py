@@ -432,3 +432,28 @@ def _compress(inputs, attr, ctx):
         x, axis = _op.reshape(x, [-1]), 0
     nd = _ndim(x, ctx)
     return _op.take(x, pos, axis=_axis_of(ctx, int(axis), nd), mode="clip")
+
+
+@onnx_op("CenterCropPad", since=18, dynamic=True)
+def _center_crop_pad(inputs, attr, ctx):
+    """CenterCropPad to a run-time target shape: one ``dyn.nn.pad`` whose negative widths crop."""
+    x = inputs[0]
+    nd = _ndim(x, ctx)
+    axes = [_axis_of(ctx, int(a), nd) for a in attr.get("axes", range(nd))]
+    if _length(inputs[1], ctx, "shape") != len(axes):
+        raise ctx.error(f"shape must hold {len(axes)} values (one per axis in {axes})")
+    target, shape = _i64(inputs[1], ctx), _op.shape_of(x, "int64")
+    zero, two = const(np.int64(0)), const(np.int64(2))
+    before, after = [], []
+    for a in range(nd):
+        if a not in axes:
+            before.append(const(np.zeros(1, "int64")))
+            after.append(const(np.zeros(1, "int64")))
+            continue
+        diff = _op.subtract(_piece(target, axes.index(a)), _piece(shape, a))
+        b = _op.where(_op.greater_equal(diff, zero), _op.floor_divide(diff, two),
+                      _op.negative(_op.floor_divide(_op.negative(diff), two)))
+        before.append(b)
+        after.append(_op.subtract(diff, b))
+    width = _op.transpose(_op.reshape(_op.concatenate(before + after, 0), [2, nd]), [1, 0])
+    return _dyn.nn.pad(x, width, const(np.zeros((), ctx.dtype(x))))

@@ -501,6 +501,31 @@ def _pad_v11(inputs, attr, ctx):
     return pad_expr(ctx, inputs[0], pads, value, attr.get("mode", "constant"), axes)
 
 
+# -- CenterCropPad --------------------------------------------------------------------------------------------------
+def center_crop_pad_widths(diff):
+    """Pad widths (before, after) that take an axis to ``size + diff``: centered, the odd pixel goes to the
+    end when padding and the crop window starts rounded down when cropping (negative widths crop)."""
+    before = diff // 2 if diff >= 0 else -((-diff) // 2)
+    return before, diff - before
+
+
+@onnx_op("CenterCropPad", since=18)
+def _center_crop_pad(inputs, attr, ctx):
+    x = inputs[0]
+    shape = ctx.shape(x)
+    nd = len(shape)
+    axes = [_axis(ctx, int(a), nd) for a in attr.get("axes", range(nd))]
+    target = ctx.int_list(inputs[1], "shape")
+    if len(target) != len(axes):
+        raise ctx.error(f"shape holds {len(target)} values for {len(axes)} axes")
+    before, after = [0] * nd, [0] * nd
+    for a, t in zip(axes, target):
+        if t < 0:
+            raise ctx.error(f"a negative target size {t}")
+        before[a], after[a] = center_crop_pad_widths(t - shape[a])
+    return pad_expr(ctx, x, before + after, None, "constant")
+
+
 # -- CumSum --------------------------------------------------------------------------------------------------------
 @onnx_op("CumSum", since=11)
 def _cum_sum(inputs, attr, ctx):

@@ -223,3 +223,22 @@ def test_stack_of_dynamic_tensors_on_vm():
         exe = relay.vm.compile(mod, target="llvm")
     x = _x((5,))
     np.testing.assert_allclose(VirtualMachine(exe, kiln.cpu(0)).run(x).numpy(), np.stack([x, x]))
+
+
+@pytest.mark.parametrize("axes", [None, [0, 2], [-1, 0]])
+def test_center_crop_pad(axes):
+    """CenterCropPad (odd differences: the crop window rounds down, the odd pad pixel goes to the end), with
+    the target shape a run-time input, and as an initializer (the static converter)."""
+    kw = {} if axes is None else {"axes": axes}
+    k = 3 if axes is None else 2
+    node = helper.make_node("CenterCropPad", ["x", "s"], ["y"], **kw)
+    model = make_model([node], {"x": ((5, 4, 7), "float32"), "s": ((k,), "int64")}, {"y": (_sym(3), "float32")},
+                       opset=18)
+    targets = ([2, 7, 4], [5, 1, 10]) if k == 3 else ([2, 10], [8, 3])
+    _check(model, [{"x": _x((5, 4, 7)), "s": np.array(t, "int64")} for t in targets])
+    for t in targets:
+        static = make_model([node], {"x": ((5, 4, 7), "float32")}, {"y": (_sym(3), "float32")},
+                            initializers={"s": np.array(t, "int64")}, opset=18)
+        mod, _ = relay.frontend.from_onnx(static)
+        assert not has_dyn_ops(mod)
+        _check(static, [{"x": _x((5, 4, 7))}])
