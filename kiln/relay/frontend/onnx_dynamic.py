@@ -30,7 +30,8 @@ def const(value):
 
 
 def _wants_dynamic(err: KilnError) -> bool:
-    return bool(getattr(err, "runtime_inputs", None)) or bool(getattr(err, "dynamic_shape", False))
+    return (bool(getattr(err, "runtime_inputs", None)) or bool(getattr(err, "dynamic_shape", False))
+            or bool(getattr(err, "data_dependent", False)))
 
 
 def convert_dynamic(op_type: str, inputs, attr, ctx, err: KilnError):
@@ -388,3 +389,71 @@ def _one_hot(inputs, attr, ctx):
     off = _op.reshape(_op.strided_slice(values, [0], [1]), [])
     on = _op.reshape(_op.strided_slice(values, [1], [2]), [])
     return _op.where(_op.equal(idx, pos), on, off)
+
+
+# -- output shapes decided by the data ----------------------------------------------------------------------------
+def _nonzero_positions(x, ctx):
+    """The flat positions of the nonzero entries of ``x``, in order: an int64 vector whose length (the count
+    of nonzeros) is known at run time only. Position of the (i+1)-th nonzero = the number of flat indices
+    whose running count of nonzeros is at most i; the count sizes an ``arange`` (a data-dependent shape the
+    VM computes). Memory is count x size: fine for masks and conformance, quadratic for large tensors."""
+    shape = ctx.shape(x)
+    dt = ctx.dtype(x)
+    flat = _op.reshape(x, [-1])
+    hit = flat if dt == "bool" else _op.not_equal(flat, const(np.zeros((), dt)))
+    hit = _op.cast(hit, "int64")
+    running = _op.cumsum(hit, axis=0, dtype="int64")
+    count = _op.sum(hit)
+    rows = _op.arange(const(np.int64(0)), count, const(np.int64(1)), dtype="int64")
+    before = _op.less_equal(_op.expand_dims(running, 0), _op.expand_dims(rows, 1))  # [count, size]
+    return _op.sum(_op.cast(before, "int64"), axis=[1]), shape
+
+
+@onnx_op("NonZero", since=9, dynamic=True)
+def _non_zero(inputs, attr, ctx):
+    """NonZero of run-time data: [rank, count] int64 coordinates (row-major order, as numpy.nonzero)."""
+    pos, shape = _nonzero_positions(inputs[0], ctx)
+    if not shape:
+        return _op.expand_dims(pos, 0)
+    strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
+    coords = [_op.floor_mod(_op.floor_divide(pos, const(np.int64(st))), const(np.int64(max(d, 1))))
+              for st, d in zip(strides, shape)]
+    return _op.concatenate([_op.expand_dims(c, 0) for c in coords], 0)  # (stack has no shape function)
+
+
+@onnx_op("Compress", since=9, dynamic=True)
+def _compress(inputs, attr, ctx):
+    """Compress with a run-time condition: the slices (or, without ``axis``, the flat elements) where the
+    condition holds; a condition shorter than the axis drops the rest (as ONNX says)."""
+    x, cond = inputs
+    pos, _ = _nonzero_positions(cond, ctx)
+    axis = attr.get("axis")
+    if axis is None:
+        x, axis = _op.reshape(x, [-1]), 0
+    nd = _ndim(x, ctx)
+    return _op.take(x, pos, axis=_axis_of(ctx, int(axis), nd), mode="clip")
+
+
+@onnx_op("CenterCropPad", since=18, dynamic=True)
+def _center_crop_pad(inputs, attr, ctx):
+    """CenterCropPad to a run-time target shape: one ``dyn.nn.pad`` whose negative widths crop."""
+    x = inputs[0]
+    nd = _ndim(x, ctx)
+    axes = [_axis_of(ctx, int(a), nd) for a in attr.get("axes", range(nd))]
+    if _length(inputs[1], ctx, "shape") != len(axes):
+        raise ctx.error(f"shape must hold {len(axes)} values (one per axis in {axes})")
+    target, shape = _i64(inputs[1], ctx), _op.shape_of(x, "int64")
+    zero, two = const(np.int64(0)), const(np.int64(2))
+    before, after = [], []
+    for a in range(nd):
+        if a not in axes:
+            before.append(const(np.zeros(1, "int64")))
+            after.append(const(np.zeros(1, "int64")))
+            continue
+        diff = _op.subtract(_piece(target, axes.index(a)), _piece(shape, a))
+        b = _op.where(_op.greater_equal(diff, zero), _op.floor_divide(diff, two),
+                      _op.negative(_op.floor_divide(_op.negative(diff), two)))
+        before.append(b)
+        after.append(_op.subtract(diff, b))
+    width = _op.transpose(_op.reshape(_op.concatenate(before + after, 0), [2, nd]), [1, 0])
+    return _dyn.nn.pad(x, width, const(np.zeros((), ctx.dtype(x))))

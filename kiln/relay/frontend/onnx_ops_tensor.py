@@ -415,7 +415,9 @@ def _trilu(inputs, attr, ctx):
 def _non_zero(inputs, attr, ctx):
     v = ctx.value(inputs[0])
     if v is None:
-        raise ctx.unsupported("NonZero of a run-time tensor (its output shape depends on the data)")
+        err = ctx.unsupported("NonZero of a run-time tensor (its output shape depends on the data)")
+        err.data_dependent = True  # onnx_dynamic.py converts it for the VM (not a value to specialize on)
+        raise err
     return _int64(np.array(np.nonzero(v), dtype="int64").reshape(np.ndim(v), -1))
 
 
@@ -424,7 +426,9 @@ def _compress(inputs, attr, ctx):
     x, cond = inputs
     c = ctx.value(cond)
     if c is None:
-        raise ctx.unsupported("Compress with a run-time condition (its output shape depends on the data)")
+        err = ctx.unsupported("Compress with a run-time condition (its output shape depends on the data)")
+        err.data_dependent = True  # onnx_dynamic.py converts it for the VM (not a value to specialize on)
+        raise err
     keep = np.nonzero(np.asarray(c).reshape(-1))[0]
     axis = attr.get("axis")
     if axis is None:
@@ -495,6 +499,31 @@ def _pad_v11(inputs, attr, ctx):
     value = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     axes = ctx.int_list(inputs[3], "axes") if len(inputs) > 3 and inputs[3] is not None else None
     return pad_expr(ctx, inputs[0], pads, value, attr.get("mode", "constant"), axes)
+
+
+# -- CenterCropPad --------------------------------------------------------------------------------------------------
+def center_crop_pad_widths(diff):
+    """Pad widths (before, after) that take an axis to ``size + diff``: centered, the odd pixel goes to the
+    end when padding and the crop window starts rounded down when cropping (negative widths crop)."""
+    before = diff // 2 if diff >= 0 else -((-diff) // 2)
+    return before, diff - before
+
+
+@onnx_op("CenterCropPad", since=18)
+def _center_crop_pad(inputs, attr, ctx):
+    x = inputs[0]
+    shape = ctx.shape(x)
+    nd = len(shape)
+    axes = [_axis(ctx, int(a), nd) for a in attr.get("axes", range(nd))]
+    target = ctx.int_list(inputs[1], "shape")
+    if len(target) != len(axes):
+        raise ctx.error(f"shape holds {len(target)} values for {len(axes)} axes")
+    before, after = [0] * nd, [0] * nd
+    for a, t in zip(axes, target):
+        if t < 0:
+            raise ctx.error(f"a negative target size {t}")
+        before[a], after[a] = center_crop_pad_widths(t - shape[a])
+    return pad_expr(ctx, x, before + after, None, "constant")
 
 
 # -- CumSum --------------------------------------------------------------------------------------------------------

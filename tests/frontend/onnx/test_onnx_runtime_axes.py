@@ -185,3 +185,60 @@ def test_runtime_axes_on_dynamic_input_dims():
         out = vm.run(**feeds).numpy()
         assert out.shape == ref.shape
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,dtype,density", [((3, 5, 7), "float32", 0.3), ((11,), "bool", 0.5),
+                                                 ((2, 3), "int32", 0.0), ((4, 1, 3), "int64", 1.0)])
+def test_nonzero_of_runtime_data(shape, dtype, density):
+    """NonZero of a graph input: [rank, count] coordinates, count known at run time only (none, all, some)."""
+    node = helper.make_node("NonZero", ["x"], ["y"])
+    model = make_model([node], {"x": (shape, dtype)}, {"y": ([len(shape), "n"], "int64")}, opset=13)
+    vals = RNG.standard_normal(shape) * (RNG.random(shape) < density)
+    x = (vals != 0) if dtype == "bool" else np.round(vals * 4).astype(dtype) if dtype != "float32" else \
+        vals.astype(dtype)
+    _check(model, [{"x": np.asarray(x)}, {"x": np.ones(shape, dtype)}])
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_compress_runtime_condition(axis):
+    kw = {} if axis is None else {"axis": axis}
+    node = helper.make_node("Compress", ["x", "c"], ["y"], **kw)
+    n = 3 if axis is None else (5 if axis == 0 else 3)
+    out = [None] if axis is None else (["k", 7, 3] if axis == 0 else [5, 7, "k"])
+    model = make_model([node], {"x": ((5, 7, 3), "float32"), "c": ((n,), "bool")},
+                       {"y": ([d or "k" for d in out], "float32")}, opset=13)
+    _check(model, [{"x": _x((5, 7, 3)), "c": RNG.random(n) < 0.5} for _ in range(3)]
+           + [{"x": _x((5, 7, 3)), "c": np.zeros(n, bool)}])
+
+
+@pytest.mark.xfail(strict=True, reason="relay stack has no shape function (register_shape_func), so it cannot "
+                                       "take tensors with relay.Any() dims on the VM (onnx_dynamic.py uses "
+                                       "concatenate of expand_dims instead)")
+def test_stack_of_dynamic_tensors_on_vm():
+    import kiln
+    from kiln.runtime.vm import VirtualMachine
+    a = relay.var("a", shape=(relay.Any(),), dtype="float32")
+    mod = kiln.IRModule.from_expr(relay.Function([a], relay.stack([a, a], 0)))
+    with kiln.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod, target="llvm")
+    x = _x((5,))
+    np.testing.assert_allclose(VirtualMachine(exe, kiln.cpu(0)).run(x).numpy(), np.stack([x, x]))
+
+
+@pytest.mark.parametrize("axes", [None, [0, 2], [-1, 0]])
+def test_center_crop_pad(axes):
+    """CenterCropPad (odd differences: the crop window rounds down, the odd pad pixel goes to the end), with
+    the target shape a run-time input, and as an initializer (the static converter)."""
+    kw = {} if axes is None else {"axes": axes}
+    k = 3 if axes is None else 2
+    node = helper.make_node("CenterCropPad", ["x", "s"], ["y"], **kw)
+    model = make_model([node], {"x": ((5, 4, 7), "float32"), "s": ((k,), "int64")}, {"y": (_sym(3), "float32")},
+                       opset=18)
+    targets = ([2, 7, 4], [5, 1, 10]) if k == 3 else ([2, 10], [8, 3])
+    _check(model, [{"x": _x((5, 4, 7)), "s": np.array(t, "int64")} for t in targets])
+    for t in targets:
+        static = make_model([node], {"x": ((5, 4, 7), "float32")}, {"y": (_sym(3), "float32")},
+                            initializers={"s": np.array(t, "int64")}, opset=18)
+        mod, _ = relay.frontend.from_onnx(static)
+        assert not has_dyn_ops(mod)
+        _check(static, [{"x": _x((5, 4, 7))}])
