@@ -29,6 +29,7 @@ from .expr import Constant, Function
 from .expr_functor import bind_vars
 from .transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
 from .executor import Executor
+from ..contrib import graph_executor as _graph_executor  # noqa: F401,E402  (binds kiln.contrib.graph_executor, as TVM)
 from .backend.vm import VMExecutor
 
 

@@ -9,3 +9,4 @@ from .interpreter import Interpreter, Closure, ADT  # noqa: F401
 from . import executor, interpreter, te_compiler  # noqa: F401
 from ..executor import Executor  # noqa: F401,E402
 from ..runtime import Runtime  # noqa: F401,E402
+from . import _backend  # noqa: F401,E402  (TVM-era code reaches relay.backend._backend after importing relay)

@@ -20,6 +20,7 @@ from ..expr import Constant, Expr, TupleGetItem
 from .aten import AtenContext, lookup
 from .common import TypeCache, c_array as _c_array
 from .pytorch_inplace import VIEW_OPS, view_spec, write_into
+from .pytorch_spans import SpanNamer, fill_span_enabled, make_span, tag as _tag_span
 from .pytorch_script import LIST_MUTATORS, DynList, ScriptControlFlow, writes_first_input
 from .pytorch_utils import (AtenArgs, DTypeName, SUPPORTED_DTYPES, normalize_args, parse_schema,
                             tensor_to_numpy, torch_dtype_to_str)
@@ -88,6 +89,8 @@ class TorchScriptImporter(ScriptControlFlow):
             self.env[inputs[0].debugName()] = _ModuleRef([], self.module)
             inputs = inputs[1:]
         input_vars = self._make_inputs(inputs)
+        self._input_var_ids = {id(v) for v in input_vars}
+        self._span_namer = SpanNamer() if fill_span_enabled() else None
         self._convert_block(graph.nodes())
         outs = [self._output_expr(self.env[o.debugName()]) for o in graph.outputs()]
         body = outs[0] if len(outs) == 1 else _expr.Tuple(outs)
@@ -302,7 +305,13 @@ class TorchScriptImporter(ScriptControlFlow):
     def _convert_block(self, nodes):
         for node in nodes:
             try:
+                src = self._span_namer.name(node) if getattr(self, "_span_namer", None) is not None else None
+                if src is not None and not node.kind().startswith("prim::"):
+                    self._tag_input_spans(node, src)
                 self._convert_node(node)
+                if src is not None:
+                    for out in node.outputs():
+                        _tag_span(self.env.get(out.debugName()), make_span(src))
             except FrontendError as err:
                 if getattr(err, "_kiln_node_noted", False):
                     raise
@@ -313,6 +322,14 @@ class TorchScriptImporter(ScriptControlFlow):
                 raise self._noted(FrontendError, err, node) from err
             except (TypeError, ValueError, IndexError, KeyError, AttributeError) as err:
                 raise self._noted(FrontendError, err, node) from err
+
+    def _tag_input_spans(self, node, src: str) -> None:
+        """A graph input or parameter first read by ``node`` gets the span ``<src>.<its name>``."""
+        for inp in node.inputs():
+            v = self.env.get(inp.debugName())
+            if isinstance(v, _expr.Var) and v.span is None:
+                name = v.name_hint if id(v) in self._input_var_ids else inp.debugName()
+                v.span = make_span(f"{src}.{name}")
 
     @staticmethod
     def _noted(cls, err, node):

@@ -1,6 +1,7 @@
 """TVM-era PyTorch frontend cases (v0.13 test_forward.py, after test_forward_clamp): gathering, scattering,
 sorting, searching, stacking. Static shapes run on the graph executor, data-dependent ones on the VM; all are
 compared with PyTorch."""
+import numpy as np
 import pytest
 
 from torchfe_tvm_era_util import check, check_script, check_vm, torch
@@ -207,3 +208,27 @@ def _broadcast_int_write(x):
 def test_inplace_writes_through_views(fn, shapes):
     """Writes into slices, selects, narrows and reshaped views reach the base tensor (pytorch_inplace.py)."""
     check(Fn(fn), [torch.randn(*s) for s in shapes])
+
+
+ADVANCED = [lambda x: x[[0, 1], [0, 2], :2, 4],
+            lambda x: x[[0], [1, 2, 3, 0], [3, 1, 2, 2], [4, 2, 1, 0]],
+            lambda x: x[None, [2, 2]],
+            lambda x: x[None, [0, 1, 2], 1, [2, 3, 4]],
+            lambda x: x[None, [0, 0], None, np.array([[0], [1], [2]]), None],
+            lambda x: x[None, None, [0, 0], np.array([[0], [1], [2]]), None],
+            lambda x: x[None, 1, None, [1, 2, 3]],
+            # index tensors separated by a sliced axis (their broadcast dims go first)
+            lambda x: x[[1, 0, 2], :, [3, 3, 0]],
+            lambda x: x[:, [[1], [2]], :, [0, 5, -1]]]
+
+
+@pytest.mark.parametrize("idx", range(len(ADVANCED)))
+def test_tvm_era_advanced_indexing(idx):
+    """test_forward_index (skipped in TVM v0.13 itself for aten::lift_fresh): lists, arrays, None and ints."""
+    check(Fn(ADVANCED[idx]), [torch.rand(3, 4, 5, 6)])
+
+
+@pytest.mark.xfail(strict=True, raises=FrontendError, reason="boolean-mask indexing has a data-dependent shape")
+def test_tvm_era_bool_mask_indexing():
+    check_vm(Fn(lambda data, mask: data[0, mask]), [torch.tensor([[1, 2, 3], [4, 5, 6]]),
+                                                     torch.tensor([True, True, False])])

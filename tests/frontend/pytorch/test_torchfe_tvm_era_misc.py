@@ -86,3 +86,92 @@ def test_tvm_era_exporting_renamed_c_graph(tmp_path):
     (name,) = os.listdir(tmp_path)
     assert "tvm_exported_c_graph_" in name
     assert "%aten::_convolution_0" in (tmp_path / name).read_text()
+
+
+# -- spans (TVM's TestSetSpan) ---------------------------------------------------------------------------
+def _span(name):
+    return relay.Span(relay.SourceName(name), 0, 0, 0, 0)
+
+
+def _tagged(expr, name):
+    expr.span = _span(name)
+    return expr
+
+
+def _span_pairs(a, b):
+    """Walk two structurally equal expressions side by side, yielding their span source names."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        sx = x.span.source_name.name if getattr(x, "span", None) is not None else None
+        sy = y.span.source_name.name if getattr(y, "span", None) is not None else None
+        yield type(x).__name__, sx, sy
+        if isinstance(x, relay.Function):
+            stack.extend(zip(list(x.params) + [x.body], list(y.params) + [y.body]))
+        elif isinstance(x, relay.Call):
+            stack.extend(zip(x.args, y.args))
+        elif isinstance(x, relay.TupleGetItem):
+            stack.append((x.tuple_value, y.tuple_value))
+        elif isinstance(x, relay.Tuple):
+            stack.extend(zip(x.fields, y.fields))
+
+
+def _import_main(model, shape):
+    traced = torch.jit.trace(model.eval(), [torch.rand(shape)])
+    return relay.frontend.from_pytorch(traced, [("input0", shape)])[0]["main"]
+
+
+def _check_spans(model, shape, golden):
+    with tvm.testing.enable_span_filling():
+        with_span = _import_main(model, shape)
+    with tvm.testing.disable_span_filling():
+        without = _import_main(model, shape)
+    assert tvm.ir.structural_equal(with_span, without)
+    assert all(s is None for _, s, _ in _span_pairs(without, without))
+    assert tvm.ir.structural_equal(with_span, golden)
+    for kind, got, want in _span_pairs(with_span, golden):
+        assert got == want, f"{kind}: span {got!r}, TVM gives {want!r}"
+
+
+def _v(name, shape):
+    return relay.var(name, shape=shape, span=_span(name))
+
+
+def test_tvm_era_span_conv2d_bias_add():
+    src = "aten::_convolution_0"
+    x, w, b = _v(f"{src}.input0", (1, 3, 10, 10)), _v(f"{src}.weight", (6, 3, 7, 7)), _v(f"{src}.bias", (6,))
+    conv = _tagged(relay.nn.conv2d(x, w, padding=[0] * 4, channels=6, kernel_size=[7, 7]), src)
+    golden = relay.Function([x, w, b], _tagged(relay.nn.bias_add(conv, b), src))
+    _check_spans(torch.nn.Conv2d(3, 6, 7, bias=True), [1, 3, 10, 10], relay.transform.InferType()(
+        tvm.IRModule.from_expr(golden))["main"])
+
+
+def test_tvm_era_span_batch_norm():
+    src = "aten::batch_norm_0"
+    args = [_v(f"{src}.input0", (1, 16, 10, 10))] + [_v(f"{src}.{n}", (16,)) for n in
+                                                      ("weight", "bias", "running_mean", "running_var")]
+    bn = relay.nn.batch_norm(*args)
+    _tagged(bn.tuple_value, src)
+    golden = relay.Function(args, _tagged(relay.TupleGetItem(bn.tuple_value, 0), src))
+    _check_spans(torch.nn.BatchNorm2d(16), [1, 16, 10, 10],
+                 relay.transform.InferType()(tvm.IRModule.from_expr(golden))["main"])
+
+
+class _Reshape(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape([2, 1, 10, 10])
+
+
+def test_tvm_era_span_reshape():
+    src = "aten::reshape_0"
+    x = _v(f"{src}.input0", (2, 1, 10, 1, 10))
+    golden = relay.Function([x], _tagged(relay.reshape(x, newshape=[2, 1, 10, 10]), src))
+    _check_spans(_Reshape(), [2, 1, 10, 1, 10], relay.transform.InferType()(tvm.IRModule.from_expr(golden))["main"])
+
+
+def test_tvm_era_span_dense_bias_add():
+    src = "aten::linear_0"
+    x, w, b = _v(f"{src}.input0", (10, 10)), _v(f"{src}.weight", (7, 10)), _v(f"{src}.bias", (7,))
+    dense = _tagged(relay.nn.dense(x, w), src)
+    golden = relay.Function([x, w, b], _tagged(relay.nn.bias_add(dense, b, axis=-1), src))
+    _check_spans(torch.nn.Linear(10, 7), [10, 10], relay.transform.InferType()(tvm.IRModule.from_expr(golden))["main"])

@@ -74,7 +74,9 @@ CASES = {
     "adaptive_max_pool1d": [(nn.AdaptiveMaxPool1d(3), [torch.randn(2, 2, 4)]),
                             (nn.AdaptiveMaxPool1d(4), [torch.randn(2, 3, 11)])],
     "instance_norm": [(Fn(lambda x: F.instance_norm(x, use_input_stats=True)), [torch.randn(1, 1, 1, 2)]),
-                      (Fn(lambda x: F.instance_norm(x, use_input_stats=True)), [torch.randn(2, 3, 5, 7)])],
+                      (Fn(lambda x: F.instance_norm(x, use_input_stats=True)), [torch.randn(2, 3, 5, 7)]),
+                      (Fn(lambda x: F.instance_norm(x, use_input_stats=True)), [torch.randn(1, 1, 1, 2).double()]),
+                      (Fn(lambda x: F.instance_norm(x, use_input_stats=True)), [torch.randn(2, 3, 9).double()])],
     "weight_norm": list(_weight_norm()),
     "addmm": [(Fn(lambda m, a, b: torch.addmm(m, a, b, beta=0.8, alpha=0.4)),
                [torch.randn(3, 5), torch.randn(3, 4), torch.randn(4, 5)])],
@@ -100,13 +102,18 @@ def test_tvm_era_layers(name, idx):
     check(model, inputs, rtol=1e-5, atol=1e-5)
 
 
+# one case per mode, padding and rank runs by default; the full cross product is marked slow
+_GRID_QUICK = {("bilinear", "zeros", False, 2), ("nearest", "border", True, 2), ("bicubic", "reflection", False, 2),
+               ("bilinear", "reflection", True, 3), ("nearest", "zeros", False, 3)}
+
+
 def _grid_cases():
     for method in ("nearest", "bilinear", "bicubic"):
         for pad in ("zeros", "border", "reflection"):
             for align in (True, False):
-                yield method, pad, align, 2
-                if method != "bicubic":
-                    yield method, pad, align, 3
+                for dims in ((2,) if method == "bicubic" else (2, 3)):
+                    case = (method, pad, align, dims)
+                    yield case if case in _GRID_QUICK else pytest.param(*case, marks=pytest.mark.slow)
 
 
 @pytest.mark.parametrize("method,pad,align,dims", list(_grid_cases()))
@@ -120,7 +127,8 @@ def test_tvm_era_grid_sample(method, pad, align, dims):
     check(f, [data, grid], rtol=1e-4, atol=1e-4)
 
 
-SDPA_SHAPES = [(q, k, v) for q in (4, 3) for k in (4, 3) for v in (4, 3)]
+SDPA_SHAPES = [(q, k, v) if (q, k, v) in ((4, 4, 4), (3, 4, 3)) else pytest.param((q, k, v), marks=pytest.mark.slow)
+               for q in (4, 3) for k in (4, 3) for v in (4, 3)]
 
 
 def _qkv(q, k, v, dtype=torch.float32, L=5, S=7, E=11, Ev=13):

@@ -410,7 +410,13 @@ def _index(ctx, args):
     idx = [_wrap_indices(ctx, ctx.as_expr(indices[i]), shape[i]) for i in positions]
     first, last = positions[0], positions[-1]
     if positions != list(range(first, last + 1)):
-        raise FrontendError("aten::index with non-adjacent index tensors is not supported by kiln")
+        # index tensors separated by a sliced axis: PyTorch puts the broadcast index dims first, which is
+        # the adjacent case after moving the indexed axes to the front
+        rest = [i for i in range(len(shape)) if i not in positions]
+        x = _op().transpose(x, positions + rest)
+        shape = [shape[i] for i in positions + rest]
+        positions = list(range(len(positions)))
+        first, last = 0, len(positions) - 1
     if len(idx) == 1:
         return _op().take(x, idx[0], axis=first)
     # several adjacent index tensors: broadcast them, flatten the indexed axes, and take once
