@@ -19,7 +19,10 @@ in cache while all weights stream) and ``unroll_kw``. While tuning (``autotvm.GL
 template takes data and kernel already packed, as in the network, so a measurement is not that of packing the
 weights on every call. The fallback takes a row of at most 14 accumulators (28 with AVX-512's 32 registers), 2 rows when
 one vector of channels leaves room, one chunk, ``order`` from a traffic estimate (:func:`fallback_order`) and
-unrolls the kernel row for strided, narrow-block or single-tile-row layers.
+unrolls the kernel row for strided or single-tile-row layers. A layer whose input block is narrower than a
+vector (the 3-channel stem) is the exception (:func:`narrow_budget`): its tile leaves registers for every
+weight vector and the broadcast (12 accumulators of 16 on AVX2 with two weight vectors, a peeled tail where
+the row does not divide) and keeps the kernel row a loop.
 """
 from __future__ import annotations
 
