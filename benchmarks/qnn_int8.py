@@ -3,10 +3,15 @@
 FakeQuantizationToInteger into QNN ops, run on the x86 int8 kernels), ONNX Runtime int8 on the same QDQ model, and
 kiln fp32 / ONNX Runtime fp32 on the float model, in one interleaved run per model.
 
-    python -m benchmarks.qnn_int8 [--models resnet18,mobilenet_v2] [--rounds 5] [--number 3] [--size 224]
+    python -m benchmarks.qnn_int8 [--models resnet18,mobilenet_v2,bert] [--rounds 5] [--number 3] [--size 224]
 
 The QDQ weights are 7-bit (reduce_range), so kiln's int8 build sets ``relay.x86.int8_saturating_madd`` (one
 vpmaddubsw per 4 channels where the target has no VNNI; the legalization still checks every layer's weights).
+
+``bert``: a small BERT encoder (transformers BertModel, 4 layers, hidden 256, sequence 128, random weights, on
+``inputs_embeds``) quantized by ONNX Runtime's ``quantize_dynamic`` (full-range int8 weights, MatMulInteger with
+DynamicQuantizeLinear activations: zero points and scales computed at run time); kiln builds it in the exact
+int8 mode. Its "top-1" column compares the argmax of the whole output.
 Writes benchmarks/results/qnn_int8.{md,json}. Speed is reported, never asserted.
 """
 from __future__ import annotations
@@ -48,7 +53,41 @@ def _quantize(src: str, dst: str, size: int):
                     weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
 
 
-def _kiln(path: str, x: np.ndarray, int8: bool = False):
+BERT = dict(hidden=256, layers=4, heads=4, seq=128)
+
+
+def _export_bert(path: str):
+    """A small BERT encoder (transformers BertModel, random weights) on ``inputs_embeds`` [1, seq, hidden]."""
+    import torch
+    from .models import _stub_torchvision_meta
+    _stub_torchvision_meta()
+    from transformers import BertConfig, BertModel
+    torch.manual_seed(0)
+    h = BERT["hidden"]
+    cfg = BertConfig(vocab_size=1000, hidden_size=h, num_hidden_layers=BERT["layers"],
+                     num_attention_heads=BERT["heads"], intermediate_size=4 * h, max_position_embeddings=512)
+    model = BertModel(cfg).eval()
+
+    class Enc(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, x):
+            return self.m(inputs_embeds=x).last_hidden_state
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Enc().eval(), torch.randn(1, BERT["seq"], h), path, input_names=["x"], output_names=["y"],
+                          opset_version=14, dynamo=False)
+
+
+def _quantize_dynamic(src: str, dst: str):
+    """ONNX Runtime's dynamic quantization: int8 weights, MatMulInteger + DynamicQuantizeLinear activations."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+
+
+def _kiln(path: str, x: np.ndarray, int8: bool = False, saturating: bool = True):
     import onnx
     import kiln
     from kiln import relay
@@ -57,7 +96,7 @@ def _kiln(path: str, x: np.ndarray, int8: bool = False):
     config = {}
     if int8:
         mod = relay.transform.FakeQuantizationToInteger()(relay.transform.InferType()(mod))
-        config["relay.x86.int8_saturating_madd"] = True
+        config["relay.x86.int8_saturating_madd"] = saturating
     with kiln.transform.PassContext(opt_level=3, config=config):
         lib = relay.build(mod, "llvm", params=params)
     m = graph_executor.GraphModule(lib["default"](kiln.cpu()))
@@ -77,11 +116,16 @@ def _ort(path: str, x: np.ndarray, threads: int):
 def bench_model(name: str, size: int, rounds: int, number: int, threads: int, tmp: str) -> dict:
     f32 = os.path.join(tmp, f"{name}.onnx")
     q = os.path.join(tmp, f"{name}_qdq.onnx")
-    _export(name, size, f32)
-    _quantize(f32, q, size)
-    x = np.random.default_rng(1).standard_normal((1, 3, size, size)).astype("float32")
+    if name == "bert":
+        _export_bert(f32)
+        _quantize_dynamic(f32, q)
+        x = np.random.default_rng(1).standard_normal((1, BERT["seq"], BERT["hidden"])).astype("float32")
+    else:
+        _export(name, size, f32)
+        _quantize(f32, q, size)
+        x = np.random.default_rng(1).standard_normal((1, 3, size, size)).astype("float32")
     contenders, outputs = {}, {}
-    for cname, (run, out) in {"kiln_int8": _kiln(q, x, int8=True), "ort_int8": _ort(q, x, threads),
+    for cname, (run, out) in {"kiln_int8": _kiln(q, x, int8=True, saturating=name != "bert"), "ort_int8": _ort(q, x, threads),
                               "kiln_fp32": _kiln(f32, x), "ort_fp32": _ort(f32, x, threads)}.items():
         contenders[cname] = run
         outputs[cname] = out()
@@ -91,7 +135,7 @@ def bench_model(name: str, size: int, rounds: int, number: int, threads: int, tm
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--models", default="resnet18,mobilenet_v2")
+    ap.add_argument("--models", default="resnet18,mobilenet_v2,bert")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--number", type=int, default=3)
     ap.add_argument("--size", type=int, default=224)
@@ -117,13 +161,16 @@ def main(argv=None):
         rows.append("")
         rows.append("speed ratios (median times; > 1 means the second named is faster): " +
                     ", ".join(f"{k} = {v:.2f}" for k, v in ratios.items()))
-        sections.append(f"## {name} ({args.size}x{args.size})\n\n" + "\n".join(rows))
+        title = (f"bert encoder ({BERT['layers']} layers, hidden {BERT['hidden']}, seq {BERT['seq']}; "
+                 "quantize_dynamic: MatMulInteger)" if name == "bert" else f"{name} ({args.size}x{args.size})")
+        sections.append(f"## {title}\n\n" + "\n".join(rows))
         results[name] = {"times": t, "ratios": ratios,
                          "max_abs_diff_int8_vs_ort_int8": float(np.max(np.abs(outs["kiln_int8"] - outs["ort_int8"])))}
     load_after = os.getloadavg()
     info = machine_info()
     counts = thread_counts(ort_intra_op=threads, pytorch=False)
-    md = (f"# int8 vs fp32: resnet18, mobilenet_v2 (QDQ, reduce_range), {threads} threads\n\n"
+    md = (f"# int8 vs fp32: {', '.join(args.models.split(','))} (CNNs: QDQ, reduce_range; BERT: dynamic), "
+          f"{threads} threads\n\n"
           f"{machine_line(info, counts)}\n\nload average before {tuple(round(v, 2) for v in load_before)}, after "
           f"{tuple(round(v, 2) for v in load_after)} (the machine is shared: compare the ratios of one interleaved "
           "run, not absolute times)\n\n" + "\n\n".join(sections) + "\n")

@@ -389,15 +389,15 @@ class CSupport:
         sb, db = s.bits // 8, d.bits // 8
         sign = "epi" if s.type_code == parse_dtype("int8").type_code else "epu"
         if d.bits > s.bits:  # widen 8 lanes: 8 * sb bytes in, 8 * db bytes out
-            if db == 4:
-                body = (f"__m128i t; memcpy(&t, (const char*)&v + i * {sb}, 16); "
-                        f"__m256i r = _mm256_cvt{sign}{s.bits}_epi32(t); memcpy((char*)&o + i * 4, &r, 32);")
+            if s.bits == 16:  # 16 -> 32 bits
+                body = (f"__m128i t; memcpy(&t, (const char*)&v + i * 2, 16); "
+                        f"__m256i r = _mm256_cvt{sign}16_epi32(t); memcpy((char*)&o + i * 4, &r, 32);")
+            elif db == 4:  # 8 -> 32 bits
+                body = (f"__m128i t = _mm_loadl_epi64((const __m128i*)((const char*)&v + i)); "
+                        f"__m256i r = _mm256_cvt{sign}8_epi32(t); memcpy((char*)&o + i * 4, &r, 32);")
             else:  # 8 -> 16 bits
                 body = (f"__m128i t = _mm_loadl_epi64((const __m128i*)((const char*)&v + i)); "
                         f"__m128i r = _mm_cvt{sign}8_epi16(t); memcpy((char*)&o + i * 2, &r, 16);")
-            if s.bits == 8 and db == 4:
-                body = (f"__m128i t = _mm_loadl_epi64((const __m128i*)((const char*)&v + i)); "
-                        f"__m256i r = _mm256_cvt{sign}8_epi32(t); memcpy((char*)&o + i * 4, &r, 32);")
         else:  # truncate 8 lanes: keep the low d.bits of each lane
             if sb == 4:
                 idx = [b for k in range(4) for b in range(4 * k, 4 * k + db)]

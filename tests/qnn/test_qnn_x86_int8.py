@@ -195,3 +195,76 @@ def test_dense_weight_packed_once_nc16n4c():
     p = relay.var("x", shape=d.shape, dtype="int8")
     want = relay.create_executor("debug", mod=kiln.IRModule.from_expr(relay.Function([p], body(p)))).evaluate()(d)
     np.testing.assert_array_equal(out, want.numpy())
+
+
+def dw_ref(d, w, zp_d, zp_w, stride, pad):
+    import torch
+    kk = w.astype(np.float64) - (np.asarray(zp_w).reshape(-1, 1, 1, 1) if np.ndim(zp_w) else zp_w)
+    out = torch.nn.functional.conv2d(torch.tensor(d.astype(np.float64) - zp_d), torch.tensor(kk), stride=stride,
+                                     padding=pad, groups=d.shape[1])
+    return out.numpy().astype(np.int64)
+
+
+@needs_avx2
+@pytest.mark.parametrize("dtype,zp_d,c,stride,pad,per_channel", [
+    ("uint8", 0, 32, 1, 1, True),       # mobilenet's: blocked NCHW16c, padding read as 0
+    ("uint8", 37, 16, 2, 1, False),     # padding with the zero point (explicit pad)
+    ("int8", -5, 21, 1, 1, True),       # int8 data shifted to uint8, odd channels (packed inside)
+])
+def test_qnn_depthwise_int8_kernel(dtype, zp_d, c, stride, pad, per_channel):
+    info = np.iinfo(dtype)
+    d = RNG.integers(info.min, info.max + 1, (1, c, 10, 9)).astype(dtype)
+    w = RNG.integers(-120, 121, (c, 1, 3, 3)).astype("int8")  # w - zp_w fits int8
+    zp_w = np.array(RNG.integers(-3, 4, c), "int32") if per_channel else 0
+    s_w = np.array(RNG.uniform(0.01, 0.03, c), "float32") if per_channel else np.float32(0.02)
+
+    def body(x):
+        acc = qnn.op.conv2d(x, relay.const(w), zp_d, zp_w, 0.1, s_w, kernel_size=(3, 3), channels=c, groups=c,
+                            strides=(stride, stride), padding=(pad, pad))
+        return qnn.op.requantize(acc, 0.1 * s_w, 0, 0.3, 4, out_dtype="uint8", axis=1)
+    opt, lib = build(body, d)
+    ops = [op for f in fused_functions(opt) for op in f]
+    assert "nn.contrib_depthwise_conv2d_NCHWc" in ops or "nn.conv2d" in ops
+    kinds = []
+    relay.analysis.post_order_visit(opt["main"], lambda e: kinds.append(e.args[0].checked_type.dtype) if (
+        isinstance(e, relay.Call) and getattr(e.op, "name", "") in ("nn.conv2d", "nn.contrib_depthwise_conv2d_NCHWc"))
+        else None)
+    assert kinds == ["uint8"], kinds  # the int8 depthwise kernel, not the float32 lowering
+    assert ("nn.contrib_depthwise_conv2d_NCHWc" in ops) == (c % 16 == 0)
+    (out,) = run(lib, d)
+    want = arith_requant(dw_ref(d, w, zp_d, zp_w, stride, pad), 0.1 * s_w, 0.3, 4)
+    np.testing.assert_array_equal(out, want)
+
+
+def arith_requant(acc, s_in, s_out, zp_out):
+    from kiln.relay.qnn.op import arith
+    return arith.requantize(acc, np.broadcast_to(np.asarray(s_in, np.float32), (acc.shape[1],)), 0, s_out, zp_out,
+                            "uint8", "UPWARD", axis=1)
+
+
+@needs_avx2
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_qnn_dense_runtime_zero_point_takes_the_int8_kernel(dtype):
+    """DynamicQuantizeLinear gives qnn.dense a zero point computed at run time: the x86 legalization still
+    feeds the int8 dense (uint8 x int8) and subtracts zu * colsum(wq) with the run-time zu."""
+    info = np.iinfo(dtype)
+    m, k, n = 5, 37, 48
+    d = RNG.integers(info.min, info.max + 1, (m, k)).astype(dtype)
+    w = RNG.integers(-120, 121, (n, k)).astype("int8")  # w - 2 fits int8
+    x = relay.var("x", shape=(m, k), dtype=dtype)
+    zp = relay.var("zp", shape=(), dtype="int32")
+    body = qnn.op.dense(x, relay.const(w), zp, 2, 0.1, 0.2, units=n)
+    mod = kiln.IRModule.from_expr(relay.Function([x, zp], body))
+    with kiln.transform.PassContext(opt_level=3):
+        opt, _ = relay.optimize(mod, AVX2)
+        lib = relay.build(mod, AVX2)
+    dense_in = []
+    relay.analysis.post_order_visit(opt["main"], lambda e: dense_in.append(e.args[0].checked_type.dtype) if (
+        isinstance(e, relay.Call) and getattr(e.op, "name", "") in ("nn.dense", "nn.contrib_dense_pack")) else None)
+    assert dense_in == ["uint8"], dense_in
+    gm = graph_executor.GraphModule(lib["default"](kiln.cpu()))
+    for z in (0, int(RNG.integers(info.min, info.max + 1))):
+        gm.set_input(x=d, zp=np.array(z, "int32"))
+        gm.run()
+        want = (d.astype(np.int64) - z) @ (w.astype(np.int64) - 2).T
+        np.testing.assert_array_equal(gm.get_output(0).numpy(), want)

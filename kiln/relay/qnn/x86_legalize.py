@@ -128,13 +128,49 @@ def legalize_conv2d(attrs, args, ts):
     return out
 
 
+def _runtime_zero_point(args, ts):
+    """(wq, data zero point expression) for a constant weight and a scalar zero point known only at run time
+    (DynamicQuantizeLinear: ONNX Runtime's ``quantize_dynamic``); None otherwise."""
+    if ts[0].dtype not in ("int8", "uint8") or ts[1].dtype not in ("int8", "uint8"):
+        return None
+    if len(ts[2].shape) != 0 and not (len(ts[2].shape) == 1 and ts[2].shape[0] == 1):
+        return None
+    w, wzp = const_value(args[1]), const_value(args[3])
+    if w is None or wzp is None:
+        return None
+    wq = _shifted_weight(w, wzp, 0)
+    return None if wq is None else (wq, args[2])
+
+
+def _legalize_dense_runtime_zp(attrs, args, ts):
+    """qnn.dense with a run-time data zero point ``z``: ``nn.dense(xu, wq) - zu * sum(wq)``, ``zu`` computed
+    (``z``, or ``z + 128`` for int8 data) and multiplied with the constant column sums in the epilogue."""
+    got = _runtime_zero_point(args, ts)
+    if got is None:
+        return None
+    wq, zx = got
+    if _saturating() and not _pairs_fit_int16(wq):
+        return None
+    zx = op_call("reshape", [op_call("cast", [zx], dtype="int32")], newshape=[])
+    xu = args[0]
+    if ts[0].dtype == "int8":
+        xu = op_call("cast", [op_call("add", [op_call("cast", [xu], dtype="int32"), const(np.int32(128))])],
+                     dtype="uint8")
+        zx = op_call("add", [zx, const(np.int32(128))])
+    values = dict(attrs)
+    values.update(out_dtype="int32")
+    out = op_call("nn.dense", [xu, const(wq)], **values)
+    colsum = const(wq.astype(np.int64).sum(axis=1).astype(np.int32))
+    return op_call("subtract", [out, op_call("multiply", [zx, colsum])])
+
+
 def legalize_dense(attrs, args, ts):
     """qnn.dense -> nn.dense(uint8, int8) - zu * sum(wq) (see module doc)."""
     if not _x86_int8_target() or (attrs.out_dtype or "int32") != "int32" or len(ts[0].shape) != 2:
         return None
     got = _common(args, ts, 0)
     if got is None:
-        return None
+        return _legalize_dense_runtime_zp(attrs, args, ts)
     wq, zx = got
     if _saturating() and not _pairs_fit_int16(wq):
         return None

@@ -39,8 +39,8 @@ def _scalar_code(tag: str, name: str | None = None) -> str:
     neg = " - (int64_t)(p < 0)" if tag == "tn" else ""
     return (f"#ifndef KILN_QMS_SCALAR_{name}\n#define KILN_QMS_SCALAR_{name}\n"
             f"static inline __attribute__((always_inline)) int32_t {name}(int32_t x, int32_t m, int32_t l, int32_t r) {{\n"
-            f"  int64_t p = (int64_t)x * ((int64_t)1 << l) * (int64_t)m;\n"
-            f"  p += ((int64_t)1 << (r - 1)){neg};\n"
+            f"  int64_t p = (int64_t)((uint64_t)(int64_t)x * ((uint64_t)1 << l) * (uint64_t)(int64_t)m);\n"
+            f"  p = (int64_t)((uint64_t)p + ((uint64_t)1 << (r - 1))){neg};\n"
             f"  return (int32_t)(p >> r);\n}}\n#endif")
 
 

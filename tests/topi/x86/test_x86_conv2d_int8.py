@@ -137,3 +137,21 @@ def test_scalar_fallback_without_the_isa_computes_the_same(sat):
     f, shape = build(d.shape, wt.shape, 1, 1, "llvm -mcpu=x86-64", config)
     assert "vpmaddubsw" not in _asm(f.get_source(), ["-march=x86-64"])
     np.testing.assert_array_equal(run(f, shape, d, wt), conv_ref(d, wt, 1, 1, saturate=sat))
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=cascadelake", "llvm -mcpu=znver4"])
+def test_vnni_targets_compile_with_vpdpbusd(target):
+    """Compile only (the host need not have VNNI): the conv's C for cascadelake / znver4 builds with gcc's flags
+    for the target and uses vpdpbusd; the requantize helper compiles alongside."""
+    from kiln.target.flags import cpu_cflags
+    from kiln.topi.x86.fixed_point_int8 import fixed_point_multiply
+    with tvm.target.Target(target):
+        assert C8.int8_mode() == "vnni"
+        d = te.placeholder((1, 32, 9, 9), "uint8", name="d")
+        w = te.placeholder((32, 32, 3, 3), "int8", name="w")
+        m = te.placeholder((1, 32, 1, 1), "int32", name="m")
+        conv = C8.conv2d_nchw_int8(d, w, (1, 1), (1, 1), (1, 1), "int32")
+        out = fixed_point_multiply(conv, m, m, m, high_word=True)
+        f = tvm.build(C8.schedule_conv2d_nchw_int8([out]), [d, w, m, out], target)
+    asm = _asm(f.get_source(), cpu_cflags(tvm.target.Target(target)))
+    assert "vpdpbusd" in asm and "vpmuldq" in asm

@@ -35,7 +35,8 @@ def test_dense_int8_matches_numpy(m, k, n):
     np.testing.assert_array_equal(out.numpy(), d.astype(np.int64) @ w.astype(np.int64).T)
 
 
-@pytest.mark.parametrize("target,instr", [("llvm -mcpu=cascadelake", "vpdpbusd"), (AVX2, "vpmaddubsw")])
+@pytest.mark.parametrize("target,instr", [("llvm -mcpu=cascadelake", "vpdpbusd"), ("llvm -mcpu=znver4", "vpdpbusd"),
+                                          (AVX2, "vpmaddubsw")])
 def test_dense_int8_codegen(target, instr):
     src = build(4, 64, 32, target).get_source()
     asm = subprocess.run(["gcc", "-O3", *cpu_cflags(tvm.target.Target(target)), "-fopenmp", "-S", "-x", "c", "-",

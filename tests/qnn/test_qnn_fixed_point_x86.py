@@ -1,0 +1,105 @@
+"""qnn.requantize on C-backend CPU targets lowers to ``fixed_point_multiply_broadcast`` (one vpmuldq-based C
+helper per 8 int32 lanes): bit for bit TVM's int64 definition, checked against ``arith.requantize`` (written from
+the definition) on the full int32 range, multipliers above 1 (left shifts), tiny ones, per-channel scales, both
+roundings, and shapes whose lanes are not a multiple of 8; plus the op's own type errors and numpy reference."""
+import numpy as np
+import pytest
+
+import kiln
+from kiln import relay
+from kiln.contrib import graph_executor
+from kiln.error import KilnError
+from kiln.relay import qnn
+from kiln.relay.qnn.op import arith
+from kiln.relay.qnn.op._fixed_point import reference as fpm_reference
+
+TARGET = "llvm"  # the host; the helper's AVX2 path or its scalar loop (same results) is compiled for it
+RNG = np.random.default_rng(23)
+
+
+def _ops(mod):
+    names = []
+    relay.analysis.post_order_visit(mod["main"], lambda e: names.append(e.op.name) if isinstance(e, relay.Call)
+                                    and hasattr(e.op, "name") else None)
+    return names
+
+
+def _run(body, x):
+    p = relay.var("x", shape=x.shape, dtype=str(x.dtype))
+    mod = kiln.IRModule.from_expr(relay.Function([p], body(p)))
+    with kiln.transform.PassContext(opt_level=3):
+        opt, _ = relay.optimize(mod, TARGET)
+        lib = relay.build(mod, TARGET)
+    m = graph_executor.GraphModule(lib["default"](kiln.cpu()))
+    m.set_input(x=x)
+    m.run()
+    return opt, m.get_output(0).numpy()
+
+
+def _extreme_ints(shape):
+    x = RNG.integers(-2 ** 31, 2 ** 31, shape, dtype=np.int64)
+    flat = x.reshape(-1)
+    flat[:6] = [-2 ** 31, 2 ** 31 - 1, 0, -1, 1, -(2 ** 20) - 1][:flat.size]
+    return x.astype("int32")
+
+
+@pytest.mark.parametrize("rounding", ["UPWARD", "TONEAREST"])
+@pytest.mark.parametrize("in_scale,out_scale", [(0.001, 0.37), (0.5, 0.6), (3.0, 0.7), (1e-12, 1.0), (0.25, 1.0)])
+def test_requantize_per_tensor_matches_definition(rounding, in_scale, out_scale):
+    x = _extreme_ints((2, 5, 7, 3))
+    if in_scale / out_scale > 1:  # keep x * m within int32 (beyond it TVM's lowering wraps where numpy clips)
+        x = (x // 8).astype("int32")
+    body = lambda v: qnn.op.requantize(v, in_scale, 3, out_scale, -4, rounding=rounding,  # noqa: E731
+                                       out_dtype="int32")
+    opt, out = _run(body, x)
+    assert "fixed_point_multiply_broadcast" in _ops(opt)
+    want = arith.requantize(x, in_scale, 3, out_scale, -4, "int32", rounding)
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("rounding", ["UPWARD", "TONEAREST"])
+@pytest.mark.parametrize("c", [5, 16, 19])
+def test_requantize_per_channel_matches_definition(rounding, c):
+    """Per-channel multipliers from tiny to above 1 (mixed left and right shifts, the general helper) and
+    all below 1/4 (the high-word form under UPWARD); small accumulators near rounding ties."""
+    x = RNG.integers(-5000, 5000, (1, c, 6, 9)).astype("int32")
+    for s_in in (np.geomspace(1e-5, 3.0, c).astype("float32"), np.geomspace(1e-5, 0.2, c).astype("float32")):
+        body = lambda v: qnn.op.requantize(v, s_in, 0, 1.0, 7, axis=1, rounding=rounding,  # noqa: E731
+                                           out_dtype="int8")
+        _, out = _run(body, x)
+        np.testing.assert_array_equal(out, arith.requantize(x, s_in, 0, 1.0, 7, "int8", rounding, axis=1))
+
+
+def test_ties_round_as_defined():
+    """x * 0.5 at odd x: exact ties, UPWARD toward +inf, TONEAREST away from zero."""
+    x = np.arange(-9, 10, dtype="int32").reshape(1, 19)
+    for rounding, want in (("UPWARD", np.floor(x / 2 + 0.5)), ("TONEAREST", np.sign(x) * np.floor(np.abs(x) / 2 + 0.5))):
+        body = lambda v: qnn.op.requantize(v, 0.5, 0, 1.0, 0, rounding=rounding, out_dtype="int32")  # noqa: E731
+        _, out = _run(body, x)
+        np.testing.assert_array_equal(out, want.astype("int32"))
+
+
+def test_op_reference_and_type_errors():
+    x = np.array([[-7, 7, 2 ** 31 - 1, -2 ** 31]], "int32")
+    m, left, right = (np.array([[1 << 30]], "int32"), np.array([[1]], "int32"), np.array([[33]], "int32"))
+    # ((x << 1) * 2**30 + 2**32) >> 33 = round_half_up(x / 4)
+    np.testing.assert_array_equal(fpm_reference(x, m, left, right, "UPWARD"), np.floor(x / 4 + 0.5).astype("int32"))
+    v = relay.var("v", shape=(2, 3), dtype="int32")
+    bad = relay.op.op.get("fixed_point_multiply_broadcast")
+    call = relay.Call(bad, [v, relay.const(np.ones((4,), "int32")), relay.const(np.int32(0)),
+                            relay.const(np.int32(31))], bad.make_attrs(rounding="UPWARD"))
+    with pytest.raises(KilnError, match="does not broadcast"):
+        relay.transform.InferType()(kiln.IRModule.from_expr(relay.Function([v], call)))
+    call = relay.Call(bad, [v, relay.const(np.int32(1)), relay.const(np.int32(0)), relay.const(np.int32(31))],
+                      bad.make_attrs(rounding="TONEAREST", high_word=True))
+    with pytest.raises(KilnError, match="high_word"):
+        relay.transform.InferType()(kiln.IRModule.from_expr(relay.Function([v], call)))
+
+
+def test_topi_rejects_wrong_dtypes():
+    from kiln import te
+    from kiln.topi.x86.fixed_point_int8 import fixed_point_multiply
+    x = te.placeholder((4,), "int64", name="x")
+    p = te.placeholder((1,), "int32", name="p")
+    with pytest.raises(KilnError, match="data must be int32"):
+        fixed_point_multiply(x, p, p, p)
