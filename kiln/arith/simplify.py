@@ -614,22 +614,34 @@ class Simplifier:
         return E.Cast(e.dtype, v) if v is not e.value else e
 
     def a_Let(self, e):
-        v = self.simplify(e.value)
-        if type(v) in (E.IntImm, E.FloatImm) or isinstance(v, E.Var):
-            return self.simplify(substitute(e.body, {e.var: v}))
-        old = self.an.var_bounds.get(e.var)
-        if _is_index_dtype(v.dtype):
-            self.an.var_bounds[e.var] = self.bound(v)
+        """A let, and the lets nested in its body, in a loop (no stack per level): each value is
+        simplified and its bound known while the rest is simplified; a constant or variable value is
+        substituted instead. Rebuilt inside out, unchanged lets kept."""
+        chain, saved = [], []
+        bounds = self.an.var_bounds
         try:
-            body = self.simplify(e.body)
+            while type(e) is E.Let:
+                v = self.simplify(e.value)
+                if type(v) in (E.IntImm, E.FloatImm) or isinstance(v, E.Var):
+                    e = substitute(e.body, {e.var: v})
+                    continue
+                saved.append((e.var, bounds.get(e.var)))
+                if _is_index_dtype(v.dtype):
+                    bounds[e.var] = self.bound(v)
+                chain.append((e, v))
+                e = e.body
+            body = self.simplify(e)
         finally:
-            if old is None:
-                self.an.var_bounds.pop(e.var, None)
-            else:
-                self.an.var_bounds[e.var] = old
-        if v is e.value and body is e.body:
-            return e
-        return E.Let(e.var, v, body)
+            for var, old in reversed(saved):
+                if old is None:
+                    bounds.pop(var, None)
+                else:
+                    bounds[var] = old
+        for let, v in reversed(chain):
+            if not (v is let.value and body is let.body):
+                let = E.Let(let.var, v, body)
+            body = let
+        return body
 
     def a_Call(self, e):
         name = e.op

@@ -159,11 +159,11 @@ class _PointerTypes(StmtExprVisitor):
 
     def visit_Allocate(self, s):
         self.types.setdefault(id(s.buffer_var), str(parse_dtype(s.dtype).element_of()))
-        self.generic_visit(s)
+        return self.generic_visit_iter(s)  # a generator the walker drives: nesting costs no stack
 
     def visit_DeclBuffer(self, s):
         self._note(s.buffer)
-        self.generic_visit(s)
+        return self.generic_visit_iter(s)
 
 
 class FunctionCodegen(StmtExprVisitor):
@@ -188,7 +188,8 @@ class FunctionCodegen(StmtExprVisitor):
 
     # ------------------------------------------------------------------ output helpers
     def emit(self, line: str):
-        self.lines.append("  " * self.indent + line)
+        # indentation stops growing at 32 levels: a deep nest stays linear in size
+        self.lines.append("  " * min(self.indent, 32) + line)
 
     def uid(self) -> int:
         self.counter += 1
@@ -279,9 +280,11 @@ class FunctionCodegen(StmtExprVisitor):
             self.emit(line)
 
     # ------------------------------------------------------------------ statements
+    # Statement visitors that contain statements are generators: ``yield child`` visits the child
+    # (kiln.tir.stmt_functor drives them from an explicit stack, so nesting costs no interpreter stack).
     def visit_SeqStmt(self, s):
         for x in s.seq:
-            self.visit(x)
+            yield x
 
     def visit_Evaluate(self, s):
         v = s.value
@@ -355,7 +358,7 @@ class FunctionCodegen(StmtExprVisitor):
         end = bare(extent) if _is_int_const(s.min, 0) else f"{lo} + {extent}"
         header = f"for ({t} {name} = {lo}; {name} < {end}; ++{name}) {{"
         if s.kind == S.ForKind.PARALLEL and self.parallel_depth == 0:
-            self._parallel_loop(s, header)
+            yield from self._parallel_loop(s, header)
             return
         if s.kind == S.ForKind.PARALLEL:
             self.emit("/* nested parallel loop: runs serially inside the outer parallel loop */")
@@ -366,7 +369,7 @@ class FunctionCodegen(StmtExprVisitor):
             self.emit("#pragma GCC ivdep")
         self.emit(header)
         self.indent += 1
-        self.visit(s.body)
+        yield s.body
         self.indent -= 1
         self.emit("}")
 
@@ -378,7 +381,7 @@ class FunctionCodegen(StmtExprVisitor):
         self.indent = base_indent + 1
         self.exits.push(loop)
         self.parallel_depth += 1
-        self.visit(s.body)
+        yield s.body
         self.parallel_depth -= 1
         self.exits.pop()
         body_lines, self.lines = self.lines, outer_lines
@@ -403,19 +406,19 @@ class FunctionCodegen(StmtExprVisitor):
     def visit_While(self, s):
         self.emit(f"while ({bare(self.visit(s.condition))}) {{")
         self.indent += 1
-        self.visit(s.body)
+        yield s.body
         self.indent -= 1
         self.emit("}")
 
     def visit_IfThenElse(self, s):
         self.emit(f"if ({bare(self.visit(s.condition))}) {{")
         self.indent += 1
-        self.visit(s.then_case)
+        yield s.then_case
         self.indent -= 1
         if s.else_case is not None:
             self.emit("} else {")
             self.indent += 1
-            self.visit(s.else_case)
+            yield s.else_case
             self.indent -= 1
         self.emit("}")
 
@@ -432,7 +435,7 @@ class FunctionCodegen(StmtExprVisitor):
             else:
                 self.emit(f"{self.c.ctype(var.dtype)} {name} = {bare(value)};")
             s = s.body
-        self.visit(s)
+        yield s
 
     def visit_AttrStmt(self, s):
         key = s.attr_key
@@ -444,7 +447,7 @@ class FunctionCodegen(StmtExprVisitor):
             )
         if key.startswith("pragma_"):
             self.emit(f"/* {key} = {s.value} */")
-        self.visit(s.body)
+        yield s.body
 
     def visit_AssertStmt(self, s):
         msg = s.message.value if isinstance(s.message, E.StringImm) else str(s.message)
@@ -453,11 +456,11 @@ class FunctionCodegen(StmtExprVisitor):
         self.emit_error(c_string(f"{self.symbol}: assertion failed: {msg}"))
         self.indent -= 1
         self.emit("}")
-        self.visit(s.body)
+        yield s.body
 
     def visit_Allocate(self, s):
         if s.annotations.get(REGISTERS_ATTR):
-            self._registers(s)
+            yield from self._registers(s)
             return
         dt = parse_dtype(s.dtype)
         elem = dt.element_of()
@@ -475,7 +478,7 @@ class FunctionCodegen(StmtExprVisitor):
         nbytes = count * elem.itemsize
         if const and nbytes <= STACK_LIMIT_BYTES:
             self.emit(f"{et} {name}[{max(count, 1)}] __attribute__((aligned(64)));")
-            self.visit(s.body)
+            yield s.body
             return
         alloc = self.c.alloc()
         if const:
@@ -492,7 +495,7 @@ class FunctionCodegen(StmtExprVisitor):
         self.indent -= 1
         self.emit("}")
         self.exits.push(HeapBuffer(name))
-        self.visit(s.body)
+        yield s.body
         self.exits.pop()
         self.emit(f"kiln_free({name});")
 
@@ -504,7 +507,7 @@ class FunctionCodegen(StmtExprVisitor):
             self.fail(s, f"an allocation marked {REGISTERS_ATTR} must have one constant extent")
         self.emit(f"{self.c.ctype(s.dtype)} {', '.join(f'{name}_r{k}' for k in range(count.value))};")
         self.registers[id(s.buffer_var)] = name
-        self.visit(s.body)
+        yield s.body
         del self.registers[id(s.buffer_var)]
 
     def _register(self, buf, indices) -> str:
@@ -515,7 +518,7 @@ class FunctionCodegen(StmtExprVisitor):
         return f"{self.registers[id(buf.data)]}_r{index.value}"
 
     def visit_DeclBuffer(self, s):
-        self.visit(s.body)
+        yield s.body
 
     def visit_Prefetch(self, s):
         return
@@ -728,7 +731,8 @@ class FunctionCodegen(StmtExprVisitor):
         name = self.names.define(e.var)
         if self._is_nonneg(e.value):
             self.nonneg.add(id(e.var))
-        return f"({{ {self.c.ctype(e.var.dtype)} {name} = {value}; {self.visit(e.body)}; }})"
+        body = yield e.body  # a generator: nested lets cost no stack
+        return f"({{ {self.c.ctype(e.var.dtype)} {name} = {value}; {body}; }})"
 
     # ------------------------------------------------------------------ calls
     def visit_Call(self, e):

@@ -13,13 +13,26 @@ explicit work list and their results kept for the rest of that node's visit, so 
 its operands already done. A 10,000-term left-deep sum or a 600-way if_then_else chain walks with
 constant stack. The cache is per operator subtree and is suspended inside any other node (a Let, a
 BufferLoad), whose visitor may change context.
+
+Statement depth (and Let-expression depth) costs no interpreter stack either: a ``visit_<Node>`` may be
+written as a generator that *yields* a child node where it would call ``self.visit(child)``, and receives
+the child's result back (``body = yield s.body``). ``visit`` drives such generators from an explicit stack
+(:meth:`StmtExprVisitor._drive`), so 100,000 nested For / IfThenElse / Allocate / AttrStmt statements or
+nested Lets walk in a loop. The generic walk of every statement and of Let is such a generator
+(:meth:`generic_visit_iter`; ``yield from self.generic_visit_iter(s)`` from a generator ``visit_`` method);
+``generic_visit`` stays an ordinary method returning the result; an ordinary ``visit_`` method may end
+in ``return self.generic_visit_iter(s)`` (the returned generator is driven the same way). A subclass that wants to intercept
+every expression defines ``visit_PrimExpr`` (found through the class hierarchy) rather than overriding
+``visit``: an overridden ``visit`` is honoured, but then costs a level of stack per nested statement.
 """
 from __future__ import annotations
+
+from types import GeneratorType
 
 from ..ir.node import Node
 from .buffer import Buffer
 from .expr import BinaryOpExpr, Call, Cast, Not, Select, Var, CommReducer, PrimExpr
-from .stmt import LetStmt
+from .stmt import LetStmt, Stmt
 from . import expr as E
 from ..runtime.dtype import parse_dtype
 from .op import convert
@@ -29,6 +42,8 @@ _LEAF_TYPES = (Var, Buffer, CommReducer)
 _SPINE = (BinaryOpExpr, Not, Cast, Select, Call)
 _SPINE_DEPTH = 16  # a level costs up to ~9 interpreter frames (visit, generic_visit, _mutate_value, a visit_<Node>)
 _MISS = object()
+# nodes whose generic walk is a generator driven from an explicit stack (they nest without bound)
+_NESTING = (Stmt, E.Let)
 
 
 def _spine_operands(node):
@@ -57,6 +72,13 @@ class StmtExprVisitor:
     _spine_memo = None
 
     def visit(self, node):
+        r = self._step(node)
+        if r.__class__ is GeneratorType:
+            return self._drive(r)
+        return r
+
+    def _step(self, node):
+        """Dispatch ``node`` to its ``visit_`` method; a generator method comes back undriven."""
         table = _dispatch_table(type(self))
         meth = table.get(type(node))
         if meth is None:
@@ -78,6 +100,41 @@ class StmtExprVisitor:
         finally:
             self._walk_depth -= 1
             self._spine_memo = memo
+
+    def _drive(self, gen):
+        """Run generator ``visit_`` methods: each yielded node is stepped; a generator answer is pushed on
+        the stack, any other answer is sent back to the generator that yielded the node. An exception is
+        thrown into the generators below it in turn (their ``finally`` / ``with`` blocks run)."""
+        step = self.visit if _overrides_visit(type(self)) else self._step
+        stack = [gen]
+        value, exc = None, None
+        while True:
+            top = stack[-1]
+            try:
+                if exc is None:
+                    child = top.send(value)
+                else:
+                    child, exc = top.throw(exc), None
+            except StopIteration as stop:
+                stack.pop()
+                if not stack:
+                    return stop.value
+                value = stop.value
+                continue
+            except BaseException as e:  # noqa: BLE001 - handed to the generator below, or raised
+                stack.pop()
+                if not stack:
+                    raise
+                exc = e
+                continue
+            try:
+                value = step(child)
+            except BaseException as e:  # noqa: BLE001
+                exc = e
+                continue
+            if value.__class__ is GeneratorType:
+                stack.append(value)
+                value = None
 
     def _visit_spine(self, root, meth):
         """Visit the operator nodes below ``root`` children-first from a work list, then ``root``."""
@@ -116,6 +173,9 @@ class StmtExprVisitor:
         if node_type is LetStmt and cls.generic_visit in _BASE_GENERIC and (
                 cls.visit is StmtExprVisitor.visit or cls._visit_passes_statements):
             return cls._let_chain
+        if cls.generic_visit_iter not in _BASE_GENERIC_ITER or (
+                issubclass(node_type, _NESTING) and cls.generic_visit in _BASE_GENERIC):
+            return cls.generic_visit_iter
         return cls.generic_visit
 
     def generic_visit(self, node):
@@ -123,6 +183,11 @@ class StmtExprVisitor:
             return
         for f in node._fields:
             self._visit_value(getattr(node, f))
+
+    def generic_visit_iter(self, node):
+        """``generic_visit`` as a generator: yields each child node (the driver visits it)."""
+        for c in _children(node):
+            yield c
 
     def _let_chain(self, s):
         """A chain of LetStmts in a loop: each let's var and value, outermost first, then the innermost
@@ -164,6 +229,44 @@ class StmtExprMutator(StmtExprVisitor):
         if changes is None:
             return node
         return _rebuild(node, changes)
+
+    def generic_visit_iter(self, node):
+        """``generic_visit`` as a generator: yields each child node and gets its replacement back."""
+        if isinstance(node, _LEAF_TYPES) or not isinstance(node, Node):
+            return node
+        changes = None
+        for f in node._fields:
+            old = getattr(node, f)
+            if isinstance(old, Node):
+                new = yield old
+            elif isinstance(old, (list, tuple, dict)):
+                new = yield from self._mutate_value_iter(old)
+            else:
+                continue
+            if new is not old:
+                if changes is None:
+                    changes = {}
+                changes[f] = new
+        if changes is None:
+            return node
+        return _rebuild(node, changes)
+
+    def _mutate_value_iter(self, v):
+        if isinstance(v, Node):
+            return (yield v)
+        if isinstance(v, (list, tuple)):
+            out = []
+            for x in v:
+                out.append((yield from self._mutate_value_iter(x)))
+            if all(a is b for a, b in zip(out, v)):
+                return v
+            return out if isinstance(v, list) else tuple(out)
+        if isinstance(v, dict):
+            out = {}
+            for k, x in v.items():
+                out[k] = yield from self._mutate_value_iter(x)
+            return v if all(out[k] is v[k] for k in v) else out
+        return v
 
     def _let_chain(self, s):
         """A chain of LetStmts in a loop (see :meth:`StmtExprVisitor._let_chain`), rebuilt inside out as
@@ -311,18 +414,21 @@ def ir_transform(stmt, preorder, postorder, only_enable=None):
     names = set(only_enable) if only_enable else None
 
     class _T(StmtExprMutator):
-        def generic_visit(self, n):
+        def generic_visit_iter(self, n):
             enabled = names is None or type(n).__name__ in names or ("tir." + type(n).__name__) in names
             if enabled and preorder is not None:
                 r = preorder(n)
                 if r is not None:
                     return r
-            n2 = StmtExprMutator.generic_visit(self, n)
+            n2 = yield from StmtExprMutator.generic_visit_iter(self, n)
             if enabled and postorder is not None:
                 r = postorder(n2)
                 if r is not None:
                     return r
             return n2
+
+        def generic_visit(self, n):
+            return self._drive(self.generic_visit_iter(n))
 
     return _T()(stmt)
 
@@ -344,3 +450,13 @@ def uses_var(node, pred) -> bool:
 
 
 _BASE_GENERIC = (StmtExprVisitor.generic_visit, StmtExprMutator.generic_visit)
+_BASE_GENERIC_ITER = (StmtExprVisitor.generic_visit_iter, StmtExprMutator.generic_visit_iter)
+
+
+def _overrides_visit(cls) -> bool:
+    """Whether ``cls`` overrides ``visit`` (the driver must then go through it, at a stack level a node)."""
+    flag = cls.__dict__.get("_kiln_overrides_visit")
+    if flag is None:
+        flag = cls.visit is not StmtExprVisitor.visit
+        setattr(cls, "_kiln_overrides_visit", flag)
+    return flag

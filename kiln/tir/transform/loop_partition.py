@@ -40,7 +40,7 @@ def _find_candidates(body, var, done):
                 self.loops[s.loop_var] = E.Range.from_min_extent(s.min, s.extent)
             else:
                 self.lets.add(s.loop_var)
-            self.visit(s.body)
+            yield s.body  # statement visitors are generators: nesting costs no stack
             self.loops.pop(s.loop_var, None)
 
         def visit_AttrStmt(self, s):
@@ -53,26 +53,26 @@ def _find_candidates(body, var, done):
                     self.lets.add(tvar)
                 else:
                     self.loops[tvar] = E.Range.from_min_extent(_op.const(0, s.value.dtype), s.value)
-                self.visit(s.body)
+                yield s.body
                 self.loops.pop(tvar, None)
                 return
-            self.generic_visit(s)
+            yield from self.generic_visit_iter(s)
 
         def visit_LetStmt(self, s):
             while isinstance(s, S.LetStmt):  # a chain in a loop
                 self.visit(s.value)
                 self.lets.add(s.var)
                 s = s.body
-            self.visit(s)
+            yield s
 
         def visit_Let(self, e):
             self.visit(e.value)
             self.lets.add(e.var)
-            self.visit(e.body)
+            yield e.body
 
         def visit_Allocate(self, s):
             self.lets.add(s.buffer_var)
-            self.generic_visit(s)
+            yield from self.generic_visit_iter(s)
 
         def visit_Call(self, e):
             if e.op == "tir.likely" and id(e) not in done and uses_var(e, var) \
@@ -94,7 +94,7 @@ class _ReplaceCall(StmtExprMutator):
         return self.generic_visit(e)
 
     def visit_IfThenElse(self, s):
-        s = self.generic_visit(s)
+        s = yield from self.generic_visit_iter(s)
         if isinstance(s.condition, E.IntImm):
             if s.condition.value:
                 return s.then_case
@@ -110,12 +110,8 @@ class LoopPartitioner(StmtExprMutator):
         self.done = set()   # ids of likely() calls already used for a partition
         self.keep = []
 
-    _visit_passes_statements = True  # visit() below only skips expressions
-
-    def visit(self, node):
-        if isinstance(node, E.PrimExpr):
-            return node
-        return super().visit(node)
+    def visit_PrimExpr(self, e):  # statements only
+        return e
 
     def _analyzer(self):
         ana = Analyzer()
@@ -124,27 +120,29 @@ class LoopPartitioner(StmtExprMutator):
             ana.bind(v, r, allow_override=True)
         return ana
 
+    # statement visitors are generators (``yield`` a child to visit it): nesting costs no stack
+
     def _loop_visit(self, s):
         self.outer[s.loop_var] = E.Range.from_min_extent(s.min, s.extent)
         try:
-            body = self.visit(s.body)
+            body = yield s.body
         finally:
             self.outer.pop(s.loop_var, None)
         return s if body is s.body else s.with_fields(body=body)
 
     def visit_For(self, s):
         if isinstance(s.extent, E.IntImm) and not self.partition_const_loop:
-            return self._loop_visit(s)
+            return (yield from self._loop_visit(s))
         if s.kind == S.ForKind.THREAD_BINDING:
-            return self._loop_visit(s)
+            return (yield from self._loop_visit(s))
         var = s.loop_var
         ana = self._analyzer()
         for cand in _find_candidates(s.body, var, self.done):
             interval = deduce_bound(var, cand.call.args[0], relax_map=cand.relax, analyzer=ana)
             if interval.is_nothing() or interval.is_everything():
                 continue
-            return self._split(s, cand, interval, ana)
-        return self._loop_visit(s)
+            return (yield from self._split(s, cand, interval, ana))
+        return (yield from self._loop_visit(s))
 
     def _split(self, s, cand, interval, ana):
         self.done.add(id(cand.call))
@@ -183,7 +181,7 @@ class LoopPartitioner(StmtExprMutator):
                 self._mark_done(p)
         for p in (pre, main, post):
             if p is not None:
-                parts.append(self.visit(p) if p is main else self._loop_visit(p))
+                parts.append((yield p) if p is main else (yield from self._loop_visit(p)))
         if not parts:
             return S.Evaluate(0)
         return parts[0] if len(parts) == 1 else S.SeqStmt(parts)
@@ -199,10 +197,10 @@ class LoopPartitioner(StmtExprMutator):
         if s.attr_key in ("thread_extent", "virtual_thread") and isinstance(s.node, E.IterVar):
             self.outer[s.node.var] = E.Range.from_min_extent(0, s.value)
             try:
-                return self.generic_visit(s)
+                return (yield from self.generic_visit_iter(s))
             finally:
                 self.outer.pop(s.node.var, None)
-        return self.generic_visit(s)
+        return (yield from self.generic_visit_iter(s))
 
 
 def LoopPartition(partition_const_loop: bool | None = None) -> PrimFuncPass:  # noqa: N802

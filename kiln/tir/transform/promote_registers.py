@@ -54,40 +54,61 @@ def _slot_base(index):
     return (base.value, lanes) if isinstance(base, E.IntImm) else None
 
 
-class _PromotableAccesses(StmtExprVisitor):
-    """Whether every access to ``data`` in a body (stores split as the printer splits them) is a
-    scalar access at a constant index, or a contiguous vector access at a constant base, all of one
-    width ``w`` and aligned to it, with the buffer's address never taken. Then slot ``index // w``
-    can be one variable."""
+class _Accesses:
+    """What is known of the accesses to one allocation: their common width ``w`` and slots
+    ``index // w``, and ``ok`` while every access is promotable."""
 
-    def __init__(self, data, elem_dtype: str, max_vector_bytes: int):
-        self.data = data
+    def __init__(self, elem_dtype: str):
         self.elem_dtype = elem_dtype
-        self.max_vector_bytes = max_vector_bytes
         self.width = None
         self.slots: set = set()
         self.ok = True
 
+
+class _PromotableAccesses(StmtExprVisitor):
+    """For every candidate allocation of a body, in one walk: whether every access to it (stores split
+    as the printer splits them) is a scalar access at a constant index, or a contiguous vector access
+    at a constant base, all of one width ``w`` and aligned to it, with the buffer's address never
+    taken. Then slot ``index // w`` can be one variable."""
+
+    def __init__(self, max_vector_bytes: int):
+        self.max_vector_bytes = max_vector_bytes
+        self.states: dict = {}  # buffer_var -> _Accesses
+
+    def visit_Allocate(self, s):
+        count = _constant_count(s)
+        elem = parse_dtype(s.dtype).element_of()
+        if not (s.annotations.get(REGISTERS_ATTR) or count is None or elem.is_bool or
+                count * elem.itemsize > MAX_PROMOTED_BYTES or count > MAX_PROMOTED_SLOTS * 16):
+            self.states[s.buffer_var] = _Accesses(str(elem))
+        for x in s.extents:  # not buffer_var: its definition is no use of the address
+            self.visit(convert(x))
+        if s.condition is not None:
+            self.visit(s.condition)
+        yield s.body  # a generator: nested allocations cost no stack
+
     def _note(self, buf, indices):
-        if buf.data is not self.data:
+        st = self.states.get(buf.data)
+        if st is None or not st.ok:
             return
         index = None
-        if str(parse_dtype(buf.dtype).element_of()) == self.elem_dtype:
+        if str(parse_dtype(buf.dtype).element_of()) == st.elem_dtype:
             index = _flat_index(buf, indices)
         found = _slot_base(index) if index is not None else None
         if found is None:
-            self.ok = False
+            st.ok = False
             return
         base, lanes = found
-        if (self.width is not None and self.width != lanes) or base % lanes:
-            self.ok = False
+        if (st.width is not None and st.width != lanes) or base % lanes:
+            st.ok = False
             return
-        self.width = lanes
-        self.slots.add(base // lanes)
+        st.width = lanes
+        st.slots.add(base // lanes)
 
     def visit_Var(self, v):
-        if v is self.data:
-            self.ok = False
+        st = self.states.get(v)
+        if st is not None:
+            st.ok = False
 
     def visit_BufferLoad(self, e):
         self._note(e.buffer, e.indices)
@@ -107,41 +128,6 @@ def _pieces(store, max_vector_bytes: int) -> list:
     return split_store(store, max_vector_bytes // elem_bytes) or [store]
 
 
-class _ToSlots(StmtExprMutator):
-    """Rewrites the accesses of one promoted allocation to ``slots[k]``."""
-
-    def __init__(self, data, slots: Buffer, numbering: dict, max_vector_bytes: int):
-        self.data = data
-        self.slots = slots
-        self.numbering = numbering
-        self.width = parse_dtype(slots.dtype).lanes
-        self.max_vector_bytes = max_vector_bytes
-
-    def _slot(self, buf, indices) -> E.IntImm:
-        base, _ = _slot_base(_flat_index(buf, indices))
-        return E.IntImm("int32", self.numbering[base // self.width])
-
-    def visit_BufferLoad(self, e):
-        if e.buffer.data is self.data:
-            return E.BufferLoad(self.slots, [self._slot(e.buffer, e.indices)])
-        return self.generic_visit(e)
-
-    def visit_BufferStore(self, s):
-        pieces = _pieces(s, self.max_vector_bytes)
-        out = []
-        for piece in pieces:
-            if piece.buffer.data is self.data:
-                value = self.visit(piece.value)
-                if self.width > 1 and parse_dtype(value.dtype).lanes == 1:
-                    value = E.Broadcast(value, self.width)
-                out.append(S.BufferStore(self.slots, value, [self._slot(piece.buffer, piece.indices)]))
-            else:
-                out.append(self.generic_visit(piece))
-        if all(o is p for o, p in zip(out, pieces)):
-            return s                  # no access to the promoted buffer: leave the store to the printer
-        return out[0] if len(out) == 1 else S.SeqStmt(out)
-
-
 def _constant_count(s: S.Allocate):
     count = parse_dtype(s.dtype).lanes
     for ext in s.extents:
@@ -153,34 +139,69 @@ def _constant_count(s: S.Allocate):
 
 
 class _Promoter(StmtExprMutator):
+    """Rewrites the promotable allocations (found first, in one walk by :class:`_PromotableAccesses`)
+    and every access to them to ``slots[k]``, in one more walk: linear in the body at any nesting."""
+
     def __init__(self, max_vector_bytes: int):
         self.max_vector_bytes = max_vector_bytes
+        self.states: dict = {}
+        self.promoted: dict = {}  # buffer_var -> (slots Buffer, slot numbering)
+
+    def __call__(self, body):
+        acc = _PromotableAccesses(self.max_vector_bytes)
+        acc(body)
+        self.states = acc.states
+        return self.visit(body)
 
     def visit_Allocate(self, s):
         promoted = self._promote(s)
         if promoted is not None:
             s = promoted
-        return self.generic_visit(s)
+        return (yield from self.generic_visit_iter(s))  # a generator: nesting costs no stack
 
     def _promote(self, s):
-        if s.annotations.get(REGISTERS_ATTR):
-            return None
-        elem = parse_dtype(s.dtype).element_of()
-        count = _constant_count(s)
-        if count is None or elem.is_bool or count * elem.itemsize > MAX_PROMOTED_BYTES or \
-                count > MAX_PROMOTED_SLOTS * 16:
-            return None
-        acc = _PromotableAccesses(s.buffer_var, str(elem), self.max_vector_bytes)
-        acc(s.body)
-        if not acc.ok or acc.width is None or len(acc.slots) > MAX_PROMOTED_SLOTS or \
-                max(acc.slots) * acc.width + acc.width > count:
+        acc = self.states.get(s.buffer_var)
+        if acc is None or not acc.ok or acc.width is None or len(acc.slots) > MAX_PROMOTED_SLOTS or \
+                max(acc.slots) * acc.width + acc.width > _constant_count(s):
             return None
         numbering = {slot: k for k, slot in enumerate(sorted(acc.slots))}
+        elem = parse_dtype(acc.elem_dtype)
         dtype = str(elem.with_lanes(acc.width)) if acc.width > 1 else str(elem)
         slots = Buffer(s.buffer_var, dtype, [len(numbering)], name=s.buffer_var.name, scope="local")
-        body = _ToSlots(s.buffer_var, slots, numbering, self.max_vector_bytes)(s.body)
-        return S.Allocate(s.buffer_var, dtype, [E.IntImm("int32", len(numbering))], s.condition, body,
+        self.promoted[s.buffer_var] = (slots, numbering)
+        return S.Allocate(s.buffer_var, dtype, [E.IntImm("int32", len(numbering))], s.condition, s.body,
                           {**s.annotations, REGISTERS_ATTR: True})
+
+    def _slot(self, hit, buf, indices) -> E.IntImm:
+        slots, numbering = hit
+        width = parse_dtype(slots.dtype).lanes
+        base, _ = _slot_base(_flat_index(buf, indices))
+        return E.IntImm("int32", numbering[base // width])
+
+    def visit_BufferLoad(self, e):
+        hit = self.promoted.get(e.buffer.data)
+        if hit is not None:
+            return E.BufferLoad(hit[0], [self._slot(hit, e.buffer, e.indices)])
+        return self.generic_visit(e)
+
+    def visit_BufferStore(self, s):
+        if not self.promoted:
+            return self.generic_visit(s)
+        pieces = _pieces(s, self.max_vector_bytes)
+        out = []
+        for piece in pieces:
+            hit = self.promoted.get(piece.buffer.data)
+            if hit is not None:
+                value = self.visit(piece.value)
+                width = parse_dtype(hit[0].dtype).lanes
+                if width > 1 and parse_dtype(value.dtype).lanes == 1:
+                    value = E.Broadcast(value, width)
+                out.append(S.BufferStore(hit[0], value, [self._slot(hit, piece.buffer, piece.indices)]))
+            else:
+                out.append(self.generic_visit(piece))
+        if all(o is p for o, p in zip(out, pieces)):
+            return s                  # no access to a promoted buffer: leave the store to the printer
+        return out[0] if len(out) == 1 else S.SeqStmt(out)
 
 
 def PromoteRegisters(max_vector_bytes: int = 32) -> PrimFuncPass:  # noqa: N802  (pass naming)

@@ -17,8 +17,15 @@ def is_no_op(s) -> bool:
         return True
     if isinstance(s, S.Evaluate):
         return _is_pure(s.value)
-    if isinstance(s, S.SeqStmt):
-        return all(is_no_op(x) for x in s.seq)
+    if isinstance(s, S.SeqStmt):  # nested sequences from a work list
+        todo = list(s.seq)
+        while todo:
+            x = todo.pop()
+            if isinstance(x, S.SeqStmt):
+                todo.extend(x.seq)
+            elif not is_no_op(x):
+                return False
+        return True
     return False
 
 
@@ -45,13 +52,15 @@ _WRAPPERS = (S.LetStmt, S.AttrStmt, S.Allocate, S.DeclBuffer, S.BufferRealize, S
 class NoOpRemover(StmtExprMutator):
     """Statement-level mutator; expressions are left alone."""
 
-    def visit(self, node):
-        if isinstance(node, E.PrimExpr):
-            return node
-        return super().visit(node)
+    def visit_PrimExpr(self, e):
+        return e
+
+    # statement visitors are generators (``yield`` a child to visit it): nesting costs no stack
 
     def visit_SeqStmt(self, s):
-        items = [self.visit(x) for x in s.seq]
+        items = []
+        for x in s.seq:
+            items.append((yield x))
         kept = [x for x in items if not is_no_op(x)]
         if not kept:
             return _nop()
@@ -67,18 +76,18 @@ class NoOpRemover(StmtExprMutator):
         return s
 
     def visit_For(self, s):
-        body = self.visit(s.body)
+        body = yield s.body
         if is_no_op(body) or (isinstance(s.extent, E.IntImm) and s.extent.value <= 0):
             return _nop()
         return s if body is s.body else s.with_fields(body=body)
 
     def visit_While(self, s):
-        body = self.visit(s.body)
+        body = yield s.body
         return s if body is s.body else s.with_fields(body=body)
 
     def visit_IfThenElse(self, s):
-        then_case = self.visit(s.then_case)
-        else_case = self.visit(s.else_case) if s.else_case is not None else None
+        then_case = yield s.then_case
+        else_case = (yield s.else_case) if s.else_case is not None else None
         if else_case is not None and is_no_op(else_case):
             else_case = None
         if is_no_op(then_case) and else_case is None:
@@ -94,7 +103,7 @@ class NoOpRemover(StmtExprMutator):
         while isinstance(s, _WRAPPERS):  # nested wrappers (a let chain) in a loop
             chain.append(s)
             s = s.body
-        body = self.visit(s)
+        body = yield s
         for w in reversed(chain):
             body = _nop() if is_no_op(body) else (w if body is w.body else w.with_fields(body=body))
         return body
@@ -103,7 +112,7 @@ class NoOpRemover(StmtExprMutator):
     visit_ProducerRealize = _wrapper
 
     def visit_AssertStmt(self, s):
-        body = self.visit(s.body)
+        body = yield s.body
         return s if body is s.body else s.with_fields(body=body)
 
     def visit_BufferStore(self, s):

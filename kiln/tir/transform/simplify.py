@@ -16,10 +16,8 @@ class StmtSimplifier(StmtExprMutator):
     def __init__(self, analyzer: Analyzer | None = None):
         self.ana = analyzer or Analyzer()
 
-    def visit(self, node):
-        if isinstance(node, E.PrimExpr):
-            return self.ana.simplify(node)
-        return super().visit(node)
+    def visit_PrimExpr(self, e):
+        return self.ana.simplify(e)
 
     @contextmanager
     def _scope(self):
@@ -30,13 +28,15 @@ class StmtSimplifier(StmtExprMutator):
         finally:
             a.var_bounds, a.var_ranges, a.var_subst, a.facts = saved
 
+    # statement visitors are generators (``yield`` a child to visit it): nesting costs no stack
+
     def visit_For(self, s):
         mn, ext = self.visit(s.min), self.visit(s.extent)
         if isinstance(ext, E.IntImm) and ext.value <= 0:
             return S.Evaluate(0)
         with self._scope():
             self.ana.bind(s.loop_var, E.Range.from_min_extent(mn, ext), allow_override=True)
-            body = self.visit(s.body)
+            body = yield s.body
         if mn is s.min and ext is s.extent and body is s.body:
             return s
         return s.with_fields(min=mn, extent=ext, body=body)
@@ -46,7 +46,7 @@ class StmtSimplifier(StmtExprMutator):
         with self._scope():
             if s.attr_key in ("thread_extent", "virtual_thread") and isinstance(s.node, E.IterVar):
                 self.ana.bind(s.node.var, E.Range.from_min_extent(0, value), allow_override=True)
-            body = self.visit(s.body)
+            body = yield s.body
         if value is s.value and body is s.body:
             return s
         return s.with_fields(value=value, body=body)
@@ -55,16 +55,16 @@ class StmtSimplifier(StmtExprMutator):
         cond = self.visit(s.condition)
         if isinstance(cond, E.IntImm):
             if cond.value:
-                return self.visit(s.then_case)
-            return self.visit(s.else_case) if s.else_case is not None else S.Evaluate(0)
+                return (yield s.then_case)
+            return (yield s.else_case) if s.else_case is not None else S.Evaluate(0)
         with self._scope():
             self.ana._assume(cond)
-            then_case = self.visit(s.then_case)
+            then_case = yield s.then_case
         else_case = s.else_case
         if else_case is not None:
             with self._scope():
                 self.ana._assume(E.Not(_strip_likely(cond)))
-                else_case = self.visit(else_case)
+                else_case = yield else_case
         if cond is s.condition and then_case is s.then_case and else_case is s.else_case:
             return s
         return S.IfThenElse(cond, then_case, else_case)
@@ -86,7 +86,7 @@ class StmtSimplifier(StmtExprMutator):
                         pass
                 chain.append((s, value))
                 s = s.body
-            body = self.visit(s)
+            body = yield s
         for let, value in reversed(chain):
             if not (value is let.value and body is let.body):
                 let = S.LetStmt(let.var, value, body)
@@ -96,10 +96,10 @@ class StmtSimplifier(StmtExprMutator):
     def visit_AssertStmt(self, s):
         cond = self.visit(s.condition)
         if isinstance(cond, E.IntImm) and cond.value:
-            return self.visit(s.body)
+            return (yield s.body)
         with self._scope():
             self.ana._assume(cond)
-            body = self.visit(s.body)
+            body = yield s.body
         if cond is s.condition and body is s.body:
             return s
         return S.AssertStmt(cond, s.message, body)

@@ -103,21 +103,21 @@ class BufferFlattener(StmtExprMutator):
                       b.buffer_type, b.scope())
         self.realized[id(b)] = _Realized(flat, mins, extents)
         self.keep.append(b)
-        body = self.visit(s.body)
+        body = yield s.body  # statement visitors are generators: nesting costs no stack
         cond = self.visit(s.condition) if s.condition is not None else _op.const(True)
         annotations = {} if b.scope() == "global" else {"storage_scope": b.scope()}
         return S.Allocate(b.data, b.dtype, [size], cond, S.DeclBuffer(flat, body), annotations)
 
     def visit_AttrStmt(self, s):
         if s.attr_key == "realize_scope":
-            return self.visit(s.body)
+            return (yield s.body)
         if s.attr_key == "buffer_bind_scope":
             raise LoweringError("StorageFlatten does not support buffer_bind_scope (tensorize with buffer "
                                 "binding) yet")
-        return super().generic_visit(s)
+        return (yield from self.generic_visit_iter(s))
 
     def visit_Allocate(self, s):
-        body = self.visit(s.body)
+        body = yield s.body
         extents = [self.visit(x) for x in s.extents]
         if len(extents) > 1:
             extents = [self._simp(_prod(extents))]
@@ -127,7 +127,7 @@ class BufferFlattener(StmtExprMutator):
 
     def visit_DeclBuffer(self, s):
         flat = self.flat_buffer(s.buffer)
-        body = self.visit(s.body)
+        body = yield s.body
         if flat is s.buffer and body is s.body:
             return s
         return S.DeclBuffer(flat, body)

@@ -41,7 +41,7 @@ class _Renamer(StmtExprMutator):
     def visit_For(self, s):
         mn, ext = self.visit(s.min), self.visit(s.extent)
         nv = self._fresh(s.loop_var)
-        return s.with_fields(loop_var=nv, min=mn, extent=ext, body=self.visit(s.body))
+        return s.with_fields(loop_var=nv, min=mn, extent=ext, body=(yield s.body))
 
     def visit_LetStmt(self, s):
         chain = []
@@ -49,7 +49,7 @@ class _Renamer(StmtExprMutator):
             value = self.visit(s.value)
             chain.append((self._fresh(s.var), value))
             s = s.body
-        body = self.visit(s)
+        body = yield s
         for nv, value in reversed(chain):
             body = S.LetStmt(nv, value, body)
         return body
@@ -57,15 +57,15 @@ class _Renamer(StmtExprMutator):
     def visit_Let(self, e):
         value = self.visit(e.value)
         nv = self._fresh(e.var)
-        return E.Let(nv, value, self.visit(e.body))
+        return E.Let(nv, value, (yield e.body))
 
     def visit_Allocate(self, s):
         extents = [self.visit(x) for x in s.extents]
         nv = self._fresh(s.buffer_var)
-        return s.with_fields(buffer_var=nv, extents=extents, body=self.visit(s.body))
+        return s.with_fields(buffer_var=nv, extents=extents, body=(yield s.body))
 
     def visit_DeclBuffer(self, s):
-        return S.DeclBuffer(self._buf(s.buffer), self.visit(s.body))
+        return S.DeclBuffer(self._buf(s.buffer), (yield s.body))
 
     def visit_BufferLoad(self, e):
         return E.BufferLoad(self._buf(e.buffer), [self.visit(i) for i in e.indices])
@@ -74,23 +74,38 @@ class _Renamer(StmtExprMutator):
         return S.BufferStore(self._buf(s.buffer), self.visit(s.value), [self.visit(i) for i in s.indices])
 
 
-def _steps(s) -> float:
-    """How many leaf statements ``s`` executes (inf when a loop extent is not constant)."""
-    while isinstance(s, (S.LetStmt, S.AttrStmt, S.Allocate, S.DeclBuffer, S.AssertStmt, S.BufferRealize)):
-        s = s.body  # wrappers (a let chain) in a loop
-    if s is None:
-        return 0
-    if isinstance(s, S.SeqStmt):
-        return sum(_steps(x) for x in s.seq)
-    if isinstance(s, S.For):
-        if not isinstance(s.extent, E.IntImm):
+_WRAPPERS = (S.LetStmt, S.AttrStmt, S.Allocate, S.DeclBuffer, S.AssertStmt, S.BufferRealize)
+
+
+def _steps(s, limit: float = _INF) -> float:
+    """How many leaf statements ``s`` executes (inf when a loop extent is not constant, or when the
+    count passes ``limit``). Children first from an explicit stack: any depth."""
+    root: list = []
+    todo = [(s, root)]
+    opened = []  # (node, its children's counts, its parent's list), parents before children
+    while todo:
+        s, out = todo.pop()
+        while isinstance(s, _WRAPPERS):
+            s = s.body  # wrappers (a let chain) in a loop
+        if isinstance(s, (S.SeqStmt, S.IfThenElse)) or (isinstance(s, S.For) and isinstance(s.extent, E.IntImm)):
+            res: list = []
+            opened.append((s, res, out))
+            kids = (s.seq if isinstance(s, S.SeqStmt) else [s.body] if isinstance(s, S.For)
+                    else [c for c in (s.then_case, s.else_case) if c is not None])
+            todo.extend((k, res) for k in kids)
+        else:
+            out.append(_INF if isinstance(s, (S.For, S.While)) else 0 if s is None else 1)
+    for s, res, out in reversed(opened):
+        if isinstance(s, S.SeqStmt):
+            val = sum(res)
+        elif isinstance(s, S.For):
+            val = s.extent.value * res[0]
+        else:
+            val = max(res) if res else 0
+        if val > limit:
             return _INF
-        return s.extent.value * _steps(s.body)
-    if isinstance(s, S.IfThenElse):
-        return max(_steps(s.then_case), _steps(s.else_case)) if s.else_case is not None else _steps(s.then_case)
-    if isinstance(s, S.While):
-        return _INF
-    return 1
+        out.append(val)
+    return root[0]
 
 
 class LoopUnroller(StmtExprMutator):
@@ -100,12 +115,8 @@ class LoopUnroller(StmtExprMutator):
         self.auto_max_extent = auto_max_extent
         self.explicit_unroll = explicit_unroll
 
-    _visit_passes_statements = True  # visit() below only skips expressions
-
-    def visit(self, node):
-        if isinstance(node, E.PrimExpr):
-            return node
-        return super().visit(node)
+    def visit_PrimExpr(self, e):  # statements only
+        return e
 
     # pragma key -> (the setting it overrides inside its body, how to read the value)
     _PRAGMAS = {"pragma_auto_unroll_max_step": ("auto_max_step", int),
@@ -114,28 +125,29 @@ class LoopUnroller(StmtExprMutator):
     def visit_AttrStmt(self, s):
         pragma = self._PRAGMAS.get(s.attr_key)
         if pragma is None:
-            return self.generic_visit(s)
+            return (yield from self.generic_visit_iter(s))
         setting, read = pragma
         old = getattr(self, setting)
         setattr(self, setting, read(s.value.value) if isinstance(s.value, E.IntImm) else old)
         try:
-            return self.visit(s.body)
+            return (yield s.body)
         finally:
             setattr(self, setting, old)
 
     def visit_For(self, s):
-        body = self.visit(s.body)
+        body = yield s.body  # a generator: nested loops cost no stack
         const = isinstance(s.extent, E.IntImm) and isinstance(s.min, E.IntImm)
         unroll = False
         if const and s.kind == S.ForKind.UNROLLED:
             unroll = True
-        elif const and s.kind == S.ForKind.SERIAL:
-            steps = s.extent.value * _steps(body)
-            depth = _depth(body) + 1
-            if self.auto_max_step > 0 and steps <= self.auto_max_step and depth <= self.auto_max_depth:
-                unroll = True
-            if self.auto_max_extent > 0 and s.extent.value <= self.auto_max_extent and depth <= self.auto_max_depth:
-                unroll = True
+        elif const and s.kind == S.ForKind.SERIAL and (self.auto_max_step > 0 or self.auto_max_extent > 0):
+            # both measures stop early past their limits: a deep nest costs no more than a shallow one
+            depth = _depth(body, self.auto_max_depth) + 1
+            if depth <= self.auto_max_depth:
+                if self.auto_max_step > 0 and s.extent.value * _steps(body, self.auto_max_step) <= self.auto_max_step:
+                    unroll = True
+                if self.auto_max_extent > 0 and s.extent.value <= self.auto_max_extent:
+                    unroll = True
         if not unroll:
             return s if body is s.body else s.with_fields(body=body)
         if not self.explicit_unroll:
@@ -153,14 +165,17 @@ class LoopUnroller(StmtExprMutator):
         return copies[0] if n == 1 else S.SeqStmt(copies)
 
 
-def _depth(s) -> int:
-    """The most For loops nested on one path through ``s`` (an explicit stack: a let chain is deep)."""
+def _depth(s, limit: float = _INF) -> int:
+    """The most For loops nested on one path through ``s`` (an explicit stack: a let chain is deep);
+    stops at ``limit`` + 1."""
     best = 0
     stack = [(s, 0)]
     while stack:
         s, d = stack.pop()
         if isinstance(s, S.For):
             best = max(best, d + 1)
+            if best > limit:
+                return best
             stack.append((s.body, d + 1))
         elif isinstance(s, S.SeqStmt):
             stack.extend((x, d) for x in s.seq)

@@ -384,15 +384,11 @@ class LoopVectorizer(StmtExprMutator):
     def __init__(self, enable: bool = True):
         self.enable = enable
 
-    _visit_passes_statements = True  # visit() below only skips expressions
-
-    def visit(self, node):
-        if isinstance(node, E.PrimExpr):
-            return node
-        return super().visit(node)
+    def visit_PrimExpr(self, e):  # statements only
+        return e
 
     def visit_For(self, s):
-        body = self.visit(s.body)
+        body = yield s.body  # a generator: nested loops cost no stack
         if s.kind != S.ForKind.VECTORIZED:
             return s if body is s.body else s.with_fields(body=body)
         serial = s.with_fields(body=body, kind=S.ForKind.SERIAL)
