@@ -12,8 +12,6 @@ vectorized: ``bm * bn / simd`` accumulator registers. Blocks are parallel. All t
 """
 from __future__ import annotations
 
-from ...tir import expr as E
-
 from ... import autotvm, te
 from ...error import KilnError
 from ...tir import op as T
