@@ -1,6 +1,5 @@
 """TVM-era PyTorch frontend cases (v0.13 test_forward.py, after test_forward_clamp): unary math, logical and bitwise
 ops on bool/int inputs, ternary arithmetic, dtypes. Traced, built, run on the graph executor, compared with PyTorch."""
-import numpy as np
 import pytest
 
 from torchfe_tvm_era_util import check, torch

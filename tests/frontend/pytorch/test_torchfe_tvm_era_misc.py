@@ -175,3 +175,27 @@ def test_tvm_era_span_dense_bias_add():
     dense = _tagged(relay.nn.dense(x, w), src)
     golden = relay.Function([x, w, b], _tagged(relay.nn.bias_add(dense, b, axis=-1), src))
     _check_spans(torch.nn.Linear(10, 7), [10, 10], relay.transform.InferType()(tvm.IRModule.from_expr(golden))["main"])
+
+
+# -- refusals of the new converters: a KilnError naming what is unsupported ------------------------------------
+class _Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+@pytest.mark.parametrize("fn,inputs,match", [
+    (lambda p: torch.multinomial(p, 2, replacement=False), [torch.rand(4, 5)], "without replacement"),
+    (lambda x: torch.stft(x, 4, return_complex=True), [torch.rand(1, 16)], "return_complex=True"),
+    (lambda x, t: torch.nn.functional.cross_entropy(x, t, label_smoothing=0.1),
+     [torch.rand(4, 3), torch.randint(0, 3, (4,))], "label_smoothing"),
+])
+def test_tvm_era_converters_refuse_what_they_do_not_support(fn, inputs, match):
+    from kiln.error import KilnError
+    traced = torch.jit.trace(_Fn(fn), tuple(inputs), check_trace=False)
+    infos = [(f"i{k}", (tuple(x.shape), str(x.dtype).replace("torch.", ""))) for k, x in enumerate(inputs)]
+    with pytest.raises(KilnError, match=match):
+        relay.frontend.from_pytorch(traced, infos)
