@@ -3,8 +3,10 @@
 The static converters (onnx_ops_*.py) need every shape operand known at import time. When one refuses a node
 because a shape operand is computed from graph inputs, or because an input has unknown (``relay.Any``)
 dims, the importer looks up the node's run-time-shape variant (registered here with ``@onnx_op(..., dynamic=True)``,
-in the same registry as the static converters): Reshape/Expand/Tile/Slice/TopK/ConstantOfShape/Resize become
-``dyn.*`` ops and Shape/Size of an unknown shape become ``shape_of`` at run time. The resulting module runs
+in the same registry as the static converters): Reshape/Expand/Tile/Slice/TopK/ConstantOfShape/Resize/Upsample/
+Pad/CenterCropPad become ``dyn.*`` ops and Shape/Size of an unknown shape become ``shape_of`` at run time;
+NonZero/Compress of run-time data get an output length computed from the data (a data-dependent ``arange``).
+Axes given as run-time inputs (Reduce*, Squeeze/Unsqueeze, Split, CumSum...) are in onnx_dynamic_axes.py. The resulting module runs
 on the VM; ``DynamicToStatic`` folds back whatever becomes constant. ``from_onnx(...,
 convert_config={"use_dyn_ops": False})`` turns this off (the static converters' errors then stand). See docs/onnx.md.
 """

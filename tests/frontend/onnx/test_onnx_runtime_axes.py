@@ -242,3 +242,25 @@ def test_center_crop_pad(axes):
         mod, _ = relay.frontend.from_onnx(static)
         assert not has_dyn_ops(mod)
         _check(static, [{"x": _x((5, 4, 7))}])
+
+
+@pytest.mark.parametrize("mode", ["edge", "reflect", "wrap"])
+def test_dyn_pad_modes_against_numpy(mode):
+    """dyn.nn.pad's edge/reflect/wrap modes (widths wider than the axis too) against numpy.pad on the VM; with
+    constant widths DynamicToStatic folds edge into nn.pad and leaves wrap (nn.pad has no wrap) dynamic."""
+    import kiln
+    from kiln.relay.op import dyn
+    from kiln.runtime.vm import VirtualMachine
+    x = relay.var("x", shape=(3, 4), dtype="float32")
+    w = relay.var("w", shape=(2, 2), dtype="int64")
+    mod = kiln.IRModule.from_expr(relay.Function([x, w], dyn.nn.pad(x, w, 0.0, pad_mode=mode)))
+    with kiln.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod, target="llvm")
+    vm = VirtualMachine(exe, kiln.cpu(0))
+    data = _x((3, 4))
+    for widths in ([[1, 2], [0, 3]], [[5, 0], [2, 9]]):
+        ref = np.pad(data, widths, mode=mode)
+        np.testing.assert_allclose(vm.run(data, np.array(widths, "int64")).numpy(), ref)
+    body = dyn.nn.pad(x, const(np.array([[1, 2], [0, 3]], "int64")), 0.0, pad_mode=mode)
+    folded = dynamic_to_static(relay.transform.InferType()(kiln.IRModule.from_expr(relay.Function([x], body))))
+    assert has_dyn_ops(folded) == (mode != "edge")
