@@ -20,11 +20,6 @@ from onnx_helpers import make_model, run_ort  # noqa: E402
 RNG = np.random.default_rng(18)
 
 
-def _unspecialized(model, feeds: dict) -> list:
-    rep = KilnBackendRep(model, specialize=False)
-    return rep.run(feeds), rep
-
-
 def _check(model, feeds_list, rtol=1e-5, atol=1e-5):
     """Every feed of ``feeds_list`` through one prepared model (one compile, several run-time values)."""
     rep = KilnBackendRep(model, specialize=False)
