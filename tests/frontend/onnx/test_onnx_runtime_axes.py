@@ -259,3 +259,28 @@ def test_dyn_pad_modes_against_numpy(mode):
     body = dyn.nn.pad(x, const(np.array([[1, 2], [0, 3]], "int64")), 0.0, pad_mode=mode)
     folded = dynamic_to_static(relay.transform.InferType()(kiln.IRModule.from_expr(relay.Function([x], body))))
     assert has_dyn_ops(folded) == (mode != "edge")
+
+
+@pytest.mark.parametrize("sorted_", [1, 0])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_unique_of_runtime_data(sorted_, dtype):
+    """Unique (no axis) of a graph input: values, first indices, inverse indices and counts, in sorted order or
+    in order of first occurrence; repeats, one distinct value, all distinct."""
+    node = helper.make_node("Unique", ["x"], ["y", "i", "inv", "c"], sorted=sorted_)
+    shape = (3, 7)
+    model = make_model([node], {"x": (shape, dtype)},
+                       {"y": (["m"], dtype), "i": (["m"], "int64"), "inv": (["n"], "int64"), "c": (["m"], "int64")},
+                       opset=11)
+    feeds = [{"x": RNG.integers(-4, 5, shape).astype(dtype)}, {"x": np.full(shape, 3, dtype)},
+             {"x": RNG.permutation(21).reshape(shape).astype(dtype)}]
+    _check(model, feeds)
+
+
+def test_unique_of_constant_is_static():
+    node = helper.make_node("Unique", ["x"], ["y", "i", "inv", "c"], sorted=0)
+    model = make_model([node], {}, {"y": ([5], "int64"), "i": ([5], "int64"), "inv": ([9], "int64"),
+                                    "c": ([5], "int64")},
+                       initializers={"x": np.array([4, 1, 4, 0, 9, 1, 7, 7, 7], "int64")}, opset=11)
+    mod, _ = relay.frontend.from_onnx(model)
+    assert not has_dyn_ops(mod)
+    _check(model, [{}])
