@@ -3,8 +3,10 @@
 The static converters (onnx_ops_*.py) need every shape operand known at import time. When one refuses a node
 because a shape operand is computed from graph inputs, or because an input has unknown (``relay.Any``)
 dims, the importer looks up the node's run-time-shape variant (registered here with ``@onnx_op(..., dynamic=True)``,
-in the same registry as the static converters): Reshape/Expand/Tile/Slice/TopK/ConstantOfShape/Resize become
-``dyn.*`` ops and Shape/Size of an unknown shape become ``shape_of`` at run time. The resulting module runs
+in the same registry as the static converters): Reshape/Expand/Tile/Slice/TopK/ConstantOfShape/Resize/Upsample/
+Pad/CenterCropPad become ``dyn.*`` ops and Shape/Size of an unknown shape become ``shape_of`` at run time;
+NonZero/Compress of run-time data get an output length computed from the data (a data-dependent ``arange``).
+Axes given as run-time inputs (Reduce*, Squeeze/Unsqueeze, Split, CumSum...) are in onnx_dynamic_axes.py. The resulting module runs
 on the VM; ``DynamicToStatic`` folds back whatever becomes constant. ``from_onnx(...,
 convert_config={"use_dyn_ops": False})`` turns this off (the static converters' errors then stand). See docs/onnx.md.
 """
@@ -457,3 +459,42 @@ def _center_crop_pad(inputs, attr, ctx):
         after.append(_op.subtract(diff, b))
     width = _op.transpose(_op.reshape(_op.concatenate(before + after, 0), [2, nd]), [1, 0])
     return _dyn.nn.pad(x, width, const(np.zeros((), ctx.dtype(x))))
+
+
+@onnx_op("Unique", since=11, dynamic=True)
+def _unique(inputs, attr, ctx):
+    """Unique of run-time data (no ``axis``): the sorted input's run starts give the unique values (their
+    count is known at run time only); first indices, counts and inverse indices come from comparing every
+    element with every unique value (count x size: fine for small tensors, quadratic for large ones)."""
+    if attr.get("axis") is not None:
+        raise ctx.unsupported("Unique of run-time data with an axis")
+    x = inputs[0]
+    n = int(np.prod(ctx.shape(x), dtype=np.int64))
+    flat = _op.reshape(x, [-1])
+    srt = _op.sort(flat, axis=0)
+    if n > 1:
+        starts = _op.not_equal(_op.strided_slice(srt, [1], [n]), _op.strided_slice(srt, [0], [n - 1]))
+        starts = _op.concatenate([const(np.ones(1, "bool")), starts], 0)
+    else:
+        starts = _op.ones_like(_op.cast(srt, "bool"))
+    pos, _ = _nonzero_positions(starts, ctx)
+    vals = _op.take(srt, pos, axis=0)                                          # [m], ascending
+    eq = _op.equal(_op.expand_dims(flat, 1), _op.expand_dims(vals, 0))        # [n, m]
+    counts = _op.sum(_op.cast(eq, "int64"), axis=[0])
+    index = const(np.arange(n, dtype="int64").reshape(n, 1))
+    first = _op.min(_op.where(eq, index, const(np.int64(n))), axis=[0])
+    if int(attr.get("sorted", 1)):
+        inverse = _op.sum(_op.cast(_op.less(_op.expand_dims(vals, 0), _op.expand_dims(flat, 1)), "int64"),
+                          axis=[1])
+        return [vals, first, inverse, counts]
+    # order of first occurrence: unique k goes to slot rank[k] = #{j: first[j] < first[k]}
+    rank = _op.sum(_op.cast(_op.less(_op.expand_dims(first, 0), _op.expand_dims(first, 1)), "int64"), axis=[1])
+    slots = _op.arange(const(np.int64(0)), _op.sum(_op.cast(starts, "int64")), const(np.int64(1)), dtype="int64")
+    place = _op.equal(_op.expand_dims(slots, 1), _op.expand_dims(rank, 0))  # [m slots, m uniques]
+
+    def permute(v):
+        return _op.sum(_op.where(place, _op.expand_dims(v, 0), _op.zeros_like(_op.expand_dims(v, 0))), axis=[1])
+    first_of_x = _op.sum(_op.where(eq, _op.expand_dims(first, 0), const(np.int64(0))), axis=[1])
+    inverse = _op.sum(_op.cast(_op.less(_op.expand_dims(first, 0), _op.expand_dims(first_of_x, 1)), "int64"),
+                      axis=[1])
+    return [permute(vals), permute(first), inverse, permute(counts)]

@@ -421,6 +421,27 @@ def _non_zero(inputs, attr, ctx):
     return _int64(np.array(np.nonzero(v), dtype="int64").reshape(np.ndim(v), -1))
 
 
+@onnx_op("Unique", since=11)
+def _unique(inputs, attr, ctx):
+    """Unique of a constant (numpy.unique); of run-time data the output length depends on the data, so
+    onnx_dynamic.py converts it for the VM."""
+    v = ctx.value(inputs[0])
+    if v is None:
+        err = ctx.unsupported("Unique of a run-time tensor (its output shape depends on the data)")
+        err.data_dependent = True
+        raise err
+    if attr.get("axis") is not None:
+        raise ctx.unsupported("Unique with an axis")
+    flat = np.asarray(v).reshape(-1)
+    vals, first, inverse, counts = np.unique(flat, return_index=True, return_inverse=True, return_counts=True)
+    if not int(attr.get("sorted", 1)):
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        vals, first, counts, inverse = vals[order], first[order], counts[order], rank[inverse]
+    return [const(vals), _int64(first), _int64(inverse.reshape(-1)), _int64(counts)]
+
+
 @onnx_op("Compress", since=9)
 def _compress(inputs, attr, ctx):
     x, cond = inputs

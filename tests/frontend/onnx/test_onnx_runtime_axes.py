@@ -20,11 +20,6 @@ from onnx_helpers import make_model, run_ort  # noqa: E402
 RNG = np.random.default_rng(18)
 
 
-def _unspecialized(model, feeds: dict) -> list:
-    rep = KilnBackendRep(model, specialize=False)
-    return rep.run(feeds), rep
-
-
 def _check(model, feeds_list, rtol=1e-5, atol=1e-5):
     """Every feed of ``feeds_list`` through one prepared model (one compile, several run-time values)."""
     rep = KilnBackendRep(model, specialize=False)
@@ -242,3 +237,50 @@ def test_center_crop_pad(axes):
         mod, _ = relay.frontend.from_onnx(static)
         assert not has_dyn_ops(mod)
         _check(static, [{"x": _x((5, 4, 7))}])
+
+
+@pytest.mark.parametrize("mode", ["edge", "reflect", "wrap"])
+def test_dyn_pad_modes_against_numpy(mode):
+    """dyn.nn.pad's edge/reflect/wrap modes (widths wider than the axis too) against numpy.pad on the VM; with
+    constant widths DynamicToStatic folds edge into nn.pad and leaves wrap (nn.pad has no wrap) dynamic."""
+    import kiln
+    from kiln.relay.op import dyn
+    from kiln.runtime.vm import VirtualMachine
+    x = relay.var("x", shape=(3, 4), dtype="float32")
+    w = relay.var("w", shape=(2, 2), dtype="int64")
+    mod = kiln.IRModule.from_expr(relay.Function([x, w], dyn.nn.pad(x, w, 0.0, pad_mode=mode)))
+    with kiln.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod, target="llvm")
+    vm = VirtualMachine(exe, kiln.cpu(0))
+    data = _x((3, 4))
+    for widths in ([[1, 2], [0, 3]], [[5, 0], [2, 9]]):
+        ref = np.pad(data, widths, mode=mode)
+        np.testing.assert_allclose(vm.run(data, np.array(widths, "int64")).numpy(), ref)
+    body = dyn.nn.pad(x, const(np.array([[1, 2], [0, 3]], "int64")), 0.0, pad_mode=mode)
+    folded = dynamic_to_static(relay.transform.InferType()(kiln.IRModule.from_expr(relay.Function([x], body))))
+    assert has_dyn_ops(folded) == (mode != "edge")
+
+
+@pytest.mark.parametrize("sorted_", [1, 0])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_unique_of_runtime_data(sorted_, dtype):
+    """Unique (no axis) of a graph input: values, first indices, inverse indices and counts, in sorted order or
+    in order of first occurrence; repeats, one distinct value, all distinct."""
+    node = helper.make_node("Unique", ["x"], ["y", "i", "inv", "c"], sorted=sorted_)
+    shape = (3, 7)
+    model = make_model([node], {"x": (shape, dtype)},
+                       {"y": (["m"], dtype), "i": (["m"], "int64"), "inv": (["n"], "int64"), "c": (["m"], "int64")},
+                       opset=11)
+    feeds = [{"x": RNG.integers(-4, 5, shape).astype(dtype)}, {"x": np.full(shape, 3, dtype)},
+             {"x": RNG.permutation(21).reshape(shape).astype(dtype)}]
+    _check(model, feeds)
+
+
+def test_unique_of_constant_is_static():
+    node = helper.make_node("Unique", ["x"], ["y", "i", "inv", "c"], sorted=0)
+    model = make_model([node], {}, {"y": ([5], "int64"), "i": ([5], "int64"), "inv": ([9], "int64"),
+                                    "c": ([5], "int64")},
+                       initializers={"x": np.array([4, 1, 4, 0, 9, 1, 7, 7, 7], "int64")}, opset=11)
+    mod, _ = relay.frontend.from_onnx(model)
+    assert not has_dyn_ops(mod)
+    _check(model, [{}])
