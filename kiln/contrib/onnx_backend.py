@@ -139,7 +139,7 @@ class KilnBackendRep(BackendRep):
 
     def _build(self, mod, params, named: dict, bound: dict):
         """relay.build, or the library a previous identical build exported to the artifact cache."""
-        path = _artifact_path(self.model, named, bound, self.target, self.opt_level)
+        path = _artifact_path(self.model, named, bound, self.target, self.opt_level, self.specialize)
         if path is not None and os.path.exists(path):
             try:
                 return load_module(path)
@@ -217,11 +217,13 @@ def _kiln_source_hash() -> str:
     return _SOURCE_HASH[0]
 
 
-def _artifact_path(model, named: dict, bound: dict, target: str, opt_level: int) -> str | None:
+def _artifact_path(model, named: dict, bound: dict, target: str, opt_level: int,
+                   specialize: bool = True) -> str | None:
     """Where the compiled library for this model and input signature is cached (None: caching is off).
 
-    Keyed by the model bytes, the input shapes/dtypes, the values of inputs the build is specialized on, the
-    target, the opt level and kiln's source, under ``$KILN_CACHE_DIR/onnx_backend`` (``KILN_ONNX_CACHE=0``
+    Keyed by the model bytes, the input shapes/dtypes, the import mode (specialized imports convert without
+    dyn.* ops, and may drop an input whose value decides nothing, e.g. empty Reduce axes), the values of inputs
+    the build is specialized on, the target, the opt level and kiln's source, under ``$KILN_CACHE_DIR/onnx_backend`` (``KILN_ONNX_CACHE=0``
     turns it off)."""
     if os.environ.get("KILN_ONNX_CACHE", "1") == "0":
         return None
@@ -230,7 +232,7 @@ def _artifact_path(model, named: dict, bound: dict, target: str, opt_level: int)
         h.update(f"{n}:{v.shape}:{v.dtype};".encode())
         if n in bound:
             h.update(np.ascontiguousarray(v).tobytes())
-    h.update(f"{target}|{opt_level}|{_kiln_source_hash()}".encode())
+    h.update(f"{target}|{opt_level}|specialize={bool(specialize)}|{_kiln_source_hash()}".encode())
     base = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
     return os.path.join(base, "onnx_backend", h.hexdigest()[:40] + ".so")
 
