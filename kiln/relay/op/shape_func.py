@@ -193,6 +193,17 @@ def concatenate_shape_func(attrs, inputs, out_ndims):
     return [tuple(out)]
 
 
+def stack_shape_func(attrs, inputs, out_ndims):
+    shapes = [tuple(s) for s in inputs]
+    out = list(shapes[0])
+    for s in shapes:  # a static size in any input fixes the others
+        out = [s[d] if _static(s[d]) else out[d] for d in range(len(out))]
+    axis = int(attrs.axis)
+    axis = axis + len(out) + 1 if axis < 0 else axis
+    out.insert(axis, len(shapes))
+    return [tuple(out)]
+
+
 def take_shape_func(attrs, inputs, out_ndims):
     data, idx = tuple(inputs[0]), tuple(inputs[1])
     if attrs.axis is None:
@@ -298,7 +309,7 @@ _BY_OP = {
     "nn.batch_norm": batch_norm_shape_func, "reshape": reshape_shape_func,
     "contrib_reverse_reshape": reverse_reshape_shape_func,
     "nn.batch_flatten": batch_flatten_shape_func, "transpose": transpose_shape_func,
-    "concatenate": concatenate_shape_func, "take": take_shape_func, "strided_slice": strided_slice_shape_func,
+    "concatenate": concatenate_shape_func, "stack": stack_shape_func, "take": take_shape_func, "strided_slice": strided_slice_shape_func,
     "squeeze": squeeze_shape_func, "expand_dims": expand_dims_shape_func, "split": split_shape_func,
     "gather": gather_shape_func, "where": where_shape_func, "nn.contrib_dense_pack": dense_pack_shape_func,
 }

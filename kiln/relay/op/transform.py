@@ -233,11 +233,14 @@ def _stack_rel(arg_types, attrs):
     if not -(ndim + 1) <= attrs.axis < ndim + 1:
         raise TypeInferenceError(f"stack: axis {attrs.axis} is out of range for inputs of rank {ndim}")
     axis = attrs.axis + ndim + 1 if attrs.axis < 0 else attrs.axis
+    shape = list(first.shape)
     for k, f in enumerate(fields):
-        if f.dtype != first.dtype or f.shape != first.shape:
+        if f.dtype != first.dtype or len(f.shape) != ndim or any(not dims_compatible(f.shape[d], shape[d])
+                                                                  for d in range(ndim)):
             raise TypeInferenceError(f"stack: input {k} has type {f.astext()}, input 0 has {first.astext()}; "
-                                     "all must be equal")
-    return TensorType(first.shape[:axis] + (len(fields),) + first.shape[axis:], first.dtype)
+                                     "all must be equal (an Any dimension matches any size)")
+        shape = [merge_dim(shape[d], f.shape[d]) for d in range(ndim)]  # a static size fixes an Any one
+    return TensorType(tuple(shape[:axis]) + (len(fields),) + tuple(shape[axis:]), first.dtype)
 
 
 define_op("stack", num_inputs=1, attrs=A.StackAttrs, rel=_stack_rel, rel_name="Stack", pattern=_P.INJECTIVE,

@@ -206,18 +206,20 @@ def test_compress_runtime_condition(axis):
            + [{"x": _x((5, 7, 3)), "c": np.zeros(n, bool)}])
 
 
-@pytest.mark.xfail(strict=True, reason="relay stack has no shape function (register_shape_func), so it cannot "
-                                       "take tensors with relay.Any() dims on the VM (onnx_dynamic.py uses "
-                                       "concatenate of expand_dims instead)")
-def test_stack_of_dynamic_tensors_on_vm():
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_stack_of_dynamic_tensors_on_vm(axis):
     import kiln
     from kiln.runtime.vm import VirtualMachine
-    a = relay.var("a", shape=(relay.Any(),), dtype="float32")
-    mod = kiln.IRModule.from_expr(relay.Function([a], relay.stack([a, a], 0)))
+    a = relay.var("a", shape=(relay.Any(), 3), dtype="float32")
+    b = relay.var("b", shape=(relay.Any(), relay.Any()), dtype="float32")
+    mod = kiln.IRModule.from_expr(relay.Function([a, b], relay.stack([a, b, a], axis)))
     with kiln.transform.PassContext(opt_level=3):
         exe = relay.vm.compile(mod, target="llvm")
-    x = _x((5,))
-    np.testing.assert_allclose(VirtualMachine(exe, kiln.cpu(0)).run(x).numpy(), np.stack([x, x]))
+    vm = VirtualMachine(exe, kiln.cpu(0))
+    for n in (5, 1, 7):
+        x, y = _x((n, 3)), _x((n, 3))
+        x[0, 0] = np.nan
+        np.testing.assert_allclose(vm.run(x, y).numpy(), np.stack([x, y, x], axis))
 
 
 @pytest.mark.parametrize("axes", [None, [0, 2], [-1, 0]])
