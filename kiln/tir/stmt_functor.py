@@ -46,14 +46,14 @@ _MISS = object()
 _NESTING = (Stmt, E.Let)
 
 
-def _spine_operands(node):
+def _spine_operands(node, kinds=_SPINE):
     out = []
     for f in node._fields:
         v = getattr(node, f)
-        if isinstance(v, _SPINE):
+        if isinstance(v, kinds):
             out.append(v)
         elif isinstance(v, (list, tuple)):
-            out.extend(x for x in v if isinstance(x, _SPINE))
+            out.extend(x for x in v if isinstance(x, kinds))
     return out
 
 
