@@ -102,6 +102,9 @@ def check(kind, n, run=True):
     assert not tvm.ir.structural_equal(other, f, map_free_vars=True)
     back = tvm.ir.load_json(tvm.ir.save_json(f))
     assert tvm.ir.structural_equal(back, f, map_free_vars=True)
+    assert tir.analysis.undefined_vars(f.body, list(f.params) + [b.data for b in f.buffer_map.values()]) == []
+    if kind not in ("ite", "assert"):  # (flops of a guarded body are not constant-foldable: skip)
+        assert tir.analysis.estimate_tir_flops(f) >= 0
     lowered = tvm.lower(tvm.IRModule({"f": f}))
     str(lowered)
     m = tvm.build(tvm.IRModule({"f": f}), target="llvm")
