@@ -74,7 +74,12 @@ class StmtExprVisitor:
     def visit(self, node):
         r = self._step(node)
         if r.__class__ is GeneratorType:
-            return self._drive(r)
+            memo = self._spine_memo
+            self._spine_memo = None  # a statement or Let: the operator cache is suspended inside it
+            try:
+                return self._drive(r)
+            finally:
+                self._spine_memo = memo
         return r
 
     def _step(self, node):

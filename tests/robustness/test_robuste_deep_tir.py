@@ -164,6 +164,34 @@ def test_deep_te_let_and_if_then_else_expression_builds():
     """, limit=300)
 
 
+def test_deep_operator_chains_inside_a_let():
+    # a 400-term chain as a Let's value (the C code generator's non-negativity check walked it
+    # recursively) and another around the Let (the operator cache is suspended inside a Let)
+    assert "ok" in run_child(_DEEP, """
+        from kiln import te
+        A = te.placeholder((N_ELEMS,), name="A")
+        def body(j):
+            e = A[j]
+            for k in range(400):
+                e = e * 0.5 + 1.0
+            v = tir.Var("w", "float32")
+            e = tir.Let(v, e, v + 1.0)
+            for k in range(400):
+                e = e + A[j] * 0.0
+            return e
+        Bt = te.compute((N_ELEMS,), body, name="B")
+        m = tvm.build(te.create_schedule(Bt.op), [A, Bt], "llvm")
+        x = np.random.default_rng(6).standard_normal(N_ELEMS).astype("float32")
+        y = tvm.nd.array(np.zeros(N_ELEMS, "float32"))
+        m(tvm.nd.array(x), y)
+        r = x.astype("float64")
+        for k in range(400):
+            r = r * 0.5 + 1
+        np.testing.assert_allclose(y.numpy(), r + 1, rtol=1e-4)
+        print("ok")
+    """, limit=300)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ite", "let", "for", "attr", "assert", "alloc"])
 def test_deep_n_tir_prints_compares_lowers_and_builds(kind):
