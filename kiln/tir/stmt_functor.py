@@ -223,38 +223,17 @@ class StmtExprMutator(StmtExprVisitor):
     def generic_visit(self, node):
         if isinstance(node, _LEAF_TYPES) or not isinstance(node, Node):
             return node
-        changes = None
-        for f in node._fields:
-            old = getattr(node, f)
-            new = self._mutate_value(old)
-            if new is not old:
-                if changes is None:
-                    changes = {}
-                changes[f] = new
-        if changes is None:
-            return node
-        return _rebuild(node, changes)
+        return _with_fields(node, [self._mutate_value(getattr(node, f)) for f in node._fields])
 
     def generic_visit_iter(self, node):
         """``generic_visit`` as a generator: yields each child node and gets its replacement back."""
         if isinstance(node, _LEAF_TYPES) or not isinstance(node, Node):
             return node
-        changes = None
+        new = []
         for f in node._fields:
             old = getattr(node, f)
-            if isinstance(old, Node):
-                new = yield old
-            elif isinstance(old, (list, tuple, dict)):
-                new = yield from self._mutate_value_iter(old)
-            else:
-                continue
-            if new is not old:
-                if changes is None:
-                    changes = {}
-                changes[f] = new
-        if changes is None:
-            return node
-        return _rebuild(node, changes)
+            new.append((yield old) if isinstance(old, Node) else (yield from self._mutate_value_iter(old)))
+        return _with_fields(node, new)
 
     def _mutate_value_iter(self, v):
         if isinstance(v, Node):
@@ -300,6 +279,17 @@ class StmtExprMutator(StmtExprVisitor):
             out = {k: self._mutate_value(x) for k, x in v.items()}
             return v if all(out[k] is v[k] for k in v) else out
         return v
+
+
+def _with_fields(node, values):
+    """``node`` with its fields set to ``values`` (in ``_fields`` order); the same node when none changed."""
+    changes = None
+    for f, new in zip(node._fields, values):
+        if new is not getattr(node, f):
+            if changes is None:
+                changes = {}
+            changes[f] = new
+    return node if changes is None else _rebuild(node, changes)
 
 
 def _rebuild(node, changes):
