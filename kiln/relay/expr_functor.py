@@ -371,4 +371,21 @@ class NonPrimitiveMutator(ExprMutator):
     def visit_function(self, fn):
         if fn.get_attr("Primitive"):
             return fn
+        return self.visit_non_primitive_function(fn)
+
+    def visit_non_primitive_function(self, fn):
+        """Rewrite a function that is not Primitive (a pass with its own function rule overrides this)."""
         return super().visit_function(fn)
+
+
+class Substituter(ExprMutator):
+    """Replaces the expressions that are keys of ``subst`` (by identity) with their values."""
+
+    def __init__(self, subst: dict):
+        super().__init__()
+        self.subst = subst
+
+    def visit(self, expr):
+        if expr in self.subst:
+            return self.subst[expr]
+        return super().visit(expr)

@@ -81,6 +81,15 @@ def static_name(canonical: str, dtype: str, shape, batch_dim=None) -> str:
     return f"{canonical}_{dtype}_{dims}"
 
 
+#: element functions: canonical name -> ((tensor parameters, int parameters), result kind, op on the
+#: unwrapped tensors and the ints)
+_ELEM_OPS = {
+    "tensor_take": ((("tensor",), ("lower", "upper")), "rows", lambda ts, lo, hi: _rows(ts[0], lo, hi)),
+    "tensor_concatenate": ((("x", "y"), ()), "rows", lambda ts: _op.concatenate(list(ts), axis=0)),
+    "tensor_expand_dims": ((("x",), ()), "stacked", lambda ts: _op.expand_dims(ts[0], 0, 1)),
+}
+
+
 class _ListOps:
     """The list-level definitions both flavours share; subclasses say which types and constructors to use."""
 
@@ -110,6 +119,50 @@ class _ListOps:
 
     def _define(self, gv: GlobalVar, func: Function) -> None:
         self.prelude.mod[gv] = func
+
+    def _tensor_ctors(self, tv: GlobalTypeVar) -> list:
+        """The constructors of this flavour's tensor ADT ``tv``."""
+        raise NotImplementedError
+
+    def _elem_case(self, tensors, kind: str, make):
+        """(body, result type var) of an element function: ``tensors`` (Vars of the tensor ADT) unwrapped,
+        ``make(unwrapped tensors)`` computed and wrapped again; ``kind`` is "rows" (same rank) or
+        "stacked" (rank + 1)."""
+        raise NotImplementedError
+
+    def _elem_op_applies(self, kind: str) -> bool:
+        return True
+
+    def define_tensor_adt(self) -> None:
+        name = self.get_name("tensor_t")
+        if name in {tv.name_hint for tv in self.prelude.mod.get_global_type_vars()}:
+            self.tensor_type_var = self.prelude.mod.get_global_type_var(name)
+            return
+        tv = self.tensor_type_var = GlobalTypeVar(name)
+        self.prelude.mod[tv] = TypeData(tv, [], self._tensor_ctors(tv))
+
+    def _def_elem_op(self, canonical: str) -> None:
+        """Define ``tensor_take`` / ``tensor_concatenate`` / ``tensor_expand_dims`` (see ``_ELEM_OPS``) for
+        this flavour: one builder, the flavour's ``_elem_case`` says how tensors are unwrapped."""
+        params, kind, make = _ELEM_OPS[canonical]
+        if not self._elem_op_applies(kind):
+            return
+        gv = self._gvar(canonical)
+        if gv is None:
+            return
+        tensors = [Var(n, self.tensor_type_var()) for n in params[0]]
+        ints = [_int(n) for n in params[1]]
+        body, out_t = self._elem_case(tensors, kind, lambda ts: make(ts, *ints))
+        self._define(gv, Function(tensors + ints, body, out_t(), []))
+
+    def define_tensor_take(self) -> None:
+        self._def_elem_op("tensor_take")
+
+    def define_tensor_concatenate(self) -> None:
+        self._def_elem_op("tensor_concatenate")
+
+    def define_tensor_expand_dims(self) -> None:
+        self._def_elem_op("tensor_expand_dims")
 
     # shared definitions -------------------------------------------------------------------------------
     def _def_tensor_array(self, elem_t: GlobalTypeVar, nil_ctor: Constructor) -> None:
@@ -232,16 +285,25 @@ class TensorArrayOps(_ListOps):
     def get_ctor(self, canonical: str) -> Constructor:
         return self.prelude.get_ctor(self.get_name("tensor_t"), canonical, self.dtype)
 
-    def define_tensor_adt(self) -> None:
-        name = self.get_name("tensor_t")
-        if name in {tv.name_hint for tv in self.prelude.mod.get_global_type_vars()}:
-            self.tensor_type_var = self.prelude.mod.get_global_type_var(name)
-            return
-        tv = self.tensor_type_var = GlobalTypeVar(name)
+    def _tensor_ctors(self, tv):
         ctors = [Constructor(self.get_name("tensor_nil"), [], tv)]
         for r in range(MAX_RANK + 1):
             ctors.append(Constructor(self.get_name(f"tensor{r}"), [TensorType((_Any(),) * r, self.dtype)], tv))
-        self.prelude.mod[tv] = TypeData(tv, [], ctors)
+        return ctors
+
+    def _elem_case(self, tensors, kind, make):
+        # one clause a rank; further tensors must have the same rank (a nested match each)
+        shift = 1 if kind == "stacked" else 0
+        ranks = range(MAX_RANK) if shift else range(1, MAX_RANK + 1)
+        ctor = self.get_ctor
+
+        def inner(r, unwrapped, rest):
+            if not rest:
+                return ctor(f"tensor{r + shift}")(make(unwrapped))
+            b = Var(f"b{r}")
+            return Match(rest[0], [Clause(PatternConstructor(ctor(f"tensor{r}"), [PatternVar(b)]),
+                                          inner(r, unwrapped + [b], rest[1:]))], False)
+        return self._per_rank(tensors[0], ranks, lambda r, t: inner(r, [t], tensors[1:])), self.tensor_type_var
 
     def _per_rank(self, x, ranks, make):
         """``match? x { tensor<r>(t) => make(r, t) }`` for each rank in ``ranks``."""
@@ -256,26 +318,9 @@ class TensorArrayOps(_ListOps):
         self.define_tensor_adt()
         tt = self.tensor_type_var
         ctor = self.get_ctor
-        gv = self._gvar("tensor_take")
-        if gv is not None:
-            t, lo, hi = Var("tensor", tt()), _int("lower"), _int("upper")
-            body = self._per_rank(t, range(1, MAX_RANK + 1), lambda r, x: ctor(f"tensor{r}")(_rows(x, lo, hi)))
-            self._define(gv, Function([t, lo, hi], body, tt(), []))
-        gv = self._gvar("tensor_expand_dims")
-        if gv is not None:
-            x = Var("x", tt())
-            body = self._per_rank(x, range(MAX_RANK),
-                                  lambda r, t: ctor(f"tensor{r + 1}")(_op.expand_dims(t, 0, 1)))
-            self._define(gv, Function([x], body, tt(), []))
-        gv = self._gvar("tensor_concatenate")
-        if gv is not None:
-            x, y = Var("x", tt()), Var("y", tt())
-
-            def join(r, a):
-                b = Var(f"b{r}")
-                return Match(y, [Clause(PatternConstructor(ctor(f"tensor{r}"), [PatternVar(b)]),
-                                        ctor(f"tensor{r}")(_op.concatenate([a, b], axis=0)))], False)
-            self._define(gv, Function([x, y], self._per_rank(x, range(1, MAX_RANK + 1), join), tt(), []))
+        self.define_tensor_take()
+        self.define_tensor_expand_dims()
+        self.define_tensor_concatenate()
         self._def_tensor_array(tt, ctor("tensor_nil"))
         self._def_read_write(tt)
         for r in range(1, MAX_RANK + 1):
@@ -307,16 +352,23 @@ class StaticTensorArrayOps(_ListOps):
     def get_ctor(self, canonical: str) -> Constructor:
         return self.prelude.get_ctor_static("tensor_t", canonical, self.dtype, self.shape)
 
-    def define_tensor_adt(self) -> None:
-        name = self.get_name("tensor_t")
-        if name in {tv.name_hint for tv in self.prelude.mod.get_global_type_vars()}:
-            self.tensor_type_var = self.prelude.mod.get_global_type_var(name)
-            return
-        tv = self.tensor_type_var = GlobalTypeVar(name)
+    def _tensor_ctors(self, tv):
         nil = Constructor(static_name("tensor_nil", self.dtype, self.shape), [], tv)
         ctor = Constructor(static_name("tensor_constructor", self.dtype, self.shape),
                            [TensorType(self.shape, self.dtype)], tv)
-        self.prelude.mod[tv] = TypeData(tv, [], [nil, ctor])
+        return [nil, ctor]
+
+    def _elem_op_applies(self, kind):
+        return kind == "stacked" or bool(self.shape)  # row functions need elements of rank >= 1
+
+    def _elem_case(self, tensors, kind, make):
+        out = self._ops_for(self._rows_shape() if kind == "rows" else self._stacked_shape())
+
+        def inner(unwrapped, rest):
+            if not rest:
+                return out.get_ctor("tensor_constructor")(make(unwrapped))
+            return self._unwrap(rest[0], lambda t: inner(unwrapped + [t], rest[1:]))
+        return inner([], list(tensors)), out.tensor_type_var
 
     def _ops_for(self, shape) -> "StaticTensorArrayOps":
         ops = StaticTensorArrayOps(self.prelude, self.dtype, shape, self.batch_dim)
@@ -333,38 +385,6 @@ class StaticTensorArrayOps(_ListOps):
 
     def _stacked_shape(self):
         return ((1 if self.batch_dim == 1 else _Any()),) + self.shape
-
-    def define_tensor_take(self) -> None:
-        if not self.shape:
-            return
-        gv = self._gvar("tensor_take")
-        if gv is None:
-            return
-        out = self._ops_for(self._rows_shape())
-        t, lo, hi = Var("tensor", self.tensor_type_var()), _int("lower"), _int("upper")
-        body = self._unwrap(t, lambda x: out.get_ctor("tensor_constructor")(_rows(x, lo, hi)))
-        self._define(gv, Function([t, lo, hi], body, out.tensor_type_var(), []))
-
-    def define_tensor_concatenate(self) -> None:
-        if not self.shape:
-            return
-        gv = self._gvar("tensor_concatenate")
-        if gv is None:
-            return
-        out = self._ops_for(self._rows_shape())
-        x, y = Var("x", self.tensor_type_var()), Var("y", self.tensor_type_var())
-        body = self._unwrap(x, lambda a: self._unwrap(
-            y, lambda b: out.get_ctor("tensor_constructor")(_op.concatenate([a, b], axis=0))))
-        self._define(gv, Function([x, y], body, out.tensor_type_var(), []))
-
-    def define_tensor_expand_dims(self) -> None:
-        gv = self._gvar("tensor_expand_dims")
-        if gv is None:
-            return
-        out = self._ops_for(self._stacked_shape())
-        x = Var("x", self.tensor_type_var())
-        body = self._unwrap(x, lambda t: out.get_ctor("tensor_constructor")(_op.expand_dims(t, 0, 1)))
-        self._define(gv, Function([x], body, out.tensor_type_var(), []))
 
     def define_tensor_get_data(self) -> None:
         gv = self._gvar("tensor_get_data")

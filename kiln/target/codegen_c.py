@@ -931,27 +931,52 @@ class FunctionCodegen(StmtExprVisitor):
 
     # ------------------------------------------------------------------ analysis
     def _is_nonneg(self, e) -> bool:
-        """Whether ``e`` is provably >= 0 (constants, shape vars, loop vars from 0, + * / % of such)."""
+        """Whether ``e`` is provably >= 0 (constants, shape vars, loop vars from 0, + * / % of such).
+        An and/or tree over the operands, decided left to right from an explicit stack (any depth)."""
+        stack = []  # (True for "all operands", False for "any operand", iterator over the rest)
+        while True:
+            rule, arg = self._nonneg_rule(e)
+            if rule is not None:
+                it = iter(arg)
+                stack.append((rule, it))
+                e = next(it)
+                continue
+            val = arg
+            while stack:
+                rule, it = stack[-1]
+                nxt = next(it, None) if val == rule else None  # all: False decides; any: True decides
+                if nxt is None:
+                    stack.pop()
+                    continue
+                e = nxt
+                break
+            else:
+                return val
+
+    def _nonneg_rule(self, e):
+        """(True: all of / False: any of, operands) for an operator, or (None, the answer) for a leaf."""
         if isinstance(e, E.IntImm):
-            return e.value >= 0
+            return None, e.value >= 0
         if isinstance(e, E.SizeVar):
-            return True
+            return None, True
         if isinstance(e, E.Var):
-            return id(e) in self.nonneg
+            return None, id(e) in self.nonneg
         if isinstance(e, (E.Add, E.Mul, E.Div, E.Mod, E.FloorDiv, E.FloorMod, E.Min)):
-            return self._is_nonneg(e.a) and self._is_nonneg(e.b)
+            return True, (e.a, e.b)
         if isinstance(e, E.Max):
-            return self._is_nonneg(e.a) or self._is_nonneg(e.b)
+            return False, (e.a, e.b)
         if isinstance(e, E.Ramp):
-            return self._is_nonneg(e.base) and self._is_nonneg(e.stride)
+            return True, (e.base, e.stride)
         if isinstance(e, E.Broadcast):
-            return self._is_nonneg(e.value)
+            return True, (e.value,)
         if isinstance(e, E.Cast):
             src = parse_dtype(e.value.dtype)
-            return src.is_integral and parse_dtype(e.dtype).bits >= src.bits and self._is_nonneg(e.value)
+            if not (src.is_integral and parse_dtype(e.dtype).bits >= src.bits):
+                return None, False
+            return True, (e.value,)
         if isinstance(e, E.Select):
-            return self._is_nonneg(e.true_value) and self._is_nonneg(e.false_value)
-        return self._analyzer_nonneg(e)
+            return True, (e.true_value, e.false_value)
+        return None, self._analyzer_nonneg(e)
 
     def _analyzer_nonneg(self, e) -> bool:
         if parse_dtype(e.dtype).lanes != 1:

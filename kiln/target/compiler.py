@@ -292,6 +292,10 @@ def _run(argv: list, what: str, source_path: str | None) -> None:
     if proc.returncode != 0:
         output = (proc.stderr or "") + (proc.stdout or "")
         where = f"\nsource kept at: {source_path}" if source_path else ""
+        if proc.returncode < 0 or "internal compiler error" in output:
+            where += ("\nthe C compiler itself crashed. A usual cause is an expression nested thousands deep "
+                      "(kiln prints nested TIR as nested C, and the compiler recurses on it): compute the "
+                      "expression in stages (several te.compute / LetStmt bindings) instead of one nest")
         raise CompileError(
             f"{what} failed (exit {proc.returncode}):\n{' '.join(argv)}\n{output.strip()}{where}",
             source_path,

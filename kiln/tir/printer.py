@@ -15,12 +15,17 @@ from __future__ import annotations
 
 import json
 import re
+from types import GeneratorType
 
 from ..runtime.dtype import parse_dtype
 from . import expr as E, stmt as S
 from .buffer import Buffer
 from .stmt_functor import _SPINE, _SPINE_DEPTH, _spine_operands
 from .stmt_functor import StmtExprVisitor, post_order_visit, uses_var
+
+# printing sets up no context for any operand: Lets nest in the work list too
+_PRINT_SPINE = _SPINE + (E.Let,)
+_DONE = object()
 
 # precedence: larger binds tighter
 _P_OR, _P_AND, _P_NOT, _P_CMP, _P_BOR, _P_BXOR, _P_BAND, _P_SHIFT, _P_ADD, _P_MUL, _P_UNARY, _P_ATOM = range(1, 13)
@@ -116,7 +121,7 @@ class TIRPrinter:
             hit = memo.get(id(e))
             if hit is not None:
                 return hit
-        elif self._depth > _SPINE_DEPTH and isinstance(e, _SPINE):
+        elif self._depth > _SPINE_DEPTH and isinstance(e, _PRINT_SPINE):
             return self._e_spine(e)
         self._depth += 1
         try:
@@ -130,13 +135,13 @@ class TIRPrinter:
         self._spine_memo = memo
         try:
             seen = {id(root)}
-            stack = [(root, iter(_spine_operands(root)))]
+            stack = [(root, iter(_spine_operands(root, _PRINT_SPINE)))]
             while stack:
                 node, it = stack[-1]
                 for c in it:
                     if id(c) not in seen:
                         seen.add(id(c))
-                        stack.append((c, iter(_spine_operands(c))))
+                        stack.append((c, iter(_spine_operands(c, _PRINT_SPINE))))
                         break
                 else:
                     stack.pop()
@@ -272,27 +277,43 @@ class TIRPrinter:
     def line(self, text: str):
         self.lines.append("    " * self.indent + text)
 
+    # Statement printers are generators: ``yield child`` prints the child statement there, ``yield from
+    # self.body(child)`` prints it as an indented block. ``stmt`` runs them from an explicit stack, so
+    # nesting depth costs no interpreter stack.
     def body(self, s):
         """Print a nested block (at one more level of indentation)."""
         self.indent += 1
         n = len(self.lines)
-        self.stmt(s)
+        yield s
         if len(self.lines) == n:
             self.line("T.evaluate(0)")
         self.indent -= 1
 
-    def stmt(self, s):
+    def _stmt_step(self, s):
         if s is None:
-            return
+            return None
         meth = getattr(self, "s_" + type(s).__name__, None)
         if meth is None:
             self.line(f"# <{type(s).__name__}>")
+            return None
+        return meth(s)
+
+    def stmt(self, s):
+        stack = [self._stmt_step(s)]
+        if not isinstance(stack[0], GeneratorType):
             return
-        meth(s)
+        while stack:
+            child = next(stack[-1], _DONE)
+            if child is _DONE:
+                stack.pop()
+                continue
+            gen = self._stmt_step(child)
+            if isinstance(gen, GeneratorType):
+                stack.append(gen)
 
     def s_SeqStmt(self, s):
         for x in s.seq:
-            self.stmt(x)
+            yield x
 
     def s_Evaluate(self, s):
         if isinstance(s.value, E.Call):
@@ -305,14 +326,14 @@ class TIRPrinter:
             value = self.expr(s.value)
             self.line(f"{self.var_name(s.var)}: {_dtype_ann(s.var.dtype)} = {value}")
             s = s.body
-        self.stmt(s)
+        yield s
 
     def s_AttrStmt(self, s):
         if s.attr_key in ("thread_extent", "virtual_thread") and isinstance(s.node, E.IterVar):
             iv = s.node
             tag = iv.thread_tag or iv.var.name
             self.line(f'{self.var_name(iv.var)} = T.launch_thread("{tag}", {self.expr(s.value)})')
-            self.stmt(s.body)
+            yield s.body
             return
         node = s.node
         if isinstance(node, str):
@@ -324,11 +345,11 @@ class TIRPrinter:
         else:
             node_text = json.dumps(getattr(node, "name", type(node).__name__))
         self.line(f'with T.attr({node_text}, "{s.attr_key}", {self.expr(s.value)}):')
-        self.body(s.body)
+        yield from self.body(s.body)
 
     def s_AssertStmt(self, s):
         self.line(f"assert {self.expr(s.condition)}, {self.expr(s.message)}")
-        self.stmt(s.body)
+        yield s.body
 
     def s_BufferStore(self, s):
         idx = ", ".join(self._index(i) for i in s.indices)
@@ -354,12 +375,12 @@ class TIRPrinter:
         cond = "" if isinstance(s.condition, E.IntImm) and s.condition.value else f", {self.expr(s.condition)}"
         scope = b.scope() if b.scope() != "global" else ""
         self.line(f'with T.realize({self.buffer_name(b)}[{self._region(s.bounds)}], "{scope}"{cond}):')
-        self.body(s.body)
+        yield from self.body(s.body)
 
     def s_ProducerRealize(self, s):
         name = self.namer.get(s.producer, getattr(s.producer, "name", "tensor"))
         self.line(f'with T.realize({name}[{self._region(s.bounds)}], "{s.storage_scope}"):')
-        self.body(s.body)
+        yield from self.body(s.body)
 
     def s_Allocate(self, s):
         name = self.var_name(s.buffer_var)
@@ -369,11 +390,11 @@ class TIRPrinter:
         self.line(f'{name} = T.allocate([{exts}], "{s.dtype}", "{scope}"{cond})')
         for b in self.implicit_after_alloc.pop(id(s.buffer_var), []):
             self.line(f"{self.buffer_name(b)} = {self.buffer_decl(b)}")
-        self.stmt(s.body)
+        yield s.body
 
     def s_DeclBuffer(self, s):
         self.line(f"{self.buffer_name(s.buffer)} = {self.buffer_decl(s.buffer)}")
-        self.stmt(s.body)
+        yield s.body
 
     def buffer_decl(self, b, with_data: bool = True) -> str:
         shape = self._shape(b.shape)
@@ -396,19 +417,21 @@ class TIRPrinter:
 
     def s_For(self, s):
         loops = [s]
+        loop_vars = {s.loop_var}  # one check a loop (was one a pair of loops: quadratic in the nest)
         while (s.kind == S.ForKind.SERIAL and _is_zero(s.min) and not s.annotations and s.thread_binding is None):
             inner = loops[-1].body
             if not (isinstance(inner, S.For) and inner.kind == S.ForKind.SERIAL and _is_zero(inner.min)
                     and not inner.annotations and inner.thread_binding is None):
                 break
-            if any(uses_var(inner.extent, l.loop_var) for l in loops):
+            if uses_var(inner.extent, lambda v: v in loop_vars):
                 break
             loops.append(inner)
+            loop_vars.add(inner.loop_var)
         if len(loops) > 1:
             names = ", ".join(self.var_name(l.loop_var) for l in loops)
             exts = ", ".join(self.expr(l.extent) for l in loops)
             self.line(f"for {names} in T.grid({exts}):")
-            self.body(loops[-1].body)
+            yield from self.body(loops[-1].body)
             return
         name = self.var_name(s.loop_var)
         if _is_zero(s.min):
@@ -426,18 +449,18 @@ class TIRPrinter:
             self.line(f'for {name} in T.thread_binding({rng}, thread="{tag}"{extra}):')
         else:
             self.line(f"for {name} in T.{_KIND[s.kind]}({rng}{extra}):")
-        self.body(s.body)
+        yield from self.body(s.body)
 
     def s_While(self, s):
         self.line(f"while {self.expr(s.condition)}:")
-        self.body(s.body)
+        yield from self.body(s.body)
 
     def s_IfThenElse(self, s):
         self.line(f"if {self.expr(s.condition)}:")
-        self.body(s.then_case)
+        yield from self.body(s.then_case)
         if s.else_case is not None:
             self.line("else:")
-            self.body(s.else_case)
+            yield from self.body(s.else_case)
 
     def s_Prefetch(self, s):
         self.line(f"T.prefetch({self.buffer_name(s.buffer)}, [{self._region(s.bounds)}])")

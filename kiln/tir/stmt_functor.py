@@ -46,14 +46,14 @@ _MISS = object()
 _NESTING = (Stmt, E.Let)
 
 
-def _spine_operands(node):
+def _spine_operands(node, kinds=_SPINE):
     out = []
     for f in node._fields:
         v = getattr(node, f)
-        if isinstance(v, _SPINE):
+        if isinstance(v, kinds):
             out.append(v)
         elif isinstance(v, (list, tuple)):
-            out.extend(x for x in v if isinstance(x, _SPINE))
+            out.extend(x for x in v if isinstance(x, kinds))
     return out
 
 
@@ -74,7 +74,12 @@ class StmtExprVisitor:
     def visit(self, node):
         r = self._step(node)
         if r.__class__ is GeneratorType:
-            return self._drive(r)
+            memo = self._spine_memo
+            self._spine_memo = None  # a statement or Let: the operator cache is suspended inside it
+            try:
+                return self._drive(r)
+            finally:
+                self._spine_memo = memo
         return r
 
     def _step(self, node):
@@ -218,38 +223,17 @@ class StmtExprMutator(StmtExprVisitor):
     def generic_visit(self, node):
         if isinstance(node, _LEAF_TYPES) or not isinstance(node, Node):
             return node
-        changes = None
-        for f in node._fields:
-            old = getattr(node, f)
-            new = self._mutate_value(old)
-            if new is not old:
-                if changes is None:
-                    changes = {}
-                changes[f] = new
-        if changes is None:
-            return node
-        return _rebuild(node, changes)
+        return _with_fields(node, [self._mutate_value(getattr(node, f)) for f in node._fields])
 
     def generic_visit_iter(self, node):
         """``generic_visit`` as a generator: yields each child node and gets its replacement back."""
         if isinstance(node, _LEAF_TYPES) or not isinstance(node, Node):
             return node
-        changes = None
+        new = []
         for f in node._fields:
             old = getattr(node, f)
-            if isinstance(old, Node):
-                new = yield old
-            elif isinstance(old, (list, tuple, dict)):
-                new = yield from self._mutate_value_iter(old)
-            else:
-                continue
-            if new is not old:
-                if changes is None:
-                    changes = {}
-                changes[f] = new
-        if changes is None:
-            return node
-        return _rebuild(node, changes)
+            new.append((yield old) if isinstance(old, Node) else (yield from self._mutate_value_iter(old)))
+        return _with_fields(node, new)
 
     def _mutate_value_iter(self, v):
         if isinstance(v, Node):
@@ -295,6 +279,17 @@ class StmtExprMutator(StmtExprVisitor):
             out = {k: self._mutate_value(x) for k, x in v.items()}
             return v if all(out[k] is v[k] for k in v) else out
         return v
+
+
+def _with_fields(node, values):
+    """``node`` with its fields set to ``values`` (in ``_fields`` order); the same node when none changed."""
+    changes = None
+    for f, new in zip(node._fields, values):
+        if new is not getattr(node, f):
+            if changes is None:
+                changes = {}
+            changes[f] = new
+    return node if changes is None else _rebuild(node, changes)
 
 
 def _rebuild(node, changes):

@@ -19,20 +19,9 @@ from ...ir.node import structural_equal
 from ...transform.pass_base import register_pass
 from ..analysis.graph import edge_counts
 from ..expr import Call, Function, Tuple, TupleGetItem
-from ..expr_functor import ExprMutator, post_order_visit
+from ..expr_functor import Substituter, post_order_visit
 from ._util import infer, is_op, op_call, op_pattern, static_shape, tensor_type, typed_function_pass
 from .fusion_graph import BROADCAST
-
-
-class _Subst(ExprMutator):
-    def __init__(self, subst: dict):
-        super().__init__()
-        self.subst = subst
-
-    def visit(self, expr):
-        if expr in self.subst:
-            return self.subst[expr]
-        return super().visit(expr)
 
 
 def _children(func) -> dict:
@@ -146,7 +135,7 @@ class ParallelOpCombiner:
             data = self.combined_following(branches, depth, parent_index, data)
             depth += 1
         subst = {br[depth - 1]: out for br, out in zip(branches, self.outputs(data, branches, depth))}
-        return _Subst(subst).visit(func)
+        return Substituter(subst).visit(func)
 
     def run(self, func, mod=None):
         for _ in range(64):

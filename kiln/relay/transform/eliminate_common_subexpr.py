@@ -13,7 +13,7 @@ from ...ir.node import structural_equal
 from ...ir.op import Op
 from ...transform.pass_base import register_pass
 from ..expr import Call, Constant, Function, If, TupleGetItem
-from ..expr_functor import ExprMutator
+from ..expr_functor import NonPrimitiveMutator
 from ._util import typed_function_pass
 
 
@@ -26,7 +26,7 @@ def _same_arg(a, b) -> bool:
     return False
 
 
-class CommonSubexprEliminator(ExprMutator):
+class CommonSubexprEliminator(NonPrimitiveMutator):
     def __init__(self, fskip=None):
         super().__init__()
         self.fskip = fskip
@@ -57,9 +57,7 @@ class CommonSubexprEliminator(ExprMutator):
             return i
         return If(cond, tb, fb, i.span)
 
-    def visit_function(self, fn):
-        if fn.get_attr("Primitive"):
-            return fn
+    def visit_non_primitive_function(self, fn):
         body = self._in_scope(self.visit, fn.body)
         if body is fn.body:
             return fn

@@ -24,7 +24,7 @@ from __future__ import annotations
 from ...error import RelayError
 from ...tir.layout import parse_layout as _parse_layout
 from ...ir.op import Op, OpPattern
-from ..expr_functor import ExprMutator
+from ..expr_functor import NonPrimitiveMutator, Substituter
 from ._util import op_call, op_pattern, tensor_type, type_of
 from ..expr import Call, Function, Tuple, TupleGetItem, Var, Let, If
 
@@ -86,7 +86,7 @@ def _has_layout_fields(attrs, *names) -> bool:
     return attrs is not None and all(n in attrs.keys() for n in names)
 
 
-class LayoutRewriter(ExprMutator):
+class LayoutRewriter(NonPrimitiveMutator):
     """``choose(call, args) -> Expr | None`` proposes a replacement for an op call given its arguments
     in their original layouts (the original argument nodes); None keeps the call as it is."""
 
@@ -125,9 +125,7 @@ class LayoutRewriter(ExprMutator):
         return e
 
     # -- traversal ---------------------------------------------------------------------------------
-    def visit_function(self, fn):
-        if fn.get_attr("Primitive"):
-            return fn
+    def visit_non_primitive_function(self, fn):
         body = self.to_original(self.visit(fn.body))
         if body is fn.body:
             return fn
@@ -183,10 +181,10 @@ class LayoutRewriter(ExprMutator):
                 and _has_layout_fields(proposal.attrs, "data_layout", "kernel_layout")):
             # a conv-like call of the data whose other operands are expressions of the original inputs (a
             # Winograd weight transform): the data comes in the call's layout, the operands as given
-            operands = [_Replace(subst).visit(p) for p in proposal.args[1:]]
+            operands = [Substituter(subst).visit(p) for p in proposal.args[1:]]
             return self.conv_rule(call, proposal.op, proposal.attrs, args, operands)
         # a general expression over the original-layout inputs: feed it the inputs in their original layout
-        return _Replace(subst).visit(proposal)
+        return Substituter(subst).visit(proposal)
 
     # -- the per-op layout rules -------------------------------------------------------------------
     def apply_rule(self, orig_call, op, attrs, args):
@@ -273,17 +271,6 @@ def _static(expr):
     if t is None or t.is_dynamic():
         return None
     return tuple(int(d) for d in t.shape)
-
-
-class _Replace(ExprMutator):
-    def __init__(self, subst):
-        super().__init__()
-        self.subst = subst
-
-    def visit(self, expr):
-        if expr in self.subst:
-            return self.subst[expr]
-        return super().visit(expr)
 
 
 def rewrite_layouts(func, choose):

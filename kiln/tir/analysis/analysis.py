@@ -34,29 +34,30 @@ class _DefUse(StmtExprVisitor):
 
     visit_SizeVar = visit_Var
 
+    # visitors of nesting nodes are generators (``yield`` a child to visit it): nesting costs no stack
     def visit_For(self, s):
         self.visit(s.min)
         self.visit(s.extent)
         self._define(s.loop_var)
-        self.visit(s.body)
+        yield s.body
 
     def visit_LetStmt(self, s):
         while isinstance(s, S.LetStmt):  # a chain in a loop
             self.visit(s.value)
             self._define(s.var)
             s = s.body
-        self.visit(s)
+        yield s
 
     def visit_Let(self, e):
         self.visit(e.value)
         self._define(e.var)
-        self.visit(e.body)
+        yield e.body
 
     def visit_Allocate(self, s):
         for x in s.extents:
             self.visit(x)
         self._define(s.buffer_var)
-        self.visit(s.body)
+        yield s.body
 
     def _buffer(self, b):
         for x in list(b.shape) + list(b.strides) + [b.elem_offset, b.data]:
@@ -78,13 +79,13 @@ class _DefUse(StmtExprVisitor):
         for r in s.bounds:
             self.visit(r.min)
             self.visit(r.extent)
-        self.visit(s.body)
+        yield s.body
 
     def visit_AttrStmt(self, s):
         if s.attr_key in ("thread_extent", "virtual_thread") and isinstance(s.node, E.IterVar):
             self._define(s.node.var)
         self.visit(s.value)
-        self.visit(s.body)
+        yield s.body
 
     def visit_Reduce(self, e):
         for iv in e.axis:
@@ -132,35 +133,48 @@ def estimate_tir_flops(node) -> int:
         count = [0]
 
         class V(StmtExprVisitor):
-            def generic_visit(self, n):
+            def generic_visit_iter(self, n):  # a generator for every node: any depth
                 if isinstance(n, _FLOP_NODES + (E.Call,)) and isinstance(n, E.PrimExpr):
                     dt = parse_dtype(n.dtype)
                     if dt.element_of().is_float and not (isinstance(n, E.Call) and n.op in
                                                          ("tir.if_then_else", "tir.likely")):
                         count[0] += dt.lanes
-                StmtExprVisitor.generic_visit(self, n)
+                yield from StmtExprVisitor.generic_visit_iter(self, n)
         V()(e)
         return count[0]
 
-    def stmt_flops(s) -> int:
-        if s is None:
-            return 0
-        if isinstance(s, S.SeqStmt):
-            return sum(stmt_flops(x) for x in s.seq)
-        if isinstance(s, S.For):
-            if not isinstance(s.extent, E.IntImm):
-                raise KilnError("estimate_tir_flops needs constant loop extents")
-            return s.extent.value * stmt_flops(s.body)
-        if isinstance(s, S.BufferStore):
-            return expr_flops(s.value)
-        if isinstance(s, S.Evaluate):
-            return expr_flops(s.value)
-        if isinstance(s, S.IfThenElse):
-            return max(stmt_flops(s.then_case), stmt_flops(s.else_case))
-        if isinstance(s, S.LetStmt):
-            return expr_flops(s.value) + stmt_flops(s.body)
-        if hasattr(s, "body"):
-            return stmt_flops(s.body)
-        return 0
+    def stmt_flops(root) -> int:
+        # children first from an explicit stack (any nesting depth); each open node combines its
+        # children's counts: sum (SeqStmt), extent * body (For), max (IfThenElse), value + body (LetStmt)
+        out: list = []
+        todo = [(root, out)]
+        opened = []  # (node, its children's counts, the list its own count goes to), parents first
+        while todo:
+            s, dest = todo.pop()
+            if s is None:
+                dest.append(0)
+            elif isinstance(s, (S.BufferStore, S.Evaluate)):
+                dest.append(expr_flops(s.value))
+            elif isinstance(s, (S.SeqStmt, S.For, S.IfThenElse, S.LetStmt)) or hasattr(s, "body"):
+                if isinstance(s, S.For) and not isinstance(s.extent, E.IntImm):
+                    raise KilnError("estimate_tir_flops needs constant loop extents")
+                res: list = []
+                opened.append((s, res, dest))
+                kids = (s.seq if isinstance(s, S.SeqStmt) else [s.then_case, s.else_case]
+                        if isinstance(s, S.IfThenElse) else [s.body])
+                todo.extend((k, res) for k in kids)
+            else:
+                dest.append(0)
+        for s, res, dest in reversed(opened):
+            if isinstance(s, S.For):
+                val = s.extent.value * res[0]
+            elif isinstance(s, S.IfThenElse):
+                val = max(res)
+            elif isinstance(s, S.LetStmt):
+                val = expr_flops(s.value) + res[0]
+            else:
+                val = sum(res)
+            dest.append(val)
+        return out[0]
 
     return stmt_flops(node)
