@@ -73,6 +73,26 @@ def _prints(*names):
     return register
 
 
+# How the iterations of a parallel loop are handed out (module doc, "parallel loops"): "static" (OpenMP's
+# default, one contiguous share per thread), "dynamic" (chunks of about extent / (OMP_CHUNKS_PER_THREAD *
+# threads) iterations taken from a shared counter) or "guided". Read at code generation time; the one place
+# the choice is made.
+OMP_SCHEDULE = "dynamic"
+OMP_CHUNKS_PER_THREAD = 4
+
+
+def omp_schedule_clause(c, extent: str) -> str:
+    """The ``schedule(...)`` clause (with its leading space, or nothing) of a parallel loop of ``extent``
+    (a C expression) iterations; ``c`` is the unit's CSupport (for the chunk helper)."""
+    if OMP_SCHEDULE == "static":
+        return ""
+    if OMP_SCHEDULE == "guided":
+        return " schedule(guided)"
+    if OMP_SCHEDULE != "dynamic":
+        raise KilnError(f"codegen_c.OMP_SCHEDULE must be 'static', 'dynamic' or 'guided', got {OMP_SCHEDULE!r}")
+    return f" schedule(dynamic, {c.omp_chunk(OMP_CHUNKS_PER_THREAD)}({extent}))"
+
+
 class CodegenError(LoweringError):
     """The C backend met TIR it cannot translate (names the node and the function)."""
 
@@ -355,7 +375,7 @@ class FunctionCodegen(StmtExprVisitor):
         end = bare(extent) if _is_int_const(s.min, 0) else f"{lo} + {extent}"
         header = f"for ({t} {name} = {lo}; {name} < {end}; ++{name}) {{"
         if s.kind == S.ForKind.PARALLEL and self.parallel_depth == 0:
-            self._parallel_loop(s, header)
+            self._parallel_loop(s, header, bare(extent))
             return
         if s.kind == S.ForKind.PARALLEL:
             self.emit("/* nested parallel loop: runs serially inside the outer parallel loop */")
@@ -370,7 +390,7 @@ class FunctionCodegen(StmtExprVisitor):
         self.indent -= 1
         self.emit("}")
 
-    def _parallel_loop(self, s, header: str):
+    def _parallel_loop(self, s, header: str, extent: str):
         loop = ParallelLoop.numbered(self.uid())
         threads = self.c.omp_threads()
         outer_lines, self.lines = self.lines, []
@@ -387,7 +407,7 @@ class FunctionCodegen(StmtExprVisitor):
             self.emit(f"int32_t {loop.flag} = 0;")
             self.emit(f"char {loop.msg}[1024];")
             self.emit(f"{loop.msg}[0] = 0;")
-        self.emit(f"#pragma omp parallel for num_threads({threads}())")
+        self.emit(f"#pragma omp parallel for num_threads({threads}()){omp_schedule_clause(self.c, extent)}")
         self.emit(header)
         self.lines.extend(body_lines)
         if loop.used:
