@@ -35,22 +35,23 @@ def restore_threads():
     set_num_threads(before)
 
 
-def test_avx2_source_has_dynamic_schedule_with_extent_sized_chunk():
+def test_avx2_source_has_guided_schedule():
     s, args = _scaled(37)
     src = kiln.build(s, args, target=AVX2).get_source()
+    assert "#pragma omp parallel for num_threads(kiln_omp_threads()) schedule(guided)\n" in src
+
+
+def test_dynamic_chunk_is_computed_at_run_time(monkeypatch):
+    monkeypatch.setattr(codegen_c, "OMP_SCHEDULE", "dynamic")
     chunk = f"kiln_omp_chunk_{codegen_c.OMP_CHUNKS_PER_THREAD}"
-    assert "#pragma omp parallel for num_threads(kiln_omp_threads()) schedule(dynamic, " + chunk + "(37))" in src
-    assert f"static inline int64_t {chunk}(int64_t extent)" in src
-
-
-def test_symbolic_extent_chunk_is_computed_at_run_time():
     n = te.var("n")
     A = te.placeholder((n, 8), name="A")
     B = te.compute(A.shape, lambda i, j: A[i, j] + 1.0, name="B")
     s = te.create_schedule(B.op)
     s[B].parallel(B.op.axis[0])
     f = kiln.build(s, [A, B], target="llvm")
-    assert f"schedule(dynamic, kiln_omp_chunk_{codegen_c.OMP_CHUNKS_PER_THREAD}(n))" in f.get_source()
+    src = f.get_source()
+    assert f"schedule(dynamic, {chunk}(n))" in src and f"static inline int64_t {chunk}(int64_t extent)" in src
     for rows in (1, 3, 9, 130):
         a = np.random.default_rng(rows).random((rows, 8), dtype=np.float32)
         b = kiln.nd.array(np.zeros((rows, 8), np.float32))
@@ -72,7 +73,7 @@ def test_every_iteration_runs_once(rows, threads, restore_threads):
     np.testing.assert_array_equal(b.numpy(), expect)
 
 
-@pytest.mark.parametrize("schedule,clause", [("static", ""), ("guided", " schedule(guided)")])
+@pytest.mark.parametrize("schedule,clause", [("static", ""), ("dynamic", " schedule(dynamic, kiln_omp_chunk_4(29))")])
 def test_other_schedules_print_their_clause(monkeypatch, schedule, clause):
     monkeypatch.setattr(codegen_c, "OMP_SCHEDULE", schedule)
     s, args = _scaled(29)
