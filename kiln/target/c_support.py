@@ -225,16 +225,6 @@ class CSupport:
             "static inline int kiln_omp_threads(void) {\n"
             "  return __kiln_num_threads > 0 ? (int)__kiln_num_threads : omp_get_max_threads();\n}"))
 
-    def omp_chunk(self, per_thread: int) -> str:
-        """``kiln_omp_chunk_<k>(extent)``: the chunk of a dynamically scheduled parallel loop, about
-        ``per_thread`` chunks for each of the threads the loop gets (at least 1 iteration)."""
-        threads = self.omp_threads()
-        name = f"kiln_omp_chunk_{per_thread}"
-        return self.helper(name, (
-            f"static inline int64_t {name}(int64_t extent) {{\n"
-            f"  int64_t c = extent / ((int64_t){per_thread} * {threads}());\n"
-            "  return c > 0 ? c : 1;\n}"))
-
     def reinterpret(self, to_dtype, from_dtype) -> str:
         t, f = self.ctype(to_dtype), self.ctype(from_dtype)
         name = f"kiln_reinterpret_{_suffix(to_dtype)}_{_suffix(from_dtype)}"

@@ -107,7 +107,14 @@ def omp_schedule_clause(c, extent: str) -> str:
         return " schedule(guided)"
     if OMP_SCHEDULE != "dynamic":
         raise KilnError(f"codegen_c.OMP_SCHEDULE must be 'static', 'dynamic' or 'guided', got {OMP_SCHEDULE!r}")
-    return f" schedule(dynamic, {c.omp_chunk(OMP_CHUNKS_PER_THREAD)}({extent}))"
+    k = OMP_CHUNKS_PER_THREAD
+    threads = c.omp_threads()
+    chunk = c.helper(f"kiln_omp_chunk_{k}", (
+        f"/* about {k} chunks per thread of a dynamically scheduled parallel loop, at least 1 iteration */\n"
+        f"static inline int64_t kiln_omp_chunk_{k}(int64_t extent) {{\n"
+        f"  int64_t c = extent / ((int64_t){k} * {threads}());\n"
+        "  return c > 0 ? c : 1;\n}"))
+    return f" schedule(dynamic, {chunk}({extent}))"
 
 
 class CodegenError(LoweringError):
