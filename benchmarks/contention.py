@@ -2,6 +2,7 @@
 
     python -m benchmarks.contention [--models mobilenet_v2,resnet18,mlp_b1] [--rounds 5] [--number 5]
                                     [--threads N] [--neighbours 1] [--settle-s 1.0] [--no-write]
+                                    [--schedules static,guided]
 
 Each round runs two phases, quiet and busy, in turn: in the busy phase ``--neighbours`` subprocesses spin in a
 bounded ``while`` loop (each stops by itself after ``--neighbour-max-s`` and is killed at the end of its phase).
@@ -12,6 +13,8 @@ policy measures on those runs), then every contender is timed once, interleaved 
   processes keep cores busy;
 * ``kiln_fixed``: the same build with the policy ``fixed`` at ``--threads``;
 * ``kiln_1t``: fixed at one thread (what the adaptive policy should reach beside one neighbour on 2 cores);
+* ``kiln_fixed_<schedule>`` for each of ``--schedules``: the model built again with its parallel loops
+  scheduled ``static``/``dynamic``/``guided`` (kiln.target.codegen_c.OMP_SCHEDULE), fixed at ``--threads``;
 * ``onnxruntime`` (``intra_op_num_threads=--threads``) and ``onnxruntime_1t``.
 
 Reports, per model and contender, the median ms of each phase and busy/quiet, and kiln / ONNX Runtime per phase;
@@ -67,6 +70,20 @@ def _kiln_timer(run, policy: str, threads: int):
     return ("timer", timer)
 
 
+def _build_with_schedule(model, inputs, schedule: str):
+    """The model built with its parallel loops' OpenMP schedule set to ``schedule``
+    (kiln.target.codegen_c.OMP_SCHEDULE) instead of the default; the default is restored after."""
+    import importlib
+    from .run import _kiln_build
+    codegen_c = importlib.import_module("kiln.target.codegen_c")  # the module (kiln.target.codegen_c is also a function)
+    saved = codegen_c.OMP_SCHEDULE
+    codegen_c.OMP_SCHEDULE = schedule
+    try:
+        return _kiln_build(model, inputs)[0]
+    finally:
+        codegen_c.OMP_SCHEDULE = saved
+
+
 def bench_model(key: str, args, tmpdir: str) -> dict:
     import numpy as np
     import torch
@@ -87,6 +104,12 @@ def bench_model(key: str, args, tmpdir: str) -> dict:
     contenders = {"kiln": _kiln_timer(run, "adaptive", args.threads),
                   "kiln_fixed": _kiln_timer(run, "fixed", args.threads),
                   "kiln_1t": _kiln_timer(run, "fixed", 1)}
+    for schedule in args.schedules:   # the same model, its parallel loops scheduled another way (A/B)
+        try:
+            other_run = _build_with_schedule(model, inputs, schedule)
+            contenders[f"kiln_fixed_{schedule}"] = _kiln_timer(other_run, "fixed", args.threads)
+        except Exception as err:  # noqa: BLE001
+            row["notes"][f"kiln_fixed_{schedule}"] = _reason(err)
     for name, threads in (("onnxruntime", args.threads), ("onnxruntime_1t", 1)):
         try:
             ort_run, ort_out, _ = _onnxruntime(model, inputs, threads, tmpdir)
@@ -165,10 +188,15 @@ def main(argv=None) -> dict:
     p.add_argument("--neighbours", type=int, default=1)
     p.add_argument("--neighbour-max-s", type=float, default=300.0, help="a neighbour stops by itself after this")
     p.add_argument("--settle-s", type=float, default=1.0, help="kiln runs before each phase's timing")
+    p.add_argument("--schedules", default="",
+                   help="also time kiln_fixed built with these parallel-loop schedules (static,dynamic,guided)")
     p.add_argument("--out", default="contention")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
     keys = [k for k in args.models.split(",") if k]
+    args.schedules = [x for x in args.schedules.split(",") if x]
+    if any(x not in ("static", "dynamic", "guided") for x in args.schedules):
+        p.error(f"--schedules takes static, dynamic, guided; got {args.schedules}")
     unknown = [k for k in keys if k not in MODELS]
     if unknown:
         p.error(f"unknown workloads {unknown}; choose from {list(MODELS)}")

@@ -98,14 +98,21 @@ def openmp_status() -> dict:
 
 
 # -- how many threads: the adaptive policy ------------------------------------------------------------------
-# A parallel loop is split evenly between its threads (OpenMP's static schedule) and ends in a barrier, so it
-# takes as long as its slowest thread. When another process keeps a core busy, the thread sharing that core
-# with it gets half of it (or waits a whole scheduler slice) and the region takes as long as doing that share
-# alone on a full core, plus the wake-ups; the other threads wait. On a 2-core machine beside one CPU-bound
-# process mobilenet_v2 went from 6 to 15 ms with 2 threads, slower than the same model on one thread (which
-# gets a core of its own). Spinning longer or shorter (GOMP_SPINCOUNT) changes only what the waiting
-# threads do, not the wait. So kiln measures how much CPU time the *other* processes use, and runs its
-# parallel loops on the cores they leave free: ``threads = min(requested, round(cpus - others))``, at least 1.
+# A parallel loop ends in a barrier, so it takes as long as its slowest thread. When another process keeps a
+# core busy, the thread sharing that core with it gets half of it (or waits a whole scheduler slice). With
+# OpenMP's static schedule (kiln's until session 6) that thread owned a fixed share and the others waited
+# for all of it: on a 2-core machine beside one CPU-bound process mobilenet_v2 went from 6 to 15 ms with 2
+# threads, slower than the same model on one thread (which gets a core of its own). The C backend now
+# schedules parallel loops ``guided`` (kiln.target.codegen_c, OMP_SCHEDULE), so the thread that runs takes
+# the work left; the barrier still waits for the late thread to wake up and arrive (an OpenMP rule).
+# Measured with 2 threads fixed beside other processes (load average 7-12 on 2 cores): conv2d 3x3 64->64
+# 56x56 median 15-20 ms static, 8.5-12.5 ms guided; at load ~4, with or without one CPU-bound neighbour,
+# the two were equal (conv 12.0 ms; mobilenet_v2 50 / 97 ms, ONNX Runtime 34 / 52). Under load 6-10
+# mobilenet_v2 at 2 threads took 55 ms either way, while one thread ran it in 15 ms: the
+# wake-ups of its ~100 regions per run dominate, which only the thread count below avoids. Spinning
+# longer or shorter (GOMP_SPINCOUNT) changes only what the waiting threads do, not the wait. So kiln also
+# measures how much CPU time the *other* processes use, and runs its parallel loops on the cores they leave
+# free: ``threads = min(requested, round(cpus - others))``, at least 1.
 #
 # Measurement: every ``window_s`` (0.25 s) at most, on a graph executor / VM run, kiln reads the busy time of
 # the CPUs it may run on (/proc/stat: user, nice, system, irq, softirq, steal; the per-CPU lines of its
