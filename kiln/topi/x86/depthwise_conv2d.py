@@ -171,9 +171,14 @@ def _schedule_pack(s, op, parallel: bool) -> None:
         s[op].parallel(fused)
 
 
-def _schedule_dw(s, cfg, C, O) -> None:
+def _vectorize_lanes(stage, axis, block: int) -> None:
+    stage.vectorize(axis)
+
+
+def _schedule_dw(s, cfg, C, O, what: str = "depthwise_conv2d_NCHWc", vectorize_output=_vectorize_lanes) -> None:
     """The register-tiled schedule of depthwise conv ``C`` whose fused output is ``O`` (5-D, or the 4-D
-    unpacked form)."""
+    unpacked form). ``vectorize_output(stage, channel_axis, block)`` vectorizes the output stage (the int8
+    template passes one that works 8 int32 lanes at a time)."""
     reg_n = int(cfg["tile_ow"].size[-1])
     unroll_kw = bool(cfg["unroll_kw"].val)
     bn = get_const_tuple(C.shape)[-1]
@@ -184,14 +189,14 @@ def _schedule_dw(s, cfg, C, O) -> None:
     parallel = worth_parallel(flops)
     _schedule_inputs(s, C.op, parallel)
     CC = s.cache_write(C, "global") if C.op is O else C
-    b, co, y, x, ci = nchwc_output_axes(s, O, bn, "depthwise_conv2d_NCHWc")
+    b, co, y, x, ci = nchwc_output_axes(s, O, bn, what)
     xo, xi = s[O].split(x, factor=reg_n)
     s[O].reorder(b, co, y, xo, xi, ci)
     par = s[O].fuse(b, co, y)
     if parallel:
         s[O].parallel(par)
     s[O].unroll(xi)
-    s[O].vectorize(ci)
+    vectorize_output(s[O], ci, bn)
     s[CC].compute_at(s[O], xo)
     _, _, _, cx, cci = s[CC].op.axis
     cry, crx = s[CC].op.reduce_axis

@@ -25,8 +25,8 @@ from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..utils import get_const_tuple
 from .conv2d_int8 import vectorize_int32_epilogue
-from .depthwise_conv2d import _define_space, _schedule_inputs
-from .utils import nchwc_output_axes, schedule_anchored, worth_parallel
+from .depthwise_conv2d import _define_space, _schedule_dw
+from .utils import schedule_anchored
 
 TASK = "depthwise_conv2d_NCHWc_int8.x86"
 BN = 16
@@ -121,41 +121,13 @@ def depthwise_conv2d_nchw_int8(data, kernel, strides, padding, dilation, out_dty
                       name="output_unpack", tag="injective,unpack_nchwc")
 
 
-def _schedule(s, cfg, C, O) -> None:
-    """The fp32 template's register tile; the output stage (int32 accumulators -> requantize -> uint8) is
-    vectorized 8 int32 lanes at a time (one AVX2 register; 16-lane int32 vectors would go through memory)."""
-    reg_n = int(cfg["tile_ow"].size[-1])
-    bn = get_const_tuple(C.shape)[-1]
-    n, cc, oh, ow, _ = get_const_tuple(C.shape)
-    ry, rx = C.op.reduce_axis
-    kh, kw = int(ry.dom.extent.value), int(rx.dom.extent.value)
-    parallel = worth_parallel(2 * n * cc * oh * ow * bn * kh * kw)
-    _schedule_inputs(s, C.op, parallel)
-    CC = s.cache_write(C, "global") if C.op is O else C
-    b, co, y, x, ci = nchwc_output_axes(s, O, bn, TASK)
-    xo, xi = s[O].split(x, factor=reg_n)
-    s[O].reorder(b, co, y, xo, xi, ci)
-    par = s[O].fuse(b, co, y)
-    if parallel:
-        s[O].parallel(par)
-    s[O].unroll(xi)
-    vectorize_int32_epilogue(s[O], ci, bn)
-    s[CC].compute_at(s[O], xo)
-    _, _, _, cx, cci = s[CC].op.axis
-    cry, crx = s[CC].op.reduce_axis
-    s[CC].reorder(cry, crx, cx, cci)
-    if kh <= 5:
-        s[CC].unroll(cry)
-    if bool(cfg["unroll_kw"].val):
-        s[CC].unroll(crx)
-    s[CC].unroll(cx)
-    s[CC].vectorize(cci)
-
-
 @autotvm.register_topi_schedule(TASK)
 def schedule_depthwise_conv2d_NCHWc_int8(cfg, outs):  # noqa: N802
-    """The fp32 depthwise template's register-tiled schedule, on the int8 compute (with its fused epilogue)."""
-    return schedule_anchored(outs, "depthwise_conv2d_NCHWc_int8", lambda s, C, O: _schedule(s, cfg, C, O))
+    """The fp32 depthwise template's register-tiled schedule, on the int8 compute (with its fused epilogue); the
+    output stage (int32 accumulators -> requantize -> uint8) is vectorized 8 int32 lanes at a time (one AVX2
+    register; 16-lane int32 vectors would go through memory)."""
+    return schedule_anchored(outs, "depthwise_conv2d_NCHWc_int8",
+                             lambda s, C, O: _schedule_dw(s, cfg, C, O, TASK, vectorize_int32_epilogue))
 
 
 schedule_depthwise_conv2d_nchw_int8 = schedule_depthwise_conv2d_NCHWc_int8
