@@ -4,19 +4,10 @@ import math
 
 import pytest
 
-from torch_frontend_util import torch, verify_model
+from torch_frontend_util import Fn, torch, verify_model
 
 F = torch.nn.functional
 nn = torch.nn
-
-
-class Fn(nn.Module):
-    def __init__(self, f):
-        super().__init__()
-        self.f = f
-
-    def forward(self, *xs):
-        return self.f(*xs)
 
 
 def r(*shape):

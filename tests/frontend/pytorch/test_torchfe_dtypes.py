@@ -5,19 +5,10 @@ import os
 import numpy as np
 import pytest
 
-from torch_frontend_util import relay, run_relay, torch, verify_model
+from torch_frontend_util import Fn, relay, run_relay, torch, verify_model
 
 nn = torch.nn
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
-
-
-class Fn(nn.Module):
-    def __init__(self, f):
-        super().__init__()
-        self.f = f
-
-    def forward(self, *xs):
-        return self.f(*xs)
 
 
 def _bools(*shape):

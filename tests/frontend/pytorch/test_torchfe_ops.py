@@ -3,20 +3,11 @@ reductions, 1-d / 3-d pooling and convolution, resizing. Each runs through Torch
 compared with PyTorch on random inputs (odd sizes; NaN / inf where the op defines them)."""
 import pytest
 
-from torch_frontend_util import torch, verify_model
+from torch_frontend_util import Fn, torch, verify_model
 
 F = torch.nn.functional
 nn = torch.nn
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
-
-
-class Fn(nn.Module):
-    def __init__(self, f):
-        super().__init__()
-        self.f = f
-
-    def forward(self, *xs):
-        return self.f(*xs)
 
 
 def r(*shape):

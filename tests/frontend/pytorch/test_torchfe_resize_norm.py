@@ -3,20 +3,11 @@ align_corners, bicubic) with scale factors and sizes on odd sizes, and instance_
 statistics, compared with PyTorch."""
 import pytest
 
-from torch_frontend_util import torch, verify_model
+from torch_frontend_util import Fn, torch, verify_model
 
 F = torch.nn.functional
 nn = torch.nn
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
-
-
-class Fn(nn.Module):
-    def __init__(self, f):
-        super().__init__()
-        self.f = f
-
-    def forward(self, *xs):
-        return self.f(*xs)
 
 
 SIZES = [dict(scale_factor=2), dict(scale_factor=1.7), dict(scale_factor=(0.6, 2.3)), dict(size=(9, 4)),

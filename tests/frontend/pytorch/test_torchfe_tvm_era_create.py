@@ -4,23 +4,13 @@ import numpy as np
 import pytest
 
 from torchfe_tvm_era_util import check, torch
+from torch_frontend_util import Fn
 
 pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
 
 
 def _img():
     return torch.rand(1, 3, 10, 10)
-
-
-class Fn(torch.nn.Module):
-    """Wraps a lambda so that it can be traced like TVM's small test modules."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 CASES = {

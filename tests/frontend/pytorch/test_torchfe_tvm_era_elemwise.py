@@ -3,18 +3,10 @@ ops on bool/int inputs, ternary arithmetic, dtypes. Traced, built, run on the gr
 import pytest
 
 from torchfe_tvm_era_util import check, torch
+from torch_frontend_util import Fn
 
 pytestmark = [pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning"),
               pytest.mark.filterwarnings("ignore::DeprecationWarning")]
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 UNARY = ["square", "sqrt", "rsqrt", "ceil", "floor", "round", "cos", "cosh", "sin", "sinh", "tan", "tanh", "acos",

@@ -5,20 +5,12 @@ import numpy as np
 import pytest
 
 from torchfe_tvm_era_util import check, check_script, check_vm, torch
+from torch_frontend_util import Fn
 
 from kiln.error import FrontendError, OpNotImplemented
 
 pytestmark = [pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning"),
               pytest.mark.filterwarnings("ignore::DeprecationWarning")]
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 def _scatter_inputs(dim):

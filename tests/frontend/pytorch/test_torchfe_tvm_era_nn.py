@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from torchfe_tvm_era_util import check, torch
+from torch_frontend_util import Fn
 
 pytestmark = [pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning"),
               pytest.mark.filterwarnings("ignore::DeprecationWarning"),
@@ -11,15 +12,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning"),
               pytest.mark.filterwarnings("ignore::FutureWarning")]
 nn = torch.nn
 F = torch.nn.functional
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 def _losses():

@@ -13,6 +13,17 @@ import kiln  # noqa: E402
 from kiln import relay  # noqa: E402
 
 
+class Fn(torch.nn.Module):
+    """Wraps a function of tensors as a module, so a one-line case can be traced (TVM's small test modules)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
 def import_torchvision():
     # torchvision's meta registrations clash with torch 2.13's own; they are not needed for inference
     sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
