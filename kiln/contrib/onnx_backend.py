@@ -125,10 +125,11 @@ class KilnBackendRep(BackendRep):
             fn = create_executor("debug", mod=mod, device=cpu(0), target=self.target).evaluate()
             names = [p.name_hint for p in mod["main"].params]
             runner = ("debug", fn, names, params)
-        elif not self.specialize and _is_dynamic(mod):
+        elif _has_control_flow(mod) or (not self.specialize and _is_dynamic(mod)):
             with transform.PassContext(opt_level=self.opt_level):
                 exe = vm_compile(mod, target=self.target, params=params)
-            runner = ("vm", VirtualMachine(exe, cpu(0)), None, None)
+            ret = InferType()(mod)["main"].checked_type.ret_type
+            runner = ("vm", VirtualMachine(exe, cpu(0)), isinstance(ret, TupleType), None)
         else:
             lib = self._build(mod, params, named, bound)
             gmod = graph_executor.GraphModule(lib["default"](cpu(0)))
@@ -170,8 +171,8 @@ class KilnBackendRep(BackendRep):
             outs = [np.asarray(v.numpy() if hasattr(v, "numpy") else v) for v in values]
         elif kind == "vm":
             result = fn.run(**{n: np.array(v, order="C") for n, v in named.items()})
-            values = list(result) if isinstance(result, (tuple, list)) else [result]
-            outs = [v.numpy() for v in values]
+            values = list(result) if names else [result]  # names: whether @main returns a tuple of the outputs
+            outs = [_to_numpy(v) for v in values]
         else:
             for n, v in named.items():
                 fn.set_input(n, np.array(v, order="C"))
@@ -180,6 +181,41 @@ class KilnBackendRep(BackendRep):
         if len(outs) != len(self.output_names):
             raise ArgumentError(f"kiln produced {len(outs)} outputs, the model declares {len(self.output_names)}")
         return outs
+
+
+def _to_numpy(value):
+    """A VM result as numpy: a tensor, or a list for a tuple (an ONNX sequence output)."""
+    if hasattr(value, "numpy"):
+        return value.numpy()
+    return [_to_numpy(v) for v in value]
+
+
+def _has_control_flow(mod) -> bool:
+    """Whether @main has an If, a local function (the loops ONNX Loop/Scan become) or returns a nested tuple
+    (an ONNX sequence output): all need the VM (the graph executor runs flat dataflow graphs)."""
+    from ..relay.expr import Call, Function, If, Let, Tuple, TupleGetItem
+    main = mod["main"]
+    ret = InferType()(mod)["main"].checked_type.ret_type
+    if isinstance(ret, TupleType) and any(isinstance(f, TupleType) for f in ret.fields):
+        return True
+    stack, seen = [main.body], set()
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (If, Function)):
+            return True
+        if isinstance(e, Call):
+            stack.append(e.op)
+            stack.extend(e.args)
+        elif isinstance(e, Tuple):
+            stack.extend(e.fields)
+        elif isinstance(e, TupleGetItem):
+            stack.append(e.tuple_value)
+        elif isinstance(e, Let):
+            stack.extend([e.value, e.body])
+    return False
 
 
 def _is_dynamic(mod) -> bool:

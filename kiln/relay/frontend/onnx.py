@@ -24,6 +24,8 @@ from ..analysis import free_vars
 from ...runtime import ndarray as _nd
 from .onnx_dynamic import convert_dynamic
 from . import onnx_dynamic_axes  # noqa: F401,E402 (registers the run-time-axes converters)
+from . import onnx_control  # noqa: F401,E402 (If, Loop, Scan)
+from .onnx_sequence import Sequence
 from ..transform.fold_constant import fold_constant
 from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, var, bind
 from ...tir.expr import Any
@@ -68,11 +70,23 @@ class GraphConverter:
         self.input_vars: list = []
         self.types = TypeCache()
 
+    def child(self, table: dict) -> "GraphConverter":
+        """A converter for a subgraph (If branch, Loop/Scan body) sharing this one's settings and type cache;
+        ``table`` is its name table (onnx_control.ScopeTable, falling back to this scope)."""
+        sub = GraphConverter.__new__(GraphConverter)
+        sub.__dict__.update(self.__dict__)
+        sub.table = table
+        sub.input_vars = []
+        # inside a subgraph, loop counters and carried values are run-time values even when the caller wants a
+        # static import (use_dyn_ops=False): shape operands computed from them need the dyn.* converters
+        sub.config = dict(self.config, use_dyn_ops=True)
+        return sub
+
     # -- checks before converting ---------------------------------------------------------------------------------
     def _check_ops(self, graph) -> None:
         """Raise one OpNotImplemented naming every operator of the graph kiln cannot convert."""
         missing: dict = {}
-        for node in graph.node:
+        for node in _all_nodes(graph):
             reason = None
             conv = lookup(node.op_type, node.domain)
             if conv is None:
@@ -179,7 +193,12 @@ class GraphConverter:
         for node in graph.node:
             self._convert_node(node)
         outputs = [self.table[o.name] for o in graph.output]
-        body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
+        outputs = [Tuple(list(o)) if isinstance(o, Sequence) else o for o in outputs]  # a sequence: a tuple
+        if any(o is None for o in outputs):
+            raise OpNotImplemented("a graph output that is an empty optional is not supported by kiln")
+        # one output is the value itself; a lone sequence output stays a 1-tuple (of a tuple) so a caller can
+        # tell it from several outputs
+        body = outputs[0] if len(outputs) == 1 and not isinstance(outputs[0], Tuple) else Tuple(outputs)
         params = list(self.input_vars)
         if not self.freeze_params:
             used = {v.name_hint for v in free_vars(body)}
@@ -208,9 +227,9 @@ class GraphConverter:
                 result = convert_dynamic(node.op_type, inputs, attr, ctx, err)
             outs = self._as_outputs(result, ctx)
             if all(i is None or isinstance(i, Constant) for i in inputs):
-                outs = [self._fold(o) for o in outs]
+                outs = [o if isinstance(o, Sequence) else self._fold(o) for o in outs]
             for o in outs:
-                if o is not None:
+                if o is not None and not isinstance(o, Sequence):
                     self.types.type_of(o)  # surface type errors here, where the node is known
         except KilnError as err:
             msg = str(err)
@@ -253,6 +272,21 @@ class GraphConverter:
             expr = bind(expr, {v: const(self.param_values[v.name_hint]) for v in fv})
         folded = self._fold(expr)
         return folded.numpy() if isinstance(folded, Constant) else None
+
+
+def _all_nodes(graph):
+    """The nodes of ``graph`` and of every subgraph (If branches, Loop/Scan bodies), depth first."""
+    from onnx import AttributeProto
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        for node in g.node:
+            yield node
+            for a in node.attribute:
+                if a.type == AttributeProto.GRAPH:
+                    stack.append(a.g)
+                elif a.type == AttributeProto.GRAPHS:
+                    stack.extend(a.graphs)
 
 
 def _simple_ctor(cls) -> bool:
