@@ -138,8 +138,8 @@ def _index_put(ctx, args):
         v = _op().broadcast_to(values, shape)
         return _op().where(ctx.cast(indices[0], "bool"), v, x)
     if any(t is not None and ctx.dtype(t) in ("bool", "uint8") for t in indices):
-        raise FrontendError("aten::index_put with a boolean mask (other than one mask over the whole tensor, "
-                            "without accumulate) has a data-dependent shape; kiln needs static shapes")
+        from .dynamic import index_put_with_mask  # the selected entries' count is known at run time only
+        return index_put_with_mask(ctx, x, indices, values, accumulate)
     positions = [i for i, t in enumerate(indices) if t is not None]
     if positions != list(range(len(positions))):
         raise FrontendError("aten::index_put: kiln supports index tensors on the leading axes only "
