@@ -259,3 +259,27 @@ def index_put_with_mask(ctx, x, indices, values, accumulate: bool):
     out = op.scatter_elements(op.reshape(x, [-1]), op.reshape(off, [-1]), op.reshape(vals, [-1]), axis=0,
                               reduction="add" if accumulate else "update")
     return op.reshape(out, list(shape))
+
+
+# -- sizes of data-dependent results (torch.export graphs) ------------------------------------------------
+@register("sym_size")
+def _sym_size(ctx, args):
+    """``aten::sym_size.int``: a Python int for a static dim, else an int64 scalar read at run time."""
+    x, dim = args[0], int(args[1])
+    shape = tuple(ctx.shape(x))
+    d = _axis(dim, len(shape))
+    if isinstance(shape[d], (int, np.integer)):
+        return int(shape[d])
+    return op.take(op.shape_of(x, "int64"), ctx.const(d, "int64"), axis=0)
+
+
+@register("_assert_scalar", "_assert_async", "sym_constrain_range_for_size", "sym_constrain_range")
+def _runtime_assertion(ctx, args):
+    """torch.export's range facts about data-dependent sizes (``u0 >= 0``, ``u0 <= numel``): they hold by
+    construction of the op that made the size, so kiln does not re-check them; a condition known at import time
+    that is false is still an error."""
+    cond = args[0] if args else None
+    if isinstance(cond, (bool, np.bool_)) and not cond:
+        raise FrontendError(f"aten::{ctx.op_name}: the exported program's assertion {args[1] if len(args) > 1 else ''} "
+                            "is false for the imported shapes")
+    return None
