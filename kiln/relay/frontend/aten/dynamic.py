@@ -227,37 +227,48 @@ def index_with_mask(ctx, x, indices):
 
 
 def index_put_with_mask(ctx, x, indices, values, accumulate: bool):
-    """``x[..., mask, ...] = values`` (or ``+=``): one scatter over the flat positions of the selected
-    entries; ``values`` broadcasts against [count, *trailing dims]."""
+    """``x[..., mask, ...] = values`` (or ``+=``): a ``where`` over the masked axes, so the result keeps x's
+    static shape. One value per selected entry ([count, *trailing dims], data-dependent) is read for the k-th
+    True entry from row k (the mask's running count), through a zero row appended so that an empty selection
+    reads nothing out of bounds; a value of the trailing shape (or one value) is broadcast."""
     dt = ctx.dtype(x)
     shape = _static_shape(ctx, x, "the indexed tensor")
-    xm, p, pos, merged = _mask_positions(ctx, x, indices)
+    masks = [i for i, t in enumerate(indices) if t is not None]
+    xm, p, _, merged = _mask_positions(ctx, x, indices)
     lead = int(np.prod(merged[:p], dtype=np.int64))
-    r = int(np.prod(merged[p + 1:], dtype=np.int64))
-    n = merged[p]
+    n, r = merged[p], int(np.prod(merged[p + 1:], dtype=np.int64))
     if lead * n * r == 0:
         return x
-    # element offset of (l, pos[c], j) in the flat tensor: l*n*r + pos[c]*r + j, as [lead, count, r]
-    off = op.multiply(op.reshape(pos, [1, -1, 1]), ctx.const(r, "int64"))
-    off = op.add(off, ctx.const(np.arange(lead).reshape(lead, 1, 1) * n * r + np.arange(r).reshape(1, 1, r), "int64"))
+    x3 = op.reshape(xm, [lead, n, r])
+    mask = indices[masks[0]]
+    hit = _hit(ctx, op.reshape(mask, [n]) if ctx.shape(mask) != (n,) else mask)
+    mask3 = op.reshape(hit, [1, n, 1])
+    values = ctx.cast(values, dt)
     vshape = tuple(ctx.shape(values))
     trail = tuple(merged[p + 1:])
-    if all(isinstance(d, (int, np.integer)) for d in vshape) and int(np.prod(vshape, dtype=np.int64)) == 1:
-        vals = op.reshape(values, [1, 1, 1])
-    elif len(vshape) <= len(trail) and all(isinstance(d, (int, np.integer)) for d in vshape):
-        # broadcast over the selected entries: [*trail] -> [1, 1, r]
-        vals = op.reshape(op.broadcast_to(values, list(trail)), [1, 1, r])
-    else:  # one value per selected entry: [count, *trail] (or with leading 1s)
-        mid = vshape[len(vshape) - len(trail) - 1:] if len(vshape) > len(trail) else ()
-        lead_dims = vshape[:len(vshape) - len(trail) - 1]
-        if not mid or tuple(mid[1:]) != trail or any(not isinstance(d, (int, np.integer)) or int(d) != 1
-                                                      for d in lead_dims):
+    static = all(isinstance(d, (int, np.integer)) for d in vshape)
+    if static and (int(np.prod(vshape, dtype=np.int64)) == 1 or len(vshape) <= len(trail)):
+        vals = op.reshape(op.broadcast_to(values, list(trail)), [1, 1, r])  # the same value(s) everywhere
+    else:
+        k = len(vshape) - len(trail) - 1  # the axis of the selected entries in ``values``
+        front = vshape[:max(k, 0)]
+        ok = k >= 0 and tuple(vshape[k + 1:]) == trail and (
+            all(isinstance(d, (int, np.integer)) and int(d) == 1 for d in front) or tuple(front) == tuple(shape[:p]))
+        if not ok:
             raise FrontendError(f"aten::{ctx.op_name}: values of shape {vshape} do not broadcast to the "
-                                f"selected entries (count, *{trail})")
-        vals = op.reshape(values, [1, -1, r])
-    vals = op.add(op.zeros_like(op.cast(off, dt)), op.cast(vals, dt) if ctx.dtype(values) != dt else vals)
-    out = op.scatter_elements(op.reshape(x, [-1]), op.reshape(off, [-1]), op.reshape(vals, [-1]), axis=0,
-                              reduction="add" if accumulate else "update")
+                                f"selected entries {tuple(shape[:p])} + (count,) + {trail}")
+        lv = int(np.prod(front, dtype=np.int64))
+        v3 = op.reshape(values, [lv, -1, r])
+        v3 = op.concatenate([v3, ctx.const(np.zeros((lv, 1, r)), dt)], 1)
+        rank = op.subtract(op.cumsum(op.cast(hit, "int64"), axis=0, dtype="int64"), ctx.const(1, "int64"))
+        rank = op.maximum(rank, ctx.const(0, "int64"))
+        vals = op.take(v3, rank, axis=1, mode="clip")  # [lv, n, r]
+    if accumulate:
+        out = op.add(x3, op.where(mask3, vals, ctx.const(0, dt)))
+    else:
+        out = op.where(mask3, vals, x3)
+    if ctx.shape(out) != (lead, n, r):
+        out = op.broadcast_to(out, [lead, n, r])
     return op.reshape(out, list(shape))
 
 
