@@ -3,7 +3,10 @@
 ``torch.compile(model, backend="kiln", options={"opt_level": 3, "tuning_log": "tune.log"})``: dynamo hands
 each captured FX graph (graph breaks are dynamo's business) with example inputs to :func:`kiln_backend`,
 which traces it to TorchScript, imports it with ``relay.frontend.from_pytorch``, builds it with
-``relay.build`` and returns a callable running the graph executor.
+``relay.build`` and returns a callable running the graph executor. A graph whose outputs have data-dependent
+lengths (nonzero, masked_select, unique, x[mask]; dynamo captures them with
+``torch._dynamo.config.capture_dynamic_output_shape_ops = True``, otherwise it graph-breaks before them and
+runs them in PyTorch) is compiled with ``relay.vm.compile`` and runs on the Relay VM instead.
 
 Parameters that dynamo lifts to graph inputs (``nn.Parameter`` objects) are bound into the build as
 constants, so weights are folded and packed at compile time; if one of them is later modified in place
@@ -41,10 +44,19 @@ def _options(options: dict | None) -> dict:
 class _Build:
     """One static build: the graph executor module and how to feed it."""
 
-    __slots__ = ("module", "input_names", "num_outputs")
+    __slots__ = ("module", "input_names", "num_outputs", "vm")
 
-    def __init__(self, module, input_names: list, num_outputs: int):
+    def __init__(self, module, input_names: list, num_outputs: int, vm=None):
         self.module, self.input_names, self.num_outputs = module, input_names, num_outputs
+        self.vm = vm  # a kiln.runtime.vm.VirtualMachine when the outputs have data-dependent shapes
+
+
+def _has_any(ty) -> bool:
+    from ..relay.ty import TensorType, TupleType
+    from ..tir.expr import Any
+    if isinstance(ty, TupleType):
+        return any(_has_any(f) for f in ty.fields)
+    return isinstance(ty, TensorType) and any(isinstance(d, Any) for d in ty.shape)
 
 
 def _is_symbolic(x) -> bool:
@@ -121,14 +133,20 @@ class KilnCompiledGraph:
         for i in self.frozen:
             params[f"inp_{i}"] = nd.array(np.array(inputs[i].detach().cpu().numpy(), copy=True))
         target = self.options["target"]
+        dynamic = _has_any(mod["main"].checked_type.ret_type)
+        build = (lambda: relay.vm.compile(mod, target=target, params=params)) if dynamic else \
+            (lambda: relay.build(mod, target=target, params=params))
         with transform.PassContext(opt_level=int(self.options["opt_level"])):
             log = self.options["tuning_log"]
             if log:
                 from .. import autotvm
                 with autotvm.apply_history_best(log):
-                    lib = relay.build(mod, target=target, params=params)
+                    lib = build()
             else:
-                lib = relay.build(mod, target=target, params=params)
+                lib = build()
+        if dynamic:
+            from ..runtime.vm import VirtualMachine
+            return _Build(None, [f"inp_{i}" for i in self.runtime_idx], None, VirtualMachine(lib, nd.cpu(0)))
         module = graph_executor.GraphModule(lib["default"](nd.cpu(0)))
         return _Build(module, [f"inp_{i}" for i in self.runtime_idx], module.get_num_outputs())
 
@@ -142,6 +160,8 @@ class KilnCompiledGraph:
             self._builds.clear()
             self.frozen_state = [(id(args[i]), args[i]._version) for i in self.frozen]
         b = self._get(args)
+        if b.vm is not None:
+            return self._run_vm(b, args)
         m = b.module
         for name, i in zip(b.input_names, self.runtime_idx):
             t = args[i].detach()
@@ -156,6 +176,22 @@ class KilnCompiledGraph:
             m.get_output(k, out=nd.from_dlpack(out))
             outs.append(out)
         return tuple(outs)
+
+
+    def _run_vm(self, b: _Build, args) -> tuple:
+        import torch
+        ins = [nd.array(args[i].detach().contiguous().cpu().numpy()) for i in self.runtime_idx]
+        out = b.vm.run(*ins)
+        flat = []
+
+        def collect(v):
+            if isinstance(v, (list, tuple)):  # a tuple result is a VM ADT (a tuple)
+                for f in v:
+                    collect(f)
+            else:
+                flat.append(torch.from_numpy(v.numpy().copy()))
+        collect(out)
+        return tuple(flat)
 
 
 def _specialized_module(gm, scalars: dict, tensor_idx: list, n: int):

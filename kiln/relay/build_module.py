@@ -175,7 +175,10 @@ def _check_static(mod: IRModule, executor_name: str) -> None:
     ret = getattr(main.body, "_checked_type_", None)
     if ret is not None and _contains_any(ret):
         raise LoweringError(f"the {executor_name} executor needs static shapes, but @main returns {ret.astext()} "
-                            "with a dynamic (Any) dimension")
+                            "with a dynamic (Any) dimension (an output whose length depends on the data, such as "
+                            "nonzero/unique/masked_select, or a dynamic input); compile it for the VM instead: "
+                            "relay.vm.compile(mod, target, params=params) or relay.create_executor('vm', mod, dev, "
+                            "target)")
 
 
 def _executor_name(executor) -> str:

@@ -25,6 +25,13 @@ from ...runtime import ndarray as nd
 
 __all__ = ["from_exported_program"]
 
+# Python operators on sizes (``sym_size`` of a data-dependent result, known at run time only): ints fold
+# now, run-time sizes (int64 scalar expressions) become Relay ops.
+_SIZE_OPS = {operator.ge: "greater_equal", operator.le: "less_equal", operator.gt: "greater",
+             operator.lt: "less", operator.eq: "equal", operator.ne: "not_equal", operator.add: "add",
+             operator.sub: "subtract", operator.mul: "multiply", operator.floordiv: "floor_divide",
+             operator.mod: "floor_mod"}
+
 
 def _aten_name(target) -> str | None:
     """``torch.ops.aten.add.Tensor`` -> ``"add"``; None for non-aten targets."""
@@ -84,7 +91,7 @@ class ExportedProgramImporter:
     # -- checking ---------------------------------------------------------------------------------
     def _supported(self, node) -> bool:
         t = node.target
-        if t is operator.getitem:
+        if t is operator.getitem or t in _SIZE_OPS:
             return True
         name = _aten_name(t)
         key = f"aten::{name}" if name else str(t)
@@ -207,6 +214,8 @@ class ExportedProgramImporter:
             if isinstance(seq, _expr.TupleWrapper):
                 return seq[int(i)]
             return seq[i]
+        if t in _SIZE_OPS:
+            return self._size_op(t, args)
         name = _aten_name(t)
         custom = self.custom.get(f"aten::{name}") or self.custom.get(t)
         if custom is not None:
@@ -220,6 +229,14 @@ class ExportedProgramImporter:
         if isinstance(out, _expr.TupleWrapper):
             out = [out[i] for i in range(len(out))]
         return out
+
+    def _size_op(self, t, args):
+        a, b = args
+        if not isinstance(a, Expr) and not isinstance(b, Expr):
+            return t(a, b)
+        from .. import op as _op
+        a, b = (v if isinstance(v, Expr) else self.ctx.const(v, "int64") for v in (a, b))
+        return getattr(_op, _SIZE_OPS[t])(a, b)
 
     def _outputs(self, node):
         from torch.export.graph_signature import OutputKind

@@ -135,9 +135,6 @@ DYNAMIC = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=(FrontendError, OpNotImplemented),
-                   reason="data-dependent output shapes need Relay argwhere/unique with the VM's data-dependent "
-                          "shape functions (the dynamic-shape issue); the importer refuses them (FrontendError; nonzero_numpy: OpNotImplemented)")
 @pytest.mark.parametrize("name,idx", [(k, i) for k, v in DYNAMIC.items() for i in range(len(v))])
 def test_tvm_era_data_dependent_shapes(name, idx):
     fn, inputs = DYNAMIC[name][idx]
@@ -220,7 +217,6 @@ def test_tvm_era_advanced_indexing(idx):
     check(Fn(ADVANCED[idx]), [torch.rand(3, 4, 5, 6)])
 
 
-@pytest.mark.xfail(strict=True, raises=FrontendError, reason="boolean-mask indexing has a data-dependent shape")
 def test_tvm_era_bool_mask_indexing():
     check_vm(Fn(lambda data, mask: data[0, mask]), [torch.tensor([[1, 2, 3], [4, 5, 6]]),
                                                      torch.tensor([True, True, False])])

@@ -388,8 +388,8 @@ def _log_softmax(ctx, args):
 @register("where")
 def _where(ctx, args):
     if len(args) < 3 or args[1] is None:
-        raise FrontendError("aten::where with one argument (nonzero) has a data-dependent output shape; "
-                            "kiln needs static shapes")
+        from .dynamic import where_one_arg  # nonzero(cond, as_tuple=True): lengths known at run time only
+        return where_one_arg(ctx, args)
     cond = ctx.cast(ctx.as_expr(args[0], "bool"), "bool")
     a, b = promote(ctx, args[1], args[2])
     return ctx.fold(_op().where(cond, a, b))

@@ -363,8 +363,8 @@ def _wrap_indices(ctx, idx, n):
     does kiln: constants are checked at import time, run-time indices by ``take(arange(n), idx, mode="raise")``
     (the kernel fails the call naming the axis size) instead of being clamped silently."""
     if ctx.dtype(idx) == "bool":
-        raise FrontendError(f"{ctx.op_name}: boolean-mask indexing has a data-dependent output shape; "
-                            "kiln needs static shapes (use torch.where instead)")
+        raise FrontendError(f"{ctx.op_name}: a boolean mask is not an index tensor here (boolean-mask "
+                            "indexing x[mask] is supported through aten::index, on the VM)")
     idx = ctx.cast(idx, "int64")
     val = ctx.value(idx)
     if val is not None:
@@ -407,6 +407,9 @@ def _index(ctx, args):
     positions = [i for i, t in enumerate(indices) if t is not None]
     if not positions:
         return x
+    if any(ctx.is_tensor(indices[i]) and ctx.dtype(indices[i]) in ("bool", "uint8") for i in positions):
+        from .dynamic import index_with_mask  # x[mask]: a data-dependent length, for the VM
+        return index_with_mask(ctx, x, indices)
     idx = [_wrap_indices(ctx, ctx.as_expr(indices[i]), shape[i]) for i in positions]
     first, last = positions[0], positions[-1]
     if positions != list(range(first, last + 1)):
@@ -428,11 +431,6 @@ def _index(ctx, args):
         flat = t if flat is None else flat * ctx.const(shape[i], "int64") + t
     merged = list(shape[:first]) + [int(np.prod(shape[first:last + 1]))] + list(shape[last + 1:])
     return _op().take(_op().reshape(x, merged), flat, axis=first)
-
-
-@register("masked_select", "nonzero", "unique", "_unique2")
-def _data_dependent(ctx, args):
-    raise FrontendError(f"aten::{ctx.op_name} has a data-dependent output shape; kiln needs static shapes")
 
 
 # -- creation -------------------------------------------------------------------------------------

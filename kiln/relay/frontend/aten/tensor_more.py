@@ -124,6 +124,12 @@ def _scatter_reduce(ctx, args):
     return scatter(ctx, args[0], args[1], args[2], args[3], args[4], bool(args.get("include_self", True)))
 
 
+def _one_value(ctx, values) -> bool:
+    """A value of static shape with one element (x[mask] = v writes it everywhere the mask holds)."""
+    vs = ctx.shape(values)
+    return all(isinstance(d, (int, np.integer)) for d in vs) and int(np.prod(vs, dtype=np.int64)) == 1
+
+
 @register("index_put", "_index_put_impl")
 def _index_put(ctx, args):
     """``x[indices] = values`` (or ``+=`` with accumulate): the indexed positions are flattened to one axis and
@@ -134,12 +140,12 @@ def _index_put(ctx, args):
     dt = ctx.dtype(x)
     values = ctx.as_expr(values, dt)
     if len(indices) == 1 and indices[0] is not None and ctx.dtype(indices[0]) in ("bool", "uint8") \
-            and ctx.shape(indices[0]) == tuple(shape) and not accumulate:
+            and ctx.shape(indices[0]) == tuple(shape) and not accumulate and _one_value(ctx, values):
         v = _op().broadcast_to(values, shape)
         return _op().where(ctx.cast(indices[0], "bool"), v, x)
     if any(t is not None and ctx.dtype(t) in ("bool", "uint8") for t in indices):
-        raise FrontendError("aten::index_put with a boolean mask (other than one mask over the whole tensor, "
-                            "without accumulate) has a data-dependent shape; kiln needs static shapes")
+        from .dynamic import index_put_with_mask  # the selected entries' count is known at run time only
+        return index_put_with_mask(ctx, x, indices, values, accumulate)
     positions = [i for i, t in enumerate(indices) if t is not None]
     if positions != list(range(len(positions))):
         raise FrontendError("aten::index_put: kiln supports index tensors on the leading axes only "
