@@ -179,18 +179,23 @@ def test_two_layers_stay_in_the_int8_nchwc_layout():
 
 
 @needs_avx2
-def test_dense_weight_packed_once_nc16n4c():
-    """AlterOpLayout gives the int8 dense an NC16n4c weight (nn.contrib_dense_pack, packed at compile time); the
-    requantize fuses in; equal to the interpreter's QNN result."""
+@pytest.mark.parametrize("units", [48, 43])
+def test_dense_weight_packed_once_nc16n4c(units):
+    """AlterOpLayout gives the int8 dense an NC16n4c weight (nn.contrib_dense_pack, packed at compile time; rows
+    that 16 does not divide zero-padded, units kept); the requantize fuses in; no packing is left at run time;
+    equal to the interpreter's QNN result."""
     d = RNG.integers(-128, 128, (2, 72)).astype("int8")
-    w = RNG.integers(-100, 101, (48, 72)).astype("int8")
-    body = lambda x: qnn.op.requantize(qnn.op.dense(x, relay.const(w), 3, 0, 0.1, 0.02, units=48),  # noqa: E731
+    w = RNG.integers(-100, 101, (units, 72)).astype("int8")
+    body = lambda x: qnn.op.requantize(qnn.op.dense(x, relay.const(w), 3, 0, 0.1, 0.02, units=units),  # noqa: E731
                                        0.002, 0, 0.3, 1, out_dtype="int8")
     opt, lib = build(body, d)
     funcs = fused_functions(opt)
     dense = [ops for ops in funcs if "nn.contrib_dense_pack" in ops]
     assert len(dense) == 1 and "clip" in dense[0], funcs
-    assert 'weight_layout="NC16n4c"' in opt["main"].astext(show_meta_data=False)
+    assert not any("layout_transform" in ops or "nn.pad" in ops for ops in funcs), funcs
+    text = opt["main"].astext(show_meta_data=False)
+    assert 'weight_layout="NC16n4c"' in text
+    assert (f"units={units}" in text) == (units % 16 != 0)
     (out,) = run(lib, d)
     p = relay.var("x", shape=d.shape, dtype="int8")
     want = relay.create_executor("debug", mod=kiln.IRModule.from_expr(relay.Function([p], body(p)))).evaluate()(d)

@@ -204,15 +204,20 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
 
 def _alter_dense_int8(attrs, inputs, tinfos, out_type, target):
     """uint8 x int8 dense on ``dense_int8.x86`` -> ``nn.contrib_dense_pack`` over an NC16n4c weight (TVM's int8
-    packing, done once by FoldConstant); only when 16 divides N and 4 divides K."""
+    packing, done once by FoldConstant); only when 4 divides K. Rows that 16 does not divide (the 1000-class
+    classifier) are zero-padded first (``nn.pad``, also folded) and the packed dense keeps ``units``."""
     _, _, workload, _ = _select("nn.dense", attrs, tinfos[:2], out_type, target)
     if workload is None or workload[0] != "dense_int8.x86":
         return None
     units, k = _shape(tinfos[1])
-    if units % N_BN or k % 4:
+    if k % 4:
         return None
-    weight = layout_transform(inputs[1], "NC", f"NC{N_BN}n4c")
-    return contrib_dense_pack(inputs[0], weight, units=None, out_dtype=attrs.out_dtype,
+    pad = -units % N_BN
+    weight = inputs[1]
+    if pad:
+        weight = relay_nn.pad(weight, ((0, pad), (0, 0)))
+    weight = layout_transform(weight, "NC", f"NC{N_BN}n4c")
+    return contrib_dense_pack(inputs[0], weight, units=units if pad else None, out_dtype=attrs.out_dtype,
                               weight_layout=f"NC{N_BN}n4c")
 
 
