@@ -179,18 +179,23 @@ def test_two_layers_stay_in_the_int8_nchwc_layout():
 
 
 @needs_avx2
-def test_dense_weight_packed_once_nc16n4c():
-    """AlterOpLayout gives the int8 dense an NC16n4c weight (nn.contrib_dense_pack, packed at compile time); the
-    requantize fuses in; equal to the interpreter's QNN result."""
+@pytest.mark.parametrize("units", [48, 43])
+def test_dense_weight_packed_once_nc16n4c(units):
+    """AlterOpLayout gives the int8 dense an NC16n4c weight (nn.contrib_dense_pack, packed at compile time; rows
+    that 16 does not divide zero-padded, units kept); the requantize fuses in; no packing is left at run time;
+    equal to the interpreter's QNN result."""
     d = RNG.integers(-128, 128, (2, 72)).astype("int8")
-    w = RNG.integers(-100, 101, (48, 72)).astype("int8")
-    body = lambda x: qnn.op.requantize(qnn.op.dense(x, relay.const(w), 3, 0, 0.1, 0.02, units=48),  # noqa: E731
+    w = RNG.integers(-100, 101, (units, 72)).astype("int8")
+    body = lambda x: qnn.op.requantize(qnn.op.dense(x, relay.const(w), 3, 0, 0.1, 0.02, units=units),  # noqa: E731
                                        0.002, 0, 0.3, 1, out_dtype="int8")
     opt, lib = build(body, d)
     funcs = fused_functions(opt)
     dense = [ops for ops in funcs if "nn.contrib_dense_pack" in ops]
     assert len(dense) == 1 and "clip" in dense[0], funcs
-    assert 'weight_layout="NC16n4c"' in opt["main"].astext(show_meta_data=False)
+    assert not any("layout_transform" in ops or "nn.pad" in ops for ops in funcs), funcs
+    text = opt["main"].astext(show_meta_data=False)
+    assert 'weight_layout="NC16n4c"' in text
+    assert (f"units={units}" in text) == (units % 16 != 0)
     (out,) = run(lib, d)
     p = relay.var("x", shape=d.shape, dtype="int8")
     want = relay.create_executor("debug", mod=kiln.IRModule.from_expr(relay.Function([p], body(p)))).evaluate()(d)
@@ -210,6 +215,7 @@ def dw_ref(d, w, zp_d, zp_w, stride, pad):
     ("uint8", 0, 32, 1, 1, True),       # mobilenet's: blocked NCHW16c, padding read as 0
     ("uint8", 37, 16, 2, 1, False),     # padding with the zero point (explicit pad)
     ("int8", -5, 21, 1, 1, True),       # int8 data shifted to uint8, odd channels (packed inside)
+    ("uint8", 2, 24, 1, 1, True),       # blocked NCHW8c
 ])
 def test_qnn_depthwise_int8_kernel(dtype, zp_d, c, stride, pad, per_channel):
     info = np.iinfo(dtype)
@@ -230,7 +236,7 @@ def test_qnn_depthwise_int8_kernel(dtype, zp_d, c, stride, pad, per_channel):
         isinstance(e, relay.Call) and getattr(e.op, "name", "") in ("nn.conv2d", "nn.contrib_depthwise_conv2d_NCHWc"))
         else None)
     assert kinds == ["uint8"], kinds  # the int8 depthwise kernel, not the float32 lowering
-    assert ("nn.contrib_depthwise_conv2d_NCHWc" in ops) == (c % 16 == 0)
+    assert ("nn.contrib_depthwise_conv2d_NCHWc" in ops) == (c % 8 == 0)
     (out,) = run(lib, d)
     want = arith_requant(dw_ref(d, w, zp_d, zp_w, stride, pad), 0.1 * s_w, 0.3, 4)
     np.testing.assert_array_equal(out, want)
@@ -268,3 +274,34 @@ def test_qnn_dense_runtime_zero_point_takes_the_int8_kernel(dtype):
         gm.run()
         want = (d.astype(np.int64) - z) @ (w.astype(np.int64) - 2).T
         np.testing.assert_array_equal(gm.get_output(0).numpy(), want)
+
+
+@needs_avx2
+def test_24_channel_layers_stay_blocked_nchw8c():
+    """mobilenet_v2's inverted residual with 24 channels: the 1x1 projections to 24 channels write NCHW8c
+    (OIHW8o4i kernels), the expansion to 48 and its depthwise conv stay NCHW16c, the residual add runs on the
+    blocked tensors; one layout_transform in, one out; equal to the interpreter's QNN result."""
+    d = RNG.integers(0, 256, (1, 16, 9, 10)).astype("uint8")
+    w0 = RNG.integers(-60, 60, (24, 16, 1, 1)).astype("int8")
+    w1 = RNG.integers(-60, 60, (48, 24, 1, 1)).astype("int8")
+    wd = RNG.integers(-60, 60, (48, 1, 3, 3)).astype("int8")
+    w2 = RNG.integers(-60, 60, (24, 48, 1, 1)).astype("int8")
+
+    def layer(v, w, s_in, groups=1):
+        c = qnn.op.conv2d(v, relay.const(w), 3, 0, s_in, 0.02, kernel_size=w.shape[2:], channels=w.shape[0],
+                          padding=(w.shape[2] // 2,) * 2, groups=groups)
+        return qnn.op.requantize(c, s_in * 0.02, 0, 0.5, 3, out_dtype="uint8")
+
+    def body(x):
+        a = layer(x, w0, 0.1)
+        b = layer(layer(layer(a, w1, 0.5), wd, 0.5, groups=48), w2, 0.5)
+        return qnn.op.add(a, b, 0.5, 3, 0.5, 3, 0.7, 5)
+    opt, lib = build(body, d)
+    text = opt["main"].astext(show_meta_data=False)
+    assert text.count('kernel_layout="OIHW8o4i"') == 2 and text.count('kernel_layout="OIHW16o4i"') == 1, text
+    assert text.count('kernel_layout="OIHW1i16o"') == 1
+    assert text.count("layout_transform(") == 2, text
+    (out,) = run(lib, d)
+    p = relay.var("x", shape=d.shape, dtype="uint8")
+    want = relay.create_executor("debug", mod=kiln.IRModule.from_expr(relay.Function([p], body(p)))).evaluate()(d)
+    np.testing.assert_array_equal(out, want.numpy())

@@ -4,11 +4,13 @@ Layouts: data ``NCHW{ic_bn}c`` (``[N, C/ic_bn, H, W, ic_bn]``, ``ic_bn`` a multi
 ``OIHW{ic_bn/4}i{oc_bn}o4i`` (``[O/oc_bn, C/ic_bn, KH, KW, ic_bn/4, oc_bn, 4]``): the 4 consecutive input
 channels of one output channel are 4 adjacent bytes, so one int32 lane of an accumulator reduces them with
 one ``vpdpbusd`` (VNNI) or ``vpmaddubsw`` + ``vpmaddwd`` (AVX2 / AVX-512BW). Output ``NCHW{oc_bn}c`` int32,
-``oc_bn`` = 16. Plain NCHW / OIHW inputs are packed inside (channels padded to a multiple of 4 and the
-output channels to one of 16 with zeros) and the result unpacked.
+``oc_bn`` 16, or 8 where the output channels are a multiple of 8 but not of 16 (mobilenet_v2's 24: the
+layer stays blocked instead of packing / unpacking around itself). Plain NCHW / OIHW inputs are packed inside
+(channels padded to a multiple of 4 and the output channels to one of ``oc_bn`` with zeros) and the result
+unpacked.
 
 The reduction ``(ic chunk, kh, kw, ic block / 4, 4)`` runs around a register tile of ``tile_ow`` output
-pixels x 16 channels; the inner ``(16 channels, 4)`` step is tensorized with
+pixels x ``oc_bn`` channels; the inner ``(oc_bn channels, 4)`` step is tensorized with
 :func:`kiln.topi.x86.tensor_intrin.dot_u8s8_intrin` (one intrinsic per SIMD register of int32: 2 on AVX2, 1
 on AVX-512). The intrinsic's mode comes from the target: ``vnni`` where it has AVX512-VNNI or AVX-VNNI,
 else ``maddubs_exact`` (exact for every int8 weight), or ``maddubs`` (int16 pair sums that saturate;
@@ -31,6 +33,7 @@ from ...target.x86 import target_cpu_flags
 from ...transform import PassContext
 
 OC_BN = 16
+OC_BLOCKS = (16, 8)
 SATURATING_OPTION = "relay.x86.int8_saturating_madd"
 
 
@@ -78,18 +81,31 @@ def ic_block(c: int) -> int:
     return 4
 
 
-def _acc_budget(mode: str, lanes: int) -> int:
+def oc_block(oc: int) -> int:
+    """Output-channel block of ``oc`` channels: 16, or 8 where that pads fewer channels (24 -> 3 x 8, not
+    2 x 16; a multiple of 16 stays 16: two weight vectors per broadcast input use the registers better)."""
+    return 8 if -(-oc // 8) * 8 < -(-oc // 16) * 16 else 16
+
+
+def check_u8s8(task: str, data, kernel, out_dtype: str) -> None:
+    """The int8 kernels compute uint8 data x int8 weights -> int32 only: anything else is a clear error."""
+    if str(data.dtype) != "uint8" or str(kernel.dtype) != "int8" or out_dtype != "int32":
+        raise KilnError(f"{task}: computes uint8 data x int8 kernel -> int32, got {data.dtype} x {kernel.dtype} -> "
+                        f"{out_dtype} (int8 data is shifted to uint8 by the x86 QNN legalization)")
+
+
+def _acc_budget(mode: str, lanes: int, oc_bn: int = OC_BN) -> int:
     """Accumulator registers of the pixel tile: the register file less the weights, the broadcast input and
     the mode's constants / temporaries."""
     regs = 32 if lanes == 16 else 16
-    vecs = OC_BN // lanes
+    vecs = max(1, oc_bn // lanes)
     spare = {"vnni": 2, "maddubs": 4, "maddubs_exact": 6}[mode]
     return regs - vecs - spare
 
 
-def _define_space(cfg, oh: int, ow: int, mode: str, lanes: int) -> None:
-    vecs = OC_BN // lanes
-    budget = max(1, _acc_budget(mode, lanes) // vecs)
+def _define_space(cfg, oh: int, ow: int, mode: str, lanes: int, oc_bn: int = OC_BN) -> None:
+    vecs = max(1, oc_bn // lanes)
+    budget = max(1, _acc_budget(mode, lanes, oc_bn) // vecs)
     cands = sorted({d for d in range(1, min(ow, budget) + 1) if ow % d == 0} | {min(ow, budget)})
     cfg.define_split("tile_ow", ow, num_outputs=2, policy="candidate", candidate=[[-1, t] for t in cands])
     cfg.define_knob("tile_oh", [t for t in (1, 2) if oh % t == 0])
@@ -135,33 +151,32 @@ def conv2d_NCHWc_int8(cfg, data, kernel, strides, padding, dilation, layout, out
     """int8 conv2d: NCHW{ic_bn}c uint8 data with an OIHW{ic_bn/4}i{oc_bn}o4i int8 kernel -> NCHW{oc_bn}c int32
     (plain NCHW / OIHW inputs are packed inside)."""
     out_dtype = out_dtype or "int32"
-    if str(data.dtype) != "uint8" or str(kernel.dtype) != "int8" or out_dtype != "int32":
-        raise KilnError(f"conv2d_NCHWc_int8.x86: computes uint8 data x int8 kernel -> int32, got {data.dtype} x "
-                        f"{kernel.dtype} -> {out_dtype} (int8 data is shifted to uint8 by the x86 QNN legalization)")
+    check_u8s8("conv2d_NCHWc_int8.x86", data, kernel, out_dtype)
     d_shape, k_shape = get_const_tuple(data.shape), get_const_tuple(kernel.shape)
     if len(d_shape) == 4 and len(k_shape) == 4:
         n, ic, h, w = d_shape
         oc, kic, kh, kw = k_shape
         if kic != ic:
             raise KilnError(f"conv2d_NCHWc_int8.x86: data has {ic} input channels but the kernel {kic}")
-        ic_bn = ic_block(ic)
-        data_vec, kernel_vec = pack_int8_data(data, ic_bn), pack_int8_kernel(kernel, ic_bn)
+        ic_bn, oc_bn = ic_block(ic), oc_block(oc)
+        data_vec, kernel_vec = pack_int8_data(data, ic_bn), pack_int8_kernel(kernel, ic_bn, oc_bn)
     elif len(d_shape) == 5 and len(k_shape) == 6:
-        # the kernel AlterOpLayout packs: OIHW16o4i ([O/16, C/4, KH, KW, 16, 4]); the data's ic_bn chunks index
-        # it as (chunk * ic_bn/4 + ic_4)
+        # the kernel AlterOpLayout packs: OIHW{oc_bn}o4i ([O/oc_bn, C/4, KH, KW, oc_bn, 4]); the data's ic_bn
+        # chunks index it as (chunk * ic_bn/4 + ic_4)
         n, icc, h, w, ic_bn = d_shape
         occ, kic4, kh, kw, oc_bn, four = k_shape
-        if four != 4 or oc_bn != OC_BN or ic_bn % 4 or kic4 * 4 != icc * ic_bn:
-            raise KilnError(f"conv2d_NCHWc_int8.x86: kernel {k_shape} (OIHW{OC_BN}o4i) does not match data {d_shape}")
+        if four != 4 or oc_bn not in OC_BLOCKS or ic_bn % 4 or kic4 * 4 != icc * ic_bn:
+            raise KilnError(f"conv2d_NCHWc_int8.x86: kernel {k_shape} (OIHW{{16|8}}o4i) does not match data "
+                            f"{d_shape}")
         oc = occ * oc_bn
         data_vec = data
         kernel_vec = kernel
     elif len(d_shape) == 5 and len(k_shape) == 7:
         n, icc, h, w, ic_bn = d_shape
         occ, kicc, kh, kw, kib4, oc_bn, four = k_shape
-        if four != 4 or kib4 * 4 != ic_bn or kicc != icc or oc_bn != OC_BN:
+        if four != 4 or kib4 * 4 != ic_bn or kicc != icc or oc_bn not in OC_BLOCKS:
             raise KilnError(f"conv2d_NCHWc_int8.x86: kernel {k_shape} does not match data {d_shape} (expects "
-                            f"[O/{OC_BN}, C/ic_bn, KH, KW, ic_bn/4, {OC_BN}, 4])")
+                            f"[O/oc_bn, C/ic_bn, KH, KW, ic_bn/4, oc_bn, 4], oc_bn 16 or 8)")
         oc = occ * oc_bn
         data_vec, kernel_vec = data, kernel
     else:
@@ -170,8 +185,8 @@ def conv2d_NCHWc_int8(cfg, data, kernel, strides, padding, dilation, layout, out
     s_h, s_w, d_h, d_w, (pt, pl, pb, pr), dk_h, dk_w = _params(strides, dilation, padding, kh, kw)
     oh = _out_size(h, pt + pb, dk_h, s_h, "conv2d_NCHWc_int8")
     ow = _out_size(w, pl + pr, dk_w, s_w, "conv2d_NCHWc_int8")
-    mode, lanes = int8_mode(), int8_lanes()
-    _define_space(cfg, oh, ow, mode, lanes)
+    mode, lanes = int8_mode(), min(int8_lanes(), oc_bn)
+    _define_space(cfg, oh, ow, mode, lanes, oc_bn)
     data_pad = data_vec
     if pt or pl or pb or pr:
         data_pad = pad(data_vec, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], name="data_pad")
@@ -190,7 +205,7 @@ def conv2d_NCHWc_int8(cfg, data, kernel, strides, padding, dilation, layout, out
         def wv(oco, icc_, ry_, rx_, ic4_, ocb, k4_):
             return kernel_vec[oco, icc_, ry_, rx_, ic4_, ocb, k4_]
     conv = te.compute(
-        (n, occ_n, oh, ow, OC_BN),
+        (n, occ_n, oh, ow, oc_bn),
         lambda b, oco, y, x, ocb: te.sum(
             T.cast(data_pad[b, icc, y * s_h + ry * d_h, x * s_w + rx * d_w, ic4 * 4 + k4], "int32")
             * T.cast(wv(oco, icc, ry, rx, ic4, ocb, k4), "int32"), axis=[icc, ry, rx, ic4, k4]),
@@ -222,7 +237,7 @@ def vectorize_int32_epilogue(stage, axis, extent: int) -> None:
 
 
 def _schedule_conv(s, cfg, C, O):
-    """Register tile ``tile_oh x tile_ow`` pixels x 16 channels (a cache_write stage), reduction outside,
+    """Register tile ``tile_oh x tile_ow`` pixels x ``oc_bn`` channels (a cache_write stage), reduction outside,
     the (16 channels x 4) step tensorized; the output stage (with any fused epilogue) vectorized."""
     mode, lanes = C.op.attrs["int8_mode"], int(C.op.attrs["int8_lanes"])
     if hasattr(mode, "value"):

@@ -35,8 +35,9 @@ def pack_int8_weight(weight, name: str = "weight_vec"):
 
 
 @autotvm.register_topi_compute("dense_int8.x86")
-def dense_int8(cfg, data, weight, bias=None, out_dtype="int32"):
-    """uint8 [M, K] x int8 [N, K] (or packed [N/16, K/4, 16, 4]) -> int32 [M, N]."""
+def dense_int8(cfg, data, weight, bias=None, out_dtype="int32", units=None):
+    """uint8 [M, K] x int8 [N, K] (or packed [N/16, K/4, 16, 4]) -> int32 [M, N]; ``units`` (packed weights only):
+    the real N when the last panel is zero-padded (AlterOpLayout pads the 1000-class classifier to 1008)."""
     out_dtype = out_dtype or "int32"
     if str(data.dtype) != "uint8" or str(weight.dtype) != "int8" or out_dtype != "int32":
         raise KilnError(f"dense_int8.x86: computes uint8 data x int8 weight -> int32, got {data.dtype} x "
@@ -50,6 +51,10 @@ def dense_int8(cfg, data, weight, bias=None, out_dtype="int32"):
         w_vec = pack_int8_weight(weight)
     elif len(w_shape) == 4 and w_shape[2:] == (N_BN, 4) and w_shape[1] * 4 >= k > w_shape[1] * 4 - 4:
         n = w_shape[0] * N_BN
+        if units is not None:
+            if not n - N_BN < int(units) <= n:
+                raise KilnError(f"dense_int8.x86: units={units} does not fit the packed weight {w_shape}")
+            n = int(units)
         w_vec = weight
     else:
         raise KilnError(f"dense_int8.x86: weight must be [N, K] or packed [N/16, ceil(K/4), 16, 4] for K={k}, "

@@ -2,9 +2,10 @@
 ``int32``, channel multiplier 1 (mobilenet's 3x3 depthwise layers after the x86 QNN legalization).
 
 Layouts as the fp32 template's (:mod:`kiln.topi.x86.depthwise_conv2d`): data ``NCHW{bn}c``, kernel
-``OIHW1i{bn}o``, output ``NCHW{bn}c`` int32, ``bn`` = 16 (the block the int8 1x1 convs write, so the layers
-chain without layout transforms). Plain NCHW data with a ``[C, 1, KH, KW]`` kernel is packed inside, channels
-padded with zeros to a multiple of 16, and the ``C`` real channels unpacked.
+``OIHW1i{bn}o``, output ``NCHW{bn}c`` int32, ``bn`` 16 or 8 (:func:`kiln.topi.x86.conv2d_int8.oc_block`: the
+block the int8 1x1 convs write, so the layers chain without layout transforms). Plain NCHW data with a
+``[C, 1, KH, KW]`` kernel is packed inside, channels padded with zeros to a multiple of ``bn``, and the ``C``
+real channels unpacked.
 
 Arithmetic: each product ``uint8 * int8`` fits int16 (``255 * 128 = 32640``), so it is formed in int16
 (``vpmovzxbw`` + ``vpmullw``: 16 channels per AVX2 register) and widened to the int32 accumulators. The
@@ -24,28 +25,27 @@ from ...error import KilnError
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..utils import get_const_tuple
-from .conv2d_int8 import vectorize_int32_epilogue
+from .conv2d_int8 import check_u8s8, oc_block, vectorize_int32_epilogue
 from .depthwise_conv2d import _define_space, _schedule_dw
 from .utils import schedule_anchored
 
 TASK = "depthwise_conv2d_NCHWc_int8.x86"
 BN = 16
+BLOCKS = (16, 8)
 
 
 @autotvm.register_topi_compute(TASK)
 def depthwise_conv2d_NCHWc_int8(cfg, data, kernel, strides, padding, dilation, layout, out_layout,  # noqa: N802
                                 out_dtype="int32"):
     """uint8 NCHW{bn}c data x int8 OIHW1i{bn}o kernel -> int32 NCHW{bn}c (plain NCHW / [C, 1, KH, KW] inputs
-    are packed inside with bn = 16, channels zero-padded)."""
+    are packed inside with bn = 16 or 8, channels zero-padded)."""
     out_dtype = out_dtype or "int32"
-    if str(data.dtype) != "uint8" or str(kernel.dtype) != "int8" or out_dtype != "int32":
-        raise KilnError(f"{TASK}: computes uint8 data x int8 kernel -> int32, got {data.dtype} x {kernel.dtype} -> "
-                        f"{out_dtype} (int8 data is shifted to uint8 by the x86 QNN legalization)")
+    check_u8s8(TASK, data, kernel, out_dtype)
     d_shape, k_shape = get_const_tuple(data.shape), get_const_tuple(kernel.shape)
     if len(d_shape) == 4 and len(k_shape) == 4:
         n, c, h, w = d_shape
         kc, mult, kh, kw = k_shape
-        bn = BN
+        bn = oc_block(c)
         cp = -(-c // bn) * bn
         zd, zk = T.const(0, "uint8"), T.const(0, "int8")
 
@@ -63,7 +63,7 @@ def depthwise_conv2d_NCHWc_int8(cfg, data, kernel, strides, padding, dilation, l
         n, cc, h, w, bn = d_shape
         kcc, mult, kh, kw, one, kbn = k_shape
         c, kc, cp = cc * bn, kcc * kbn, cc * bn
-        if one != 1 or kbn != bn:
+        if one != 1 or kbn != bn or bn not in BLOCKS:
             raise KilnError(f"{TASK}: the kernel must be OIHW1i{bn}o for NCHW{bn}c data, got kernel shape {k_shape} "
                             f"for data {d_shape}")
         data_vec, kernel_vec = data, kernel

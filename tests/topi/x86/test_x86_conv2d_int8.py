@@ -155,3 +155,49 @@ def test_vnni_targets_compile_with_vpdpbusd(target):
         f = tvm.build(C8.schedule_conv2d_nchw_int8([out]), [d, w, m, out], target)
     asm = _asm(f.get_source(), cpu_cflags(tvm.target.Target(target)))
     assert "vpdpbusd" in asm and "vpmuldq" in asm
+
+
+def test_oc_block_picks_8_where_it_pads_less():
+    assert [C8.oc_block(o) for o in (16, 24, 32, 40, 144, 19, 5, 33, 1000)] == [16, 8, 16, 8, 16, 8, 8, 8, 8]
+
+
+@pytest.mark.skipif(not host_can_run(tvm.target.Target(AVX2)), reason="host lacks AVX2")
+@pytest.mark.parametrize("ic_bn,oc_bn", [(8, 8), (16, 8), (8, 16)])
+def test_blocked_nchwc_int8_with_8_channel_blocks(ic_bn, oc_bn):
+    """The AlterOpLayout form: NCHW{ic_bn}c data and an OIHW{oc_bn}o4i kernel ([O/oc_bn, C/4, KH, KW, oc_bn, 4])
+    -> NCHW{oc_bn}c, with 8-channel blocks on either side (mobilenet_v2's 24-channel layers)."""
+    c, o, h = 48, 24 if oc_bn == 8 else 32, 7
+    d = RNG.integers(0, 256, (1, c, h, h)).astype("uint8")
+    wt = RNG.integers(-128, 128, (o, c, 3, 3)).astype("int8")
+    with tvm.target.Target(AVX2):
+        dv = te.placeholder((1, c // ic_bn, h, h, ic_bn), "uint8", name="d")
+        wv = te.placeholder((o // oc_bn, c // 4, 3, 3, oc_bn, 4), "int8", name="w")
+        out = C8.conv2d_NCHWc_int8(dv, wv, (1, 1), (1, 1), (1, 1), f"NCHW{ic_bn}c", f"NCHW{oc_bn}c", "int32")
+        assert tuple(int(x) for x in out.shape) == (1, o // oc_bn, h, h, oc_bn)
+        f = tvm.build(C8.schedule_conv2d_NCHWc_int8([out]), [dv, wv, out], AVX2)
+    d5 = d.reshape(1, c // ic_bn, ic_bn, h, h).transpose(0, 1, 3, 4, 2).copy()
+    w6 = wt.reshape(o // oc_bn, oc_bn, c // 4, 4, 3, 3).transpose(0, 2, 4, 5, 1, 3).copy()
+    res = tvm.nd.array(np.zeros((1, o // oc_bn, h, h, oc_bn), "int32"))
+    f(tvm.nd.array(d5), tvm.nd.array(w6), res)
+    got = res.numpy().transpose(0, 1, 4, 2, 3).reshape(1, o, h, h)
+    np.testing.assert_array_equal(got, conv_ref(d, wt, 1, 1))
+
+
+def test_blocked_kernel_with_a_bad_block_is_refused():
+    from kiln.error import KilnError
+    with tvm.target.Target(AVX2):
+        dv = te.placeholder((1, 2, 5, 5, 8), "uint8", name="d")
+        wv = te.placeholder((6, 4, 3, 3, 4, 4), "int8", name="w")
+        with pytest.raises(KilnError, match="oc_bn|OIHW"):
+            C8.conv2d_NCHWc_int8(dv, wv, (1, 1), (1, 1), (1, 1), "NCHW8c", "NCHW4c", "int32")
+
+
+@pytest.mark.parametrize("target,instr", [(VNNI, "vpdpbusd"), ("llvm -mcpu=skylake-avx512", "vpmaddubsw")])
+def test_8_channel_blocks_on_avx512_use_ymm_dot_products(target, instr):
+    """Compile only: with 8-channel blocks an AVX-512 target takes the 8-lane (ymm) form of the dot product."""
+    from kiln.target.flags import cpu_cflags
+    f, _ = build((1, 16, 6, 6), (24, 16, 1, 1), 1, 0, target)
+    src = f.get_source()
+    mode = "vnni" if instr == "vpdpbusd" else "maddubs_exact"
+    assert f"kiln_dot4_u8s8_{mode}_i32x8(" in src and f"kiln_dot4_u8s8_{mode}_i32x16(" not in src
+    assert instr in _asm(src, cpu_cflags(tvm.target.Target(target)))

@@ -58,18 +58,19 @@ def test_depthwise_int8_matches_numpy(c, h, w, k, stride, pad):
 
 
 @needs_avx2
-def test_depthwise_int8_blocked_layout():
-    c, h = 32, 10
+@pytest.mark.parametrize("c,bn", [(32, 16), (24, 8)])
+def test_depthwise_int8_blocked_layout(c, bn):
+    h = 10
     d = RNG.integers(0, 256, (1, c, h, h)).astype("uint8")
     wt = RNG.integers(-128, 128, (c, 1, 3, 3)).astype("int8")
     with tvm.target.Target(AVX2):
-        dv = te.placeholder((1, c // 16, h, h, 16), "uint8", name="d")
-        wv = te.placeholder((c // 16, 1, 3, 3, 1, 16), "int8", name="w")
-        out = depthwise_conv2d_NCHWc_int8(dv, wv, (1, 1), (1, 1), (1, 1), "NCHW16c", "NCHW16c", "int32")
+        dv = te.placeholder((1, c // bn, h, h, bn), "uint8", name="d")
+        wv = te.placeholder((c // bn, 1, 3, 3, 1, bn), "int8", name="w")
+        out = depthwise_conv2d_NCHWc_int8(dv, wv, (1, 1), (1, 1), (1, 1), f"NCHW{bn}c", f"NCHW{bn}c", "int32")
         f = tvm.build(schedule_depthwise_conv2d_NCHWc_int8([out]), [dv, wv, out], AVX2)
-    d5 = d.reshape(1, c // 16, 16, h, h).transpose(0, 1, 3, 4, 2).copy()
-    w6 = wt.reshape(c // 16, 16, 1, 3, 3).transpose(0, 2, 3, 4, 1).reshape(c // 16, 1, 3, 3, 1, 16).copy()
-    res = tvm.nd.array(np.zeros((1, c // 16, h, h, 16), "int32"))
+    d5 = d.reshape(1, c // bn, bn, h, h).transpose(0, 1, 3, 4, 2).copy()
+    w6 = wt.reshape(c // bn, bn, 1, 3, 3).transpose(0, 2, 3, 4, 1).reshape(c // bn, 1, 3, 3, 1, bn).copy()
+    res = tvm.nd.array(np.zeros((1, c // bn, h, h, bn), "int32"))
     f(tvm.nd.array(d5), tvm.nd.array(w6), res)
     np.testing.assert_array_equal(res.numpy().transpose(0, 1, 4, 2, 3).reshape(1, c, h, h), dw_ref(d, wt, 1, 1))
 

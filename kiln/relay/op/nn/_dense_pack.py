@@ -40,6 +40,9 @@ def _dense_pack_rel(arg_types, attrs):
             raise TypeInferenceError(f"nn.contrib_dense_pack: expects data [M, K] and an NC{{bn}}n4c weight "
                                      f"[N/bn, K/4, bn, 4], got {shape_text(data.shape)} and {shape_text(weight.shape)}")
         units = nb * bn if attrs.units is None else int(attrs.units)
+        if not nb * bn - bn < units <= nb * bn:
+            raise TypeInferenceError(f"nn.contrib_dense_pack: units={units} does not fit the NC{{bn}}n4c weight "
+                                     f"{shape_text(weight.shape)} (its last panel may pad at most {bn - 1} rows)")
         return TensorType((data.shape[0], units), attrs.out_dtype or data.dtype)
     if len(data.shape) != 2 or len(weight.shape) != 3 or int(data.shape[1]) != int(weight.shape[1]):
         raise TypeInferenceError(f"nn.contrib_dense_pack: expects data [M, K] and a packed weight [N/bn, K, bn], got "

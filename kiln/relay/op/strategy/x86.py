@@ -39,8 +39,13 @@ def _dense_pack_compute(attrs, inputs, out_type):
 def dense_pack_strategy_cpu(attrs, inputs, out_type, target):
     strategy = OpStrategy()
     if len(inputs[1].shape) == 4:  # NC16n4c int8 weight (AlterOpLayout of dense_int8.x86)
+        def compute_int8(a, ins, t):
+            nb, bn = int(ins[1].shape[0]), int(ins[1].shape[2])
+            # the units argument only where the weight's last panel is zero-padded (the workload stays 4 args)
+            extra = () if a.units is None or int(a.units) == nb * bn else (int(a.units),)
+            return [topi_x86.dense_int8(ins[0], ins[1], None, "int32", *extra)]
         strategy.add_implementation(
-            lambda a, ins, t: [topi_x86.dense_int8(ins[0], ins[1], None, "int32")],
+            compute_int8,
             _wrap(topi_x86.schedule_dense_int8), name="dense_int8.x86", plevel=X86_PLEVEL)
         return strategy
     strategy.add_implementation(_dense_pack_compute, _wrap(topi_x86.schedule_dense_pack),

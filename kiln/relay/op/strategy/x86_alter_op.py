@@ -37,9 +37,8 @@ from ..transform import layout_transform
 from .generic import _conv_args
 from ....topi.x86.utils import size_hint
 from ....ir.type import TensorType
-from ....topi.x86.conv2d_int8 import OC_BN, ic_block
+from ....topi.x86.conv2d_int8 import ic_block, oc_block
 from ....topi.x86.dense_int8 import N_BN
-from ....topi.x86.depthwise_conv2d_int8 import BN as DW_INT8_BN
 
 
 def _shape(tinfo) -> tuple:
@@ -105,15 +104,16 @@ def _remember_config(target, workload, cfg, new_args, task_name: str) -> None:
 
 def _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target):
     """uint8 x int8 conv on the ``conv2d_NCHWc_int8.x86`` kernel -> ``nn.contrib_conv2d_NCHWc`` over
-    NCHW{ic_bn}c data and an OIHW16o4i kernel (packed once, by FoldConstant), output NCHW16c; only when the
-    channels need no padding (input a multiple of 4, output of 16)."""
+    NCHW{ic_bn}c data and an OIHW{oc_bn}o4i kernel (packed once, by FoldConstant), output NCHW{oc_bn}c
+    (``oc_bn`` 16, or 8 for channel counts that are multiples of 8 only); only when the channels need no
+    padding (input a multiple of 4, output of ``oc_bn``)."""
     _, _, workload, _ = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)
     if workload is not None and workload[0] == "depthwise_conv2d_NCHWc_int8.x86":
-        # int8 depthwise: NCHW16c data / output (the block the int8 convs around it use), OIHW1i16o kernel
+        # int8 depthwise: NCHW{bn}c data / output (the block the int8 convs around it use), OIHW1i{bn}o kernel
         c, kh, kw = _shape(tinfos[0])[1], _shape(tinfos[1])[2], _shape(tinfos[1])[3]
-        if c % DW_INT8_BN:
+        bn = oc_block(c)
+        if c % bn:
             return None
-        bn = DW_INT8_BN
         return relay_nn.contrib_depthwise_conv2d_nchwc(
             inputs[0], inputs[1], strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation,
             groups=int(attrs.groups), channels=c, kernel_size=(kh, kw), out_dtype=attrs.out_dtype,
@@ -122,13 +122,13 @@ def _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target):
         return None
     _, ic, _, _ = _shape(tinfos[0])
     oc, _, kh, kw = _shape(tinfos[1])
-    ic_bn = ic_block(ic)
-    if ic % ic_bn or oc % OC_BN:
+    ic_bn, oc_bn = ic_block(ic), oc_block(oc)
+    if ic % ic_bn or oc % oc_bn:
         return None
     return relay_nn.contrib_conv2d_nchwc(
         inputs[0], inputs[1], strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation,
         groups=int(attrs.groups), channels=oc, kernel_size=(kh, kw), out_dtype=attrs.out_dtype,
-        data_layout=f"NCHW{ic_bn}c", kernel_layout=f"OIHW{OC_BN}o4i", out_layout=f"NCHW{OC_BN}c")
+        data_layout=f"NCHW{ic_bn}c", kernel_layout=f"OIHW{oc_bn}o4i", out_layout=f"NCHW{oc_bn}c")
 
 
 @_alter_layout.conv2d_alter_layout.register("cpu")
@@ -204,15 +204,20 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
 
 def _alter_dense_int8(attrs, inputs, tinfos, out_type, target):
     """uint8 x int8 dense on ``dense_int8.x86`` -> ``nn.contrib_dense_pack`` over an NC16n4c weight (TVM's int8
-    packing, done once by FoldConstant); only when 16 divides N and 4 divides K."""
+    packing, done once by FoldConstant); only when 4 divides K. Rows that 16 does not divide (the 1000-class
+    classifier) are zero-padded first (``nn.pad``, also folded) and the packed dense keeps ``units``."""
     _, _, workload, _ = _select("nn.dense", attrs, tinfos[:2], out_type, target)
     if workload is None or workload[0] != "dense_int8.x86":
         return None
     units, k = _shape(tinfos[1])
-    if units % N_BN or k % 4:
+    if k % 4:
         return None
-    weight = layout_transform(inputs[1], "NC", f"NC{N_BN}n4c")
-    return contrib_dense_pack(inputs[0], weight, units=None, out_dtype=attrs.out_dtype,
+    pad = -units % N_BN
+    weight = inputs[1]
+    if pad:
+        weight = relay_nn.pad(weight, ((0, pad), (0, 0)))
+    weight = layout_transform(weight, "NC", f"NC{N_BN}n4c")
+    return contrib_dense_pack(inputs[0], weight, units=units if pad else None, out_dtype=attrs.out_dtype,
                               weight_layout=f"NC{N_BN}n4c")
 
 
