@@ -111,16 +111,40 @@ def _define_space(cfg, ic: int, oc: int, oh: int, ow: int, ic_bn=None, oc_bn=Non
         _fallback(cfg, ic, oc, oh, ow, lanes, ic_bn, oc_bn)
 
 
+# Winograd is relay.build's default for a float32 3x3 stride-1 conv with at least this many input and output
+# channels (see :func:`winograd_pays`)
+MIN_WINOGRAD_CHANNELS = 32
+# F(4x4) needs this many tiles per image for its GEMMs to reuse each transformed weight enough
+MIN_TILES_F4 = 25
+
+
+def fallback_tile_size(oh: int, ow: int) -> int:
+    """m of the fallback: 4 (4x fewer multiplications than the direct conv where 2x2 gives 2.25x) when the
+    image has at least :data:`MIN_TILES_F4` 4x4 tiles, else 2. Each of the alpha^2 GEMMs reuses a transformed
+    weight once per tile, and F(4x4)'s weights are 2.25x larger: at 7x7 (4 tiles of 4x4, 16 of 2x2) m = 2 ran
+    92 GFLOP/s against m = 4's 74 (512 channels, one thread, Zen 3); at 14x14 they were even and m = 2 rounds
+    10x less (relative error 7e-7 against 1e-5)."""
+    return 4 if (-(-oh // 4)) * (-(-ow // 4)) >= MIN_TILES_F4 else 2
+
+
+def winograd_pays(ic: int, oc: int, oh: int, ow: int) -> bool:
+    """Whether a float32 3x3 stride-1 conv should run by Winograd without a tuning record saying so: enough
+    channels for the GEMMs to be the work (the transforms cost per channel what a few direct taps do) and an
+    output of at least 7x7. Untuned, one thread, Zen 3 AVX2, packed inputs, GFLOP/s counted as the direct conv:
+    resnet's 64@56 direct 76 / Winograd (fallback m) 211 / ONNX Runtime 83; 128@28 82 / 292 / 88; 256@14
+    80 / 165 / 86; 512@7 67 / 92 / 67."""
+    return min(ic, oc) >= MIN_WINOGRAD_CHANNELS and min(oh, ow) >= 7
+
+
 def _fallback(cfg, ic, oc, oh, ow, lanes, ic_bn=None, oc_bn=None) -> None:
-    """m = 4 (4x fewer multiplications than the direct conv where 2x2 gives 2.25x) and a 12-accumulator GEMM
-    block (6 tiles of two AVX2 vectors, as the direct conv's register budget; 24 accumulators with AVX-512's
-    32 registers)."""
+    """m from :func:`fallback_tile_size` and a 12-accumulator GEMM block (6 tiles of two AVX2 vectors, as the
+    direct conv's register budget; 24 accumulators with AVX-512's 32 registers)."""
     ic_bn = ic_bn or channel_block(ic, lanes)
     oc_bn = oc_bn or channel_block(oc, lanes)
     vecs = -(-oc_bn // lanes)
     cfg["tile_ic"] = autotvm.task.SplitEntity([-1, ic_bn])
     cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn])
-    cfg["tile_size"] = autotvm.task.OtherOptionEntity(4)
+    cfg["tile_size"] = autotvm.task.OtherOptionEntity(fallback_tile_size(oh, ow))
     cfg["tile_p"] = autotvm.task.OtherOptionEntity(max(1, scaled_registers(12) // vecs))
 
 

@@ -225,3 +225,77 @@ def test_bad_input(kw, match):
                                   (1, 1, 1, 1), (1, 1), "NCHW8c", "NCHW8c")
         with pytest.raises(KilnError, match="input channels"):
             conv2d_NCHWc_winograd(A, te.placeholder((8, 16, 3, 3)), (1, 1), (1, 1, 1, 1), (1, 1), "NCHW", "NCHW")
+
+
+def test_fallback_tile_size_follows_the_tile_count():
+    from kiln.topi.x86.conv2d_winograd import fallback_tile_size
+    # F(4x4) from 25 4x4 tiles per image (resnet's 56 and 28 layers), F(2x2) below (14 and 7)
+    assert [fallback_tile_size(s, s) for s in (56, 28, 20, 17, 16, 14, 7)] == [4, 4, 4, 4, 2, 2, 2]
+    assert fallback_tile_size(7, 64) == 4 and fallback_tile_size(3, 64) == 2
+    from kiln.topi.x86.conv2d_alter_op import winograd_tile
+    for (h, w), m in (((56, 56), 4), ((14, 14), 2)):
+        with tvm.target.Target(TARGET):  # no config: the fallback's m, read off the kernel transform
+            out = conv2d_nchw_winograd(te.placeholder((1, 64, h, w)), te.placeholder((64, 64, 3, 3)), (1, 1),
+                                       (1,) * 4, (1, 1))
+        assert winograd_tile(None, [out]) == m
+
+
+def _default_net(ic, oc, h, w, padding, seed):
+    from kiln import relay
+    rng = np.random.default_rng(seed)
+    x = relay.var("data", shape=(1, ic, h, w))
+    wt = rng.standard_normal((oc, ic, 3, 3)).astype("float32") * 0.2
+    y = relay.nn.relu(relay.nn.conv2d(x, relay.const(wt), padding=padding, channels=oc, kernel_size=(3, 3)))
+    # a stride-2 3x3 conv after it: always the direct conv
+    w2 = rng.standard_normal((oc, oc, 3, 3)).astype("float32") * 0.2
+    y = relay.nn.conv2d(y, relay.const(w2), strides=(2, 2), padding=(1, 1), channels=oc, kernel_size=(3, 3))
+    xv = rng.standard_normal((1, ic, h, w)).astype("float32")
+    ref = np.maximum(conv2d_nchw_python(xv, wt, (1, 1), padding), 0)
+    ref = conv2d_nchw_python(ref, w2, (2, 2), (1, 1, 1, 1))
+    return tvm.IRModule.from_expr(relay.Function([x], y)), xv, ref
+
+
+def _build(mod, target):
+    from kiln import relay
+    with tvm.transform.PassContext(opt_level=3), tvm.target.Target(target) as tgt:
+        return relay.build(mod, target=tgt)
+
+
+def _conv_anchors(lib):
+    return sorted(k.anchor_op for k in lib.lowered if "conv2d" in (k.anchor_op or ""))
+
+
+@pytest.mark.parametrize("ic,oc,h,w,padding", [
+    (40, 48, 9, 11, (1, 0, 2, 1)),   # channels not dividing the block, asymmetric padding, 10x10 output: F(2x2)
+    (32, 32, 23, 21, (1, 1, 1, 1)),  # 36 4x4 tiles, neither size divides 4: F(4x4)
+])
+def test_relay_build_defaults_to_winograd_where_it_pays(ic, oc, h, w, padding):
+    from kiln.runtime.graph_executor import GraphModule
+    mod, xv, ref = _default_net(ic, oc, h, w, padding, 5)
+    lib = _build(mod, TARGET)
+    assert _conv_anchors(lib) == ["nn.contrib_conv2d_NCHWc", "nn.contrib_conv2d_winograd_without_weight_transform"]
+    # the weight transform was folded at compile time
+    assert not any("winograd_weight_transform" in (k.anchor_op or "") for k in lib.lowered)
+    m = GraphModule(lib["default"](tvm.cpu(0)))
+    m.set_input("data", xv)
+    m.run()
+    out = m.get_output(0).numpy()
+    scale = float(np.max(np.abs(ref)))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * scale)
+
+
+@pytest.mark.parametrize("ic,oc,h,w", [(24, 64, 12, 12), (64, 24, 12, 12), (64, 64, 6, 6)])
+def test_relay_build_keeps_the_direct_conv_where_winograd_does_not_pay(ic, oc, h, w):
+    mod, _, _ = _default_net(ic, oc, h, w, (1, 1, 1, 1), 6)
+    assert _conv_anchors(_build(mod, TARGET)) == ["nn.contrib_conv2d_NCHWc", "nn.contrib_conv2d_NCHWc"]
+
+
+@pytest.mark.parametrize("isa", sorted(ISA))
+def test_winograd_default_compiles_for_each_isa(isa):
+    """Built (not run) for AVX2 and AVX-512 whatever the host: the default picks Winograd on both, with the
+    ISA's vector type in the generated C."""
+    mod, _, _ = _default_net(48, 64, 16, 16, (1, 1, 1, 1), 7)
+    lib = _build(mod, ISA[isa])
+    assert "nn.contrib_conv2d_winograd_without_weight_transform" in _conv_anchors(lib)
+    src = lib.get_lib().get_source() if hasattr(lib, "get_lib") else lib.lib.get_source()
+    assert ("kiln_f32x16" if isa == "avx512" else "kiln_f32x8") in src
