@@ -118,6 +118,12 @@ def parallel_backend() -> str:
     return choice
 
 
+def parallel_loop_marker(backend: str | None = None) -> str:
+    """Text that each parallel loop of generated C contains under ``backend`` (default: the one in use): the
+    pool's launch call or OpenMP's pragma (for tests and tools that look for parallel loops in the source)."""
+    return {"pool": "kiln_parallel_run(kiln_par_", "openmp": "#pragma omp parallel for"}[backend or parallel_backend()]
+
+
 # the launch ABI of the pool backend: kiln.runtime.thread_pool fills __kiln_parallel_launch at load time
 _PARALLEL_LAUNCH_HELPER = (
     "/* parallel loops (kiln thread pool): the loader stores kiln_pool_launch in __kiln_parallel_launch; while\n"
