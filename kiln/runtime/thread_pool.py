@@ -2,16 +2,21 @@
 hands its launch function to every loaded kernel library (``__kiln_parallel_launch``).
 
 The pool's design is in the comment at the top of ``thread_pool.c`` and in the module doc of
-:mod:`kiln.runtime.thread_policy`. The library is compiled on first use, not at install time; where no C
-compiler is found (a deploy machine that only loads exported modules) the pointer stays null and parallel
-loops run serially (logged once).
+:mod:`kiln.runtime.thread_policy`. The runtime never compiles: the library is built on first use by the
+compiler side (``runtime.thread_pool.build``, registered by ``kiln.target.compiler``), which also leaves a copy
+named after the source's digest in ``$KILN_CACHE_DIR/runtime/``; a process without the compiler packages loads
+that copy. Where neither exists (a deploy machine that only loads exported modules and never built anything)
+the launch pointer stays null and parallel loops run serially (logged once).
 """
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import logging
 import os
 import threading
+
+from .registry import get_global_func
 
 _log = logging.getLogger("kiln.thread_pool")
 _lock = threading.Lock()
@@ -27,11 +32,9 @@ def _load():
             return _state["lib"]
         lib = None
         try:
-            from ..target import compiler
-            with open(SOURCE_PATH, encoding="utf-8") as f:
-                source = f.read()
-            obj = compiler.compile_object(source, ["-pthread"])
-            path = compiler.link_cached([obj], ["-pthread"])
+            path = _library_path()
+            if path is None:
+                raise FileNotFoundError("no C compiler side to build it and no copy in $KILN_CACHE_DIR/runtime")
             lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
             lib.kiln_pool_set_spin_us.restype = ctypes.c_int64
             lib.kiln_pool_set_spin_us.argtypes = [ctypes.c_int64]
@@ -42,6 +45,21 @@ def _load():
             lib = None
         _state["lib"] = lib
         return lib
+
+
+def _library_path() -> str | None:
+    build = get_global_func("runtime.thread_pool.build", allow_missing=True)
+    if build is not None:
+        return build()
+    with open(SOURCE_PATH, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    root = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
+    copy = os.path.join(root, "runtime", f"thread_pool-{digest}.so")
+    if not os.path.isfile(copy):
+        return None
+    from .library import verify_file
+    verify_file(copy)  # a truncated copy raises here instead of crashing in dlopen
+    return copy
 
 
 def launch_address() -> int | None:
