@@ -276,3 +276,24 @@ def test_spin_setting():
         thread_pool.set_spin_us(old)
     with pytest.raises(KilnError):
         thread_pool.set_spin_us(-1)
+
+
+def test_set_num_threads_reaches_libraries_loaded_before_and_after():
+    """One thread: the kernel runs its loop itself (no launch); two: through the pool."""
+    f = _row_sum(64, 3, name="rowsum_nt")
+    a = kiln.nd.array(np.ones((64, 3), np.float32))
+    c = kiln.nd.array(np.zeros(64, np.float32))
+
+    def launches(g):
+        before = thread_pool.pool_stats()
+        g(a, c)
+        after = thread_pool.pool_stats()
+        return after["jobs"] + after["serial_jobs"] - before["jobs"] - before["serial_jobs"]
+    set_num_threads(1)
+    assert launches(f) == 0
+    set_num_threads(2)
+    assert launches(f) == 1
+    g = _row_sum(64, 3, name="rowsum_nt2")
+    assert launches(g) == 1
+    set_num_threads(1)
+    assert launches(g) == 0 and launches(f) == 0
