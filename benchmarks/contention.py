@@ -151,9 +151,11 @@ def bench_model(key: str, args, tmpdir: str) -> dict:
             contenders[f"kiln_fixed_{schedule}"] = _kiln_timer(other_run, "fixed", args.threads)
         except Exception as err:  # noqa: BLE001
             row["notes"][f"kiln_fixed_{schedule}"] = _reason(err)
+    import importlib
+    default_backend = importlib.import_module("kiln.target.codegen_c").parallel_backend()
     for backend in args.backends:   # the same model, its parallel loops run by another backend (A/B)
         try:
-            other_run = _build_with_backend(model, inputs, backend)
+            other_run = run if backend == default_backend else _build_with_backend(model, inputs, backend)
             contenders[f"kiln_fixed_{backend}"] = _kiln_timer(other_run, "fixed", args.threads)
         except Exception as err:  # noqa: BLE001
             row["notes"][f"kiln_fixed_{backend}"] = _reason(err)
