@@ -2,10 +2,11 @@
 
     python -m benchmarks.contention [--models mobilenet_v2,resnet18,mlp_b1] [--rounds 5] [--number 5]
                                     [--threads N] [--neighbours 1] [--settle-s 1.0] [--no-write]
-                                    [--schedules static,guided]
+                                    [--schedules static,guided] [--backends pool,openmp]
 
-Each round runs two phases, quiet and busy, in turn: in the busy phase ``--neighbours`` subprocesses spin in a
-bounded ``while`` loop (each stops by itself after ``--neighbour-max-s`` and is killed at the end of its phase).
+Each round runs one phase per neighbour count in turn: quiet (no neighbour), then with ``--neighbours``
+subprocesses (a comma list, e.g. ``1,2``: one phase each) that spin in a bounded ``while`` loop (each stops by
+itself after ``--neighbour-max-s`` and is killed at the end of its phase).
 At the start of a phase kiln runs the model for ``--settle-s`` seconds, as a server would (the adaptive thread
 policy measures on those runs), then every contender is timed once, interleaved (benchmarks.common). Contenders:
 
@@ -15,7 +16,11 @@ policy measures on those runs), then every contender is timed once, interleaved 
 * ``kiln_1t``: fixed at one thread (what the adaptive policy should reach beside one neighbour on 2 cores);
 * ``kiln_fixed_<schedule>`` for each of ``--schedules``: the model built again with its parallel loops
   scheduled ``static``/``dynamic``/``guided`` (kiln.target.codegen_c.OMP_SCHEDULE), fixed at ``--threads``;
+* ``kiln_fixed_<backend>`` for each of ``--backends``: the model built with its parallel loops run by kiln's
+  thread pool (``pool``) or OpenMP (``openmp``) (kiln.target.codegen_c.PARALLEL_BACKEND), fixed at ``--threads``;
 * ``onnxruntime`` (``intra_op_num_threads=--threads``) and ``onnxruntime_1t``.
+
+The workload ``bert4`` (defined here) is the issue's BERT encoder: 4 layers, hidden 512, 8 heads, seq 128.
 
 Reports, per model and contender, the median ms of each phase and busy/quiet, and kiln / ONNX Runtime per phase;
 the threads kiln's adaptive policy was using at the end of each busy phase and the others' load it measured.
@@ -24,6 +29,7 @@ Writes benchmarks/results/contention.{md,json}. Timings are only comparable with
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -35,7 +41,27 @@ from .models import MODELS
 
 HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
 KILN = ("kiln", "kiln_fixed", "kiln_1t")
-PHASES = ("quiet", "busy")
+
+
+def _bert4():
+    import torch
+    from transformers import BertConfig, BertModel
+    from .models import _Tensors, _stub_torchvision_meta
+    _stub_torchvision_meta()
+    torch.manual_seed(0)
+    config = BertConfig(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048)
+    model = BertModel(config).eval()
+    return _Tensors.wrap(model, "last_hidden_state"), (torch.randint(0, 30000, (1, 128)),)
+
+
+WORKLOADS = dict(MODELS, bert4=("BERT encoder, 4 layers, hidden 512, seq 128", _bert4))
+
+
+def phase_names(neighbours: list) -> list:
+    """``quiet`` and one ``busy<k>`` per neighbour count (``busy`` alone when there is one count)."""
+    if len(neighbours) == 1:
+        return ["quiet", "busy"]
+    return ["quiet"] + [f"busy{k}" for k in neighbours]
 
 
 class Neighbours:
@@ -84,13 +110,28 @@ def _build_with_schedule(model, inputs, schedule: str):
         codegen_c.OMP_SCHEDULE = saved
 
 
+def _build_with_backend(model, inputs, backend: str):
+    """The model built with its parallel loops run by ``backend`` (kiln.target.codegen_c.PARALLEL_BACKEND)."""
+    import importlib
+    from .run import _kiln_build
+    codegen_c = importlib.import_module("kiln.target.codegen_c")
+    saved = codegen_c.PARALLEL_BACKEND
+    codegen_c.PARALLEL_BACKEND = backend
+    try:
+        return _kiln_build(model, inputs)[0]
+    finally:
+        codegen_c.PARALLEL_BACKEND = saved
+
+
 def bench_model(key: str, args, tmpdir: str) -> dict:
     import numpy as np
     import torch
     from kiln.runtime import set_num_threads, set_thread_policy, thread_status
     from .run import _kiln_build, _onnxruntime, _reason
-    desc, factory = MODELS[key]
-    row = {"workload": key, "description": desc, "notes": {}, "phases": {p: {} for p in PHASES},
+    desc, factory = WORKLOADS[key]
+    phases = phase_names(args.neighbours)
+    counts = dict(zip(phases, [0] + args.neighbours))
+    row = {"workload": key, "description": desc, "notes": {}, "phases": {p: {} for p in phases},
            "kiln_busy_threads": [], "others_busy_cores": []}
     try:
         model, inputs = factory()
@@ -110,6 +151,14 @@ def bench_model(key: str, args, tmpdir: str) -> dict:
             contenders[f"kiln_fixed_{schedule}"] = _kiln_timer(other_run, "fixed", args.threads)
         except Exception as err:  # noqa: BLE001
             row["notes"][f"kiln_fixed_{schedule}"] = _reason(err)
+    import importlib
+    default_backend = importlib.import_module("kiln.target.codegen_c").parallel_backend()
+    for backend in args.backends:   # the same model, its parallel loops run by another backend (A/B)
+        try:
+            other_run = run if backend == default_backend else _build_with_backend(model, inputs, backend)
+            contenders[f"kiln_fixed_{backend}"] = _kiln_timer(other_run, "fixed", args.threads)
+        except Exception as err:  # noqa: BLE001
+            row["notes"][f"kiln_fixed_{backend}"] = _reason(err)
     for name, threads in (("onnxruntime", args.threads), ("onnxruntime_1t", 1)):
         try:
             ort_run, ort_out, _ = _onnxruntime(model, inputs, threads, tmpdir)
@@ -117,11 +166,11 @@ def bench_model(key: str, args, tmpdir: str) -> dict:
             contenders[name] = ort_run
         except Exception as err:  # noqa: BLE001
             row["notes"][name] = _reason(err)
-    runs = {p: {name: [] for name in contenders} for p in PHASES}
+    runs = {p: {name: [] for name in contenders} for p in phases}
     try:
         for _ in range(args.rounds):
-            for phase in PHASES:
-                with Neighbours(args.neighbours if phase == "busy" else 0, args.neighbour_max_s):
+            for phase in phases:
+                with Neighbours(counts[phase], args.neighbour_max_s):
                     set_thread_policy("adaptive")
                     set_num_threads(args.threads)
                     end = time.perf_counter() + args.settle_s
@@ -130,7 +179,7 @@ def bench_model(key: str, args, tmpdir: str) -> dict:
                     t = interleaved(contenders, rounds=1, number=args.number, warmup=1)
                     for name, r in t.items():
                         runs[phase][name] += r["runs_s"]
-                    if phase == "busy":
+                    if phase == phases[-1]:
                         contenders["kiln"][1](1)       # the adaptive contender's state after the phase
                         st = thread_status()
                         row["kiln_busy_threads"].append(st["threads"])
@@ -138,7 +187,7 @@ def bench_model(key: str, args, tmpdir: str) -> dict:
     finally:
         set_thread_policy(None)
         set_num_threads(None)
-    for phase in PHASES:
+    for phase in phases:
         for name, r in runs[phase].items():
             row["phases"][phase][name] = {"median_ms": statistics.median(r) * 1e3, "min_ms": min(r) * 1e3,
                                           "runs_ms": [x * 1e3 for x in r]}
@@ -148,25 +197,32 @@ def bench_model(key: str, args, tmpdir: str) -> dict:
 def to_markdown(data: dict) -> str:
     lines = ["# kiln and ONNX Runtime beside a CPU-bound neighbour", "", machine_line(data["machine"],
              data["thread_counts"]), "",
-             f"{data['neighbours']} neighbour process(es) spinning in the busy phase; {data['rounds']} rounds of "
-             f"(quiet, busy), each phase {data['settle_s']} s of kiln runs then every contender timed for "
-             f"{data['number']} calls, interleaved. Median ms (busy / quiet).", ""]
+             f"Phases: quiet, then {data['neighbours']} CPU-bound neighbour process(es) spinning; {data['rounds']} "
+             f"rounds of all phases, each phase {data['settle_s']} s of kiln runs then every contender timed for "
+             f"{data['number']} calls, interleaved. Median ms; busy / quiet; contender / onnxruntime per phase.",
+             f"Load average (1 min) before the run: {data.get('loadavg_before', '?')}, after: "
+             f"{data.get('loadavg_after', '?')} (other processes on the machine).", ""]
     for r in data["rows"]:
         lines.append(f"## {r['description']}")
         lines.append("")
         if not r["phases"]["quiet"]:
             lines += [f"not measured: {r['notes']}", ""]
             continue
-        lines += ["| contender | quiet ms | busy ms | busy / quiet | vs onnxruntime (quiet, busy) |",
-                  "|---|---|---|---|---|"]
-        q, b = r["phases"]["quiet"], r["phases"]["busy"]
+        phases = list(r["phases"])
+        busy = phases[1:]
+        lines += ["| contender | " + " | ".join(f"{p} ms" for p in phases) + " | "
+                  + " | ".join(f"{p} / quiet" for p in busy) + " | vs onnxruntime (" + ", ".join(phases) + ") |",
+                  "|---" * (1 + len(phases) + len(busy) + 1) + "|"]
+        q = r["phases"]["quiet"]
         for name in q:
-            ratio = b[name]["median_ms"] / q[name]["median_ms"]
+            ms = [r["phases"][p][name]["median_ms"] for p in phases]
+            ratios = [f"{m / ms[0]:.2f}" for m in ms[1:]]
             vs = ""
             if "onnxruntime" in q and name != "onnxruntime":
-                vs = (f"{q[name]['median_ms'] / q['onnxruntime']['median_ms']:.2f}, "
-                      f"{b[name]['median_ms'] / b['onnxruntime']['median_ms']:.2f}")
-            lines.append(f"| {name} | {q[name]['median_ms']:.3f} | {b[name]['median_ms']:.3f} | {ratio:.2f} | {vs} |")
+                vs = ", ".join(f"{r['phases'][p][name]['median_ms'] / r['phases'][p]['onnxruntime']['median_ms']:.2f}"
+                               for p in phases)
+            lines.append(f"| {name} | " + " | ".join(f"{m:.3f}" for m in ms) + " | " + " | ".join(ratios)
+                         + f" | {vs} |")
         others = [x for x in r["others_busy_cores"] if x is not None]
         lines += ["", f"kiln's adaptive policy at the end of each busy phase: threads {r['kiln_busy_threads']}, "
                   f"others' load measured {', '.join(f'{x:.2f}' for x in others)} cores."]
@@ -185,7 +241,9 @@ def main(argv=None) -> dict:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--number", type=int, default=5)
     p.add_argument("--threads", type=int, default=host_cpu_info().num_cores)
-    p.add_argument("--neighbours", type=int, default=1)
+    p.add_argument("--neighbours", default="1", help="neighbour counts of the busy phases, e.g. 1 or 1,2")
+    p.add_argument("--backends", default="",
+                   help="also time kiln_fixed built with these parallel-loop backends (pool,openmp)")
     p.add_argument("--neighbour-max-s", type=float, default=300.0, help="a neighbour stops by itself after this")
     p.add_argument("--settle-s", type=float, default=1.0, help="kiln runs before each phase's timing")
     p.add_argument("--schedules", default="",
@@ -195,22 +253,31 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     keys = [k for k in args.models.split(",") if k]
     args.schedules = [x for x in args.schedules.split(",") if x]
+    args.backends = [x for x in args.backends.split(",") if x]
+    if any(x not in ("pool", "openmp") for x in args.backends):
+        p.error(f"--backends takes pool, openmp; got {args.backends}")
+    try:
+        args.neighbours = [int(x) for x in str(args.neighbours).split(",") if x]
+    except ValueError:
+        p.error(f"--neighbours takes a comma list of counts, got {args.neighbours!r}")
     if any(x not in ("static", "dynamic", "guided") for x in args.schedules):
         p.error(f"--schedules takes static, dynamic, guided; got {args.schedules}")
-    unknown = [k for k in keys if k not in MODELS]
+    unknown = [k for k in keys if k not in WORKLOADS]
     if unknown:
-        p.error(f"unknown workloads {unknown}; choose from {list(MODELS)}")
-    if args.rounds < 1 or args.number < 1 or args.neighbours < 0 or args.threads < 1:
-        p.error("--rounds, --number and --threads must be >= 1, --neighbours >= 0")
+        p.error(f"unknown workloads {unknown}; choose from {list(WORKLOADS)}")
+    if args.rounds < 1 or args.number < 1 or not args.neighbours or min(args.neighbours) < 1 or args.threads < 1:
+        p.error("--rounds, --number and --threads must be >= 1, --neighbours counts >= 1")
     torch.set_num_threads(args.threads)
     rows = []
+    loadavg_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmpdir:
         for key in keys:
             print(f"[benchmarks.contention] {key} ...", file=sys.stderr, flush=True)
             rows.append(bench_model(key, args, tmpdir))
     data = {"machine": machine_info(), "thread_counts": thread_counts(ort_intra_op=args.threads, pytorch=False),
             "threads": args.threads, "neighbours": args.neighbours, "rounds": args.rounds, "number": args.number,
-            "settle_s": args.settle_s, "openmp": openmp_status(), "rows": rows}
+            "settle_s": args.settle_s, "openmp": openmp_status(), "rows": rows,
+            "loadavg_before": round(loadavg_before, 2), "loadavg_after": round(os.getloadavg()[0], 2)}
     text = to_markdown(data)
     print(text)
     if not args.no_write:

@@ -249,6 +249,7 @@ class Library:
         except OSError as err:
             raise ModuleLoadError(f"cannot load {path}: {err}") from None
         self._set_pointer("__kiln_call_packed", CALL_PACKED_ADDRESS)
+        self._wire_thread_pool()
         self._threads = self._optional_int("__kiln_num_threads")
         if self._threads is not None:
             from .thread_policy import effective_threads
@@ -264,6 +265,16 @@ class Library:
         except ValueError:
             pass
 
+    def _wire_thread_pool(self) -> None:
+        """Point the library's ``__kiln_parallel_launch`` (kernels built for the pool backend) at kiln's
+        thread pool, building the pool on first use; left null (serial loops) if it cannot be built."""
+        try:
+            slot = ctypes.c_void_p.in_dll(self._cdll, "__kiln_parallel_launch")
+        except ValueError:
+            return  # no parallel loop, or built for OpenMP
+        from .thread_pool import launch_address
+        slot.value = launch_address()
+
     def _optional_int(self, name: str):
         try:
             return ctypes.c_int32.in_dll(self._cdll, name)
@@ -271,7 +282,7 @@ class Library:
             return None
 
     def set_num_threads(self, n: int) -> None:
-        """OpenMP threads of this library's parallel loops (0: the OpenMP default)."""
+        """Threads of this library's parallel loops, thread pool or OpenMP (0: the backend's default)."""
         if self._threads is not None:
             self._threads.value = int(n)
 

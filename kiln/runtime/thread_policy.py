@@ -1,4 +1,22 @@
-"""OpenMP defaults for kiln's kernels (applied when ``kiln.runtime`` is imported) and the thread-count policy.
+"""Who runs kiln's parallel loops (kiln's thread pool or OpenMP), OpenMP's defaults (applied when ``kiln.runtime``
+is imported) and the thread-count policy.
+
+Parallel loops run on kiln's own thread pool by default (``kiln/runtime/thread_pool.c``,
+:mod:`kiln.runtime.thread_pool`); ``KILN_PARALLEL_BACKEND=openmp`` (or ``kiln.target.codegen_c.PARALLEL_BACKEND``,
+read when code is generated) brings back ``#pragma omp parallel for``. Why a pool of kiln's own: an OpenMP region
+ends in a barrier that waits for *every* thread of the team, so with a CPU-bound neighbour on a 2-core machine
+each region waited for a descheduled worker to wake (mobilenet_v2 at 2 threads ~3.5x slower than at 1 thread).
+The code generator outlines each parallel loop body into ``static int32_t body(begin, end, closure)`` and calls
+the launch function the loader stored in the module's ``__kiln_parallel_launch`` (null: the loop runs serially,
+so an exported ``.so`` stays self-contained). The pool has N-1 workers (N: the thread count below, grown on
+demand); the caller publishes a job, runs chunks itself (claimed through one atomic ticket, guided sizes: the
+work left / (2 * threads)), and when none is left waits only for chunks already claimed, never for a worker
+that has not woken up. Idle workers spin 50 us (``KILN_POOL_SPIN_US``, :func:`kiln.runtime.thread_pool.set_spin_us`),
+then sleep on a futex. A launch while the pool is busy (a second Python thread, a kernel called from inside a
+parallel body) runs serially; a forked child starts new workers on its first launch. Measurements:
+benchmarks/results/contention_pool.md and docs/architecture.md ("Parallel loops: kiln's thread pool").
+
+The rest of this first half concerns the OpenMP backend (and any OpenMP code in the process):
 
 The second half of this module chooses how many threads a parallel loop gets while other processes keep
 cores busy (``KILN_THREAD_POLICY=adaptive|fixed``, :func:`set_thread_policy`; see the comment before

@@ -41,6 +41,7 @@ Decisions:
 from __future__ import annotations
 
 import math
+import os
 import re
 
 from ..arith import Analyzer
@@ -96,6 +97,47 @@ def _prints(*names):
 # generation time; the one place the choice is made.
 OMP_SCHEDULE = "guided"
 OMP_CHUNKS_PER_THREAD = 4
+
+# What runs parallel loops (module doc, "parallel loops"): "pool" (the body outlined into a static function that
+# kiln's thread pool runs through the module's ``__kiln_parallel_launch`` pointer) or "openmp" (``#pragma omp
+# parallel for``). ``PARALLEL_BACKEND`` (None: ``$KILN_PARALLEL_BACKEND``, else DEFAULT_PARALLEL_BACKEND) is
+# read at code generation time; the generated source differs, so the two never share a cache entry.
+PARALLEL_BACKENDS = ("pool", "openmp")
+DEFAULT_PARALLEL_BACKEND = "pool"
+PARALLEL_BACKEND = None
+
+
+def parallel_backend() -> str:
+    """The parallel-loop backend code generated now uses: ``"pool"`` or ``"openmp"`` (see PARALLEL_BACKEND)."""
+    choice = PARALLEL_BACKEND
+    if choice is None:
+        choice = os.environ.get("KILN_PARALLEL_BACKEND", "").strip().lower() or DEFAULT_PARALLEL_BACKEND
+    if choice not in PARALLEL_BACKENDS:
+        raise KilnError(f"the parallel backend (codegen_c.PARALLEL_BACKEND / $KILN_PARALLEL_BACKEND) must be "
+                        f"one of {', '.join(PARALLEL_BACKENDS)}, got {choice!r}")
+    return choice
+
+
+def parallel_loop_marker(backend: str | None = None) -> str:
+    """Text that each parallel loop of generated C contains under ``backend`` (default: the one in use): the
+    pool's launch call or OpenMP's pragma (for tests and tools that look for parallel loops in the source)."""
+    return {"pool": "kiln_parallel_run(kiln_par_", "openmp": "#pragma omp parallel for"}[backend or parallel_backend()]
+
+
+# the launch ABI of the pool backend: kiln.runtime.thread_pool fills __kiln_parallel_launch at load time
+_PARALLEL_LAUNCH_HELPER = (
+    "/* parallel loops (kiln thread pool): the loader stores kiln_pool_launch in __kiln_parallel_launch; while\n"
+    " * it is null (a loader that does not know it) a parallel loop runs serially. 0 threads: the pool's default. */\n"
+    "typedef int32_t (*KilnParallelBody)(int64_t begin, int64_t end, void* closure);\n"
+    "typedef int32_t (*KilnParallelLaunchFn)(KilnParallelBody body, void* closure, int64_t extent,\n"
+    "                                        int32_t num_threads);\n"
+    "__attribute__((weak)) KilnParallelLaunchFn __kiln_parallel_launch = 0;\n"
+    "static inline void kiln_parallel_run(KilnParallelBody body, void* closure, int64_t extent) {\n"
+    "  KilnParallelLaunchFn launch = __kiln_parallel_launch;\n"
+    "  if (extent <= 0) return;\n"
+    "  if (launch == 0 || __kiln_num_threads == 1 || extent == 1) (void)body(0, extent, closure);\n"
+    "  else (void)launch(body, closure, extent, __kiln_num_threads);\n"
+    "}")
 
 
 def omp_schedule_clause(c, extent: str) -> str:
@@ -226,6 +268,8 @@ class FunctionCodegen(StmtExprVisitor):
         self.counter = 0
         self.analyzer = Analyzer()
         self.registers: dict = {}      # id(buffer var) -> C name prefix of allocations held in registers
+        self.decl_types: dict = {}     # C name -> C type a parallel body captures it as (None: cannot)
+        self.outlined: list = []       # the static functions of the parallel loop bodies (pool backend)
         pt = _PointerTypes()
         pt(func.body)
         self.ptr_types = pt.types
@@ -270,6 +314,7 @@ class FunctionCodegen(StmtExprVisitor):
                 et = scalar_ctype(self.ptr_types.get(id(buf.data), buf.dtype))
                 qual = " restrict" if noalias else ""
                 header_lines.append(f"{et}*{qual} {name} = ({et}*)args[{i}].v_handle;")
+                self.decl_types[name] = f"{et}*{qual}"
                 for dim in buf.shape:
                     if isinstance(dim, E.Var):
                         self.nonneg.add(id(dim))
@@ -289,7 +334,7 @@ class FunctionCodegen(StmtExprVisitor):
         meta = function_metadata(f, self.symbol, self.name_of)
         comment = self._comment()
         c_name, proto = c_function_name(self.symbol)
-        head = [comment] + ([proto] if proto else [])
+        head = self.outlined + [comment] + ([proto] if proto else [])
         text = "\n".join(head + [f"int32_t {c_name}(KilnValue* args, int32_t num_args) {{"] + self.lines + ["}"])
         return text, meta
 
@@ -307,12 +352,17 @@ class FunctionCodegen(StmtExprVisitor):
             et = self.ptr_types.get(id(var))
             if et is not None:
                 ct = scalar_ctype(et)
+                self.decl_types[name] = f"{ct}*"
                 return f"{ct}* {name} = ({ct}*)args[{index}].v_handle;"
+            self.decl_types[name] = "void*"
             return f"void* {name} = args[{index}].v_handle;"
         if dt.is_float:
+            self.decl_types[name] = t
             return f"{t} {name} = ({t})args[{index}].v_float64;"
         if dt.is_bool:
+            self.decl_types[name] = "bool"
             return f"bool {name} = args[{index}].v_int64 != 0;"
+        self.decl_types[name] = t
         return f"{t} {name} = ({t})args[{index}].v_int64;"
 
     # ------------------------------------------------------------------ error exits
@@ -402,8 +452,16 @@ class FunctionCodegen(StmtExprVisitor):
         end = bare(extent) if _is_int_const(s.min, 0) else f"{lo} + {extent}"
         header = f"for ({t} {name} = {lo}; {name} < {end}; ++{name}) {{"
         if s.kind == S.ForKind.PARALLEL and self.parallel_depth == 0:
-            yield from self._parallel_loop(s, header, bare(extent))
+            if parallel_backend() == "openmp":
+                yield from self._parallel_loop(s, header, bare(extent))
+            elif self.registers:
+                # register slots live outside the loop cannot be shared with an outlined body: run serially
+                self.emit("/* parallel loop beside live register slots: runs serially */")
+                yield from self._parallel_loop(s, header, bare(extent), pragma=False)
+            else:
+                yield from self._pool_loop(name, t, lo, bare(extent), s)
             return
+        self.decl_types[name] = t
         if s.kind == S.ForKind.PARALLEL:
             self.emit("/* nested parallel loop: runs serially inside the outer parallel loop */")
         elif s.kind == S.ForKind.UNROLLED:
@@ -417,9 +475,8 @@ class FunctionCodegen(StmtExprVisitor):
         self.indent -= 1
         self.emit("}")
 
-    def _parallel_loop(self, s, header: str, extent: str):
+    def _parallel_loop(self, s, header: str, extent: str, pragma: bool = True):
         loop = ParallelLoop.numbered(self.uid())
-        threads = self.c.omp_threads()
         outer_lines, self.lines = self.lines, []
         base_indent = self.indent
         self.indent = base_indent + 1
@@ -434,7 +491,9 @@ class FunctionCodegen(StmtExprVisitor):
             self.emit(f"int32_t {loop.flag} = 0;")
             self.emit(f"char {loop.msg}[1024];")
             self.emit(f"{loop.msg}[0] = 0;")
-        self.emit(f"#pragma omp parallel for num_threads({threads}()){omp_schedule_clause(self.c, extent)}")
+        if pragma:
+            threads = self.c.omp_threads()
+            self.emit(f"#pragma omp parallel for num_threads({threads}()){omp_schedule_clause(self.c, extent)}")
         self.emit(header)
         self.lines.extend(body_lines)
         if loop.used:
@@ -446,6 +505,64 @@ class FunctionCodegen(StmtExprVisitor):
             self.emit_error(loop.msg)
             self.indent -= 1
             self.emit("}")
+
+    def _pool_loop(self, name: str, t: str, lo: str, extent: str, s):
+        """A parallel loop for kiln's thread pool: the body becomes ``static int32_t kiln_par_<fn>_<k>(begin,
+        end, closure)`` over a range of iterations; the variables it uses from the kernel are copied into a
+        closure struct (buffers as pointers, scalars by value: TIR never assigns an outer variable). An error
+        inside the body records the first message in the kernel's flag (through the closure) and ends the
+        iteration; the kernel checks the flag after the loop, as with OpenMP."""
+        k = self.uid()
+        fn = f"kiln_par_{c_function_name(self.symbol)[0]}_{k}"
+        outer = {n: ty for n, ty in self.decl_types.items() if n != name}
+        loop = ParallelLoop(f"kiln_par_end_{k}", "(*kiln_cl->failed)", "kiln_cl->msg")
+        outer_lines, self.lines = self.lines, []
+        base_indent = self.indent
+        self.indent = 2
+        self.exits.push(loop)
+        self.parallel_depth += 1
+        yield s.body
+        self.parallel_depth -= 1
+        self.exits.pop()
+        body_lines, self.lines = self.lines, outer_lines
+        self.indent = base_indent
+        code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', "\n".join(body_lines))  # names inside strings do not count
+        used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code))
+        captured = [n for n in outer if n in used]
+        bad = [n for n in captured if outer[n] is None]
+        if bad:
+            self.fail(s, f"a parallel loop uses register slots {bad} allocated outside it")
+        fields = [f"{outer[n]} {n};" for n in captured] + ["int64_t lo;"]
+        if loop.used:
+            fields += ["int32_t* failed;", "char* msg;"]
+        struct = f"struct {fn}_closure"
+        head = [f"{struct} {{ {' '.join(fields)} }};",
+                f"static int32_t {fn}(int64_t kiln_begin, int64_t kiln_end, void* kiln_arg) {{",
+                f"  {struct}* kiln_cl = ({struct}*)kiln_arg;"]
+        head += [f"  {outer[n]} {n} = kiln_cl->{n};" for n in captured]
+        head += ["  for (int64_t kiln_it = kiln_begin; kiln_it < kiln_end; ++kiln_it) {",
+                 f"    {t} {name} = ({t})(kiln_cl->lo + kiln_it);"]
+        tail = ([f"  {loop.label}: ;"] if loop.used else []) + ["  }", "  return 0;", "}"]
+        self.outlined.append("\n".join(head + body_lines + tail))
+        run = self.c.helper("kiln_parallel_run", _PARALLEL_LAUNCH_HELPER)
+        inits = [f".{n} = {n}" for n in captured] + [f".lo = (int64_t)({lo})"]
+        self.emit("{")
+        self.indent += 1
+        if loop.used:
+            self.emit(f"int32_t kiln_par_failed_{k} = 0;")
+            self.emit(f"char kiln_par_msg_{k}[1024];")
+            self.emit(f"kiln_par_msg_{k}[0] = 0;")
+            inits += [f".failed = &kiln_par_failed_{k}", f".msg = kiln_par_msg_{k}"]
+        self.emit(f"{struct} kiln_cl_{k} = {{ {', '.join(inits)} }};")
+        self.emit(f"{run}({fn}, &kiln_cl_{k}, (int64_t)({extent}));")
+        if loop.used:
+            self.emit(f"if (kiln_par_failed_{k}) {{")
+            self.indent += 1
+            self.emit_error(f"kiln_par_msg_{k}")
+            self.indent -= 1
+            self.emit("}")
+        self.indent -= 1
+        self.emit("}")
 
     def visit_While(self, s):
         self.emit(f"while ({bare(self.visit(s.condition))}) {{")
@@ -476,8 +593,10 @@ class FunctionCodegen(StmtExprVisitor):
             if parse_dtype(var.dtype).is_handle and id(var) in self.ptr_types:
                 ct = scalar_ctype(self.ptr_types[id(var)])
                 self.emit(f"{ct}* {name} = ({ct}*)({value});")
+                self.decl_types[name] = f"{ct}*"
             else:
                 self.emit(f"{self.c.ctype(var.dtype)} {name} = {bare(value)};")
+                self.decl_types[name] = self.c.ctype(var.dtype)
             s = s.body
         yield s
 
@@ -511,6 +630,7 @@ class FunctionCodegen(StmtExprVisitor):
         et = scalar_ctype(elem)
         name = self.names.define(s.buffer_var)
         self.ptr_types[id(s.buffer_var)] = str(elem)
+        self.decl_types[name] = f"{et}*"  # a stack array is captured as a pointer to it
         extents = [convert(x) for x in s.extents]
         count = dt.lanes
         const = True
@@ -550,6 +670,7 @@ class FunctionCodegen(StmtExprVisitor):
         if not isinstance(count, E.IntImm) or parse_dtype(s.dtype).is_bool:
             self.fail(s, f"an allocation marked {REGISTERS_ATTR} must have one constant extent")
         self.emit(f"{self.c.ctype(s.dtype)} {', '.join(f'{name}_r{k}' for k in range(count.value))};")
+        self.decl_types[name] = None
         self.registers[id(s.buffer_var)] = name
         yield s.body
         del self.registers[id(s.buffer_var)]

@@ -438,3 +438,38 @@ def blob_object(data: bytes, output: str, symbol: str = "__kiln_dev_mblob") -> s
         finally:
             _discard_temp(tmp_out)
     return output
+
+
+# -- kiln's thread pool ----------------------------------------------------------------------------
+THREAD_POOL_SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime",
+                                  "thread_pool.c")
+
+
+def build_thread_pool() -> str:
+    """Compile ``kiln/runtime/thread_pool.c`` (once; cached like kernels and rebuilt when missing or damaged)
+    and return the path of the shared library. A copy named after the source's digest is kept in
+    ``$KILN_CACHE_DIR/runtime/`` for processes without the compiler packages (kiln.runtime.thread_pool)."""
+    with open(THREAD_POOL_SOURCE, encoding="utf-8") as f:
+        source = f.read()
+    obj = compile_object(source, ["-pthread"])
+    path = link_cached([obj], ["-pthread"])
+    folder = os.path.join(cache_dir(), "runtime")
+    os.makedirs(folder, exist_ok=True)
+    copy = os.path.join(folder, f"thread_pool-{hashlib.sha256(source.encode('utf-8')).hexdigest()[:16]}.so")
+    if not _entry_is_intact(copy):
+        tmp = _temp_sibling(copy)
+        try:
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, copy)
+        finally:
+            _discard_temp(tmp)
+        _record_entry(copy)
+    return path
+
+
+def _register_thread_pool_builder() -> None:
+    from ..runtime.registry import register_func
+    register_func("runtime.thread_pool.build", build_thread_pool, override=True)
+
+
+_register_thread_pool_builder()

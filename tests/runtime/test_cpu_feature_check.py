@@ -90,8 +90,11 @@ def test_feature_names_of_cpuinfo():
         ([] if "avx2" in cpu_features.host_features() else ["avx2"])
 
 
-def test_set_num_threads():
-    """set_num_threads reaches the OpenMP team of kernels loaded before and after the call."""
+def test_set_num_threads(monkeypatch):
+    """set_num_threads reaches the OpenMP team of kernels loaded before and after the call (OpenMP backend;
+    the thread pool's side: tests/runtime/test_thread_pool.py)."""
+    import importlib
+    monkeypatch.setattr(importlib.import_module("kiln.target.codegen_c"), "PARALLEL_BACKEND", "openmp")
     n = 64
     A = te.compute((n,), lambda i: tvm.tir.call_extern("int32", "omp_get_num_threads"), name="A")
     s = te.create_schedule(A.op)

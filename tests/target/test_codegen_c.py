@@ -5,7 +5,7 @@ import pytest
 import kiln
 from kiln import tir
 from kiln.tir import expr as E, stmt as S
-from kiln.target.codegen_c import CodegenError, codegen_c
+from kiln.target.codegen_c import CodegenError, codegen_c, parallel_loop_marker
 from kiln.runtime.dtype import parse_dtype as DataType_of
 
 from target_tir_helpers import buf, prim, build, vector_loop
@@ -28,7 +28,7 @@ def test_vector_add_parallel(n, lanes):
     np.testing.assert_allclose(c.numpy(), a + b, rtol=1e-6)
     src = mod.get_source()
     if n >= lanes:
-        assert "#pragma omp parallel for num_threads(kiln_omp_threads())" in src
+        assert parallel_loop_marker() in src
     assert "float* restrict A = (float*)args[0].v_handle;" in src
     if lanes > 1 and n >= lanes:
         assert f"kiln_f32x{lanes}" in src
@@ -254,7 +254,7 @@ def test_symbolic_allocate_in_parallel_with_assert():
     body = S.For(i, 0, n, S.ForKind.PARALLEL, inner)
     f = prim("rev", [A, C], body)
     src, _ = codegen_c([("rev", f)])
-    assert src.count("#pragma omp parallel for") == 1 and "nested parallel loop" in src
+    assert src.count(parallel_loop_marker()) == 1 and "nested parallel loop" in src
     assert "goto kiln_par_end_" in src and "free(row);" in src
     mod = build(f)
     a = rng.random((9, 7), dtype=np.float32)

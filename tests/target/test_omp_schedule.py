@@ -28,6 +28,12 @@ def _scaled(rows, cols=16):
     return s, [A, B]
 
 
+@pytest.fixture(autouse=True)
+def openmp_backend(monkeypatch):
+    """This file is about the OpenMP backend's pragmas (the pool's schedule: tests/runtime/test_thread_pool.py)."""
+    monkeypatch.setattr(codegen_c, "PARALLEL_BACKEND", "openmp")
+
+
 @pytest.fixture
 def restore_threads():
     before = num_threads()
@@ -61,7 +67,9 @@ def test_dynamic_chunk_is_computed_at_run_time(monkeypatch):
 
 @pytest.mark.parametrize("rows", [1, 2, 7, 8, 9, 37, 1000])
 @pytest.mark.parametrize("threads", [1, 2, 3, 5])
-def test_every_iteration_runs_once(rows, threads, restore_threads):
+@pytest.mark.parametrize("backend", ["openmp", "pool"])
+def test_every_iteration_runs_once(rows, threads, backend, restore_threads, monkeypatch):
+    monkeypatch.setattr(codegen_c, "PARALLEL_BACKEND", backend)
     s, args = _scaled(rows)
     f = kiln.build(s, args, target="llvm")
     set_num_threads(threads)

@@ -10,6 +10,7 @@ from kiln.error import KilnError
 from kiln.runtime.graph_executor import GraphModule
 from kiln.topi.testing import depthwise_conv2d_python_nchw, layout_transform_python as lt
 from kiln.topi.x86 import depthwise_conv2d as dw
+from kiln.target.codegen_c import parallel_loop_marker
 
 TARGET = "llvm -mcpu=core-avx2"
 
@@ -79,7 +80,7 @@ def test_generated_code_has_no_padded_copy_and_is_vectorized():
     src = mod.get_source()
     assert "data_pad" not in src                 # the padding is a condition on the read, not a copy
     assert "kiln_vload_f32x8" in src             # 16-channel block = two AVX2 vectors per pixel
-    assert "#pragma omp parallel" in src         # (batch x channel blocks x rows) in parallel
+    assert parallel_loop_marker() in src         # (batch x channel blocks x rows) in parallel
 
 
 def test_fallback_config():

@@ -1,0 +1,283 @@
+/* kiln's thread pool for the parallel loops of generated kernels (kiln.runtime.thread_pool; see the module
+ * doc of kiln.runtime.thread_policy and docs/architecture.md, "Parallel loops").
+ *
+ * A generated kernel outlines the body of each parallel loop into `int32_t body(begin, end, closure)` and calls
+ * the launch function the loader stored in its `__kiln_parallel_launch` pointer: kiln_pool_launch below.
+ *
+ * One job runs at a time. The calling thread publishes it, wakes the workers that sleep, and then claims
+ * chunks itself like any worker. Chunks are claimed through one 64-bit atomic ticket (generation << 32 |
+ * next chunk index), so a worker that wakes up late finds either no chunk left or a newer generation and
+ * claims nothing. When no chunk is left the caller waits only for the chunks already claimed: it never
+ * waits for a worker that has not woken up (OpenMP's closing barrier does). Chunk sizes shrink like
+ * OpenMP's guided schedule: each is the work left / (KILN_POOL_GUIDED * threads), at least one iteration.
+ *
+ * Idle workers spin for `spin_ns` (KILN_POOL_SPIN_US, default 50 us), then sleep on a futex.
+ * A launch while the pool is busy (a second Python thread, or a kernel called from inside a parallel body)
+ * runs its loop serially on the calling thread. After fork() the child has no workers: they are created
+ * again by its first launch.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int32_t (*KilnParallelBody)(int64_t begin, int64_t end, void* closure);
+
+#define KILN_POOL_MAX_THREADS 256
+#define KILN_POOL_MAX_CHUNKS 512
+#define KILN_POOL_GUIDED 2
+#define KILN_POOL_CLOSED 0xFFFFFFFFu
+
+typedef struct {
+  /* the job: written by the launching thread before the ticket publishes it */
+  KilnParallelBody body;
+  void* closure;
+  int32_t num_chunks;
+  int32_t threads;                       /* workers with id < threads take part */
+  int64_t bounds[KILN_POOL_MAX_CHUNKS + 1];
+  /* claimed chunks: generation << 32 | next chunk index (KILN_POOL_CLOSED: between jobs) */
+  uint64_t ticket __attribute__((aligned(64)));
+  int32_t done __attribute__((aligned(64)));      /* chunks finished */
+  int32_t failed;                                  /* a body returned non-zero */
+  int32_t wake_word __attribute__((aligned(64)));  /* futex the sleeping workers wait on */
+  int32_t sleepers;
+  int32_t busy;                                    /* a launch is running */
+  int32_t workers;                                 /* worker threads started (ids 1..workers) */
+  int32_t stop;
+  int64_t spin_ns;
+  /* counters read by kiln_pool_stats */
+  int64_t jobs, serial_jobs, chunks_by_caller, chunks_by_workers, wakeups;
+} KilnPool;
+
+static KilnPool kiln_pool;
+static pthread_mutex_t kiln_pool_start_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t kiln_pool_once = PTHREAD_ONCE_INIT;
+static __thread int kiln_pool_inside = 0;  /* this thread is running a chunk or a launch */
+
+static inline void kiln_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static inline int64_t kiln_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void kiln_futex_wait(int32_t* addr, int32_t expected) {
+  syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+static void kiln_futex_wake(int32_t* addr, int32_t count) {
+  syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+}
+
+/* Claim and run chunks of generation `gen` until none is left. Returns the chunks run. */
+static int64_t kiln_pool_work(uint32_t gen, int32_t num_chunks) {
+  int64_t ran = 0;
+  uint64_t t = __atomic_load_n(&kiln_pool.ticket, __ATOMIC_ACQUIRE);
+  for (;;) {
+    uint32_t idx = (uint32_t)t;
+    if ((uint32_t)(t >> 32) != gen || idx >= (uint32_t)num_chunks) return ran;
+    if (!__atomic_compare_exchange_n(&kiln_pool.ticket, &t, t + 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      continue;
+    /* the chunk is ours, so job `gen` cannot end before it is done: its fields are stable */
+    if (kiln_pool.body(kiln_pool.bounds[idx], kiln_pool.bounds[idx + 1], kiln_pool.closure) != 0)
+      __atomic_store_n(&kiln_pool.failed, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&kiln_pool.done, 1, __ATOMIC_RELEASE);
+    ++ran;
+    t = __atomic_load_n(&kiln_pool.ticket, __ATOMIC_ACQUIRE);
+  }
+}
+
+static void* kiln_pool_worker(void* arg) {
+  int32_t id = (int32_t)(intptr_t)arg;
+  uint32_t seen = (uint32_t)(__atomic_load_n(&kiln_pool.ticket, __ATOMIC_ACQUIRE) >> 32);
+  kiln_pool_inside = 1;
+  for (;;) {
+    /* wait for a new generation: spin, then sleep */
+    int64_t deadline = kiln_now_ns() + __atomic_load_n(&kiln_pool.spin_ns, __ATOMIC_RELAXED);
+    uint64_t t;
+    int spins = 0;
+    for (;;) {
+      t = __atomic_load_n(&kiln_pool.ticket, __ATOMIC_ACQUIRE);
+      if ((uint32_t)(t >> 32) != seen && (uint32_t)t != KILN_POOL_CLOSED) break;
+      if (__atomic_load_n(&kiln_pool.stop, __ATOMIC_RELAXED)) return NULL;
+      if (++spins < 64 || kiln_now_ns() < deadline) {
+        kiln_cpu_relax();
+        if (spins >= 64) spins = 0;
+        continue;
+      }
+      __atomic_add_fetch(&kiln_pool.sleepers, 1, __ATOMIC_SEQ_CST);
+      int32_t w = __atomic_load_n(&kiln_pool.wake_word, __ATOMIC_SEQ_CST);
+      t = __atomic_load_n(&kiln_pool.ticket, __ATOMIC_SEQ_CST);
+      if (((uint32_t)(t >> 32) == seen || (uint32_t)t == KILN_POOL_CLOSED) &&
+          !__atomic_load_n(&kiln_pool.stop, __ATOMIC_RELAXED))
+        kiln_futex_wait(&kiln_pool.wake_word, w);
+      __atomic_sub_fetch(&kiln_pool.sleepers, 1, __ATOMIC_SEQ_CST);
+      __atomic_add_fetch(&kiln_pool.wakeups, 1, __ATOMIC_RELAXED);
+      deadline = kiln_now_ns() + __atomic_load_n(&kiln_pool.spin_ns, __ATOMIC_RELAXED);
+      spins = 0;
+    }
+    seen = (uint32_t)(t >> 32);
+    /* fields read here may belong to a newer job; the ticket's generation check in kiln_pool_work
+     * then refuses every claim, so they are never used */
+    int32_t threads = __atomic_load_n(&kiln_pool.threads, __ATOMIC_ACQUIRE);
+    int32_t num_chunks = __atomic_load_n(&kiln_pool.num_chunks, __ATOMIC_ACQUIRE);
+    if (id < threads) {
+      int64_t ran = kiln_pool_work(seen, num_chunks);
+      __atomic_add_fetch(&kiln_pool.chunks_by_workers, ran, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+static int64_t kiln_pool_env_spin_ns(void) {
+  const char* text = getenv("KILN_POOL_SPIN_US");
+  if (text && *text) {
+    char* end;
+    long v = strtol(text, &end, 10);
+    if (*end == 0 && v >= 0) return (int64_t)v * 1000;
+  }
+  return 50 * 1000;
+}
+
+static void kiln_pool_after_fork_child(void) {
+  /* the workers did not survive fork(): forget them, and any job the parent was running */
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  kiln_pool_start_lock = fresh;
+  kiln_pool.workers = 0;
+  kiln_pool.busy = 0;
+  kiln_pool.sleepers = 0;
+  kiln_pool.stop = 0;
+  kiln_pool.ticket = ((kiln_pool.ticket >> 32) + 1) << 32 | KILN_POOL_CLOSED;
+  kiln_pool_inside = 0;
+}
+
+static void kiln_pool_init_once(void) {
+  kiln_pool.ticket = KILN_POOL_CLOSED;
+  kiln_pool.spin_ns = kiln_pool_env_spin_ns();
+  pthread_atfork(NULL, NULL, kiln_pool_after_fork_child);
+}
+
+/* Start workers until there are `want` of them; returns how many there are. */
+static int32_t kiln_pool_grow(int32_t want) {
+  if (want > KILN_POOL_MAX_THREADS - 1) want = KILN_POOL_MAX_THREADS - 1;
+  if (__atomic_load_n(&kiln_pool.workers, __ATOMIC_ACQUIRE) >= want) return kiln_pool.workers;
+  pthread_mutex_lock(&kiln_pool_start_lock);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);  /* workers take no signals: Python's go to its main thread */
+  while (kiln_pool.workers < want) {
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &attr, kiln_pool_worker, (void*)(intptr_t)(kiln_pool.workers + 1));
+    pthread_attr_destroy(&attr);
+    if (rc != 0) break;
+    __atomic_add_fetch(&kiln_pool.workers, 1, __ATOMIC_RELEASE);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_mutex_unlock(&kiln_pool_start_lock);
+  return kiln_pool.workers;
+}
+
+static int32_t kiln_pool_serial(KilnParallelBody body, void* closure, int64_t extent) {
+  __atomic_add_fetch(&kiln_pool.serial_jobs, 1, __ATOMIC_RELAXED);
+  return body(0, extent, closure) != 0 ? -1 : 0;
+}
+
+/* The launch function: run body over [0, extent) on `threads` threads (<= 0: the CPUs this process may use),
+ * the caller included. Returns 0, or -1 when a body returned non-zero. */
+int32_t kiln_pool_launch(KilnParallelBody body, void* closure, int64_t extent, int32_t threads) {
+  pthread_once(&kiln_pool_once, kiln_pool_init_once);
+  if (extent <= 0) return 0;
+  if (threads <= 0) {
+    cpu_set_t set;
+    threads = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  }
+  if (threads > KILN_POOL_MAX_THREADS) threads = KILN_POOL_MAX_THREADS;
+  if (threads > extent) threads = (int32_t)extent;
+  if (threads <= 1 || kiln_pool_inside) return kiln_pool_serial(body, closure, extent);
+  int32_t expected = 0;
+  if (!__atomic_compare_exchange_n(&kiln_pool.busy, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    return kiln_pool_serial(body, closure, extent);  /* another thread's job is running */
+  int32_t workers = kiln_pool_grow(threads - 1);
+  if (workers < threads - 1) threads = workers + 1;
+  if (threads <= 1) {
+    __atomic_store_n(&kiln_pool.busy, 0, __ATOMIC_RELEASE);
+    return kiln_pool_serial(body, closure, extent);
+  }
+  kiln_pool_inside = 1;
+  /* guided chunks: the work left / (KILN_POOL_GUIDED * threads), at least 1 iteration */
+  int32_t n = 0;
+  int64_t pos = 0;
+  while (pos < extent && n < KILN_POOL_MAX_CHUNKS - 1) {
+    int64_t left = extent - pos;
+    int64_t size = (left + KILN_POOL_GUIDED * threads - 1) / (KILN_POOL_GUIDED * threads);
+    kiln_pool.bounds[n++] = pos;
+    pos += size;
+  }
+  if (pos < extent) kiln_pool.bounds[n++] = pos;
+  kiln_pool.bounds[n] = extent;
+  kiln_pool.body = body;
+  kiln_pool.closure = closure;
+  kiln_pool.failed = 0;
+  __atomic_store_n(&kiln_pool.done, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&kiln_pool.num_chunks, n, __ATOMIC_RELAXED);
+  __atomic_store_n(&kiln_pool.threads, threads, __ATOMIC_RELAXED);
+  uint32_t gen = (uint32_t)(__atomic_load_n(&kiln_pool.ticket, __ATOMIC_RELAXED) >> 32) + 1;
+  if (gen == 0) gen = 1;
+  __atomic_store_n(&kiln_pool.ticket, (uint64_t)gen << 32, __ATOMIC_SEQ_CST);  /* publish */
+  __atomic_add_fetch(&kiln_pool.wake_word, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&kiln_pool.sleepers, __ATOMIC_SEQ_CST) > 0)
+    kiln_futex_wake(&kiln_pool.wake_word, threads - 1);
+  int64_t mine = kiln_pool_work(gen, n);
+  /* every chunk is claimed: wait for the ones other threads are running */
+  int spins = 0;
+  while (__atomic_load_n(&kiln_pool.done, __ATOMIC_ACQUIRE) < n) {
+    if (++spins < 2000) {
+      kiln_cpu_relax();
+    } else {
+      sched_yield();  /* the thread we wait for may share our core */
+    }
+  }
+  __atomic_store_n(&kiln_pool.ticket, (uint64_t)gen << 32 | KILN_POOL_CLOSED, __ATOMIC_RELEASE);
+  int32_t failed = kiln_pool.failed;
+  kiln_pool.jobs += 1;
+  kiln_pool.chunks_by_caller += mine;
+  kiln_pool_inside = 0;
+  __atomic_store_n(&kiln_pool.busy, 0, __ATOMIC_RELEASE);
+  return failed ? -1 : 0;
+}
+
+/* Spin time of idle workers before they sleep, in microseconds (< 0: leave unchanged). Returns the old one. */
+int64_t kiln_pool_set_spin_us(int64_t us) {
+  pthread_once(&kiln_pool_once, kiln_pool_init_once);
+  int64_t old = __atomic_load_n(&kiln_pool.spin_ns, __ATOMIC_RELAXED) / 1000;
+  if (us >= 0) __atomic_store_n(&kiln_pool.spin_ns, us * 1000, __ATOMIC_RELAXED);
+  return old;
+}
+
+/* Counters: out[0..6] = workers, jobs, serial jobs, chunks run by callers, by workers, worker wake-ups
+ * from sleep, spin microseconds. */
+void kiln_pool_stats(int64_t* out) {
+  pthread_once(&kiln_pool_once, kiln_pool_init_once);
+  out[0] = __atomic_load_n(&kiln_pool.workers, __ATOMIC_RELAXED);
+  out[1] = __atomic_load_n(&kiln_pool.jobs, __ATOMIC_RELAXED);
+  out[2] = __atomic_load_n(&kiln_pool.serial_jobs, __ATOMIC_RELAXED);
+  out[3] = __atomic_load_n(&kiln_pool.chunks_by_caller, __ATOMIC_RELAXED);
+  out[4] = __atomic_load_n(&kiln_pool.chunks_by_workers, __ATOMIC_RELAXED);
+  out[5] = __atomic_load_n(&kiln_pool.wakeups, __ATOMIC_RELAXED);
+  out[6] = __atomic_load_n(&kiln_pool.spin_ns, __ATOMIC_RELAXED) / 1000;
+}

@@ -1,0 +1,92 @@
+"""kiln's thread pool for parallel loops: builds ``thread_pool.c`` once (cached on disk like kernels) and
+hands its launch function to every loaded kernel library (``__kiln_parallel_launch``).
+
+The pool's design is in the comment at the top of ``thread_pool.c`` and in the module doc of
+:mod:`kiln.runtime.thread_policy`. The runtime never compiles: the library is built on first use by the
+compiler side (``runtime.thread_pool.build``, registered by ``kiln.target.compiler``), which also leaves a copy
+named after the source's digest in ``$KILN_CACHE_DIR/runtime/``; a process without the compiler packages loads
+that copy. Where neither exists (a deploy machine that only loads exported modules and never built anything)
+the launch pointer stays null and parallel loops run serially (logged once).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import threading
+
+from .registry import get_global_func
+
+_log = logging.getLogger("kiln.thread_pool")
+_lock = threading.Lock()
+_state: dict = {}
+SOURCE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "thread_pool.c")
+STATS_FIELDS = ("workers", "jobs", "serial_jobs", "chunks_by_caller", "chunks_by_workers", "wakeups", "spin_us")
+
+
+def _load():
+    """The pool library (ctypes.CDLL), building it on first use; None when it cannot be built."""
+    with _lock:
+        if "lib" in _state:
+            return _state["lib"]
+        lib = None
+        try:
+            path = _library_path()
+            if path is None:
+                raise FileNotFoundError("no C compiler side to build it and no copy in $KILN_CACHE_DIR/runtime")
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+            lib.kiln_pool_set_spin_us.restype = ctypes.c_int64
+            lib.kiln_pool_set_spin_us.argtypes = [ctypes.c_int64]
+            lib.kiln_pool_stats.restype = None
+            lib.kiln_pool_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+        except Exception as err:  # noqa: BLE001 - no compiler / failed build: parallel loops run serially
+            _log.warning("kiln thread pool unavailable (%s); parallel loops run serially", err)
+            lib = None
+        _state["lib"] = lib
+        return lib
+
+
+def _library_path() -> str | None:
+    build = get_global_func("runtime.thread_pool.build", allow_missing=True)
+    if build is not None:
+        return build()
+    with open(SOURCE_PATH, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    root = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
+    copy = os.path.join(root, "runtime", f"thread_pool-{digest}.so")
+    if not os.path.isfile(copy):
+        return None
+    from .library import verify_file
+    verify_file(copy)  # a truncated copy raises here instead of crashing in dlopen
+    return copy
+
+
+def launch_address() -> int | None:
+    """Address of ``kiln_pool_launch`` (the value of a library's ``__kiln_parallel_launch``), or None."""
+    lib = _load()
+    if lib is None:
+        return None
+    return ctypes.cast(lib.kiln_pool_launch, ctypes.c_void_p).value
+
+
+def pool_stats() -> dict:
+    """Counters of the pool in this process (see STATS_FIELDS); empty when the pool is unavailable."""
+    lib = _load()
+    if lib is None:
+        return {}
+    out = (ctypes.c_int64 * len(STATS_FIELDS))()
+    lib.kiln_pool_stats(out)
+    return dict(zip(STATS_FIELDS, out))
+
+
+def set_spin_us(us: int) -> int:
+    """How long (microseconds) idle workers spin before they sleep on a futex; returns the previous value.
+    The default is ``$KILN_POOL_SPIN_US`` or 50."""
+    if isinstance(us, bool) or not isinstance(us, int) or us < 0:
+        from ..error import KilnError
+        raise KilnError(f"set_spin_us expects a non-negative integer, got {us!r}")
+    lib = _load()
+    if lib is None:
+        return 0
+    return int(lib.kiln_pool_set_spin_us(us))
