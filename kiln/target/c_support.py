@@ -419,6 +419,30 @@ class CSupport:
             f"  for (int i = 0; i < {lanes}; i += 8) {{ {body} }}\n  return o;\n"
             f"#else\n  return __builtin_convertvector(v, {dt_});\n#endif\n}}"))
 
+    def vector_round(self, fname: str, dtype) -> str | None:
+        """A helper rounding a float32 vector by the SIMD round instruction (``floorf``/``ceilf``/``truncf``/
+        ``rintf`` lane-wise), guarded by the ISA macro, with the lane loop as the fallback; None for other
+        functions or widths. The lane loop costs 8 scalar ``roundss`` plus shuffles per vector (fast_exp's
+        floor made a softmax 2x slower)."""
+        modes = {"floorf": "_MM_FROUND_TO_NEG_INF", "ceilf": "_MM_FROUND_TO_POS_INF",
+                 "truncf": "_MM_FROUND_TO_ZERO", "rintf": "_MM_FROUND_CUR_DIRECTION"}
+        dt = parse_dtype(dtype)
+        if fname not in modes or str(dt.element_of()) != "float32" or dt.lanes not in (4, 8, 16):
+            return None
+        mode = modes[fname] + ("" if fname == "rintf" else " | _MM_FROUND_NO_EXC")
+        guard, reg, call = {4: ("defined(__SSE4_1__)", "__m128", "_mm_round_ps"),
+                            8: ("defined(__AVX__)", "__m256", "_mm256_round_ps"),
+                            16: ("defined(__AVX512F__)", "__m512", "_mm512_roundscale_ps")}[dt.lanes]
+        vt = self.ctype(dt)
+        name = f"kiln_{fname}_{_suffix(dt)}"
+        self.uses_x86_intrinsics = True
+        return self.helper(name, (
+            f"static inline {vt} {name}({vt} a) {{\n"
+            f"#if {guard}\n  {reg} v;\n  memcpy(&v, &a, sizeof(v));\n  v = {call}(v, {mode});\n"
+            f"  {vt} r;\n  memcpy(&r, &v, sizeof(r));\n  return r;\n"
+            f"#else\n  {vt} r = {{0}};\n  for (int k = 0; k < {dt.lanes}; ++k) r[k] = {fname}(a[k]);\n  return r;\n"
+            f"#endif\n}}"))
+
     def lanewise(self, name: str, out_dtype, in_dtypes, lane_expr: str) -> str:
         """A helper applying a scalar C expression lane by lane; ``lane_expr`` names lanes
         ``a[k]``, ``b[k]``, ``c[k]`` (mask outputs get 0/-1 from a C truth value)."""

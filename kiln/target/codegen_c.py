@@ -960,6 +960,9 @@ class FunctionCodegen(StmtExprVisitor):
             return self._extern_call(e, _name)
         fname = e.args[0].value
         args = e.args[1:]
+        vround = self.c.vector_round(fname, e.dtype) if len(args) == 1 else None
+        if vround is not None:
+            return f"{vround}({self.visit(args[0])})"
         lane_args = [f"{'abc'[i]}[k]" if parse_dtype(a.dtype).lanes > 1 else "abc"[i] for i, a in enumerate(args)]
         fn = self.c.lanewise(f"kiln_{fname}_{suffix(e.dtype)}", e.dtype, [a.dtype for a in args],
                              f"{fname}({', '.join(lane_args)})")

@@ -10,6 +10,7 @@ from .depthwise_conv2d import (depthwise_conv2d_NCHWc, schedule_depthwise_conv2d
 from .injective import (schedule_injective, schedule_injective_from_existing, schedule_elemwise, schedule_broadcast,
                         schedule_concatenate, schedule_reduce, schedule_pool, schedule_adaptive_pool,
                         schedule_global_pool, schedule_softmax, schedule_log_softmax, schedule_layer_norm)
+from .softmax import softmax_x86
 from . import conv2d_alter_op  # noqa: F401
 from .conv2d_winograd import (conv2d_NCHWc_winograd, schedule_conv2d_NCHWc_winograd, conv2d_nchw_winograd,
                               schedule_conv2d_nchw_winograd, winograd_weight_transform,

@@ -94,41 +94,7 @@ schedule_reduce = _schedule_all_stages
 schedule_pool = _schedule_all_stages
 schedule_adaptive_pool = _schedule_all_stages
 schedule_global_pool = _schedule_all_stages
-def schedule_softmax(outs):
-    """Softmax along the last axis, one row at a time: the row's max, exponentials, sum and normalization
-    are computed inside the (parallel) loop over rows, so a row is read from memory once and stays in cache
-    across the four stages; the exponential and normalization loops are vectorized. Other axes keep the
-    stage-by-stage schedule."""
-    outs = as_list(outs)
-    norm = outs[0].op
-    if len(outs) != 1 or getattr(norm, "tag", "") != "softmax_output" or len(norm.axis) < 2:
-        return _schedule_all_stages(outs)
-    ndim = len(norm.axis)
-    axis = int(norm.attrs["axis"]) if "axis" in (norm.attrs or {}) else -1
-    if axis % ndim != ndim - 1:
-        return _schedule_all_stages(outs)
-    by_name = {t.op.name: t.op for t in norm.input_tensors}
-    ex, sm = by_name.get("T_softmax_exp"), by_name.get("T_softmax_expsum")
-    mx = {t.op.name: t.op for t in ex.input_tensors}.get("T_softmax_maxelem") if ex is not None else None
-    if ex is None or sm is None or mx is None:
-        return _schedule_all_stages(outs)
-    s = te.create_schedule([norm])
-    inline_injective(s, outs)
-    stage = s[norm]
-    *rows, col = list(stage.op.axis)
-    row = rows[0] if len(rows) == 1 else stage.fuse(*rows)
-    stage.parallel(row)
-    lanes = simd_width(norm.output(0).dtype)
-    n = _const_extent(col)
-    for op in (mx, ex, sm):
-        s[op].compute_at(stage, row)
-    if n is not None and n % lanes == 0:
-        _, vi = stage.split(col, factor=lanes)
-        stage.vectorize(vi)
-        _, evi = s[ex].split(s[ex].op.axis[-1], factor=lanes)
-        s[ex].vectorize(evi)
-    return s
-
+from .softmax import schedule_softmax  # noqa: E402 - it uses _schedule_all_stages
 
 schedule_log_softmax = _schedule_all_stages
 schedule_layer_norm = _schedule_all_stages

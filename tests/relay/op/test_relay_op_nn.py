@@ -122,7 +122,7 @@ def test_softmax_activations():
     a = rnd(5, seed=3)
     np.testing.assert_allclose(run(relay.nn.prelu, x.reshape(1, 5, 3), a), F.prelu(T(x.reshape(1, 5, 3)), T(a)).numpy(),
                                rtol=1e-6)
-    assert Op.get("nn.softmax").get_attr("TOpPattern") == OpPattern.OPAQUE
+    assert Op.get("nn.softmax").get_attr("TOpPattern") == OpPattern.OUT_ELEMWISE_FUSABLE  # as TVM v0.13
     assert Op.get("nn.relu").get_attr("TOpPattern") == OpPattern.ELEMWISE
 
 

@@ -220,7 +220,7 @@ define_op("nn.group_norm", num_inputs=3, args=("data", "gamma", "beta"), attrs=A
           rel=group_norm_rel, rel_name="GroupNorm", pattern=_P.OPAQUE, reference=_group_norm_ref, level=1)
 
 
-# -- softmax / activations ----------------------------------------------------------------------------------------------
+# -- softmax / activations (softmax ops are kOutEWiseFusable as in TVM v0.13: an elementwise consumer fuses in) -----------
 def softmax_rel(arg_types, attrs):
     data = tensor_arg(arg_types, 0, "data")
     normalize_axis(attrs.axis, len(data.shape), "softmax axis")
@@ -240,11 +240,11 @@ def _log_softmax_ref(attrs, inputs, out_type):
 
 
 define_op("nn.softmax", num_inputs=1, attrs=A.SoftmaxAttrs, rel=softmax_rel, rel_name="Softmax",
-          pattern=_P.OPAQUE, reference=_softmax_ref, level=1)
+          pattern=_P.OUT_ELEMWISE_FUSABLE, reference=_softmax_ref, level=1)
 define_op("nn.fast_softmax", num_inputs=1, attrs=A.SoftmaxAttrs, rel=softmax_rel, rel_name="Softmax",
-          pattern=_P.OPAQUE, reference=_softmax_ref, level=1)
+          pattern=_P.OUT_ELEMWISE_FUSABLE, reference=_softmax_ref, level=1)
 define_op("nn.log_softmax", num_inputs=1, attrs=A.SoftmaxAttrs, rel=softmax_rel, rel_name="Softmax",
-          pattern=_P.OPAQUE, reference=_log_softmax_ref, level=1)
+          pattern=_P.OUT_ELEMWISE_FUSABLE, reference=_log_softmax_ref, level=1)
 define_op("nn.relu", num_inputs=1, rel="Identity", pattern=_P.ELEMWISE,
           reference=lambda a, i, t: np.maximum(i[0], np.zeros((), i[0].dtype)), level=1)
 define_op("nn.leaky_relu", num_inputs=1, attrs=A.LeakyReluAttrs, rel="Identity", pattern=_P.ELEMWISE,

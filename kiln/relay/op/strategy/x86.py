@@ -9,7 +9,8 @@ on a generic strategy of ``generic.py`` (``@G.conv2d_strategy.register("cpu")``)
   form;
 * dense (2-D data) -> ``dense_pack.x86``; ``nn.contrib_dense_pack`` (weight pre-packed by AlterOpLayout);
   batch_matmul -> ``batch_matmul.x86``;
-* softmax, tanh, erf -> vectorizable computes (``topi.nn.fast_softmax``, ``topi.fast_tanh``, ``topi.fast_erf``).
+* softmax, fast_softmax -> ``topi.x86.softmax_x86`` (vectorizable row reductions, fast exp); tanh, erf ->
+  vectorizable computes (``topi.fast_tanh``, ``topi.fast_erf``).
 
 Ops with a generic strategy need nothing here: their ``topi.generic`` schedule (injective, reduce, pool,
 softmax, layer_norm, ...) is a generic function that ``topi/x86`` registers its vectorized schedule on. The
@@ -255,10 +256,21 @@ def erf_strategy_cpu(attrs, inputs, out_type, target):
     return _unary_strategy("erf", topi.fast_erf)
 
 
+def _softmax_compute(attrs, inputs, out_type):
+    return [topi_x86.softmax_x86(inputs[0], attrs.axis)]
+
+
 @G.softmax_strategy.register("cpu")
 def softmax_strategy_cpu(attrs, inputs, out_type, target):
-    def compute(attrs, inputs, out_type):
-        return [topi.nn.fast_softmax(inputs[0], attrs.axis)]
     strategy = OpStrategy()
-    strategy.add_implementation(compute, schedule_by_name("schedule_softmax"), name="softmax.x86", plevel=X86_PLEVEL)
+    strategy.add_implementation(_softmax_compute, schedule_by_name("schedule_softmax"), name="softmax.x86",
+                                plevel=X86_PLEVEL)
+    return strategy
+
+
+@G.fast_softmax_strategy.register("cpu")
+def fast_softmax_strategy_cpu(attrs, inputs, out_type, target):
+    strategy = OpStrategy()
+    strategy.add_implementation(_softmax_compute, schedule_by_name("schedule_softmax"), name="fast_softmax.x86",
+                                plevel=X86_PLEVEL)
     return strategy

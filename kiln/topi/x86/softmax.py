@@ -1,0 +1,160 @@
+"""Softmax on x86: a compute whose row reductions are vectorizable, and a row-local schedule that also runs the
+elementwise epilogue FuseOps attaches to it (``nn.softmax`` is ``kOutEWiseFusable`` as in TVM v0.13).
+
+Compute (``softmax_x86``; float32, last axis, a static row length ``n`` that the SIMD width ``L`` divides): the
+row maximum and the exponentials' sum are taken in two steps, ``L`` partial results per row (each over the
+lanes ``l, l + L, l + 2L, ...``: one vector accumulator) and then the ``L`` partials. The C compiler keeps a
+scalar reduction strictly ordered (no -ffast-math), so the one-step form was a chain of ``n`` dependent scalar
+adds. The normalization multiplies by the reciprocal of the sum, computed once per row (a vector division
+per 8 outputs cost more than the exponentials). The exponential is :func:`kiln.topi.fast_exp_expr`. Other rows
+(odd lengths, another axis, symbolic shapes) use :func:`kiln.topi.nn.fast_softmax`.
+
+Schedule (``schedule_softmax``): for a softmax along the last axis the output's row axes are fused into the
+parallel loop and every stage of a row (maximum, exponentials, sum, and the fused epilogue: the normalization is
+inlined into it) runs inside it, so a row is read from memory once; row-long loops are vectorized.
+"""
+from __future__ import annotations
+
+from ... import te
+from ...tir import expr as E
+from ...tir import op as T
+from ...te.schedule import kInline, kInlinedAlready
+from ..generic.default import inline_injective
+from ..math import fast_exp_expr
+from ..nn.softmax import fast_softmax
+from ..utils import get_const_tuple, normalize_axis
+from .utils import as_list, simd_width
+
+# stage names (tests and the schedule find the stages by them)
+MAX_LANES, MAX, EXP, SUM_LANES, SUM, RECIP, NORM = ("T_softmax_maxelem_lanes", "T_softmax_maxelem", "T_softmax_exp",
+                                                     "T_softmax_expsum_lanes", "T_softmax_expsum",
+                                                     "T_softmax_recip", "T_softmax_norm")
+
+
+def lane_split_applies(shape, axis: int, dtype: str, lanes: int) -> bool:
+    """Whether :func:`softmax_x86` uses the lane-split reductions for this input."""
+    if dtype != "float32" or not shape:
+        return False
+    if any(not isinstance(d, int) for d in shape):
+        return False
+    n = shape[axis]
+    return axis == len(shape) - 1 and n >= lanes and n % lanes == 0
+
+
+def softmax_x86(x, axis: int = -1):
+    """Softmax of float32 ``x`` along ``axis`` with lane-split row reductions (see the module docstring);
+    falls back to :func:`kiln.topi.nn.fast_softmax` where they do not apply."""
+    shape = get_const_tuple(x.shape)
+    axis = normalize_axis(axis, len(shape), "softmax axis")
+    lanes = simd_width(x.dtype)
+    if not lane_split_applies(shape, axis, x.dtype, lanes):
+        return fast_softmax(x, axis)
+    n = shape[-1]
+    rows = list(shape[:-1])
+    ko1 = te.reduce_axis((0, n // lanes), name="ko1")
+    mx_l = te.compute(rows + [lanes], lambda *i: T.max(x[tuple(i[:-1]) + (ko1 * lanes + i[-1],)], axis=ko1),
+                      name=MAX_LANES)
+    l1 = te.reduce_axis((0, lanes), name="l1")
+    mx = te.compute(rows, lambda *i: T.max(mx_l[tuple(i) + (l1,)], axis=l1), name=MAX)
+    ex = te.compute(shape, lambda *i: fast_exp_expr(x(*i) - mx(*i[:-1])), name=EXP)
+    ko2 = te.reduce_axis((0, n // lanes), name="ko2")
+    sm_l = te.compute(rows + [lanes], lambda *i: T.sum(ex[tuple(i[:-1]) + (ko2 * lanes + i[-1],)], axis=ko2),
+                      name=SUM_LANES)
+    l2 = te.reduce_axis((0, lanes), name="l2")
+    sm = te.compute(rows, lambda *i: T.sum(sm_l[tuple(i) + (l2,)], axis=l2), name=SUM)
+    rc = te.compute(rows, lambda *i: T.const(1.0, x.dtype) / sm(*i), name=RECIP)
+    return te.compute(shape, lambda *i: ex(*i) * rc(*i[:-1]), name=NORM, tag="softmax_output",
+                      attrs={"axis": axis})
+
+
+def _const(ext):
+    return int(ext.value) if isinstance(ext, E.IntImm) else None
+
+
+def _find_softmax(outs):
+    """The ``softmax_output`` op under the (fused) output, or None."""
+    seen, stack = set(), [o.op for o in outs]
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        if getattr(op, "tag", "") == "softmax_output":
+            return op
+        stack.extend(t.op for t in getattr(op, "input_tensors", []) or [])
+    return None
+
+
+def _row_stages(norm):
+    """The softmax's stages below ``norm`` by name (both computes' names)."""
+    found, seen, stack = {}, set(), list(norm.input_tensors)
+    while stack:
+        t = stack.pop()
+        op = t.op
+        if op in seen or not hasattr(op, "axis") or not op.input_tensors:
+            continue
+        seen.add(op)
+        if op.name.startswith("T_softmax_") or op.name == RECIP:
+            found[op.name] = op
+            stack.extend(op.input_tensors)
+    return found
+
+
+def _vectorize_last(s, op, lanes: int, keep_outer_reduction: bool = False) -> None:
+    """Split the last data-parallel axis of ``op`` by ``lanes`` and vectorize the inner part (reduction axes
+    moved outside it); a last axis of exactly ``lanes`` is vectorized whole."""
+    axis = s[op].op.axis[-1]
+    n = _const(axis.dom.extent)
+    if n is None or n % lanes:
+        return
+    red = list(getattr(s[op].op, "reduce_axis", []) or [])
+    if n == lanes:
+        if red:
+            s[op].reorder(*red, axis)
+        s[op].vectorize(axis)
+        return
+    outer, inner = s[op].split(axis, factor=lanes)
+    if red:
+        s[op].reorder(outer, *red, inner)
+    s[op].vectorize(inner)
+
+
+def schedule_softmax(outs):
+    """Row-local schedule of softmax (and a fused elementwise epilogue) along the last axis; other axes get
+    every stage scheduled on its own (see :func:`kiln.topi.x86.injective.schedule_stage_loops`)."""
+    from .injective import _schedule_all_stages
+    outs = as_list(outs)
+    norm = _find_softmax(outs)
+    out = outs[0].op
+    if len(outs) != 1 or norm is None or len(norm.axis) < 2:
+        return _schedule_all_stages(outs)
+    ndim = len(norm.axis)
+    axis = int(norm.attrs["axis"]) if "axis" in (norm.attrs or {}) else -1
+    if axis % ndim != ndim - 1 or len(out.axis) != ndim or \
+            [_const(a.dom.extent) for a in out.axis] != [_const(a.dom.extent) for a in norm.axis]:
+        return _schedule_all_stages(outs)
+    stages = _row_stages(norm)
+    if MAX not in stages or EXP not in stages or SUM not in stages:
+        return _schedule_all_stages(outs)
+    s = te.create_schedule([out])
+    inline_injective(s, outs)
+    if norm is not out:
+        s[norm].compute_inline()
+    stage = s[out]
+    *rows, col = list(stage.op.axis)
+    row = rows[0] if len(rows) == 1 else stage.fuse(*rows)
+    stage.parallel(row)
+    lanes = simd_width(norm.output(0).dtype)
+    for name in (MAX_LANES, MAX, EXP, SUM_LANES, SUM, RECIP):
+        op = stages.get(name)
+        if op is not None and s[op].attach_type not in (kInline, kInlinedAlready):
+            s[op].compute_at(stage, row)
+    n = _const(col.dom.extent)
+    if n is not None and n % lanes == 0:
+        _, vi = stage.split(col, factor=lanes)
+        stage.vectorize(vi)
+        _vectorize_last(s, stages[EXP], lanes)
+        for name in (MAX_LANES, SUM_LANES):
+            if name in stages:
+                _vectorize_last(s, stages[name], lanes)
+    return s
