@@ -154,10 +154,54 @@ def reshape(a, newshape):
     if not any(isinstance(d, E.PrimExpr) for d in newshape):  # a symbolic target shape is final (no codes)
         newshape = infer_reshape_shape(in_shape, newshape)
 
+    if any(isinstance(d, E.PrimExpr) for d in tuple(in_shape) + tuple(newshape)):
+        return _compute(newshape, _symbolic_reshape_index(a, list(in_shape), list(newshape)), "T_reshape")
+
     def f(*i):
         flat = ravel_index(list(i), newshape)
         return a(*unravel_index(flat, in_shape))
     return _compute(newshape, f, "T_reshape")
+
+
+def _same_dim(x, y) -> bool:
+    if not isinstance(x, E.PrimExpr) and not isinstance(y, E.PrimExpr):
+        return int(x) == int(y)
+    if not isinstance(x, E.PrimExpr) or not isinstance(y, E.PrimExpr):
+        return False
+    from ..arith import Analyzer
+    d = Analyzer().simplify(x - y)
+    return isinstance(d, E.IntImm) and d.value == 0
+
+
+def _symbolic_reshape_index(a, in_shape: list, out_shape: list):
+    """Index function of a reshape over symbolic extents: dims equal at both ends map one to one, only the middle
+    is raveled and unraveled, and the outermost unravel needs no modulo (the reshape is valid), so a reshape
+    that splits or merges a few dims reads contiguous rows instead of dividing every index by run-time extents."""
+    lo = 0
+    while lo < min(len(in_shape), len(out_shape)) and _same_dim(in_shape[lo], out_shape[lo]):
+        lo += 1
+    hi = 0
+    while hi < min(len(in_shape), len(out_shape)) - lo and \
+            _same_dim(in_shape[len(in_shape) - 1 - hi], out_shape[len(out_shape) - 1 - hi]):
+        hi += 1
+    mid_in = in_shape[lo:len(in_shape) - hi]
+    mid_out = out_shape[lo:len(out_shape) - hi]
+
+    def f(*i):
+        i = list(i)
+        head, mid, tail = i[:lo], i[lo:len(i) - hi], i[len(i) - hi:]
+        if not mid_in:
+            return a(*head, *tail)
+        flat = ravel_index(mid, mid_out) if mid else T.const(0, "int32")
+        idx = []
+        for k, n in enumerate(reversed(mid_in)):
+            if k == len(mid_in) - 1:
+                idx.append(flat)
+            else:
+                idx.append(flat % n)
+                flat = flat // n
+        return a(*head, *reversed(idx), *tail)
+    return f
 
 
 def concatenate(a_tuple, axis: int = 0):

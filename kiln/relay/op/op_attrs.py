@@ -75,6 +75,12 @@ class ReshapeAttrs(Attrs):
     fields = {"newshape": Field((), _int_tuple), "allowzero": Field(False, bool)}
 
 
+class ReshapeLikeAttrs(Attrs):
+    type_key = "relay.attrs.ReshapeLikeAttrs"
+    fields = {"lhs_begin": Field(0, _int), "lhs_end": Field(None, lambda v: None if v is None else int(v)),
+              "rhs_begin": Field(0, _int), "rhs_end": Field(None, lambda v: None if v is None else int(v))}
+
+
 class SqueezeAttrs(Attrs):
     type_key = "relay.attrs.SqueezeAttrs"
     fields = {"axis": Field(None, _axis_list)}

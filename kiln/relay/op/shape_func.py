@@ -295,6 +295,12 @@ def arange_shape_func(attrs, inputs, out_ndims):
     return [(max(int(np.ceil((stop - start) / step)), 0),)]
 
 
+def reshape_like_shape_func(attrs, inputs, out_ndims):
+    """``reshape_like(data, shape_like, lhs_begin, lhs_end, rhs_begin, rhs_end)``."""
+    from .transform import reshape_like_shape
+    return [tuple(reshape_like_shape(inputs[0], inputs[1], attrs))]
+
+
 _BY_RELATION = {"Identity": identity_shape_func, "IdentityCompRel": identity_shape_func,
                 "Broadcast": broadcast_shape_func, "BroadcastComp": broadcast_shape_func,
                 "Reduce": reduce_shape_func, "ArgReduce": reduce_shape_func}
@@ -307,6 +313,7 @@ _BY_OP = {
     "nn.global_max_pool2d": global_pool2d_shape_func, "nn.global_avg_pool2d": global_pool2d_shape_func,
     "nn.adaptive_max_pool2d": adaptive_pool2d_shape_func, "nn.adaptive_avg_pool2d": adaptive_pool2d_shape_func,
     "nn.batch_norm": batch_norm_shape_func, "reshape": reshape_shape_func,
+    "reshape_like": reshape_like_shape_func,
     "contrib_reverse_reshape": reverse_reshape_shape_func,
     "nn.batch_flatten": batch_flatten_shape_func, "transpose": transpose_shape_func,
     "concatenate": concatenate_shape_func, "stack": stack_shape_func, "take": take_shape_func, "strided_slice": strided_slice_shape_func,

@@ -101,22 +101,46 @@ def reverse_reshape(data, newshape):
     return _call("contrib_reverse_reshape", [data], newshape=list(newshape))
 
 
+def reshape_like_shape(data_shape, like_shape, attrs) -> tuple:
+    """``data[:lhs_begin] + like[rhs_begin:rhs_end] + data[lhs_end:]`` (TVM's ReshapeLikeAttrs; ends may be
+    negative or None)."""
+    data_shape, like_shape = tuple(data_shape), tuple(like_shape)
+
+    def span(begin, end, n):
+        b = begin + n if begin < 0 else begin
+        e = n if end is None else (end + n if end < 0 else end)
+        if not 0 <= b <= e <= n:
+            raise TypeInferenceError(f"reshape_like: range [{begin}, {end}) out of a rank-{n} shape")
+        return b, e
+    lb, le = span(int(getattr(attrs, "lhs_begin", 0) or 0), getattr(attrs, "lhs_end", None), len(data_shape))
+    rb, re = span(int(getattr(attrs, "rhs_begin", 0) or 0), getattr(attrs, "rhs_end", None), len(like_shape))
+    return data_shape[:lb] + like_shape[rb:re] + data_shape[le:]
+
+
 def _reshape_like_rel(arg_types, attrs):
     t = tensor_arg(arg_types, 0, "data")
     like = tensor_arg(arg_types, 1, "shape_like")
-    if math.prod(_static(t.shape)) != math.prod(_static(like.shape)):
-        raise TypeInferenceError(f"reshape_like: {shape_text(t.shape)} and {shape_text(like.shape)} differ in size")
-    return TensorType(like.shape, t.dtype)
+    out = reshape_like_shape(t.shape, like.shape, attrs)
+    known = all(isinstance(d, int) for d in tuple(t.shape) + tuple(out))
+    if known and math.prod(_static(t.shape)) != math.prod(_static(out)):
+        raise TypeInferenceError(f"reshape_like: {shape_text(t.shape)} and {shape_text(out)} differ in size")
+    return TensorType(out, t.dtype)  # unknown dims: not comparable here (DynamicToStatic creates these only
+    # with provably equal sizes)
 
 
-define_op("reshape_like", num_inputs=2, args=("data", "shape_like"), rel=_reshape_like_rel, rel_name="ReshapeLike",
-          pattern=_P.INJECTIVE, reference=lambda a, i, t: np.reshape(i[0], t.shape),
+_reshape_like_rel.handles_any = True
+
+define_op("reshape_like", num_inputs=2, args=("data", "shape_like"), attrs=A.ReshapeLikeAttrs, rel=_reshape_like_rel,
+          rel_name="ReshapeLike", pattern=_P.INJECTIVE, reference=lambda a, i, t: np.reshape(i[0], t.shape),
           compute=topi_compute("reshape", "reshape_like", lambda a, i, t: [i[0], list(t.shape)]), level=3)
 
 
 @_export
-def reshape_like(data, shape_like):
-    return _call("reshape_like", [data, shape_like])
+def reshape_like(data, shape_like, lhs_begin=0, lhs_end=None, rhs_begin=0, rhs_end=None):
+    """Reshape ``data`` to ``data.shape[:lhs_begin] + shape_like.shape[rhs_begin:rhs_end] +
+    data.shape[lhs_end:]`` (TVM's signature; the defaults take the whole shape of ``shape_like``)."""
+    return _call("reshape_like", [data, shape_like], lhs_begin=lhs_begin, lhs_end=lhs_end, rhs_begin=rhs_begin,
+                 rhs_end=rhs_end)
 
 
 # -- transpose / squeeze / expand_dims ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from ._util import infer_module
 from .. import op as O
 from ..expr_functor import ExprMutator, post_order_visit, NonPrimitiveMutator
 from .fold_constant import fold_constant
+from .symbolic_reshape import symbolic_reshapes
 
 
 def _vals(c: Constant) -> list:
@@ -108,6 +109,15 @@ def dynamic_to_static(mod: IRModule, max_rounds: int = 8) -> IRModule:
                     new = Function(new.params, new.body, None, new.type_params, new.attrs)  # re-inferred
                 out[gv] = new
                 changed = True
+        if not changed:  # nothing folds to constants: make reshapes over computed shapes static
+            for gv, func in mod.functions.items():
+                if isinstance(func, Function) and not func.get_attr("Primitive"):
+                    new = symbolic_reshapes(func)
+                    if new is not func:
+                        if isinstance(new, Function) and new.ret_type is not None and new.ret_type.is_dynamic():
+                            new = Function(new.params, new.body, None, new.type_params, new.attrs)
+                        out[gv] = new
+                        changed = True
         mod = out
         if not changed:
             break

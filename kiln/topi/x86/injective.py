@@ -11,7 +11,7 @@ from ...tir import expr as E
 from ...te.schedule import kInline, kInlinedAlready
 from .. import generic
 from ..generic.default import PARALLEL_MIN_ELEMENTS, inline_injective
-from .utils import as_list, simd_width
+from .utils import as_list, simd_width, size_hint
 
 
 def _const_extent(iv):
@@ -25,13 +25,15 @@ def schedule_stage_loops(s, op) -> None:
     if not axes:
         return
     extents = [_const_extent(a) for a in axes]
-    if any(e is None for e in extents):
-        return
+    symbolic = [e is None for e in extents]
+    # a VM kernel's symbolic extents count at their size hint for the decisions below; the loops keep
+    # running over the run-time extent (only a static innermost extent is split for the vector lanes)
+    extents = [size_hint(a.dom.extent) if e is None else e for a, e in zip(axes, extents)]
     reduce_axes = list(getattr(s[op].op, "reduce_axis", []) or [])
     lanes = simd_width(op.output(0).dtype) if op.output(0).dtype.startswith("float") else simd_width("float32")
     stage = s[op]
     inner = None
-    if extents[-1] % lanes == 0 and extents[-1] >= lanes:
+    if not symbolic[-1] and extents[-1] % lanes == 0 and extents[-1] >= lanes:
         outer_last, inner = stage.split(axes[-1], factor=lanes)
         axes = axes[:-1] + [outer_last]
         extents = extents[:-1] + [extents[-1] // lanes]

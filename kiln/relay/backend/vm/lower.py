@@ -38,7 +38,7 @@ class _SymbolicBuilder(_ScheduleBuilder):
             cls = self._classes[k] if self._classes is not None and k < len(self._classes) else ("own", k)
             var = self._vars.get(cls)
             if var is None:
-                var = self._vars[cls] = te.var(f"any_dim{len(self._vars)}", "int64")
+                var = self._vars[cls] = te.size_var(f"any_dim{len(self._vars)}", "int64")
             shape.append(var)
         return tuple(shape)
 
@@ -89,7 +89,7 @@ def symbolic_out_type(call, inputs):
                 v = _dim_value(d)
                 if not isinstance(v, int):  # outputs of one op share their unknown extents (topk values/indices)
                     while len(fresh) <= a:
-                        fresh.append(te.var(f"out_dim{len(fresh)}", "int64"))
+                        fresh.append(te.size_var(f"out_dim{len(fresh)}", "int64"))
                     v = fresh[a]
                 out.append(v)
             return tuple(out)

@@ -45,7 +45,7 @@ class SymDims:
             for d in ty.shape:
                 s = _static(d)
                 if s is None:
-                    s = te.var(f"sym{self._n}", "int64")
+                    s = te.size_var(f"sym{self._n}", "int64")
                     self._n += 1
                 out.append(s)
             return tuple(out)
@@ -123,7 +123,7 @@ def output_shapes(kernel_inputs: list, caller_shapes: list, kernel_outputs: list
                 s = _static(r)
                 dims.append(s if s is not None else r)
             else:
-                dims.append(te.var(f"sym{syms._n}", "int64"))
+                dims.append(te.size_var(f"sym{syms._n}", "int64"))
                 syms._n += 1
         out.append(tuple(dims))
     return out

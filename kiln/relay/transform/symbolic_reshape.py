@@ -1,0 +1,517 @@
+"""Static reshapes from shape arithmetic over unknown dims (part of DynamicToStatic).
+
+Exporters compute reshape targets at run time: ONNX BERT's ``x.view(b, s, heads, d)`` is
+``dyn.reshape(x, concatenate([take(shape_of(x), 0), take(shape_of(x), 1), [4], [64]]))``. With unknown batch
+and sequence nothing there folds to a constant, so the reshape stays ``dyn.`` and its type is all ``Any``
+(``(?, ?, ?, ?)``): every op after it loses its static dims (softmax over ``?`` heads, GELU over ``?``
+features), runs on generic unvectorized kernels, and the reshape cannot fuse.
+
+This pass evaluates the shape arithmetic symbolically. Every tensor gets a symbolic shape (static dims of its
+type, one ``tir`` variable per unknown dim of a parameter, the ops' shape functions traced over those for
+calls); small integer tensors computed from shapes (``shape_of``, ``take``/``strided_slice``/``reshape``/
+``concatenate``/``cast``/``squeeze``/``expand_dims``, elementwise ``+ - * /`` and ``where(equal(..))`` over
+them) get a symbolic *value*. A ``dyn.reshape`` whose target value is known becomes a static ``reshape``
+with Relay's codes: a static entry stays, an entry equal to the input dim at the same position becomes ``0``
+(copy), and one remaining entry becomes ``-1`` when the element counts are provably equal. The result has the
+same value for every run-time size (the dyn op and the static op agree on 0/-1; other negative entries are
+left alone), and its type keeps every static dim (``(?, ?, 4, 64)``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir.op import Op
+from ...ir.type import TensorType, TupleType
+from ... import tir
+from ...tir import op as T
+from ..expr import Call, Constant, Tuple, TupleGetItem, Var
+from ..expr_functor import NonPrimitiveMutator, post_order_visit
+from .. import op as O
+
+_MAX_VALUE_LEN = 16  # integer tensors longer than this are data, not shapes
+
+
+def _int(d):
+    v = getattr(d, "value", d)
+    return int(v) if isinstance(v, (int, np.integer)) else None
+
+
+class _Sym:
+    """Symbolic shapes and values of the nodes of one function."""
+
+    def __init__(self):
+        from ...arith import Analyzer
+        self.ana = Analyzer()
+        self.shape: dict = {}   # id(expr) -> tuple of dims, or ("tuple", [shapes])
+        self.value: dict = {}   # id(expr) -> (entries list, shape tuple) for small integer tensors
+        self.keep: list = []    # the nodes keyed by id stay alive
+        self.n = 0
+
+    def simp(self, d):
+        if isinstance(d, (int, np.integer)):
+            return int(d)
+        r = self.ana.simplify(d)
+        s = _int(r)
+        return s if s is not None else r
+
+    def equal(self, a, b) -> bool:
+        if isinstance(a, int) and isinstance(b, int):
+            return a == b
+        return self.simp(_expr(a) - _expr(b)) == 0
+
+    def fresh(self, ty):
+        if isinstance(ty, TupleType):
+            return ("tuple", [self.fresh(f) for f in ty.fields])
+        if isinstance(ty, TensorType):
+            out = []
+            for d in ty.shape:
+                s = _int(d)
+                if s is None:
+                    s = tir.SizeVar(f"d{self.n}", "int64")
+                    self.n += 1
+                out.append(s)
+            return tuple(out)
+        return None
+
+    def shape_of(self, e):
+        s = self.shape.get(id(e))
+        if s is None:
+            s = self.fresh(getattr(e, "_checked_type_", None))
+            self._set(e, s)
+        return s
+
+    def _set(self, e, s) -> None:
+        self.keep.append(e)
+        self.shape[id(e)] = s
+
+    # -- per node ---------------------------------------------------------------------------------------
+    def visit(self, e) -> None:
+        ty = getattr(e, "_checked_type_", None)
+        if isinstance(e, Constant):
+            arr = e.numpy()
+            self._set(e, tuple(int(d) for d in arr.shape))
+            if arr.dtype.kind in "iu" and arr.ndim <= 1 and arr.size <= _MAX_VALUE_LEN:
+                self.value[id(e)] = ([int(v) for v in arr.reshape(-1)], tuple(arr.shape))
+            return
+        if isinstance(e, Tuple):
+            self._set(e, ("tuple", [self.shape_of(f) for f in e.fields]))
+            return
+        if isinstance(e, TupleGetItem):
+            s = self.shape_of(e.tuple_value)
+            if isinstance(s, tuple) and len(s) == 2 and s[0] == "tuple" and e.index < len(s[1]):
+                self._set(e, s[1][e.index])
+            return
+        if not (isinstance(e, Call) and isinstance(e.op, Op)) or not isinstance(ty, (TensorType, TupleType)):
+            return  # vars, functions, ifs...: fresh symbols when asked
+        self._set(e, self._call_shape(e, ty))
+        if isinstance(ty, TensorType) and str(ty.dtype).startswith(("int", "uint")) and len(ty.shape) <= 1:
+            v = self._call_value(e)
+            if v is not None:
+                self.value[id(e)] = v
+
+    def _call_shape(self, call: Call, ty):
+        name = call.op.name
+        out = None
+        if name == "dyn.reshape":
+            v = self.value.get(id(call.args[1]))
+            if v is not None:
+                out = _reshape_dims(self, self.shape_of(call.args[0]), v[0], bool(call.attrs.allowzero))
+        elif name == "dyn.broadcast_to":
+            v = self.value.get(id(call.args[1]))
+            if v is not None and isinstance(ty, TensorType) and len(v[0]) == len(ty.shape):
+                out = self._broadcast(self.shape_of(call.args[0]), v[0])
+        elif not call.op.get_attr("TShapeDataDependent"):
+            out = self._traced(call)
+        if out is None or not isinstance(ty, TensorType) or len(out) != len(ty.shape):
+            return self._merge(self.fresh(ty), out, ty)
+        return tuple(_int(t) if _int(t) is not None else self.simp(d) for t, d in zip(ty.shape, out))
+
+    def _merge(self, fresh, out, ty):
+        if isinstance(ty, TupleType) and isinstance(out, list) and len(out) == len(ty.fields):
+            return ("tuple", [tuple(_int(t) if _int(t) is not None else self.simp(d)
+                                    for t, d in zip(f.shape, o)) if isinstance(f, TensorType) and len(o) == len(f.shape)
+                               else self.fresh(f) for f, o in zip(ty.fields, out)])
+        return fresh
+
+    def _traced(self, call: Call):
+        from ..op.shape_func import get_shape_func
+        try:
+            fn, _ = get_shape_func(call.op.name)
+        except Exception:  # noqa: BLE001 - an op without a shape function: fresh symbols
+            return None
+        shapes = []
+        for a in call.args:
+            s = self.shape_of(a)
+            if s is None:
+                return None
+            if isinstance(s, tuple) and len(s) == 2 and s[0] == "tuple":
+                if not all(isinstance(f, tuple) and (not f or f[0] != "tuple") for f in s[1]):
+                    return None
+                shapes.extend(s[1])
+            else:
+                shapes.append(s)
+        try:
+            out = fn(call.attrs, shapes, None)
+        except Exception:  # noqa: BLE001 - a shape function that needs numbers: fresh symbols
+            return None
+        ty = call.checked_type
+        if isinstance(ty, TupleType):
+            return [tuple(o) for o in out]
+        return tuple(out[0]) if len(out) == 1 else None
+
+    def _broadcast(self, in_shape, target: list):
+        out = list(target)
+        for k in range(1, len(in_shape) + 1):
+            d = in_shape[-k]
+            t = target[-k]
+            if isinstance(t, int) and t == 1:
+                out[-k] = d
+        return tuple(out)
+
+    # -- values of shape tensors --------------------------------------------------------------------------
+    def _call_value(self, call: Call):
+        name, a, attrs = call.op.name, call.args, call.attrs
+        vals = [self.value.get(id(x)) for x in a]
+        if name == "shape_of":
+            s = self.shape_of(a[0])
+            if isinstance(s, tuple) and (not s or s[0] != "tuple"):
+                return (list(s), (len(s),))
+            return None
+        if name in ("cast", "reshape", "squeeze", "expand_dims", "copy") and vals[0] is not None:
+            return (list(vals[0][0]), tuple(_int(d) for d in call.checked_type.shape))
+        if name == "take" and vals[0] is not None and vals[1] is not None and len(vals[0][1]) == 1:
+            entries = vals[0][0]
+            idx = vals[1][0]
+            if not all(isinstance(i, int) and -len(entries) <= i < len(entries) for i in idx):
+                return None
+            return ([entries[i] for i in idx], vals[1][1])
+        if name == "strided_slice" and vals[0] is not None and len(vals[0][1]) == 1 and attrs.axes is None:
+            entries = vals[0][0]
+            b = list(attrs.begin)[0] if attrs.begin else 0
+            en = list(attrs.end)[0] if attrs.end else len(entries)
+            st = list(attrs.strides)[0] if attrs.strides else 1
+            if attrs.slice_mode == "size":
+                en = len(entries) if en < 0 else b + en
+            sl = entries[int(b):int(en):int(st)]
+            return (sl, (len(sl),))
+        if name == "concatenate":
+            fields = getattr(a[0], "fields", None)
+            if fields is None:
+                return None
+            fv = [self.value.get(id(f)) for f in fields]
+            if any(v is None or len(v[1]) != 1 for v in fv):
+                return None
+            out = [x for v in fv for x in v[0]]
+            return (out, (len(out),))
+        if name in ("add", "subtract", "multiply", "divide", "floor_divide") and None not in vals:
+            return self._elementwise(name, vals[0], vals[1])
+        if name == "where" and None not in vals:
+            c, x, y = vals
+            n = max(len(c[0]), len(x[0]), len(y[0]))
+            if any(len(v[0]) not in (1, n) for v in vals):
+                return None
+            out = []
+            for k in range(n):
+                ck = c[0][k if len(c[0]) > 1 else 0]
+                if not isinstance(ck, bool):
+                    return None
+                out.append((x if ck else y)[0][k if len((x if ck else y)[0]) > 1 else 0])
+            return (out, (n,) if max(len(v[1]) for v in vals) else ())
+        return None
+
+    def _elementwise(self, name, x, y):
+        n = max(len(x[0]), len(y[0]))
+        if len(x[0]) not in (1, n) or len(y[0]) not in (1, n):
+            return None
+        out = []
+        for k in range(n):
+            p = x[0][k if len(x[0]) > 1 else 0]
+            q = y[0][k if len(y[0]) > 1 else 0]
+            if isinstance(p, bool) or isinstance(q, bool):
+                return None
+            if isinstance(p, int) and isinstance(q, int):
+                if name in ("divide", "floor_divide"):
+                    if q == 0:
+                        return None
+                    r = p // q if name == "floor_divide" or (p >= 0) == (q > 0) else -(-p // q)
+                else:
+                    r = {"add": p + q, "subtract": p - q, "multiply": p * q}[name]
+                out.append(r)
+                continue
+            if name in ("divide", "floor_divide"):
+                if not (isinstance(q, int) and q > 0 and _nonneg(p)):
+                    return None  # C division truncates: floordiv only for a non-negative numerator
+                out.append(self.simp(T.floordiv(_expr(p), _expr(q))))
+            else:
+                f = {"add": lambda u, v: u + v, "subtract": lambda u, v: u - v, "multiply": lambda u, v: u * v}[name]
+                out.append(self.simp(f(_expr(p), _expr(q))))
+        return (out, (n,) if max(len(x[1]), len(y[1])) else ())
+
+    def equal_value(self, call: Call):
+        """``equal(v, c)`` entries decided symbolically: a dim (non-negative) never equals a negative constant."""
+        x, y = (self.value.get(id(a)) for a in call.args)
+        if x is None or y is None:
+            return None
+        n = max(len(x[0]), len(y[0]))
+        if len(x[0]) not in (1, n) or len(y[0]) not in (1, n):
+            return None
+        out = []
+        for k in range(n):
+            p = x[0][k if len(x[0]) > 1 else 0]
+            q = y[0][k if len(y[0]) > 1 else 0]
+            if isinstance(p, int) and isinstance(q, int):
+                out.append(p == q)
+            elif isinstance(q, int) and q < 0 and _nonneg(p) or isinstance(p, int) and p < 0 and _nonneg(q):
+                out.append(False)
+            elif not isinstance(p, int) and not isinstance(q, int) and self.equal(p, q):
+                out.append(True)
+            else:
+                return None
+        return (out, (n,) if max(len(x[1]), len(y[1])) else ())
+
+
+def _expr(v):
+    return tir.IntImm("int64", v) if isinstance(v, int) else v
+
+
+def _nonneg(e) -> bool:
+    """Whether ``e`` (a dim expression) is provably >= 0: dims and sums/products/quotients of them."""
+    from ...tir import expr as E
+    if isinstance(e, bool):
+        return False
+    if isinstance(e, int):
+        return e >= 0
+    if isinstance(e, E.IntImm):
+        return e.value >= 0
+    if isinstance(e, E.Var):
+        return True
+    if isinstance(e, E.Cast):
+        return _nonneg(e.value)
+    if isinstance(e, (E.Add, E.Mul, E.FloorDiv, E.Max, E.Min)):
+        return _nonneg(e.a) and _nonneg(e.b)
+    return False
+
+
+def _reshape_dims(sym: _Sym, in_shape, entries: list, allowzero: bool):
+    """Output dims of a reshape to the symbolic ``entries`` (None when not decidable)."""
+    if not isinstance(in_shape, tuple) or (in_shape and in_shape[0] == "tuple"):
+        return None
+    out, infer_at = [], None
+    for k, v in enumerate(entries):
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, int) and v == 0 and not allowzero:
+            if k >= len(in_shape):
+                return None
+            out.append(in_shape[k])
+        elif isinstance(v, int) and v == -1:
+            if infer_at is not None:
+                return None
+            infer_at = k
+            out.append(1)
+        elif isinstance(v, int) and v < 0:
+            return None
+        else:
+            out.append(v)
+    if infer_at is not None:
+        rest = [d for j, d in enumerate(out) if j != infer_at]
+        out[infer_at] = _quotient(sym, list(in_shape), rest)
+    return tuple(out)
+
+
+def _quotient(sym: _Sym, num: list, den: list):
+    """prod(num) // prod(den), cancelling equal symbolic factors first (``b*4*s*64 // (s*64)`` is ``b*4``)."""
+    num = list(num)
+    k = 1
+    for d in den:
+        if isinstance(d, int):
+            k *= d
+            continue
+        for i, n in enumerate(num):
+            if not isinstance(n, int) and sym.equal(n, d):
+                del num[i]
+                break
+        else:
+            return sym.simp(T.floordiv(_expr(_prod(num)), _expr(_prod(den))))
+    c = 1
+    for n in num:
+        if isinstance(n, int):
+            c *= n
+    sym_part = [n for n in num if not isinstance(n, int)]
+    if k == 0:
+        return None
+    if c % k == 0:
+        return sym.simp(_expr(_prod([c // k] + sym_part))) if sym_part else c // k
+    return sym.simp(T.floordiv(_expr(_prod(num)), _expr(k)))
+
+
+def _prod(dims):
+    p = 1
+    for d in dims:
+        p = p * d if isinstance(p, int) and isinstance(d, int) else _expr(p) * _expr(d)
+    return p
+
+
+def _static_newshape(sym: _Sym, in_shape, entries: list, allowzero: bool):
+    """Relay codes for a static reshape equal to ``dyn.reshape(x, entries)`` for every run-time size, or None."""
+    if not isinstance(in_shape, tuple) or (in_shape and in_shape[0] == "tuple"):
+        return None
+    codes, open_at = [], []
+    for k, v in enumerate(entries):
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, int):
+            if v < -1 or (v == 0 and allowzero):
+                return None
+            codes.append(v)
+            continue
+        v = sym.simp(v)
+        if isinstance(v, int):
+            if v <= 0:
+                return None
+            codes.append(v)
+        elif not allowzero and k < len(in_shape) and sym.equal(v, in_shape[k]):
+            codes.append(0)
+        else:
+            codes.append(None)
+            open_at.append(k)
+    if not open_at:
+        return codes
+    if len(open_at) > 1 or -1 in codes:
+        return None
+    # one entry left: -1 when prod(input) == prod(target) is provable (then the inferred dim is that entry)
+    target = [in_shape[k] if c == 0 else (entries[k] if c is None else c) for k, c in enumerate(codes)]
+    diff = sym.simp(_expr(_prod(in_shape)) - _expr(_prod(target)))
+    if diff != 0:
+        return None
+    codes[open_at[0]] = -1
+    return codes
+
+
+def _split_codes(sym: _Sym, in_shape, target: list):
+    """Relay reshape codes taking ``in_shape`` to the resolved symbolic ``target`` dim by dim: copy (0, or the
+    static value), split one input dim into two (-4 a b, one of them static), merge two input dims (-3);
+    None when the target is not such a regrouping."""
+    codes, i, j = [], 0, 0
+    n, m = len(in_shape), len(target)
+    while j < m:
+        t = target[j]
+        if i < n and sym.equal(t, in_shape[i]):
+            codes.append(t if isinstance(t, int) else 0)
+            i, j = i + 1, j + 1
+        elif i < n and j + 1 < m and sym.equal(_prod([t, target[j + 1]]), in_shape[i]):
+            u = target[j + 1]
+            if isinstance(t, int) and t > 0:
+                codes += [-4, t, u if isinstance(u, int) else -1]
+            elif isinstance(u, int) and u > 0:
+                codes += [-4, -1, u]
+            else:
+                return None
+            i, j = i + 1, j + 2
+        elif i + 1 < n and sym.equal(t, _prod([in_shape[i], in_shape[i + 1]])):
+            codes.append(-3)
+            i, j = i + 2, j + 1
+        elif isinstance(t, int) and t == 1:
+            codes.append(1)
+            j += 1
+        else:
+            return None
+    while i < n and isinstance(in_shape[i], int) and in_shape[i] == 1:
+        i += 1
+    return codes if i == n else None
+
+
+def _like_source(sym: _Sym, in_shape, target: list, candidates: list):
+    """(tensor, attrs) for ``reshape_like(x, tensor, **attrs)`` giving ``target``: the dims of ``x`` kept at both
+    ends, the middle taken from a contiguous run of dims of one of ``candidates`` (TVM's lhs/rhs ranges)."""
+    n, m = len(in_shape), len(target)
+    p = 0
+    while p < min(n, m) and sym.equal(in_shape[p], target[p]):
+        p += 1
+    q = 0
+    while q < min(n, m) - p and sym.equal(in_shape[n - 1 - q], target[m - 1 - q]):
+        q += 1
+    shapes = []
+    for c in candidates:
+        s = sym.shape.get(id(c))
+        if isinstance(s, tuple) and (not s or s[0] != "tuple"):
+            shapes.append((c, s))
+    for pp in range(p, -1, -1):
+        for qq in range(q, -1, -1):
+            mid = target[pp:m - qq]
+            if not mid or not sym.equal(_prod(in_shape[pp:n - qq]), _prod(mid)):
+                continue
+            for c, s in shapes:
+                for rb in range(len(s) - len(mid) + 1):
+                    if all(sym.equal(a, b) for a, b in zip(s[rb:rb + len(mid)], mid)):
+                        return c, {"lhs_begin": pp, "lhs_end": n - qq, "rhs_begin": rb, "rhs_end": rb + len(mid)}
+    return None
+
+
+class _Rewrite(NonPrimitiveMutator):
+    def __init__(self, plan: dict):
+        super().__init__()
+        self.plan = plan
+        self.changed = 0
+
+    def visit_call(self, call):
+        new = super().visit_call(call)
+        how = self.plan.get(id(call))
+        if how is not None and isinstance(new, Call):
+            self.changed += 1
+            if how[0] == "like":
+                return O.reshape_like(new.args[0], self.visit(how[1]), **how[2])
+            return O.reshape(new.args[0], how[1], allowzero=bool(call.attrs.allowzero))
+        return new
+
+
+def symbolic_reshapes(func):
+    """``func`` with every ``dyn.reshape`` whose target is computable from shapes made static (same function
+    when none is); ``func`` must be type-checked."""
+    sym = _Sym()
+    plan: dict = {}
+    calls = []
+    shaped = list(func.params)  # tensors whose shape the program reads: reshape_like sources
+    order = {id(p): -1 for p in func.params}  # post-order index: a source must come before the reshape
+
+    def visit(e):
+        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "equal":
+            v = sym.equal_value(e)
+            sym.visit(e)
+            if v is not None:
+                sym.value[id(e)] = v
+            return
+        sym.visit(e)
+        order[id(e)] = len(order)
+        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "dyn.reshape":
+            calls.append(e)
+        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "shape_of":
+            shaped.append(e.args[0])
+
+    for p in func.params:
+        sym.shape_of(p)
+    post_order_visit(func.body, visit)
+    for c in calls:
+        v = sym.value.get(id(c.args[1]))
+        if v is None:
+            continue
+        in_shape = sym.shape_of(c.args[0])
+        allowzero = bool(c.attrs.allowzero)
+        codes = _static_newshape(sym, in_shape, v[0], allowzero)
+        target = sym.shape.get(id(c))
+        if codes is None and isinstance(target, tuple) and (not target or target[0] != "tuple") and \
+                sym.equal(_prod(in_shape), _prod(target)):
+            codes = _split_codes(sym, in_shape, list(target))
+            if codes is None:
+                like = _like_source(sym, in_shape, list(target),
+                                    [t for t in shaped if order.get(id(t), 1 << 60) < order[id(c)]])
+                if like is not None:
+                    plan[id(c)] = ("like",) + like
+                    continue
+        if codes is not None:
+            plan[id(c)] = ("codes", codes)
+    if not plan:
+        return func
+    rw = _Rewrite(plan)
+    new = rw.visit(func)
+    return new if rw.changed else func
