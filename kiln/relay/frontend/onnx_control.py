@@ -190,7 +190,7 @@ def _append_row(acc, row, row_type):
     return _op.concatenate([acc, _op.expand_dims(row, 0)], 0)
 
 
-def build_loop(ctx, limit, cond0, use_cond_out: bool, inits: list, names: list, body_fn):
+def build_loop(ctx, limit, cond0, inits: list, names: list, body_fn):
     """A recursive local function running ``body_fn`` while ``cond and i < limit``.
 
     ``body_fn(i, cond, states)`` converts the body for the loop variables ``states`` and returns
@@ -223,7 +223,7 @@ def build_loop(ctx, limit, cond0, use_cond_out: bool, inits: list, names: list, 
     m = Var("max_trip", TensorType((), "int64"))
     params = [i, m, cond] + states + accs + cap_vars
     go = cond if limit is None else _op.logical_and(cond, _op.less(i, m))
-    nxt_cond = _scalar_bool(cond_out, ctx) if use_cond_out else cond
+    nxt_cond = _scalar_bool(cond_out, ctx) if cond_out is not None else cond
     nxt = [_op.add(i, _i64(1)), m, nxt_cond] + list(outs)
     nxt += [_append_row(a, s, t) for a, s, t in zip(accs, scans, scan_types)]
     nxt += cap_vars
@@ -275,7 +275,7 @@ def _loop(inputs, attr, ctx):
             raise ctx.unsupported("a Loop body returning a sequence")
         return outs[0], outs[1:1 + len(states)], outs[1 + len(states):], captured
 
-    finals, scans = build_loop(ctx, limit, cond0, cond_in is not None, inits, b_in[2:], body_fn)
+    finals, scans = build_loop(ctx, limit, cond0, inits, b_in[2:], body_fn)
     return finals + scans
 
 
@@ -340,7 +340,7 @@ def _scan(inputs, attr, ctx):
         outs, captured = convert_subgraph(ctx.graph, body, bound, capture=True)
         return None, outs[:n_state], outs[n_state:], sub.captured + captured
 
-    finals, scans = build_loop(ctx, length, None, False, states0, names, body_fn)
+    finals, scans = build_loop(ctx, length, None, states0, names, body_fn)
     out = list(finals)
     for s, ax, d in zip(scans, out_axes, out_dirs):
         nd = ctx.ndim(s)
