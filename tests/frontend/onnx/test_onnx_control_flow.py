@@ -295,3 +295,56 @@ def test_sequence_output_from_backend():
     assert len(out) == 1 and len(out[0]) == 2
     np.testing.assert_array_equal(out[0][0], x[:3])
     np.testing.assert_array_equal(out[0][1], x[3:])
+
+
+def test_loop_reads_initializer_kept_as_parameter():
+    """freeze_params=False: the body reads an initializer that stays a parameter of @main."""
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["s_in", "w"], ["s_out"]), helper.make_node("Identity", ["c_in"], ["c_out"])],
+        "body", [_vi("i", I64, []), _vi("c_in", B, []), _vi("s_in", F, [4])],
+        [_vi("c_out", B, []), _vi("s_out", F, [4])])
+    w = RNG.uniform(0.5, 1.5, 4).astype("float32")
+    m = _model([helper.make_node("Loop", ["M", "", "s0"], ["s"], body=body)],
+               [_vi("M", I64, []), _vi("s0", F, [4])], [_vi("s", F, [4])],
+               inits=[onnx.numpy_helper.from_array(w, "w")])
+    mod, params = relay.frontend.from_onnx(m, freeze_params=False)
+    assert "w" in params
+    exe = relay.vm.compile(mod, "llvm", params=params)
+    s0 = RNG.standard_normal(4).astype("float32")
+    out = VirtualMachine(exe, kiln.cpu(0)).run(M=np.array(3, "int64"), s0=s0).numpy()
+    np.testing.assert_allclose(out, run_ort(m, {"M": np.array(3, "int64"), "s0": s0})[0], rtol=1e-5)
+
+
+def test_loop_dtype_change_refused():
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["s_in"], ["s_out"], to=TensorProto.DOUBLE),
+         helper.make_node("Identity", ["c_in"], ["c_out"])],
+        "body", [_vi("i", I64, []), _vi("c_in", B, []), _vi("s_in", F, [2])],
+        [_vi("c_out", B, []), _vi("s_out", TensorProto.DOUBLE, [2])])
+    m = helper.make_model(helper.make_graph([helper.make_node("Loop", ["M", "", "s0"], ["s"], body=body)], "g",
+                                            [_vi("M", I64, []), _vi("s0", F, [2])], [_vi("s", F, [2])]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    from kiln.error import FrontendError
+    with pytest.raises(FrontendError, match="loop-carried value 's_in'"):
+        relay.frontend.from_onnx(m)
+
+
+def test_unsupported_op_inside_subgraph_listed_up_front():
+    then_g = helper.make_graph([helper.make_node("GridSample", ["x", "x"], ["o"])], "then", [], [_vi("o", F, [1])])
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["o2"])], "else", [], [_vi("o2", F, [1])])
+    m = _model([helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+               [_vi("c", B, []), _vi("x", F, [1])], [_vi("y", F, [1])])
+    with pytest.raises(OpNotImplemented, match="GridSample"):
+        relay.frontend.from_onnx(m)
+
+
+def test_scan_opset8_batch_and_reverse():
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "a"], ["s_out"]), helper.make_node("Mul", ["s_out", "a"], ["o"])],
+        "body", [_vi("s_in", F, [3]), _vi("a", F, [3])], [_vi("s_out", F, [3]), _vi("o", F, [3])])
+    node = helper.make_node("Scan", ["", "s0", "x"], ["s", "y"], body=body, num_scan_inputs=1, directions=[1])
+    m = _model([node], [_vi("s0", F, [2, 3]), _vi("x", F, [2, 4, 3])], [_vi("s", F, [2, 3]), _vi("y", F, [2, 4, 3])],
+               opset=8)
+    _check(m, [{"s0": RNG.standard_normal((2, 3)).astype("float32"),
+                "x": RNG.standard_normal((2, 4, 3)).astype("float32")}])
