@@ -125,9 +125,10 @@ class GraphConverter:
         name = value_info.name
         if isinstance(self.dtype, dict) and name in self.dtype:
             return str(self.dtype[name])
-        tt = value_info.type.tensor_type if value_info.type.HasField("tensor_type") else None
-        if value_info.type.WhichOneof("value") not in (None, "tensor_type"):
-            raise OpNotImplemented(f"graph input {name!r} is a {value_info.type.WhichOneof('value')}; kiln's ONNX "
+        vt = _value_type(value_info)
+        tt = vt.tensor_type if vt.HasField("tensor_type") else None
+        if vt.WhichOneof("value") not in (None, "tensor_type"):
+            raise OpNotImplemented(f"graph input {name!r} is a {vt.WhichOneof('value')}; kiln's ONNX "
                                    f"frontend supports tensor inputs only")
         if tt is not None and tt.elem_type:
             return onnx_dtype(tt.elem_type, f"graph input {name!r}")
@@ -135,7 +136,7 @@ class GraphConverter:
 
     def _input_shape(self, value_info) -> tuple:
         name = value_info.name
-        tt = value_info.type.tensor_type
+        tt = _value_type(value_info).tensor_type
         has_shape = tt.HasField("shape")
         dims = list(tt.shape.dim) if has_shape else None
         model_dims = None
@@ -272,6 +273,14 @@ class GraphConverter:
             expr = bind(expr, {v: const(self.param_values[v.name_hint]) for v in fv})
         folded = self._fold(expr)
         return folded.numpy() if isinstance(folded, Constant) else None
+
+
+def _value_type(value_info):
+    """The type of a graph input; an optional tensor input is a tensor (the backend passes a present value)."""
+    t = value_info.type
+    if t.HasField("optional_type") and t.optional_type.elem_type.HasField("tensor_type"):
+        return t.optional_type.elem_type
+    return t
 
 
 def _all_nodes(graph):

@@ -190,7 +190,7 @@ def _append_row(acc, row, row_type):
     return _op.concatenate([acc, _op.expand_dims(row, 0)], 0)
 
 
-def build_loop(ctx, limit, cond0, use_cond_out: bool, inits: list, names: list, body_fn):
+def build_loop(ctx, limit, cond0, inits: list, names: list, body_fn):
     """A recursive local function running ``body_fn`` while ``cond and i < limit``.
 
     ``body_fn(i, cond, states)`` converts the body for the loop variables ``states`` and returns
@@ -223,7 +223,7 @@ def build_loop(ctx, limit, cond0, use_cond_out: bool, inits: list, names: list, 
     m = Var("max_trip", TensorType((), "int64"))
     params = [i, m, cond] + states + accs + cap_vars
     go = cond if limit is None else _op.logical_and(cond, _op.less(i, m))
-    nxt_cond = _scalar_bool(cond_out, ctx) if use_cond_out else cond
+    nxt_cond = _scalar_bool(cond_out, ctx) if cond_out is not None else cond
     nxt = [_op.add(i, _i64(1)), m, nxt_cond] + list(outs)
     nxt += [_append_row(a, s, t) for a, s, t in zip(accs, scans, scan_types)]
     nxt += cap_vars
@@ -275,7 +275,7 @@ def _loop(inputs, attr, ctx):
             raise ctx.unsupported("a Loop body returning a sequence")
         return outs[0], outs[1:1 + len(states)], outs[1 + len(states):], captured
 
-    finals, scans = build_loop(ctx, limit, cond0, cond_in is not None, inits, b_in[2:], body_fn)
+    finals, scans = build_loop(ctx, limit, cond0, inits, b_in[2:], body_fn)
     return finals + scans
 
 
@@ -315,20 +315,32 @@ def _scan(inputs, attr, ctx):
         raise ctx.error("scan_input_axes/directions and scan_output_axes/directions must have one entry per scan "
                         "input / output")
     seqs = []
-    length = None
     for x, ax, d in zip(xs, in_axes, in_dirs):
         nd = ctx.ndim(x)
         ax = int(ax) + nd if int(ax) < 0 else int(ax)
         if not 0 <= ax < nd:
             raise ctx.error(f"scan input axis {ax} is out of range for rank {nd}")
         x = _move_axis_first(x, ax, nd)
+        seqs.append(_op.reverse(x, 0) if int(d) else x)
+    finals, scans = _scan_loop(ctx, body, states0, seqs)
+    out = list(finals)
+    for s, ax, d in zip(scans, out_axes, out_dirs):
+        nd = ctx.ndim(s)
+        ax = int(ax) + nd if int(ax) < 0 else int(ax)
         if int(d):
-            x = _op.reverse(x, 0)
-        seqs.append(x)
-        if length is None:
-            n = _dim_val(ctx.shape(x, dynamic_ok=True)[0])
-            length = _i64(n) if n is not None else _op.cast(_op.take(_op.shape_of(x), _i64(0)), "int64")
+            s = _op.reverse(s, 0)
+        out.append(_move_first_to(s, ax, nd))
+    return out
+
+
+def _scan_loop(ctx, body, states0: list, seqs: list):
+    """The Scan loop: iteration i binds the body's scan inputs to ``take(seq, i, axis=0)`` (``seqs`` have the
+    scanned axis first, already reversed where the direction asks); returns (final states, stacked outputs)."""
+    n_state = len(states0)
+    b_in = [vi.name for vi in body.input]
     names = b_in[:n_state]
+    n = _dim_val(ctx.shape(seqs[0], dynamic_ok=True)[0])
+    length = _i64(n) if n is not None else _op.cast(_op.take(_op.shape_of(seqs[0]), _i64(0)), "int64")
 
     def body_fn(i, cond, states):
         bound = dict(zip(names, states))
@@ -340,12 +352,38 @@ def _scan(inputs, attr, ctx):
         outs, captured = convert_subgraph(ctx.graph, body, bound, capture=True)
         return None, outs[:n_state], outs[n_state:], sub.captured + captured
 
-    finals, scans = build_loop(ctx, length, None, False, states0, names, body_fn)
-    out = list(finals)
-    for s, ax, d in zip(scans, out_axes, out_dirs):
-        nd = ctx.ndim(s)
-        ax = int(ax) + nd if int(ax) < 0 else int(ax)
-        if int(d):
-            s = _op.reverse(s, 0)
-        out.append(_move_first_to(s, ax, nd))
+    return build_loop(ctx, length, None, states0, names, body_fn)
+
+
+@onnx_op("Scan", since=8)
+def _scan_v8(inputs, attr, ctx):
+    """Opset 8: a batch axis first (the body sees one batch entry), the scanned axis second, optional
+    ``sequence_lens``. Each batch entry is its own loop (the batch size must be static); the results are stacked."""
+    body = attr["body"]
+    k_in = int(attr["num_scan_inputs"])
+    seq_lens, rest = inputs[0], list(inputs[1:])
+    n_state = len(rest) - k_in
+    if n_state < 0 or k_in < 1 or len(body.input) != len(rest):
+        raise ctx.error(f"num_scan_inputs={k_in} with {len(rest)} state and scan inputs and a body taking "
+                        f"{len(body.input)}")
+    states0, xs = rest[:n_state], rest[n_state:]
+    dirs = list(attr.get("directions", [0] * k_in))
+    if len(dirs) != k_in:
+        raise ctx.error("directions must have one entry per scan input")
+    shape = ctx.shape(xs[0])
+    batch, steps = shape[0], shape[1]
+    if seq_lens is not None:
+        lens = np.asarray(ctx.require_value(seq_lens, "sequence_lens")).reshape(-1)
+        if (lens != steps).any():
+            raise ctx.unsupported(f"sequence_lens {lens.tolist()} shorter than the scanned axis ({steps})")
+    finals, scans = [], []
+    for b in range(batch):
+        sb = [_op.take(s, _i64(b), axis=0) for s in states0]
+        xb = [_op.take(x, _i64(b), axis=0) for x in xs]
+        xb = [_op.reverse(x, 0) if int(d) else x for x, d in zip(xb, dirs)]
+        f, sc = _scan_loop(ctx, body, sb, xb)
+        finals.append(f)
+        scans.append(sc)
+    out = [_op.stack([f[k] for f in finals], 0) for k in range(n_state)]
+    out += [_op.stack([sc[k] for sc in scans], 0) for k in range(len(scans[0]))]
     return out

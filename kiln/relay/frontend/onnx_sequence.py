@@ -139,3 +139,22 @@ def _split_to_sequence(inputs, attr, ctx):
         parts.append(_op.squeeze(part, [axis]) if squeeze else part)
         start += s
     return [Sequence(parts, ctx.dtype(x))]
+
+
+# -- optionals: decided at import time (an empty optional is None in the name table) ---------------------------
+@onnx_op("Optional", since=15)
+def _optional(inputs, attr, ctx):
+    return [inputs[0] if inputs else None]
+
+
+@onnx_op("OptionalHasElement", since=15)
+def _optional_has_element(inputs, attr, ctx):
+    present = bool(inputs) and inputs[0] is not None
+    return ctx.const(present, "bool")
+
+
+@onnx_op("OptionalGetElement", since=15)
+def _optional_get_element(inputs, attr, ctx):
+    if not inputs or inputs[0] is None:
+        raise ctx.error("OptionalGetElement of an empty optional")
+    return [inputs[0]]

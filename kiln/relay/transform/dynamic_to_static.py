@@ -12,7 +12,8 @@ import numpy as np
 
 from ...ir.module import IRModule
 from ...transform.pass_base import ModulePass, register_pass
-from ..expr import Call, Constant, Function
+from ...ir.type import TensorType
+from ..expr import Call, Constant, Function, Var
 from ._util import infer_module
 from .. import op as O
 from ..expr_functor import ExprMutator, post_order_visit, NonPrimitiveMutator
@@ -28,6 +29,15 @@ def _const_args(call: Call, idx) -> bool:
     return all(isinstance(call.args[i], Constant) for i in idx)
 
 
+def _dynamic_data(expr) -> bool:
+    """Whether ``expr`` is known to have Any dims (static strided_slice's kernel needs static input dims; a
+    slice of a tensor that grows in a loop keeps dyn.strided_slice, whose kernel reads the shape at run time)."""
+    ty = getattr(expr, "_checked_type_", None)
+    if ty is None and isinstance(expr, Var):
+        ty = expr.type_annotation
+    return isinstance(ty, TensorType) and ty.is_dynamic()
+
+
 def _static(call: Call):
     """The static equivalent of a dyn.* call whose shape operands are constants, or None."""
     name, a, attrs = call.op.name, call.args, call.attrs
@@ -37,7 +47,7 @@ def _static(call: Call):
         return O.broadcast_to(a[0], _vals(a[1]))
     if name == "dyn.tile" and _const_args(call, [1]):
         return O.tile(a[0], _vals(a[1]))
-    if name == "dyn.strided_slice" and _const_args(call, [1, 2, 3]):
+    if name == "dyn.strided_slice" and _const_args(call, [1, 2, 3]) and not _dynamic_data(call.args[0]):
         return O.strided_slice(a[0], _vals(a[1]), _vals(a[2]), _vals(a[3]), slice_mode=attrs.slice_mode)
     if name == "dyn.expand_dims" and _const_args(call, [1]):
         return O.expand_dims(a[0], _vals(a[1])[0], attrs.num_newaxis)
