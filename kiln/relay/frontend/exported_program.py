@@ -4,6 +4,12 @@ An ExportedProgram is an FX graph of aten op calls whose placeholders are, per i
 user inputs, the parameters, the buffers and the lifted constants. Each ``call_function`` of an aten op
 goes through the same aten op table as the TorchScript importer; its args/kwargs are first put in
 schema order (defaults filled in) so the converters see exactly what a TorchScript node gives them.
+
+Source spans (``relay.frontend.fill_span``, on unless a PassContext sets it False), as from_pytorch fills them
+(``pytorch_spans.py``) but named after the FX nodes: the expressions a node's conversion creates get
+``Span(SourceName(<node name>))`` (``conv2d``, ``add_1``: the names ``ep.graph`` prints); a user input or
+parameter gets ``<name of the first node that reads it>.<its Relay name>`` (``conv2d.x``,
+``conv2d.conv.weight``).
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from .. import expr as _expr
 from ..expr import Expr, TupleGetItem
 from .aten import AtenContext, lookup
 from .common import TypeCache, c_array as _c_array
+from .pytorch_spans import fill_span_enabled, make_span, tag as _tag_span
 from .pytorch_utils import DTypeName, SUPPORTED_DTYPES, normalize_args, tensor_to_numpy, torch_dtype_to_str
 from ..analysis import free_vars
 from ..transform import InferType
@@ -67,6 +74,7 @@ class ExportedProgramImporter:
         graph = ep.graph_module.graph
         self._check_ops(graph)
         input_vars = self._make_placeholders(graph)
+        spans = fill_span_enabled()
         for node in graph.nodes:
             if node.op in ("placeholder",):
                 continue
@@ -74,8 +82,12 @@ class ExportedProgramImporter:
                 body = self._outputs(node)
                 break
             try:
+                if spans:
+                    self._tag_input_spans(node)
                 self.env[node] = self._convert(node)
                 self.ctx.typecheck(self.env[node])
+                if spans:
+                    _tag_span(self.env[node], make_span(node.name))
             except FrontendError as err:
                 raise FrontendError(f"while converting {_describe(node)}: {err}") from err
             except OpNotImplemented as err:
@@ -87,6 +99,19 @@ class ExportedProgramImporter:
         mod = InferType()(IRModule.from_expr(func))
         params = {v.name_hint: nd.array(self.params[v.name_hint]) for v in used if v.name_hint in self.params}
         return mod, params
+
+    def _tag_input_spans(self, node) -> None:
+        """A user input or parameter first read by ``node`` gets the span ``<node name>.<its name>``."""
+        from torch.fx import Node
+        stack = list(node.args) + list(node.kwargs.values())
+        while stack:
+            a = stack.pop()
+            if isinstance(a, (list, tuple)):
+                stack.extend(a)
+                continue
+            v = self.env.get(a) if isinstance(a, Node) else None
+            if isinstance(v, _expr.Var) and v.span is None:
+                v.span = make_span(f"{node.name}.{v.name_hint}")
 
     # -- checking ---------------------------------------------------------------------------------
     def _supported(self, node) -> bool:

@@ -18,6 +18,7 @@ from ...error import KilnError
 from .. import op as _op
 from ..expr import const as _relay_const
 from ..op import dyn as _dyn, nn as _nn
+from .data_dependent import nonzero_positions
 from .onnx_common import lookup, onnx_op
 
 __all__ = ["convert_dynamic"]
@@ -396,19 +397,13 @@ def _one_hot(inputs, attr, ctx):
 # -- output shapes decided by the data ----------------------------------------------------------------------------
 def _nonzero_positions(x, ctx):
     """The flat positions of the nonzero entries of ``x``, in order: an int64 vector whose length (the count
-    of nonzeros) is known at run time only. Position of the (i+1)-th nonzero = the number of flat indices
-    whose running count of nonzeros is at most i; the count sizes an ``arange`` (a data-dependent shape the
-    VM computes). Memory is count x size: fine for masks and conformance, quadratic for large tensors."""
+    of nonzeros) is known at run time only (``data_dependent.nonzero_positions``, shared with the PyTorch
+    frontend: O(size) memory)."""
     shape = ctx.shape(x)
     dt = ctx.dtype(x)
     flat = _op.reshape(x, [-1])
     hit = flat if dt == "bool" else _op.not_equal(flat, const(np.zeros((), dt)))
-    hit = _op.cast(hit, "int64")
-    running = _op.cumsum(hit, axis=0, dtype="int64")
-    count = _op.sum(hit)
-    rows = _op.arange(const(np.int64(0)), count, const(np.int64(1)), dtype="int64")
-    before = _op.less_equal(_op.expand_dims(running, 0), _op.expand_dims(rows, 1))  # [count, size]
-    return _op.sum(_op.cast(before, "int64"), axis=[1]), shape
+    return nonzero_positions(hit, int(np.prod(shape, dtype=np.int64))), shape
 
 
 @onnx_op("NonZero", since=9, dynamic=True)

@@ -171,7 +171,8 @@ class TorchScriptImporter(ScriptControlFlow):
             return self._prim_handler(name) is not None
         if ns == "aten":
             return lookup(name) is not None
-        return ns == "quantized" and lookup(kind) is not None  # aten/quantized.py: "quantized::conv2d", ...
+        # aten/quantized.py: "quantized::conv2d", ...; aten/vision.py: "torchvision::deform_conv2d"
+        return ns in ("quantized", "torchvision") and lookup(kind) is not None
 
     def _prim_handler(self, kind: str):
         """The ``prim_<kind>`` method, or None for a prim kind kiln does not evaluate."""

@@ -220,3 +220,46 @@ def test_tvm_era_advanced_indexing(idx):
 def test_tvm_era_bool_mask_indexing():
     check_vm(Fn(lambda data, mask: data[0, mask]), [torch.tensor([[1, 2, 3], [4, 5, 6]]),
                                                      torch.tensor([True, True, False])])
+
+
+class _Slice3(torch.nn.Module):
+    def forward(self, x):
+        x0 = torch.tensor(2) - torch.tensor(1)
+        x1 = torch.tensor(3) + torch.tensor(1)
+        return x[:, x0:, 1:x1, :]
+
+
+SLICES = [(Fn(lambda x: x[:, :, :, :3]), (1, 3, 10, 10)), (Fn(lambda x: x[0, :, :-3, :]), (1, 3, 10, 10)),
+          (_Slice3(), (1, 3, 10, 10)), (Fn(lambda x: x[..., 0::2] + x[..., 1::2]), (1, 4)),
+          (Fn(lambda x: x[0::2, 0::2] + x[1::2, 1::2]), (4, 4)), (Fn(lambda x: x[1:-2:3, ::2]), (11, 7))]
+
+
+@pytest.mark.parametrize("idx", range(len(SLICES)))
+def test_tvm_era_slice(idx):
+    """test_forward_slice: constant bounds (also ones computed from constant tensors) and strides."""
+    model, shape = SLICES[idx]
+    check(model, [torch.rand(*shape)])
+
+
+class _DynamicLengthSlice(torch.nn.Module):
+    def forward(self, values, length):
+        return values[0:length], values[:, length - 1:], values[length:-1:2]
+
+
+def test_tvm_era_dynamic_length_slice():
+    """test_forward_slice's DynamicLengthSlice: a bound read from an input tensor becomes dyn.strided_slice,
+    compiled once for the VM and run at several lengths (negative ones count from the end, past-the-end ones
+    clamp, as in PyTorch)."""
+    values = torch.randint(-9, 9, (5, 3))
+    mod, params = check_vm(_DynamicLengthSlice(), [values, torch.tensor(2)])
+    assert "dyn.strided_slice" in mod.astext()
+    from kiln.runtime.vm import VirtualMachine
+    import kiln
+    from kiln import relay
+    with kiln.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod, "llvm", params=params)
+    vm = VirtualMachine(exe, kiln.cpu())
+    for length in (0, 1, 3, 5, 7, -2):
+        got = vm.run(values.numpy(), np.array(length))
+        for g, e in zip(got, _DynamicLengthSlice()(values, torch.tensor(length))):
+            np.testing.assert_array_equal(g.numpy(), e.numpy(), err_msg=f"length {length}")

@@ -50,6 +50,9 @@ def _coords(ctx, x) -> list:
 @register("nonzero", "argwhere")
 def _nonzero(ctx, args):
     """[count, ndim] int64 coordinates, row-major order."""
+    if not _static_shape(ctx, args[0], "the input"):
+        raise OpNotImplemented("aten::nonzero of a 0-d tensor (a [count, 0] result) is not supported; "
+                               "reshape the input to 1-d or use nonzero(as_tuple=True)")
     cs = _coords(ctx, args[0])
     if not cs:
         return dd.empty("int64", (0, 0))

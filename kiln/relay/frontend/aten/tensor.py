@@ -305,6 +305,8 @@ def _slice(ctx, args):
     start = args["start"]
     end = args["end"]
     step = int(args.get("step", 1))
+    if any(isinstance(v, Expr) and ctx.value(v) is None for v in (start, end)):
+        return _runtime_slice(ctx, x, dim, start, end, step)
     start = 0 if start is None else int(ctx.scalar(start))
     end = n if end is None else int(ctx.scalar(end))
     start = max(0, min(n, start + n if start < 0 else start))
@@ -313,6 +315,29 @@ def _slice(ctx, args):
         return x
     end = max(end, start)
     return ctx.fold(_op().strided_slice(x, [start], [end], [step], axes=[dim]))
+
+
+def _runtime_slice(ctx, x, dim: int, start, end, step: int):
+    """``x[start:end]`` along ``dim`` with a bound computed at run time (``values[0:length]``, a size() of
+    another tensor): ``dyn.strided_slice``, which takes negative bounds from the end and clamps them, as
+    PyTorch does; the sliced axis becomes ``relay.Any()`` (the VM runs it)."""
+    from ...op import dyn
+    shape = ctx.shape(x)
+    if step <= 0:
+        raise FrontendError(f"aten::slice: step must be positive, got {step}")
+
+    def bound(v, default):
+        if v is None:
+            return ctx.const([default], "int64")
+        if isinstance(v, Expr):
+            return _op().reshape(ctx.cast(v, "int64"), [1])
+        return ctx.const([int(ctx.scalar(v))], "int64")
+
+    n = shape[dim] if isinstance(shape[dim], (int, np.integer)) else np.iinfo(np.int64).max
+    begin = _op().concatenate([ctx.const(np.zeros(dim), "int64"), bound(start, 0)], 0) if dim else bound(start, 0)
+    ends = [int(d) if isinstance(d, (int, np.integer)) else np.iinfo(np.int64).max for d in shape[:dim]]
+    stop = _op().concatenate([ctx.const(ends, "int64"), bound(end, n)], 0) if dim else bound(end, n)
+    return dyn.strided_slice(x, begin, stop, ctx.const([1] * dim + [step], "int64"))
 
 
 @register("diff")

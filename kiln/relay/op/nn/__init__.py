@@ -1,5 +1,5 @@
 """Neural-network ops (TVM's ``relay.nn``); importing registers them."""
-from . import _nn, _conv_pool, _nn_extra, _nn_3d, _dense_pack, _alter_layout  # noqa: F401  (registrations)
+from . import _nn, _conv_pool, _nn_extra, _nn_3d, _dense_pack, _alter_layout, _deformable  # noqa: F401  (registrations)
 from .nn import *  # noqa: F401,F403
 from .nn import __all__ as _nn_all
 from ._dense_pack import contrib_dense_pack  # noqa: F401

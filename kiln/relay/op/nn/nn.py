@@ -345,3 +345,18 @@ def adaptive_max_pool3d(data, output_size=None, layout="NCDHW", out_layout=""):
 
 __all__ += ["conv3d", "conv3d_transpose", "max_pool3d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_max_pool1d",
             "adaptive_avg_pool3d", "adaptive_max_pool3d"]
+
+
+def deformable_conv2d(data, offset, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), deformable_groups=1,
+                      groups=1, channels=None, kernel_size=None, data_layout="NCHW", kernel_layout="OIHW",
+                      out_layout="", out_dtype=""):
+    """Deformable 2-D convolution (registered in _deformable): every kernel tap samples ``data`` bilinearly
+    at its position moved by ``offset`` [N, 2 * deformable_groups * KH * KW, OH, OW] (dy, dx per tap)."""
+    pair = (lambda v: (v, v) if isinstance(v, int) else tuple(v))
+    return _call("nn.deformable_conv2d", [data, offset, weight], strides=pair(strides), padding=pair(padding),
+                 dilation=pair(dilation), deformable_groups=deformable_groups, groups=groups, channels=channels,
+                 kernel_size=pair(kernel_size) if kernel_size is not None else None, data_layout=data_layout,
+                 kernel_layout=kernel_layout, out_layout=out_layout, out_dtype=_dtype(out_dtype))
+
+
+__all__ += ["deformable_conv2d"]
