@@ -4,6 +4,7 @@ FakeQuantizationToInteger into QNN ops, run on the x86 int8 kernels), ONNX Runti
 kiln fp32 / ONNX Runtime fp32 on the float model, in one interleaved run per model.
 
     python -m benchmarks.qnn_int8 [--models resnet18,mobilenet_v2,bert] [--rounds 5] [--number 3] [--size 224]
+    python -m benchmarks.qnn_int8 --profile --models mobilenet_v2     # per-kernel times, int8 and fp32
 
 The QDQ weights are 7-bit (reduce_range), so kiln's int8 build sets ``relay.x86.int8_saturating_madd`` (one
 vpmaddubsw per 4 channels where the target has no VNNI; the legalization still checks every layer's weights).
@@ -17,6 +18,8 @@ Writes benchmarks/results/qnn_int8.{md,json}. Speed is reported, never asserted.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import tempfile
 import warnings
@@ -87,18 +90,23 @@ def _quantize_dynamic(src: str, dst: str):
     quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
 
 
-def _kiln(path: str, x: np.ndarray, int8: bool = False, saturating: bool = True):
+def _kiln_lib(path: str, x: np.ndarray, int8: bool = False, saturating: bool = True):
     import onnx
     import kiln
     from kiln import relay
-    from kiln.contrib import graph_executor
     mod, params = relay.frontend.from_onnx(onnx.load(path), shape={"x": x.shape}, freeze_params=True)
     config = {}
     if int8:
         mod = relay.transform.FakeQuantizationToInteger()(relay.transform.InferType()(mod))
         config["relay.x86.int8_saturating_madd"] = saturating
     with kiln.transform.PassContext(opt_level=3, config=config):
-        lib = relay.build(mod, "llvm", params=params)
+        return relay.build(mod, "llvm", params=params)
+
+
+def _kiln(path: str, x: np.ndarray, int8: bool = False, saturating: bool = True):
+    import kiln
+    from kiln.contrib import graph_executor
+    lib = _kiln_lib(path, x, int8, saturating)
     m = graph_executor.GraphModule(lib["default"](kiln.cpu()))
     m.set_input("x", x)
     m.run()
@@ -113,7 +121,8 @@ def _ort(path: str, x: np.ndarray, threads: int):
     return (lambda: sess.run(None, {"x": x})), (lambda: sess.run(None, {"x": x})[0])
 
 
-def bench_model(name: str, size: int, rounds: int, number: int, threads: int, tmp: str) -> dict:
+def _models(name: str, size: int, tmp: str):
+    """(fp32 ONNX path, int8 ONNX path, input) of one benchmark model."""
     f32 = os.path.join(tmp, f"{name}.onnx")
     q = os.path.join(tmp, f"{name}_qdq.onnx")
     if name == "bert":
@@ -124,6 +133,42 @@ def bench_model(name: str, size: int, rounds: int, number: int, threads: int, tm
         _export(name, size, f32)
         _quantize(f32, q, size)
         x = np.random.default_rng(1).standard_normal((1, 3, size, size)).astype("float32")
+    return f32, q, x
+
+
+def profile_model(name: str, size: int, tmp: str, top: int = 25) -> str:
+    """Per-kernel times of kiln int8 and kiln fp32 (debug executor, each kernel timed on its own, minimum of 5
+    repeats): totals by op type and the slowest kernels, as markdown."""
+    import kiln
+    from kiln.contrib.debugger import debug_executor
+    f32, q, x = _models(name, size, tmp)
+    out = [f"## {name}: per-kernel profile (min of 5 repeats, each kernel on its own)"]
+    for cname, path, int8 in (("kiln_int8", q, True), ("kiln_fp32", f32, False)):
+        lib = _kiln_lib(path, x, int8, saturating=name != "bert")
+        m = lib["debug_create"]("default", kiln.cpu())
+        m.set_input("x", x)
+        with contextlib.redirect_stdout(io.StringIO()):  # the debug run prints its own per-node table
+            m.run()
+        reps = [m.run_individual(number=3, repeat=1) for _ in range(5)]
+        times = np.min(np.array(reps), axis=0)
+        nodes = [nd_ for nd_ in m._exec.spec.nodes if nd_["op"] == "tvm_op"]
+        by_type, rows = {}, []
+        for node, t in zip(nodes, times):
+            kind = debug_executor.op_type(node["attrs"]["func_name"])
+            by_type[kind] = by_type.get(kind, 0.0) + t
+            rows.append((t, node["attrs"]["func_name"]))
+        total = float(np.sum(times))
+        out.append(f"\n### {cname}: {total * 1e3:.2f} ms in {len(nodes)} kernels\n\n| op type | ms | % |\n|---|---|---|")
+        for kind, t in sorted(by_type.items(), key=lambda kv: -kv[1])[:top]:
+            out.append(f"| {kind} | {t * 1e3:.3f} | {100 * t / total:.1f} |")
+        out.append(f"\nslowest kernels:\n\n| kernel | ms |\n|---|---|")
+        for t, fname in sorted(rows, reverse=True)[:top]:
+            out.append(f"| {fname} | {t * 1e3:.3f} |")
+    return "\n".join(out)
+
+
+def bench_model(name: str, size: int, rounds: int, number: int, threads: int, tmp: str) -> dict:
+    f32, q, x = _models(name, size, tmp)
     contenders, outputs = {}, {}
     for cname, (run, out) in {"kiln_int8": _kiln(q, x, int8=True, saturating=name != "bert"), "ort_int8": _ort(q, x, threads),
                               "kiln_fp32": _kiln(f32, x), "ort_fp32": _ort(f32, x, threads)}.items():
@@ -140,9 +185,15 @@ def main(argv=None):
     ap.add_argument("--number", type=int, default=3)
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--profile", action="store_true",
+                    help="print per-kernel times of kiln int8 and fp32 (debug executor) instead of the comparison")
     args = ap.parse_args(argv)
     threads = int(os.environ.get("KILN_NUM_THREADS", os.cpu_count() or 1))
     tmp = tempfile.mkdtemp()
+    if args.profile:
+        for name in args.models.split(","):
+            print(profile_model(name, args.size, tmp))
+        return
     load_before = os.getloadavg()
     results, sections = {}, []
     for name in args.models.split(","):
