@@ -5,6 +5,11 @@ kiln fp32 / ONNX Runtime fp32 on the float model, in one interleaved run per mod
 
     python -m benchmarks.qnn_int8 [--models resnet18,mobilenet_v2,bert] [--rounds 5] [--number 3] [--size 224]
     python -m benchmarks.qnn_int8 --profile --models mobilenet_v2     # per-kernel times, int8 and fp32
+    python -m benchmarks.qnn_int8 --models resnet18_fx,mobilenet_v2_fx  # torch.ao quantize_fx models vs PyTorch
+
+``<model>_fx``: the torchvision model quantized by ``torch.ao.quantization.quantize_fx`` (``x86`` qconfig mapping,
+4 random calibration batches), traced and imported by from_pytorch; compared with PyTorch's own int8 run
+(fbgemm / x86 engine) and, in fp32, kiln vs PyTorch on the float model.
 
 The QDQ weights are 7-bit (reduce_range), so kiln's int8 build sets ``relay.x86.int8_saturating_madd`` (one
 vpmaddubsw per 4 channels where the target has no VNNI; the legalization still checks every layer's weights).
@@ -113,6 +118,69 @@ def _kiln(path: str, x: np.ndarray, int8: bool = False, saturating: bool = True)
     return m.run, lambda: m.get_output(0).numpy()
 
 
+def _torch_fx(name: str, size: int):
+    """(float model, torch.ao quantize_fx int8 model, input): torchvision ``name`` (random weights), prepared with
+    the ``x86`` qconfig mapping, calibrated on 4 random batches, converted."""
+    import torch
+    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
+    from .models import _stub_torchvision_meta
+    _stub_torchvision_meta()
+    import torchvision
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(weights=None).eval()
+    x = torch.randn(1, 3, size, size)
+    torch.backends.quantized.engine = "x86"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prepared = quantize_fx.prepare_fx(model, get_default_qconfig_mapping("x86"), (x,))
+        with torch.no_grad():
+            for _ in range(4):
+                prepared(torch.randn(1, 3, size, size))
+        q = quantize_fx.convert_fx(prepared).eval()
+    return model, q, x
+
+
+def _kiln_torch(model, x):
+    """kiln on a traced PyTorch model (float or quantized): (run, output)."""
+    import torch
+    import kiln
+    from kiln import relay
+    from kiln.contrib import graph_executor
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(model, x).eval()
+    mod, params = relay.frontend.from_pytorch(traced, [("x", tuple(x.shape))])
+    with kiln.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, "llvm", params=params)
+    m = graph_executor.GraphModule(lib["default"](kiln.cpu()))
+    m.set_input("x", x.numpy())
+    m.run()
+    return m.run, lambda: m.get_output(0).numpy()
+
+
+def _torch_run(model, x, threads: int):
+    import torch
+    torch.set_num_threads(threads)
+
+    def run():
+        with torch.no_grad():
+            return model(x)
+    return run, lambda: run().numpy()
+
+
+def bench_torch_fx(name: str, size: int, rounds: int, number: int, threads: int) -> dict:
+    """kiln int8 (from_pytorch on the quantize_fx model) vs PyTorch's own int8 run (fbgemm / x86), kiln fp32 vs
+    PyTorch fp32 on the float model."""
+    model, q, x = _torch_fx(name, size)
+    contenders, outputs = {}, {}
+    for cname, (run, out) in {"kiln_int8": _kiln_torch(q, x), "torch_int8": _torch_run(q, x, threads),
+                              "kiln_fp32": _kiln_torch(model, x), "torch_fp32": _torch_run(model, x, threads)}.items():
+        contenders[cname] = run
+        outputs[cname] = out()
+    times = interleaved(contenders, rounds=rounds, number=number)
+    return {"times": times, "outputs": outputs}
+
+
 def _ort(path: str, x: np.ndarray, threads: int):
     import onnxruntime as ort
     opts = ort.SessionOptions()
@@ -197,26 +265,34 @@ def main(argv=None):
     load_before = os.getloadavg()
     results, sections = {}, []
     for name in args.models.split(","):
-        r = bench_model(name, args.size, args.rounds, args.number, threads, tmp)
+        fx = name.endswith("_fx")
+        other = "torch" if fx else "ort"
+        if fx:
+            r = bench_torch_fx(name[:-3], args.size, args.rounds, args.number, threads)
+        else:
+            r = bench_model(name, args.size, args.rounds, args.number, threads, tmp)
         t, outs = r["times"], r["outputs"]
         med = {k: v["median_s"] for k, v in t.items()}
         rows = ["| contender | median ms | best ms | max abs diff vs its reference | top-1 agrees |", "|---|---|---|---|---|"]
         for cname in t:
-            ref = outs["ort_int8"] if "int8" in cname else outs["ort_fp32"]
+            ref = outs[f"{other}_int8"] if "int8" in cname else outs[f"{other}_fp32"]
             err = float(np.max(np.abs(outs[cname] - ref)))
             rows.append(f"| {cname} | {t[cname]['median_s'] * 1e3:.2f} | {t[cname]['best_s'] * 1e3:.2f} | {err:.4f} | "
                         f"{int(outs[cname].argmax() == ref.argmax())} |")
         ratios = {"kiln_fp32 / kiln_int8": med["kiln_fp32"] / med["kiln_int8"],
-                  "ort_int8 / kiln_int8": med["ort_int8"] / med["kiln_int8"],
-                  "ort_fp32 / kiln_fp32": med["ort_fp32"] / med["kiln_fp32"]}
+                  f"{other}_int8 / kiln_int8": med[f"{other}_int8"] / med["kiln_int8"],
+                  f"{other}_fp32 / kiln_fp32": med[f"{other}_fp32"] / med["kiln_fp32"]}
         rows.append("")
         rows.append("speed ratios (median times; > 1 means the second named is faster): " +
                     ", ".join(f"{k} = {v:.2f}" for k, v in ratios.items()))
         title = (f"bert encoder ({BERT['layers']} layers, hidden {BERT['hidden']}, seq {BERT['seq']}; "
-                 "quantize_dynamic: MatMulInteger)" if name == "bert" else f"{name} ({args.size}x{args.size})")
+                 "quantize_dynamic: MatMulInteger)" if name == "bert" else
+                 f"{name[:-3]} ({args.size}x{args.size}; torch.ao quantize_fx, x86 qconfig, vs PyTorch)" if fx else
+                 f"{name} ({args.size}x{args.size})")
         sections.append(f"## {title}\n\n" + "\n".join(rows))
         results[name] = {"times": t, "ratios": ratios,
-                         "max_abs_diff_int8_vs_ort_int8": float(np.max(np.abs(outs["kiln_int8"] - outs["ort_int8"])))}
+                         f"max_abs_diff_int8_vs_{other}_int8":
+                             float(np.max(np.abs(outs["kiln_int8"] - outs[f"{other}_int8"])))}
     load_after = os.getloadavg()
     info = machine_info()
     counts = thread_counts(ort_intra_op=threads, pytorch=False)
