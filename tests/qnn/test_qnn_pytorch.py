@@ -160,3 +160,40 @@ def test_quantize_fx_model():
     assert "qnn.add" in mod.astext()
     assert got.argmax() == want.argmax()
     assert np.max(np.abs(got - want)) <= 2 * float(q.fc.scale) + 1e-6
+
+
+def test_quantize_fx_relu6_block():
+    """mobilenet_v2's inverted residual under quantize_fx: ReLU6 stays an aten::hardtanh_ on the quantized tensor
+    (a clamp between the quantized bounds), depthwise conv, residual quantized::add; top-1 and values within two
+    output steps of PyTorch's quantized model."""
+    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU6())
+            self.expand = nn.Sequential(nn.Conv2d(16, 48, 1), nn.BatchNorm2d(48), nn.ReLU6())
+            self.dw = nn.Sequential(nn.Conv2d(48, 48, 3, padding=1, groups=48), nn.BatchNorm2d(48), nn.ReLU6())
+            self.project = nn.Sequential(nn.Conv2d(48, 16, 1), nn.BatchNorm2d(16))
+            self.fc = nn.Linear(16, 7)
+
+        def forward(self, x):
+            x = self.stem(x)
+            x = x + self.project(self.dw(self.expand(x)))
+            return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+    torch.manual_seed(5)
+    x = torch.randn(1, 3, 17, 15)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.backends.quantized.engine = "x86"
+        prepared = quantize_fx.prepare_fx(Block().eval(), get_default_qconfig_mapping("x86"), (x,))
+        for _ in range(4):
+            prepared(torch.randn(2, 3, 17, 15) * 2)
+        q = quantize_fx.convert_fx(prepared)
+        traced = torch.jit.trace(q, x).eval()
+        want = q(x).numpy()
+    assert "aten::hardtanh" in str(traced.inlined_graph)
+    got, mod = _run_kiln(traced, x)
+    assert got.argmax() == want.argmax()
+    assert np.max(np.abs(got - want)) <= 2 * float(q.fc.scale) + 1e-6

@@ -9,7 +9,7 @@ from kiln import relay
 from kiln.contrib import graph_executor
 from kiln.relay import qnn
 from kiln.target.x86 import host_can_run
-from kiln.topi.x86.conv2d_int8 import SATURATING_OPTION
+from kiln.topi.x86.conv2d_int8 import SATURATING_OPTION, oc_block
 
 AVX2 = "llvm -mcpu=core-avx2"
 RNG = np.random.default_rng(11)
@@ -65,7 +65,8 @@ def fused_functions(opt):
 @pytest.mark.parametrize("dtype,zp_d,c,o,stride,pad,per_channel", [
     ("int8", -7, 5, 19, 2, 1, True),
     ("uint8", 131, 16, 32, 1, 1, False),
-    ("uint8", 0, 3, 24, 2, 1, True),
+    ("uint8", 0, 3, 24, 2, 1, True),    # RGB stem: channels padded to 4, NCHW4c -> NCHW8c
+    ("uint8", 9, 6, 32, 1, 1, False),   # 6 channels padded to 8, the zero point padding both
     ("int8", 0, 20, 17, 1, 0, False),
 ])
 def test_qnn_conv2d_int8_kernel(dtype, zp_d, c, o, stride, pad, per_channel):
@@ -79,7 +80,9 @@ def test_qnn_conv2d_int8_kernel(dtype, zp_d, c, o, stride, pad, per_channel):
     opt, lib = build(body, d)
     convs = [ops for ops in fused_functions(opt) if set(CONV_OPS) & set(ops)]
     assert convs, "no conv left"
-    assert ("nn.contrib_conv2d_NCHWc" in convs[0]) == (o % 16 == 0)  # packed layout where channels allow
+    # packed layout where the output channels fill whole 16- or 8-channel blocks (input channels are padded
+    # to a multiple of 4 by the legalization)
+    assert ("nn.contrib_conv2d_NCHWc" in convs[0]) == (o % oc_block(o) == 0)
     (out,) = run(lib, d)
     np.testing.assert_array_equal(out, conv_ref(d, w, zp_d, zp_w, stride, pad))
 
@@ -300,6 +303,30 @@ def test_24_channel_layers_stay_blocked_nchw8c():
     text = opt["main"].astext(show_meta_data=False)
     assert text.count('kernel_layout="OIHW8o4i"') == 2 and text.count('kernel_layout="OIHW16o4i"') == 1, text
     assert text.count('kernel_layout="OIHW1i16o"') == 1
+    assert text.count("layout_transform(") == 2, text
+    (out,) = run(lib, d)
+    p = relay.var("x", shape=d.shape, dtype="uint8")
+    want = relay.create_executor("debug", mod=kiln.IRModule.from_expr(relay.Function([p], body(p)))).evaluate()(d)
+    np.testing.assert_array_equal(out, want.numpy())
+
+
+@needs_avx2
+@pytest.mark.parametrize("zp", [17, 0])
+def test_rgb_stem_is_blocked_from_the_first_layer(zp):
+    """resnet's stem (3 input channels, 7x7 stride 2, max pool): the legalization pads the channels to 4 (zero
+    weights) in the zero-point pad, so the conv runs on NCHW4c data with no packing inside and writes NCHW16c,
+    and the max pool runs blocked; equal to the interpreter's QNN result."""
+    d = RNG.integers(0, 256, (1, 3, 20, 19)).astype("uint8")
+    w = RNG.integers(-60, 60, (32, 3, 7, 7)).astype("int8")
+
+    def body(x):
+        c = qnn.op.conv2d(x, relay.const(w), zp, 0, 0.1, 0.02, kernel_size=(7, 7), channels=32, strides=(2, 2),
+                          padding=(3, 3))
+        r = qnn.op.requantize(c, 0.002, 0, 0.5, 3, out_dtype="uint8")
+        return relay.nn.max_pool2d(r, pool_size=(3, 3), strides=(2, 2), padding=(1, 1))
+    opt, lib = build(body, d)
+    text = opt["main"].astext(show_meta_data=False)
+    assert 'data_layout="NCHW4c"' in text and 'layout="NCHW16c"' in text, text
     assert text.count("layout_transform(") == 2, text
     (out,) = run(lib, d)
     p = relay.var("x", shape=d.shape, dtype="uint8")

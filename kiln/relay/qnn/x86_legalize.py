@@ -9,7 +9,8 @@ For a constant weight ``w`` with zero point ``zw`` and data ``x`` with a scalar 
 The first term is ``nn.conv2d`` / ``nn.dense`` on ``uint8 x int8`` (the x86 int8 kernel), the second a
 per-output-channel constant subtracted in the kernel's fused epilogue. A conv pads with the zero point
 (``nn.pad`` with ``pad_value = zu``, which fuses into the producer's epilogue), so every window position
-holds ``xu`` with ``xu - zu = 0`` where the QNN op reads padding.
+holds ``xu`` with ``xu - zu = 0`` where the QNN op reads padding. Input channels that 4 does not divide are
+padded (data in the same ``nn.pad``, zero weights) so the conv takes the blocked NCHW4c layout.
 
 Taken only on targets with an int8 dot product (``int8_supported``), and, where the kernels would use
 ``vpmaddubsw``'s saturating int16 pair sums (``relay.x86.int8_saturating_madd``, no VNNI), only when the
@@ -115,10 +116,18 @@ def legalize_conv2d(attrs, args, ts):
     xu, zu = _uint8_data(args[0], ts[0].dtype, zx)
     pt, pl, pb, pr = pad4(attrs.padding)
     padding = (pt, pl, pb, pr)
-    if any(padding) and zu != 0:
-        xu = op_call("nn.pad", [xu, const(np.uint8(zu))], pad_width=((0, 0), (0, 0), (pt, pb), (pl, pr)),
-                     pad_mode="constant")
-        padding = (0, 0, 0, 0)
+    # input channels not a multiple of 4 (an RGB stem): zero weights for the missing channels and the data
+    # padded with them, so AlterOpLayout gives the conv NCHW4c data and an NCHW16c output (no packing inside
+    # the kernel, the blocked layout from the first layer on: resnet's max pool then runs on NCHW16c)
+    cpad = (-int(ts[0].shape[1])) % 4 if not depthwise and isinstance(ts[0].shape[1], int) else 0
+    if cpad:
+        wq = np.pad(wq, ((0, 0), (0, cpad), (0, 0), (0, 0)))
+    spatial = any(padding) and zu != 0
+    if spatial or cpad:
+        sp = ((pt, pb), (pl, pr)) if spatial else ((0, 0), (0, 0))
+        xu = op_call("nn.pad", [xu, const(np.uint8(zu))], pad_width=((0, 0), (0, cpad)) + sp, pad_mode="constant")
+        if spatial:
+            padding = (0, 0, 0, 0)
     values = dict(attrs)
     values.update(padding=padding, out_dtype="int32")
     out = op_call("nn.conv2d", [xu, const(wq)], **values)

@@ -19,6 +19,21 @@ def _const_extent(iv):
     return int(ext.value) if isinstance(ext, E.IntImm) else None
 
 
+def fuse_short_inner(stage, axes, extents, lanes: int):
+    """An innermost axis shorter than a vector (the ``4c`` of NCHW4c) is fused with the axes outside it until
+    the fused extent is a multiple of ``lanes``, so the stage still vectorizes (the fused index is contiguous in
+    the output). Returns the new (axes, extents); unchanged when no such suffix exists."""
+    prod = 1
+    for k in range(len(axes) - 1, -1, -1):
+        prod *= extents[k]
+        if prod % lanes == 0:
+            if k == len(axes) - 1:
+                return axes, extents
+            fused = stage.fuse(*axes[k:])
+            return axes[:k] + [fused], extents[:k] + [prod]
+    return axes, extents
+
+
 def schedule_stage_loops(s, op) -> None:
     """Parallelize and vectorize one compute stage in place."""
     axes = list(s[op].op.axis)
@@ -33,6 +48,13 @@ def schedule_stage_loops(s, op) -> None:
     lanes = simd_width(op.output(0).dtype) if op.output(0).dtype.startswith("float") else simd_width("float32")
     stage = s[op]
     inner = None
+    if not reduce_axes and not symbolic[-1] and extents[-1] < lanes:
+        head = len(axes)
+        while head > 0 and not symbolic[head - 1]:
+            head -= 1  # only static trailing axes may be fused into the vector axis
+        tail_axes, tail_extents = fuse_short_inner(stage, axes[head:], extents[head:], lanes)
+        axes, extents = axes[:head] + tail_axes, extents[:head] + tail_extents
+        symbolic = symbolic[:head] + [False] * len(tail_axes)
     if not symbolic[-1] and extents[-1] % lanes == 0 and extents[-1] >= lanes:
         outer_last, inner = stage.split(axes[-1], factor=lanes)
         axes = axes[:-1] + [outer_last]

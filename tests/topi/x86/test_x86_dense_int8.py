@@ -42,3 +42,22 @@ def test_dense_int8_codegen(target, instr):
     asm = subprocess.run(["gcc", "-O3", *cpu_cflags(tvm.target.Target(target)), "-fopenmp", "-S", "-x", "c", "-",
                           "-o", "-"], input=src, capture_output=True, text=True, check=True).stdout
     assert instr in asm
+
+
+def test_packed_weight_with_units_and_bad_units():
+    """A zero-padded NC16n4c panel with ``units`` gives [M, units]; units the panels cannot hold are refused."""
+    from kiln import relay
+    from kiln.error import KilnError, TypeInferenceError
+    from kiln.relay.op.nn._dense_pack import contrib_dense_pack
+    from kiln.topi.x86.dense_int8 import dense_int8
+    x = relay.var("x", shape=(3, 8), dtype="uint8")
+    w = relay.var("w", shape=(2, 2, 16, 4), dtype="int8")
+    ok = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([x, w], contrib_dense_pack(
+        x, w, units=27, out_dtype="int32", weight_layout="NC16n4c"))))
+    assert tuple(int(d) for d in ok["main"].ret_type.shape) == (3, 27)
+    bad = tvm.IRModule.from_expr(relay.Function([x, w], contrib_dense_pack(x, w, units=12, out_dtype="int32",
+                                                                           weight_layout="NC16n4c")))
+    with pytest.raises(TypeInferenceError, match="units=12"):
+        relay.transform.InferType()(bad)
+    with tvm.target.Target("llvm -mcpu=core-avx2"), pytest.raises(KilnError, match="units=40"):
+        dense_int8(te.placeholder((3, 8), "uint8"), te.placeholder((2, 2, 16, 4), "int8"), None, "int32", 40)

@@ -233,6 +233,24 @@ def _q_relu(ctx, args, float_fn):
     return _set_q(ctx, _op().maximum(args[0], const(np.asarray(zp).astype(ctx.dtype(args[0])))), scale, zp)
 
 
+def _q_clamp(lo_key: str, hi_key: str, lo_default: float, hi_default: float):
+    """hardtanh / relu6 on a quantized tensor: a clamp in the integer domain between the bounds quantized with
+    the tensor's own parameters (PyTorch's quantized hardtanh); the parameters are kept."""
+    def convert(ctx, args, float_fn):
+        scale, zp = _get_q(ctx, args[0])
+        dtype = ctx.dtype(args[0])
+        info = np.iinfo(dtype)
+
+        def q(v):
+            return int(np.clip(zp + np.rint(np.float32(v) / np.float32(scale)), info.min, info.max))
+        lo = q(args.get(lo_key, lo_default)) if lo_key else q(lo_default)
+        hi = q(args.get(hi_key, hi_default)) if hi_key else q(hi_default)
+        y = _op().minimum(_op().maximum(args[0], const(np.asarray(lo).astype(dtype))),
+                          const(np.asarray(hi).astype(dtype)))
+        return _set_q(ctx, y, scale, zp)
+    return convert
+
+
 def _via_float(ctx, args, float_fn):
     """Averaging ops: dequantize, run the float op, quantize back with the input's parameters."""
     scale, zp = _get_q(ctx, args[0])
@@ -247,6 +265,8 @@ for _name in ("flatten", "reshape", "view", "contiguous", "dropout", "max_pool2d
     if _name in ATEN_CONVERTERS:
         _quantized_aware(_name, _same_params)
 _quantized_aware("relu", _q_relu)
+_quantized_aware("hardtanh", _q_clamp("min_val", "max_val", -1.0, 1.0))
+_quantized_aware("relu6", _q_clamp("", "", 0.0, 6.0))
 for _name in ("adaptive_avg_pool2d", "avg_pool2d", "mean", "hardswish", "hardsigmoid", "sigmoid"):
     if _name in ATEN_CONVERTERS:
         _quantized_aware(_name, _via_float)
