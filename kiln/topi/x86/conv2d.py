@@ -114,15 +114,25 @@ def _oh_candidates(oh: int) -> list:
     return [[-1, t] for t in (1, 2, 3, 4) if t <= oh and oh % t == 0]
 
 
-def fallback_order(ic: int, oc: int, ih: int, iw: int, oh: int, kh: int, kw: int, ic_bn: int, oc_bn: int) -> int:
+def fallback_order(ic: int, oc: int, ih: int, iw: int, oh: int, kh: int, kw: int, ic_bn: int, oc_bn: int,
+                   stride: int = 1) -> int:
     """``order`` of the fallback config. Order 0 re-reads the whole input once per output-channel chunk
     (cheap while the input stays in cache); order 1 re-reads all the weights once per output row (cheap while
     they stay in cache). With many input-channel chunks the order-0 input re-read is a stream per chunk that
     the prefetchers follow badly, so order 1 is taken when its weight traffic is not much above that, and the
-    weights fit a core's share of the last-level cache (8 MB of them streamed per row measured 12% slower)."""
+    weights fit a core's share of the last-level cache (8 MB of them streamed per row measured 12% slower).
+    A strided conv (``stride`` > 1, full input blocks) takes order 1 whenever its weights fit that share: an
+    output row reads only ``kh`` input rows, which stay in cache while the weights pass, where order 0
+    streams the whole input, 4x the output's pixels, per chunk (one thread, Zen 3: 3x3/2 128@56 68 -> 72
+    GFLOP/s, 256@28 74 -> 78, 64->128@56 73 -> 80, 1x1/2 64->128@56 66 -> 78; 9 MB of weights (512@14)
+    even, so order 0 stays there)."""
     data_bytes = 4 * ic * ih * iw
     weight_bytes = 4 * ic * oc * kh * kw
-    if ic // max(1, ic_bn) < 16 or weight_bytes > LLC_SHARE_BYTES:
+    if weight_bytes > LLC_SHARE_BYTES:
+        return 0
+    if stride > 1:
+        return 1
+    if ic // max(1, ic_bn) < 16:
         return 0
     oy = (oc // max(1, oc_bn)) * data_bytes if data_bytes > CACHE_BYTES else 0
     yo = oh * weight_bytes if weight_bytes > CACHE_BYTES else 0
@@ -163,7 +173,9 @@ def _define_nchwc_space(cfg, ic: int, oc: int, ih: int, iw: int, oh: int, ow: in
         cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn])
         cfg["tile_oh"] = autotvm.task.SplitEntity([-1, rows])
         cfg["tile_ow"] = autotvm.task.SplitEntity([-1, row])
-        cfg["order"] = autotvm.task.OtherOptionEntity(fallback_order(ic, oc, ih, iw, oh, kh, kw, ic_bn, oc_bn))
+        # the stride rule of fallback_order is for full blocks: the narrow stem measured even either way
+        order = fallback_order(ic, oc, ih, iw, oh, kh, kw, ic_bn, oc_bn, 1 if narrow else stride_w)
+        cfg["order"] = autotvm.task.OtherOptionEntity(order)
         # unrolling the kernel row folded the strided input offsets; on stride-1 layers with full blocks it
         # was even. A narrow block (the 3-channel stem) is the exception: there the unrolled row let gcc hoist
         # the few broadcasts of each kernel tap across taps and spill (stem 7x7/2: 66 -> 96 GFLOP/s without it)

@@ -123,6 +123,10 @@ def test_fallback_order():
     assert fallback_order(512, 256, 28, 28, 28, 1, 1, 16, 16) == 1         # many chunks, input > cache
     assert fallback_order(1024, 512, 14, 14, 14, 1, 1, 16, 16) == 1
     assert fallback_order(512, 512, 9, 9, 7, 3, 3, 16, 16) == 0            # 9 MB of weights per row: no
+    # strided: the few input rows of an output row stay in cache, the weights pass (if they fit)
+    assert fallback_order(128, 128, 58, 58, 28, 3, 3, 16, 16, stride=2) == 1
+    assert fallback_order(64, 128, 56, 56, 28, 1, 1, 16, 16, stride=2) == 1
+    assert fallback_order(512, 512, 16, 16, 7, 3, 3, 16, 16, stride=2) == 0  # 9 MB of weights
 
 
 @pytest.mark.parametrize("isa,cases", [
@@ -285,3 +289,28 @@ def test_tuning_measures_the_packed_kernel():
     f(res, *[tvm.nd.array(packed[t]) for t in args[1:]])
     np.testing.assert_allclose(lt(res.numpy(), "NCHW16c", "NCHW"), conv2d_nchw_python(a, wt, (s, s), (p,) * 4),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("ic,h,w,oc,k,p", [
+    (48, 15, 13, 40, 3, 1),    # 40 output channels (8 / 10-channel blocks), 8x7 output
+    (32, 17, 19, 24, 1, 0),    # strided 1x1, 9x10 output, 24 output channels
+])
+def test_strided_fallback_takes_rows_outside(ic, h, w, oc, k, p):
+    """A strided conv with full input blocks takes order 1 in its fallback (rows outside the output-channel
+    chunks) on both ISAs; on the host it matches numpy with a fused bias + relu, and the AVX-512 code
+    compiles."""
+    from kiln.autotvm.task.space import FallbackConfigEntity
+    for isa in ISA:
+        task = _task(ic, h, w, oc, k, 2, p, target=ISA[isa])
+        fb = FallbackConfigEntity()
+        with task.target:
+            sch, args = task.instantiate(fb)
+            src = tvm.build(sch, args, target=ISA[isa]).get_source()
+        assert fb["order"].val == 1, (isa, fb)
+        assert ("kiln_f32x16" if isa == "avx512" else "kiln_f32x8") in src
+    rng = np.random.default_rng(ic + h)
+    a = rng.standard_normal((1, ic, h, w)).astype("float32")
+    wt = rng.standard_normal((oc, ic, k, k)).astype("float32")
+    bias = rng.standard_normal(oc).astype("float32")
+    ref = np.maximum(conv2d_nchw_python(a, wt, (2, 2), (p,) * 4) + bias[None, :, None, None], 0)
+    np.testing.assert_allclose(_run_packed(None, a, wt, 2, p, bias), ref, rtol=1e-4, atol=1e-4)
