@@ -10,10 +10,15 @@ Ramp/Broadcast, loops tagged serial/parallel/vectorized/unrolled. Output: ``C_PR
 typedefs and inline helpers, then one ``int32_t name(KilnValue* args, int32_t num_args)`` per function.
 
 Decisions:
-* the outermost PARALLEL loop becomes ``#pragma omp parallel for num_threads(kiln_omp_threads())
-  schedule(guided)``; ``kiln_omp_threads()`` returns ``__kiln_num_threads``, or ``omp_get_max_threads()``
-  when that is 0 (the clause is always present). A PARALLEL loop inside a parallel loop runs serially.
-* parallel loops are scheduled ``guided`` (``OMP_SCHEDULE``, :func:`omp_schedule_clause`: the one place).
+* the outermost PARALLEL loop runs on kiln's thread pool (``PARALLEL_BACKEND`` "pool", the default): its
+  body becomes ``static int32_t kiln_par_<fn>_<k>(begin, end, closure)`` with the kernel variables it uses
+  in a closure struct, and the kernel calls ``kiln_parallel_run`` -> the module's ``__kiln_parallel_launch``
+  pointer (filled by the loader; null: serial). See :meth:`FunctionCodegen._pool_loop` and
+  docs/architecture.md ("Parallel loops: kiln's thread pool"). With ``PARALLEL_BACKEND`` "openmp" it becomes
+  ``#pragma omp parallel for num_threads(kiln_omp_threads()) schedule(guided)``; ``kiln_omp_threads()``
+  returns ``__kiln_num_threads``, or ``omp_get_max_threads()`` when that is 0 (the clause is always
+  present). Either way a PARALLEL loop inside a parallel loop runs serially.
+* OpenMP parallel loops are scheduled ``guided`` (``OMP_SCHEDULE``, :func:`omp_schedule_clause`: the one place).
   Why: with OpenMP's default static split each thread owns a fixed share, so when another process
   deschedules one thread the others wait at the closing barrier for its *whole share*; with guided chunks
   (each about what is left / threads) the thread that runs takes the work that is left and the barrier

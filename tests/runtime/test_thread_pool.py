@@ -297,3 +297,37 @@ def test_set_num_threads_reaches_libraries_loaded_before_and_after():
     assert launches(g) == 1
     set_num_threads(1)
     assert launches(g) == 0 and launches(f) == 0
+
+
+_calls: list = []
+
+
+@kiln.register_func("test_thread_pool.record_or_fail", override=True)
+def _record_or_fail(i):
+    if int(i) == 37:
+        raise ValueError(f"row {i} refused")
+    _calls.append((int(i), threading.get_ident()))
+    return 0
+
+
+def test_packed_call_inside_parallel_body():
+    """A packed call from a body runs Python on whichever pool thread took the chunk; its exception reaches
+    the caller."""
+    n = 40
+    A = _buf("A", n)
+    i = tir.Var("i", "int32")
+    body = S.For(i, 0, n, S.ForKind.PARALLEL, S.Evaluate(tir.call_packed("test_thread_pool.record_or_fail", i)))
+    f = kiln.build(_prim("calls", [A], body), target="llvm")
+    set_num_threads(2)
+    _calls.clear()
+    with pytest.raises(KilnError, match="row 37 refused"):
+        f(kiln.nd.array(np.zeros(n, np.float32)))
+    assert 37 not in {row for row, _ in _calls}
+    m = 30
+    A2 = _buf("A", m)
+    j = tir.Var("j", "int32")
+    body2 = S.For(j, 0, m, S.ForKind.PARALLEL, S.Evaluate(tir.call_packed("test_thread_pool.record_or_fail", j)))
+    g = kiln.build(_prim("calls_ok", [A2], body2), target="llvm")
+    _calls.clear()
+    g(kiln.nd.array(np.zeros(m, np.float32)))
+    assert sorted(row for row, _ in _calls) == list(range(m))
