@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ... import te
 from ...tir import expr as E
+from ...tir.stmt_functor import post_order_visit
 from ...te.schedule import kInline, kInlinedAlready
 from .. import generic
 from ..generic.default import PARALLEL_MIN_ELEMENTS, inline_injective
@@ -96,8 +97,58 @@ def schedule_injective(outs):
     return s
 
 
+def _reads_along(expr, var) -> bool:
+    """Whether every tensor read in ``expr`` that depends on ``var`` has exactly ``var`` as its last index
+    (consecutive reduction steps read consecutive elements), and at least one read does."""
+    found, ok = [False], [True]
+
+    def uses(e) -> bool:
+        hit = [False]
+        post_order_visit(e, lambda n: hit.__setitem__(0, hit[0] or (isinstance(n, E.Var) and n is var)))
+        return hit[0]
+
+    def visit(n):
+        if isinstance(n, E.ProducerLoad) and n.indices:
+            if n.indices[-1] is var and not any(uses(i) for i in n.indices[:-1]):
+                found[0] = True
+            elif any(uses(i) for i in n.indices):
+                ok[0] = False
+    post_order_visit(expr, visit)
+    return found[0] and ok[0]
+
+
+def lane_split_reduction(s, op):
+    """Split a float sum / max / min along a contiguous reduction axis into ``lanes`` partial results
+    (``rfactor``): one vector accumulator instead of a chain of dependent scalar steps (the C compiler keeps a
+    scalar float reduction in order; layer norm's mean and variance over 768 channels were a chain of 768
+    adds per row). Returns the rfactor stage's tensor, or None when the stage is not such a reduction (several
+    reduction axes, a symbolic or short extent, an index that is not the reduction variable itself, a reduction
+    whose output row is vectorized already)."""
+    body = getattr(op, "body", None)
+    red = list(getattr(op, "reduce_axis", []) or [])
+    if not body or len(body) != 1 or not isinstance(body[0], E.Reduce) or len(red) != 1:
+        return None
+    r = body[0]
+    dtype = str(r.dtype)
+    if not dtype.startswith("float") or len(r.source) != 1 or r.condition is not None and \
+            not (isinstance(r.condition, E.IntImm) and int(r.condition.value) == 1):
+        return None
+    lanes = simd_width(dtype)
+    n = _const_extent(red[0])
+    extents = [_const_extent(a) for a in op.axis]
+    if n is None or n % lanes or n < 2 * lanes or any(e is None for e in extents):
+        return None
+    if extents and extents[-1] % lanes == 0:
+        return None  # the output row vectorizes (schedule_stage_loops moves the reduction outside it)
+    if not _reads_along(r.source[0], red[0].var):
+        return None
+    _, ki = s[op].split(s[op].op.reduce_axis[0], factor=lanes)
+    return s.rfactor(op.output(0), ki)
+
+
 def _schedule_all_stages(outs):
-    """Every remaining (non-inlined) compute stage gets the loop schedule (for reductions, pools, softmax)."""
+    """Every remaining (non-inlined) compute stage gets the loop schedule (for reductions, pools, softmax);
+    a float reduction along a contiguous axis accumulates in a vector first (:func:`lane_split_reduction`)."""
     outs = as_list(outs)
     s = te.create_schedule([o.op for o in outs])
     inline_injective(s, outs)
@@ -107,7 +158,17 @@ def _schedule_all_stages(outs):
             continue
         if stage.attach_type in (kInline, kInlinedAlready):
             continue
+        rf = lane_split_reduction(s, op)
+        if rf is not None:  # rfactor gave the stage a new op (the reduction over the lanes)
+            op = next(st.op for st in s.stages if rf in list(getattr(st.op, "input_tensors", []) or []))
         schedule_stage_loops(s, op)
+        if rf is not None:
+            at = [iv for iv in s[op].leaf_iter_vars if iv.iter_type == 0]
+            if at:
+                s[rf].compute_at(s[op], at[-1])
+            lane_axis = s[rf].op.axis[0]
+            s[rf].reorder(*s[rf].op.reduce_axis, lane_axis)
+            s[rf].vectorize(lane_axis)
     return s
 
 
