@@ -163,3 +163,18 @@ def test_parallel_loops_of_symbolic_kernels_decide_per_call():
         for shape in ((1, 1, 256), (64, 80, 256)):
             a = rng.standard_normal(shape).astype("float32")
             np.testing.assert_allclose(vm.run(a).numpy(), a.mean(2, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_elementwise_kernels_over_unknown_dims_are_vectorized():
+    x = relay.var("x", shape=(A, A, 256))
+    y = relay.var("y", shape=(A, A, 1))
+    mod = kiln.IRModule.from_expr(relay.Function([x, y], relay.erf(x - y) * relay.const(0.5)))
+    with kiln.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod, target="llvm -mcpu=core-avx2")
+    assert "kiln_vload_f32x8" in exe.lib.get_source()
+    if "avx2" in host_features():
+        vm = VirtualMachine(exe, kiln.cpu())
+        a, b = rng.standard_normal((3, 13, 256)).astype("float32"), rng.standard_normal((3, 13, 1)).astype("float32")
+        from math import erf
+        ref = np.vectorize(erf)(a - b).astype("float32") * 0.5
+        np.testing.assert_allclose(vm.run(a, b).numpy(), ref, rtol=1e-5, atol=1e-6)
