@@ -178,3 +178,16 @@ def test_elementwise_kernels_over_unknown_dims_are_vectorized():
         from math import erf
         ref = np.vectorize(erf)(a - b).astype("float32") * 0.5
         np.testing.assert_allclose(vm.run(a, b).numpy(), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_plans_with_tuple_results_and_an_input_returned():
+    x = relay.var("x", shape=(A, 4))
+    r = relay.nn.relu(x)
+    mod = kiln.IRModule.from_expr(relay.Function([x], relay.Tuple([x, r, r * relay.const(2.0)])))
+    vm = _vm(mod)
+    xs = [rng.standard_normal((n, 4)).astype("float32") for n in (3, 3, 3, 1, 3)]
+    outs = [vm.run(a) for a in xs]
+    for a, o in zip(xs, outs):
+        np.testing.assert_array_equal(o[0].numpy(), a)
+        np.testing.assert_array_equal(o[1].numpy(), np.maximum(a, 0))
+        np.testing.assert_array_equal(o[2].numpy(), np.maximum(a, 0) * 2)
