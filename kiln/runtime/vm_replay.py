@@ -17,9 +17,13 @@ several live frames per instruction).
 """
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
+from ..error import KilnError
 from . import ndarray as nd
+from .kernel import KernelFunction
 from .ndarray import NDArray
 from .vm_shape_funcs import run_shape_func
 
@@ -34,6 +38,149 @@ def is_straight_line(func) -> bool:
         func.instructions[-1][0] == "ret" and sum(ins[0] == "ret" for ins in func.instructions) == 1
 
 
+#: plans kept per function (input signatures seen most recently); each keeps its own intermediate tensors
+MAX_PLANS = 4
+
+
+class _Stale(Exception):
+    """A plan's recorded data-dependent shape differs this call: run the instructions instead."""
+
+
+def _signature(args: list):
+    """Shapes and dtypes of the arguments (None: an argument that is not a tensor: no plan)."""
+    sig = []
+    for a in args:
+        if not isinstance(a, NDArray):
+            return None
+        sig.append((a._shape, a.dtype))
+    return tuple(sig)
+
+
+class _Plan:
+    """What one call at given input shapes does, precomputed from a recorded call (see the module doc):
+    runs of kernels over tensors that stay the same objects are one native call each (the graph executor's
+    plan runner, when the library has it); only instructions touching per-call values (the inputs, tensors
+    that escape to the caller) and data-dependent host shape functions run in Python."""
+
+    def __init__(self, runner: "ReplayRunner", sig, regs: list, escaped: set):
+        from .graph_executor import PLAN_RUNNER_SYMBOL, _PlanStep
+        self.sig = sig
+        vm, f = runner.vm, runner.func
+        kernels = vm._kernels
+        lib = vm.exe.lib
+        native = lib._find_function(PLAN_RUNNER_SYMBOL, True) if lib is not None else None
+        self._step_type = _PlanStep
+        self._native = native if isinstance(native, KernelFunction) else None
+        self.regs = list(regs)
+        n_args = len(sig)
+        varying = set(range(n_args))
+        steps: list = []
+        segment: list = []   # (kernel, prepared args buffer) of consecutive stable kernel calls
+        keep: list = []
+
+        def flush():
+            if segment:
+                steps.append(self._segment(list(segment), keep))
+                segment.clear()
+        for pc, ins in enumerate(f.instructions):
+            op = ins[0]
+            if op == "invoke_packed":
+                k = kernels[ins[1]]
+                if any(r in varying for r in ins[2]) or not isinstance(k, KernelFunction):
+                    flush()
+                    steps.append(("call", k, list(ins[2])))
+                else:
+                    segment.append((k, k.prepare(*[regs[r] for r in ins[2]])))
+            elif op in ("alloc_tensor", "alloc_tensor_reg"):
+                if pc in escaped:
+                    flush()
+                    t = regs[ins[3]]
+                    steps.append(("alloc", tuple(t._shape), t.dtype, ins[3]))
+                    varying.add(ins[3])
+            elif op == "reshape_tensor" and pc not in escaped and ins[1] not in varying:
+                # a view of the source (no copy): within a call every instruction has a buffer of its own,
+                # written once by its kernel, so the view and its source never disagree (the graph
+                # executor's reshapes alias their input the same way)
+                src = self.regs[ins[1]]
+                self.regs[ins[3]] = NDArray(src._arr.reshape(tuple(regs[ins[3]]._shape)))
+            elif op == "reshape_tensor":
+                flush()
+                fresh = pc in escaped
+                steps.append(("reshape", ins[1], tuple(regs[ins[3]]._shape), ins[3], fresh))
+                if fresh:
+                    varying.add(ins[3])
+            elif op == "shape_func":
+                flush()
+                steps.append(("shape_func", ins[1], ins[2], list(ins[3]), [regs[r] for r in ins[4]]))
+            elif op == "move" or op == "get_field":
+                if ins[1] in varying:
+                    flush()
+                    steps.append((op, ins[1], ins[2], ins[-1]))
+                    varying.add(ins[-1])
+            elif op == "alloc_adt":
+                if any(r in varying for r in ins[2]):
+                    flush()
+                    steps.append(("adt", ins[1], list(ins[2]), ins[3]))
+                    varying.add(ins[3])
+            elif op == "ret":
+                flush()
+                self.ret = ins[1]
+            # kernel_shapes, shape_of*, load_const*, get_tag, tag_eq: the recorded values hold (same shapes)
+        for r in varying:
+            self.regs[r] = None  # the caller's tensors (inputs, escaped results) are not kept alive by the plan
+        self.steps = steps
+        self._keep = keep
+
+    def _segment(self, calls: list, keep: list):
+        if self._native is None or len(calls) == 1:
+            return ("kernels", [(k._fn, buf, k._total, k) for k, buf in calls])
+        steps = (self._step_type * len(calls))()
+        for i, (k, buf) in enumerate(calls):
+            steps[i].fn = k.address
+            steps[i].args = ctypes.addressof(buf)
+            steps[i].num_args = k._total
+        args = (ctypes.c_int64 * 2)(ctypes.addressof(steps), len(calls))
+        keep.append((steps, args, calls))
+        return ("native", self._native._fn, args, [k for k, _ in calls])
+
+    def run(self, args: list, pool):
+        regs = list(self.regs)
+        regs[:len(args)] = args
+        for st in self.steps:
+            kind = st[0]
+            if kind == "native":
+                rc = st[1](st[2], 2)
+                if rc:
+                    if 0 < rc <= len(st[3]):
+                        st[3][rc - 1]._raise_failure(rc)
+                    raise KilnError(f"VM: the plan runner failed (code {rc})")
+            elif kind == "kernels":
+                for fn, buf, total, k in st[1]:
+                    if fn(buf, total):
+                        k._raise_failure(-1)
+            elif kind == "call":
+                st[1](*[regs[r] for r in st[2]])
+            elif kind == "alloc":
+                regs[st[3]] = pool.tensor(st[1], st[2])
+            elif kind == "reshape":
+                src = regs[st[1]]
+                out = pool.tensor(st[2], src.dtype) if st[4] else regs[st[3]]
+                np.copyto(out._arr, src._arr.reshape(st[2]))
+                regs[st[3]] = out
+            elif kind == "shape_func":
+                shapes = run_shape_func(st[1], st[2], [regs[r]._arr for r in st[3]])
+                if [tuple(x) for x in shapes] != [tuple(x) for x in st[4]]:
+                    raise _Stale()
+            elif kind == "move":
+                regs[st[3]] = regs[st[1]]
+            elif kind == "get_field":
+                regs[st[3]] = regs[st[1]][st[2]]
+            else:  # adt
+                from .vm import ADT
+                regs[st[3]] = ADT(st[1], [regs[r] for r in st[2]])
+        return regs[self.ret]
+
+
 class ReplayRunner:
     """Runs one straight-line VM function, remembering per instruction (see the module docstring)."""
 
@@ -43,8 +190,25 @@ class ReplayRunner:
         self.made: dict = {}    # pc -> value made (tensor, shape tuple, shape tensor)
         self.keys: dict = {}    # pc -> the key ``made[pc]`` is valid for
         self.bound: dict = {}   # pc -> (argument list, bound run)
+        self.plans: dict = {}   # input signature -> _Plan (each holds its own intermediate tensors)
+        self._escaped_pcs: set = set()
 
     def run(self, args: list):
+        sig = _signature(args)
+        plan = self.plans.get(sig) if sig is not None else None
+        if plan is not None:
+            try:
+                return plan.run(args, self.vm.pool)
+            except _Stale:  # kernels are pure: the instructions below redo the call from the start
+                del self.plans[sig]
+        result, regs = self._run(args)
+        if sig is not None:
+            if len(self.plans) >= MAX_PLANS:
+                self.plans.pop(next(iter(self.plans)))
+            self.plans[sig] = _Plan(self, sig, regs, set(self._escaped_pcs))
+        return result
+
+    def _run(self, args: list):
         vm, f = self.vm, self.func
         kernels, consts, pool = vm._kernels, vm._consts, vm.pool
         made, keys, bound = self.made, self.keys, self.bound
@@ -124,7 +288,7 @@ class ReplayRunner:
             else:  # ret (the last instruction)
                 result = regs[ins[1]]
                 self._escape(result)
-                return result
+                return result, regs
         raise AssertionError("unreachable: a straight-line function ends with ret")
 
     def _escape(self, value) -> None:
@@ -139,9 +303,11 @@ class ReplayRunner:
                 todo.extend(v)
             elif hasattr(v, "captured"):
                 todo.extend(v.captured)
+        self._escaped_pcs = set()
         if not escaped:
             return
         for pc in [pc for pc, v in self.made.items() if id(v) in escaped]:
+            self._escaped_pcs.add(pc)
             del self.made[pc]
             self.keys.pop(pc, None)
         # a bound call over an escaped tensor is rebound next time anyway: dropping it now leaves the

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from ...error import KilnError
-from ...tir import stmt as S
+from ...tir import expr as E, stmt as S
 from ...transform.config import register_pass_config
 from ...transform import PassContext
 
@@ -72,6 +72,61 @@ def estimate_work(stmt) -> int:
     return 1  # a store, an evaluation, an assert
 
 
+def _work_expr(stmt):
+    """``estimate_work`` as an expression of the kernel's shape variables (None: not expressible)."""
+    if stmt is None:
+        return 0
+    if isinstance(stmt, S.For):
+        inner = _work_expr(stmt.body)
+        if inner is None:
+            return None
+        ext = stmt.extent
+        v = getattr(ext, "value", None)
+        if isinstance(v, int):
+            return v * inner if isinstance(inner, int) else inner * v
+        ext = ext if ext.dtype == "int64" else E.Cast("int64", ext)
+        return ext * inner
+    if isinstance(stmt, S.SeqStmt):
+        total = 0
+        for x in stmt.seq:
+            w = _work_expr(x)
+            if w is None:
+                return None
+            total = total + w
+        return total
+    if isinstance(stmt, S.IfThenElse):
+        a, b = _work_expr(stmt.then_case), _work_expr(stmt.else_case)
+        if a is None or b is None:
+            return None
+        if isinstance(a, int) and isinstance(b, int):
+            return max(a, b)
+        return E.Max(_as_expr(a), _as_expr(b))
+    if isinstance(stmt, S.While):
+        return None
+    body = getattr(stmt, "body", None)
+    if isinstance(body, S.Stmt):
+        return _work_expr(body)
+    return 1
+
+
+def _as_expr(w):
+    return E.IntImm("int64", w) if isinstance(w, int) else w
+
+
+def _symbolic_work(extent, body):
+    """The work of a parallel loop as an expression when it depends on the kernel's shape variables only
+    (``SizeVar``s: a VM kernel's unknown dims), else None (a static loop, or extents over loop variables)."""
+    from ...tir.analysis import undefined_vars
+    w = _work_expr(S.For(E.Var("_w", "int64"), E.IntImm("int64", 0), extent, S.ForKind.SERIAL, body)
+                   if body is not None else None)
+    if w is None or isinstance(w, int):
+        return None
+    free = undefined_vars(w)
+    if not free or not all(isinstance(v, E.SizeVar) for v in free):
+        return None
+    return w
+
+
 class _Serialize:
     """Rebuilds a statement with every parallel loop of small work made serial."""
 
@@ -85,6 +140,15 @@ class _Serialize:
         if isinstance(stmt, S.For):
             body = self.visit(stmt.body)
             kind = stmt.kind
+            if kind == S.ForKind.PARALLEL:
+                work = _symbolic_work(stmt.extent, body)
+                if work is not None:  # a VM kernel over run-time extents: decide per call (below)
+                    serial = S.For(stmt.loop_var, stmt.min, stmt.extent, S.ForKind.SERIAL, body,
+                                   stmt.thread_binding, stmt.annotations)
+                    par = S.For(stmt.loop_var, stmt.min, stmt.extent, kind, body, stmt.thread_binding,
+                                stmt.annotations)
+                    self.changed += 1
+                    return S.IfThenElse(work >= E.IntImm("int64", self.threshold), par, serial)
             if kind == S.ForKind.PARALLEL and (_extent(stmt) < 2 or _extent(stmt) * estimate_work(body) <
                                                self.threshold):
                 kind = S.ForKind.SERIAL

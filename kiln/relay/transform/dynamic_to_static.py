@@ -103,7 +103,7 @@ def has_dyn_ops(mod: IRModule) -> bool:
     return bool(found)
 
 
-def dynamic_to_static(mod: IRModule, max_rounds: int = 8) -> IRModule:
+def dynamic_to_static(mod: IRModule, max_rounds: int = 16) -> IRModule:
     for _ in range(max_rounds):
         mod = infer_module(mod)
         out = mod.copy()

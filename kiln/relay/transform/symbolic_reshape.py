@@ -57,6 +57,9 @@ class _Sym:
     def equal(self, a, b) -> bool:
         if isinstance(a, int) and isinstance(b, int):
             return a == b
+        ma, mb = _monomial(a), _monomial(b)
+        if ma is not None and mb is not None:
+            return ma == mb
         return self.simp(_expr(a) - _expr(b)) == 0
 
     def fresh(self, ty):
@@ -120,6 +123,11 @@ class _Sym:
             v = self.value.get(id(call.args[1]))
             if v is not None and isinstance(ty, TensorType) and len(v[0]) == len(ty.shape):
                 out = self._broadcast(self.shape_of(call.args[0]), v[0])
+        elif name == "reshape" and all(int(v) >= -1 for v in call.attrs.newshape):
+            # as the shape function, but an inferred dim cancels symbolic factors: (b, s*64) -> [0, -1]
+            # gives s*64, not (b*s*64) // b (which no rewrite downstream could match)
+            out = _reshape_dims(self, self.shape_of(call.args[0]), [int(v) for v in call.attrs.newshape],
+                                bool(call.attrs.allowzero))
         elif not call.op.get_attr("TShapeDataDependent"):
             out = self._traced(call)
         if out is None or not isinstance(ty, TensorType) or len(out) != len(ty.shape):
@@ -270,6 +278,26 @@ class _Sym:
         return (out, (n,) if max(len(x[1]), len(y[1])) else ())
 
 
+def _monomial(e):
+    """``(coefficient, sorted variable ids)`` of a product of dims and constants (the simplifier does not
+    reorder products: ``a*(b*64)`` and ``a*b*64`` are the same monomial), else None."""
+    from ...tir import expr as E
+    if isinstance(e, (int, np.integer)):
+        return (int(e), ())
+    if isinstance(e, E.IntImm):
+        return (int(e.value), ())
+    if isinstance(e, E.Var):
+        return (1, (id(e),))
+    if isinstance(e, E.Cast):
+        return _monomial(e.value)
+    if isinstance(e, E.Mul):
+        a, b = _monomial(e.a), _monomial(e.b)
+        if a is None or b is None:
+            return None
+        return (a[0] * b[0], tuple(sorted(a[1] + b[1])))
+    return None
+
+
 def _expr(v):
     return tir.IntImm("int64", v) if isinstance(v, int) else v
 
@@ -386,6 +414,16 @@ def _static_newshape(sym: _Sym, in_shape, entries: list, allowzero: bool):
         return None
     codes[open_at[0]] = -1
     return codes
+
+
+def _stale_type(data, in_shape) -> bool:
+    """Whether ``data``'s type says ``?`` where its symbolic shape is a number (it is the output of a reshape
+    rewritten in this round): the static reshape's relation would not see that number yet, so the rewrite
+    waits for the next round's type inference."""
+    ty = getattr(data, "_checked_type_", None)
+    if not isinstance(ty, TensorType) or len(ty.shape) != len(in_shape):
+        return True
+    return any(_int(t) is None and isinstance(d, int) for t, d in zip(ty.shape, in_shape))
 
 
 def _split_codes(sym: _Sym, in_shape, target: list):
@@ -508,7 +546,7 @@ def symbolic_reshapes(func):
                 if like is not None:
                     plan[id(c)] = ("like",) + like
                     continue
-        if codes is not None:
+        if codes is not None and not _stale_type(c.args[0], in_shape):
             plan[id(c)] = ("codes", codes)
     if not plan:
         return func

@@ -66,12 +66,14 @@ def schedule_stage_loops(s, op) -> None:
     if reduce_axes and inner is not None:
         stage.reorder(*axes, *reduce_axes, inner)
     if total * (lanes if inner is not None else 1) >= PARALLEL_MIN_ELEMENTS // 4 and len(axes) >= 1:
-        fused, prod = [axes[0]], extents[0]
-        for ax, e in zip(axes[1:], extents[1:]):
+        # a symbolic extent may be 1 at run time (batch 1): it counts as 1 here, so the next axes join the
+        # parallel loop (dividing the fused index by run-time extents costs once per outer iteration)
+        fused, prod = [axes[0]], 1 if symbolic[0] else extents[0]
+        for ax, e, sym in zip(axes[1:], extents[1:], symbolic[1:len(axes)]):
             if prod >= 64:
                 break
             fused.append(ax)
-            prod *= e
+            prod *= 1 if sym else e
         if len(fused) == len(axes) and reduce_axes and inner is None:
             pass  # keep a serial loop inside when the whole nest would become one fused parallel loop
         par = fused[0] if len(fused) == 1 else stage.fuse(*fused)

@@ -150,10 +150,16 @@ def schedule_softmax(outs):
         if op is not None and s[op].attach_type not in (kInline, kInlinedAlready):
             s[op].compute_at(stage, row)
     n = _const(col.dom.extent)
-    if n is not None and n % lanes == 0:
+    if n is None or n % lanes == 0:
+        # a symbolic row length (a VM kernel) is split too: LoopPartition peels the guarded last vector
         _, vi = stage.split(col, factor=lanes)
         stage.vectorize(vi)
-        _vectorize_last(s, stages[EXP], lanes)
+        if n is None:
+            ex = stages[EXP]
+            _, evi = s[ex].split(s[ex].op.axis[-1], factor=lanes)
+            s[ex].vectorize(evi)
+        else:
+            _vectorize_last(s, stages[EXP], lanes)
         for name in (MAX_LANES, SUM_LANES):
             if name in stages:
                 _vectorize_last(s, stages[name], lanes)

@@ -476,6 +476,9 @@ class VMCompiler:
                 self.functions[self._globals[n]] = VMFunction(n, [p.name_hint for p in func.params],
                                                               b.num_regs, b.code, ptypes)
             self.lib = self.te.build_module()
+            if self.lib is not None:  # the replay's plans run runs of kernels in one native call (vm_replay.py)
+                from ..graph_executor_codegen import plan_runner_module
+                self.lib.import_module(plan_runner_module(target))
 
     def codegen(self) -> Executable:
         return Executable(self.functions, self.constants, self.packed, self.lib)
