@@ -193,6 +193,9 @@ def _cum_prod(inputs, attr, ctx):
 def _squeeze(inputs, attr, ctx):
     x = inputs[0]
     rank = _ndim(x, ctx)
+    if len(inputs) < 2 or inputs[1] is None:
+        raise ctx.unsupported("Squeeze without axes of a tensor whose dims are only known at run time (the output "
+                              "rank would depend on the data)")
     axes = _vector(inputs[1], ctx)
     k = _length(axes, ctx, "axes")
     keep = _op.logical_not(_mask(_normalize(axes, rank), rank))
