@@ -69,6 +69,9 @@ class GraphConverter:
         self.param_values: dict = {}  # initializer name -> numpy value (for params that stay variables)
         self.input_vars: list = []
         self.types = TypeCache()
+        # shared with subgraph converters: the graph's input names, and whether a Loop/Scan/If was converted
+        # (onnx_dynamic.convert_dynamic reads both when use_dyn_ops is False)
+        self.flags: dict = {"graph_inputs": set(), "control_flow": False}
 
     def child(self, table: dict) -> "GraphConverter":
         """A converter for a subgraph (If branch, Loop/Scan body) sharing this one's settings and type cache;
@@ -77,9 +80,7 @@ class GraphConverter:
         sub.__dict__.update(self.__dict__)
         sub.table = table
         sub.input_vars = []
-        # inside a subgraph, loop counters and carried values are run-time values even when the caller wants a
-        # static import (use_dyn_ops=False): shape operands computed from them need the dyn.* converters
-        sub.config = dict(self.config, use_dyn_ops=True)
+
         return sub
 
     # -- checks before converting ---------------------------------------------------------------------------------
@@ -183,6 +184,7 @@ class GraphConverter:
             input_names.append(vi.name)
             if vi.name in self.table:
                 continue  # an initializer listed as an input too: its value is the default
+            self.flags["graph_inputs"].add(vi.name)
             v = var(vi.name, shape=self._input_shape(vi), dtype=self._input_dtype(vi))
             self.input_vars.append(v)
             self.table[vi.name] = v

@@ -84,6 +84,7 @@ def convert_subgraph(conv, graph, bound: dict, capture: bool):
         if vi.name not in bound and vi.name not in dict.keys(table):
             raise FrontendError(f"subgraph {graph.name!r}: input {vi.name!r} is not bound")
     table.update(bound)
+    conv.flags["control_flow"] = True
     child = conv.child(table)
     child._check_names(graph, table.all_names())
     for node in graph.node:

@@ -37,9 +37,20 @@ def _wants_dynamic(err: KilnError) -> bool:
             or bool(getattr(err, "data_dependent", False)))
 
 
+def _run_time_anyway(err: KilnError, ctx) -> bool:
+    """With use_dyn_ops=False, values that no binding of graph inputs can make static still take the dyn.*
+    converters: those computed from a loop's counter or carried values (names that are not graph inputs), and
+    tensors with Any dims once the model has control flow (the outputs of a Loop/Scan)."""
+    flags = getattr(ctx.graph, "flags", {})
+    names = set(getattr(err, "runtime_inputs", None) or ())
+    if names and not names <= flags.get("graph_inputs", set()):
+        return True
+    return bool(getattr(err, "dynamic_shape", False) and flags.get("control_flow"))
+
+
 def convert_dynamic(op_type: str, inputs, attr, ctx, err: KilnError):
     """The dynamic conversion of a node a static converter refused with ``err`` (re-raised when none applies)."""
-    if not _wants_dynamic(err) or not ctx.graph.config.get("use_dyn_ops", True):
+    if not _wants_dynamic(err) or not (ctx.graph.config.get("use_dyn_ops", True) or _run_time_anyway(err, ctx)):
         raise err
     entry = lookup(op_type, ctx.node.domain)
     fn = entry.get_converter(ctx.opset, dynamic=True) if entry is not None else None

@@ -193,6 +193,9 @@ def _cum_prod(inputs, attr, ctx):
 def _squeeze(inputs, attr, ctx):
     x = inputs[0]
     rank = _ndim(x, ctx)
+    if len(inputs) < 2 or inputs[1] is None:
+        raise ctx.unsupported("Squeeze without axes of a tensor whose dims are only known at run time (the output "
+                              "rank would depend on the data)")
     axes = _vector(inputs[1], ctx)
     k = _length(axes, ctx, "axes")
     keep = _op.logical_not(_mask(_normalize(axes, rank), rank))
@@ -219,7 +222,14 @@ def _split_runtime(inputs, attr, ctx):
     x = inputs[0]
     rank = _ndim(x, ctx)
     axis = _static._axis(ctx, int(attr.get("axis", 0)), rank)
-    sizes = _vector(inputs[1], ctx)
+    if len(inputs) > 1 and inputs[1] is not None:
+        sizes = _vector(inputs[1], ctx)
+    else:  # num_outputs (or one output each) over a dim known only at run time: ceil-sized chunks, last smaller
+        k = int(attr.get("num_outputs", len(ctx.node.output)))
+        dim = _op.take(_op.shape_of(x, "int64"), _i64c(axis))
+        step = _op.divide(_op.add(dim, _i64c(k - 1)), _i64c(k))
+        last = _op.subtract(dim, _op.multiply(step, _i64c(k - 1)))
+        sizes = _op.concatenate([_op.expand_dims(step, 0)] * (k - 1) + [_op.expand_dims(last, 0)], 0)
     n = _length(sizes, ctx, "split")
     if n != len(ctx.node.output):
         raise ctx.error(f"split holds {n} sizes for {len(ctx.node.output)} outputs")
