@@ -266,14 +266,17 @@ class Library:
             pass
 
     def _wire_thread_pool(self) -> None:
-        """Point the library's ``__kiln_parallel_launch`` (kernels built for the pool backend) at kiln's
-        thread pool, building the pool on first use; left null (serial loops) if it cannot be built."""
+        """Point the library's ``__kiln_parallel_launch`` (kernels built for the pool backend) at the process's
+        thread pool (one pool per process), building it on first use. Without one, a pool linked into this
+        library (an export) becomes the process's pool; with neither the pointer stays null (serial loops)."""
         try:
             slot = ctypes.c_void_p.in_dll(self._cdll, "__kiln_parallel_launch")
         except ValueError:
             return  # no parallel loop, or built for OpenMP
-        from .thread_pool import launch_address
-        slot.value = launch_address()
+        from .thread_pool import adopt_library_pool
+        address = adopt_library_pool(self._cdll)
+        if address is not None:
+            slot.value = address
 
     def _optional_int(self, name: str):
         try:

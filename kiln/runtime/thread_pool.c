@@ -141,6 +141,23 @@ static void* kiln_pool_worker(void* arg) {
   }
 }
 
+/* The thread count of a launch that asks for the default (threads <= 0; a standalone executable, whose
+ * __kiln_num_threads no loader sets): KILN_NUM_THREADS, else TVM_NUM_THREADS, else 0 (the usable CPUs). */
+static int32_t kiln_pool_default_threads = 0;
+
+static int32_t kiln_pool_env_threads(void) {
+  const char* names[2] = {"KILN_NUM_THREADS", "TVM_NUM_THREADS"};
+  for (int i = 0; i < 2; ++i) {
+    const char* text = getenv(names[i]);
+    if (text && *text) {
+      char* end;
+      long v = strtol(text, &end, 10);
+      if (*end == 0 && v > 0) return v > KILN_POOL_MAX_THREADS ? KILN_POOL_MAX_THREADS : (int32_t)v;
+    }
+  }
+  return 0;
+}
+
 static int64_t kiln_pool_env_spin_ns(void) {
   const char* text = getenv("KILN_POOL_SPIN_US");
   if (text && *text) {
@@ -166,6 +183,7 @@ static void kiln_pool_after_fork_child(void) {
 static void kiln_pool_init_once(void) {
   kiln_pool.ticket = KILN_POOL_CLOSED;
   kiln_pool.spin_ns = kiln_pool_env_spin_ns();
+  kiln_pool_default_threads = kiln_pool_env_threads();
   pthread_atfork(NULL, NULL, kiln_pool_after_fork_child);
 }
 
@@ -197,11 +215,13 @@ static int32_t kiln_pool_serial(KilnParallelBody body, void* closure, int64_t ex
   return body(0, extent, closure) != 0 ? -1 : 0;
 }
 
-/* The launch function: run body over [0, extent) on `threads` threads (<= 0: the CPUs this process may use),
+/* The launch function: run body over [0, extent) on `threads` threads (<= 0: KILN_NUM_THREADS /
+ * TVM_NUM_THREADS, else the CPUs this process may use),
  * the caller included. Returns 0, or -1 when a body returned non-zero. */
 int32_t kiln_pool_launch(KilnParallelBody body, void* closure, int64_t extent, int32_t threads) {
   pthread_once(&kiln_pool_once, kiln_pool_init_once);
   if (extent <= 0) return 0;
+  if (threads <= 0) threads = kiln_pool_default_threads;
   if (threads <= 0) {
     cpu_set_t set;
     threads = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
@@ -281,3 +301,12 @@ void kiln_pool_stats(int64_t* out) {
   out[5] = __atomic_load_n(&kiln_pool.wakeups, __ATOMIC_RELAXED);
   out[6] = __atomic_load_n(&kiln_pool.spin_ns, __ATOMIC_RELAXED) / 1000;
 }
+
+#ifdef KILN_POOL_WIRE_LAUNCH
+/* Built this way (kiln.target.compiler.thread_pool_link_objects) the pool is linked into a standalone executable
+ * or an exported library beside the kernels: this strong definition overrides the kernels' weak null
+ * __kiln_parallel_launch, so parallel loops run on this pool from start-up with no loader involved. A Python
+ * loader that already has a process-wide pool points the library's pointer at that one instead. */
+typedef int32_t (*KilnParallelLaunchFn)(KilnParallelBody body, void* closure, int64_t extent, int32_t threads);
+KilnParallelLaunchFn __kiln_parallel_launch = kiln_pool_launch;
+#endif

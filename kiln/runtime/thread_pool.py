@@ -6,7 +6,9 @@ The pool's design is in the comment at the top of ``thread_pool.c`` and in the m
 compiler side (``runtime.thread_pool.build``, registered by ``kiln.target.compiler``), which also leaves a copy
 named after the source's digest in ``$KILN_CACHE_DIR/runtime/``; a process without the compiler packages loads
 that copy. Where neither exists (a deploy machine that only loads exported modules and never built anything)
-the launch pointer stays null and parallel loops run serially (logged once).
+the pool linked into an exported library (``export_library`` adds it) becomes the process's pool
+(:func:`adopt_library_pool`): the first such library's copy serves it and every library loaded after it. Only
+a library with neither runs its parallel loops serially (logged once).
 """
 from __future__ import annotations
 
@@ -35,16 +37,36 @@ def _load():
             path = _library_path()
             if path is None:
                 raise FileNotFoundError("no C compiler side to build it and no copy in $KILN_CACHE_DIR/runtime")
-            lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-            lib.kiln_pool_set_spin_us.restype = ctypes.c_int64
-            lib.kiln_pool_set_spin_us.argtypes = [ctypes.c_int64]
-            lib.kiln_pool_stats.restype = None
-            lib.kiln_pool_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+            lib = _typed(ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL))
         except Exception as err:  # noqa: BLE001 - no compiler / failed build: parallel loops run serially
-            _log.warning("kiln thread pool unavailable (%s); parallel loops run serially", err)
+            _log.warning("kiln thread pool unavailable (%s); parallel loops run on the pool an exported library "
+                         "carries, else serially", err)
             lib = None
         _state["lib"] = lib
         return lib
+
+
+def _typed(lib):
+    lib.kiln_pool_set_spin_us.restype = ctypes.c_int64
+    lib.kiln_pool_set_spin_us.argtypes = [ctypes.c_int64]
+    lib.kiln_pool_stats.restype = None
+    lib.kiln_pool_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+    return lib
+
+
+def adopt_library_pool(cdll) -> int | None:
+    """Make the pool linked into the loaded library ``cdll`` (an exported ``.so``) this process's pool when the
+    process has none; returns the launch address of the process's pool afterwards (None: neither has one)."""
+    address = launch_address()
+    if address is not None:
+        return address
+    if not all(hasattr(cdll, name) for name in ("kiln_pool_launch", "kiln_pool_stats", "kiln_pool_set_spin_us")):
+        return None
+    with _lock:
+        if _state.get("lib") is None:  # the first library with a pool serves the process
+            _state["lib"] = _typed(cdll)
+            _log.info("kiln thread pool: using the copy linked into a loaded library")
+        return ctypes.cast(_state["lib"].kiln_pool_launch, ctypes.c_void_p).value
 
 
 def _library_path() -> str | None:

@@ -45,10 +45,15 @@ def create_c_module(source: str, functions: list, entry_name: str | None = None,
 # -- the compiler-side steps the runtime asks for by name -----------------------------------------------------
 @register_func("runtime.module.create_shared", override=True)
 def create_shared(output: str, objects, options: Sequence[str] | None = None, cc=None, **_kwargs) -> str:
-    """Link ``objects`` into the shared library ``output`` (export_library's default for ``.so``)."""
+    """Link ``objects`` into the shared library ``output`` (export_library's default for ``.so``). Kernels
+    with parallel loops (pool backend) get kiln's thread pool linked in as a fallback: a process that has no
+    pool of its own (no compiler, no cached copy) runs their loops on it; one that has a pool keeps using that
+    (kiln.runtime.library.Library._wire_thread_pool)."""
     objects = [objects] if isinstance(objects, str) else [str(o) for o in objects]
     cc = shlex.split(cc) if isinstance(cc, str) else (list(cc) if cc is not None else None)
-    return compiler.link_shared(objects, str(output), list(options or []), cc=cc)
+    pool = compiler.thread_pool_link_objects(objects)
+    return compiler.link_shared(objects + pool, str(output), list(options or []) + (["-pthread"] if pool else []),
+                                cc=cc)
 
 
 register_func("runtime.module.blob_object", compiler.blob_object, override=True)

@@ -354,8 +354,11 @@ def link_shared(objects: Sequence[str], output: str, ldflags: Iterable[str] = ()
 
 
 def link_executable(objects: Sequence[str], output: str, ldflags: Iterable[str] = (), cc: Sequence[str] | None = None) -> str:
-    """Link object (or source) files into the executable ``output``, written atomically."""
-    _link(objects, output, list(ldflags), cc, output)
+    """Link object (or source) files into the executable ``output``, written atomically. Kernels with parallel
+    loops (pool backend) get kiln's thread pool linked in beside them, wired at start-up
+    (:func:`thread_pool_link_objects`)."""
+    pool = thread_pool_link_objects(objects)
+    _link(list(objects) + pool, output, list(ldflags) + (["-pthread"] if pool else []), cc, output)
     os.chmod(output, 0o755)
     return output
 
@@ -465,6 +468,32 @@ def build_thread_pool() -> str:
             _discard_temp(tmp)
         _record_entry(copy)
     return path
+
+
+def _uses_parallel_launch(path: str) -> bool:
+    """Whether the object (or C source) file refers to ``__kiln_parallel_launch`` (kernels with a parallel loop
+    built for the pool backend; the name sits in an object's symbol table)."""
+    try:
+        with open(path, "rb") as f:
+            return b"__kiln_parallel_launch" in f.read()
+    except OSError:
+        return False
+
+
+def thread_pool_link_objects(objects: Sequence[str]) -> list:
+    """Object files to link beside ``objects`` so that their parallel loops run on kiln's thread pool without a
+    loader: the pool compiled with ``KILN_POOL_WIRE_LAUNCH`` (a strong ``__kiln_parallel_launch`` that points
+    at it, overriding the kernels' weak null one). Empty when no object has a pool-backend parallel loop, or
+    when one already carries the pool."""
+    paths = [str(o) for o in objects]
+    if not any(_uses_parallel_launch(p) for p in paths):
+        return []
+    with open(THREAD_POOL_SOURCE, encoding="utf-8") as f:
+        source = f.read()
+    obj = compile_object(source, ["-pthread", "-DKILN_POOL_WIRE_LAUNCH"])
+    if obj in paths:
+        return []
+    return [obj]
 
 
 def _register_thread_pool_builder() -> None:
