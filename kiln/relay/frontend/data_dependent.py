@@ -3,10 +3,12 @@ that the VM runs: the length is the value of a reduction that sizes an ``arange`
 function of ``arange``); everything else has static shapes or shape functions.
 
 Shared by the frontends (PyTorch's aten table; the same algorithm serves ONNX's NonZero/Compress/Unique). All
-helpers work on flat (1-D) tensors of a static length ``n`` and take O(n) memory: the positions of the hits are
-written with one ``scatter_elements`` into a buffer of n + 1 slots (the misses all go to the spare slot), and
-the first ``count`` slots are read back through ``take(buffer, arange(count))``. Unique sorts once with the
-stable ``argsort`` (NaNs last, each NaN its own value, as PyTorch and numpy do).
+helpers work on flat (1-D) tensors of a static length ``n``. The positions of the hits: the running count of
+hits (``cumsum``, a linear scan) is ascending, and the k-th hit is where it first reaches k + 1, found by a
+binary search unrolled into log2(n) rounds of elementwise ops over ``arange(1, count + 1)``: O(n + count log n)
+work and O(n) memory. Unique sorts once with the stable ``argsort`` (NaNs last, each NaN its own value, as
+PyTorch and numpy do) and scatters the inverse back through the permutation: kiln's TOPI ``argsort`` and
+``scatter_elements`` are quadratic reductions, so unique is O(n^2) work (fine for thousands of elements).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import numpy as np
 from .. import op as _op
 from ..expr import const as _relay_const
 
-__all__ = ["nonzero_positions", "nonzero_coords", "unique_flat", "unique_rows", "empty"]
+__all__ = ["lower_bound", "nonzero_positions", "nonzero_coords", "unique_flat", "unique_rows", "empty"]
 
 
 def _const(value, dtype: str):
@@ -31,18 +33,37 @@ def _arange_to(count):
     return _op.arange(_const(0, "int64"), count, _const(1, "int64"), dtype="int64")
 
 
-def nonzero_positions(hit, n: int):
+def lower_bound(sorted_vec, n: int, targets):
+    """For each target, the first index i in the ascending int64 vector ``sorted_vec`` (static length ``n``)
+    with ``sorted_vec[i] >= target`` (``n`` if none): a binary search unrolled into ceil(log2(n + 1)) rounds
+    of elementwise ops over the targets, so the cost is O(len(targets) * log n)."""
+    lo = _op.zeros_like(targets)
+    hi = _op.add(lo, _const(n, "int64"))
+    for _ in range(max(int(np.ceil(np.log2(n + 1))), 1)):
+        mid = _op.floor_divide(_op.add(lo, hi), _const(2, "int64"))
+        val = _op.take(sorted_vec, mid, axis=0, mode="clip")
+        go = _op.logical_and(_op.less(val, targets), _op.less(lo, hi))
+        lo, hi = _op.where(go, _op.add(mid, _const(1, "int64")), lo), _op.where(go, hi, mid)
+        # one fused kernel per round: fused across rounds, lo/hi would be inlined 2^rounds times
+        lo, hi = _op.annotation.stop_fusion(lo), _op.annotation.stop_fusion(hi)
+    return lo
+
+
+def nonzero_positions(hit, n: int, count=None):
     """The positions (int64, ascending) where the flat length-``n`` tensor ``hit`` is nonzero / True; the
-    result's length is known at run time only."""
+    result's length (the count of hits, or ``count`` when given: an int64 scalar expression or an int) is
+    known at run time only. The k-th hit sits where the running count of hits first reaches k + 1."""
     if n == 0:
         return empty("int64")
     hit = _op.cast(hit, "int64")
-    running = _op.cumsum(hit, axis=0, dtype="int64")               # hit i -> slot running[i] - 1
-    slot = _op.where(_op.greater(hit, _const(0, "int64")), _op.subtract(running, _const(1, "int64")),
-                     _const(n, "int64"))                           # misses: the spare slot n
-    buf = _op.scatter_elements(_const(np.zeros(n + 1), "int64"), slot, _const(np.arange(n), "int64"), axis=0)
-    count = _op.sum(hit)
-    return _op.take(buf, _arange_to(count), axis=0)
+    running = _op.cumsum(hit, axis=0, dtype="int64")  # ascending: a binary search finds each k-th hit
+    if count is None:
+        count = _op.sum(hit)
+    elif isinstance(count, int):
+        count = _const(count, "int64")
+    targets = _op.arange(_const(1, "int64"), _op.add(count, _const(1, "int64")), _const(1, "int64"),
+                         dtype="int64")
+    return lower_bound(running, n, targets)
 
 
 def nonzero_coords(x, shape, dtype: str) -> list:

@@ -78,11 +78,7 @@ def _nonzero_static(ctx, args):
     flat = _flat(x, shape) if shape else op.reshape(x, [1])
     hit = op.cast(_hit(ctx, flat), "int64")
     running = op.cumsum(hit, axis=0, dtype="int64")
-    slot = op.where(op.greater(hit, ctx.const(0, "int64")), op.subtract(running, ctx.const(1, "int64")),
-                    ctx.const(max(n, size), "int64"))
-    width = max(n, size) + 1
-    buf = op.scatter_elements(ctx.const(np.zeros(width), "int64"), slot, ctx.const(np.arange(n), "int64"), axis=0)
-    pos = op.strided_slice(buf, [0], [size])
+    pos = dd.lower_bound(running, n, ctx.const(np.arange(1, size + 1), "int64"))  # n past the last hit
     valid = op.less(ctx.const(np.arange(size), "int64"), op.sum(hit))
     cols = []
     dims = shape or (1,)
