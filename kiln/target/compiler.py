@@ -13,6 +13,7 @@ and the path of the kept source.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import logging
 import os
 import shlex
@@ -475,8 +476,11 @@ def _uses_parallel_launch(path: str) -> bool:
     built for the pool backend; the name sits in an object's symbol table)."""
     try:
         with open(path, "rb") as f:
-            return b"__kiln_parallel_launch" in f.read()
-    except OSError:
+            if os.fstat(f.fileno()).st_size == 0:
+                return False
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:  # a blob object may be large
+                return data.find(b"__kiln_parallel_launch") >= 0
+    except (OSError, ValueError):
         return False
 
 
