@@ -11,8 +11,9 @@ typedefs and inline helpers, then one ``int32_t name(KilnValue* args, int32_t nu
 
 Decisions:
 * the outermost PARALLEL loop becomes ``#pragma omp parallel for num_threads(kiln_omp_threads())
-  schedule(guided)``; ``kiln_omp_threads()`` returns ``__kiln_num_threads``, or ``omp_get_max_threads()``
-  when that is 0 (the clause is always present). A PARALLEL loop inside a parallel loop runs serially.
+  schedule(guided)``, plus ``if(cond)`` when the loop carries the ``kiln.parallel_if`` annotation (a
+  run-time work test of a kernel over symbolic extents); ``kiln_omp_threads()`` returns
+  ``__kiln_num_threads``, or ``omp_get_max_threads()`` when that is 0 (the clause is always present). A PARALLEL loop inside a parallel loop runs serially.
 * parallel loops are scheduled ``guided`` (``OMP_SCHEDULE``, :func:`omp_schedule_clause`: the one place).
   Why: with OpenMP's default static split each thread owns a fixed share, so when another process
   deschedules one thread the others wait at the closing barrier for its *whole share*; with guided chunks
@@ -434,7 +435,10 @@ class FunctionCodegen(StmtExprVisitor):
             self.emit(f"int32_t {loop.flag} = 0;")
             self.emit(f"char {loop.msg}[1024];")
             self.emit(f"{loop.msg}[0] = 0;")
-        self.emit(f"#pragma omp parallel for num_threads({threads}()){omp_schedule_clause(self.c, extent)}")
+        cond = (s.annotations or {}).get("kiln.parallel_if")  # relay.backend.parallel_policy: fork only if
+        if_clause = f" if({bare(self.visit(cond))})" if cond is not None else ""
+        self.emit(f"#pragma omp parallel for num_threads({threads}()){omp_schedule_clause(self.c, extent)}"
+                  f"{if_clause}")
         self.emit(header)
         self.lines.extend(body_lines)
         if loop.used:
