@@ -17,7 +17,10 @@ Decisions:
   docs/architecture.md ("Parallel loops: kiln's thread pool"). With ``PARALLEL_BACKEND`` "openmp" it becomes
   ``#pragma omp parallel for num_threads(kiln_omp_threads()) schedule(guided)``; ``kiln_omp_threads()``
   returns ``__kiln_num_threads``, or ``omp_get_max_threads()`` when that is 0 (the clause is always
-  present). Either way a PARALLEL loop inside a parallel loop runs serially.
+  present). A loop with the ``kiln.parallel_if`` annotation (a run-time work test of a kernel over symbolic
+  extents, relay.backend.parallel_policy) launches only when the test holds (the pool: ``if (cond) launch;
+  else body(0, n)``; OpenMP: an ``if(cond)`` clause). Either way a PARALLEL loop inside a parallel loop runs
+  serially.
 * OpenMP parallel loops are scheduled ``guided`` (``OMP_SCHEDULE``, :func:`omp_schedule_clause`: the one place).
   Why: with OpenMP's default static split each thread owns a fixed share, so when another process
   deschedules one thread the others wait at the closing barrier for its *whole share*; with guided chunks
@@ -498,7 +501,10 @@ class FunctionCodegen(StmtExprVisitor):
             self.emit(f"{loop.msg}[0] = 0;")
         if pragma:
             threads = self.c.omp_threads()
-            self.emit(f"#pragma omp parallel for num_threads({threads}()){omp_schedule_clause(self.c, extent)}")
+            cond = (s.annotations or {}).get("kiln.parallel_if")  # relay.backend.parallel_policy: fork only if
+            if_clause = f" if({bare(self.visit(cond))})" if cond is not None else ""
+            self.emit(f"#pragma omp parallel for num_threads({threads}()){omp_schedule_clause(self.c, extent)}"
+                      f"{if_clause}")
         self.emit(header)
         self.lines.extend(body_lines)
         if loop.used:
@@ -559,7 +565,12 @@ class FunctionCodegen(StmtExprVisitor):
             self.emit(f"kiln_par_msg_{k}[0] = 0;")
             inits += [f".failed = &kiln_par_failed_{k}", f".msg = kiln_par_msg_{k}"]
         self.emit(f"{struct} kiln_cl_{k} = {{ {', '.join(inits)} }};")
-        self.emit(f"{run}({fn}, &kiln_cl_{k}, (int64_t)({extent}));")
+        cond = (s.annotations or {}).get("kiln.parallel_if")  # relay.backend.parallel_policy: launch only if
+        if cond is None:
+            self.emit(f"{run}({fn}, &kiln_cl_{k}, (int64_t)({extent}));")
+        else:
+            self.emit(f"if ({bare(self.visit(cond))}) {run}({fn}, &kiln_cl_{k}, (int64_t)({extent})); "
+                      f"else (void){fn}(0, (int64_t)({extent}), &kiln_cl_{k});")
         if loop.used:
             self.emit(f"if (kiln_par_failed_{k}) {{")
             self.indent += 1

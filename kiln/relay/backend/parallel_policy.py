@@ -29,6 +29,10 @@ from ...transform import PassContext
 DEFAULT_MIN_WORK = 1 << 20
 UNKNOWN_EXTENT = 1 << 16
 CONFIG_KEY = "relay.backend.parallel_min_work"
+# For annotation: a boolean PrimExpr of the kernel's shape variables; the C codegen emits it as the OpenMP
+# ``if(...)`` clause, so a loop over run-time extents forks only when its work reaches the threshold, with one
+# loop nest (an ``IfThenElse`` over a parallel and a serial copy doubled every later pass's work and the code).
+PARALLEL_IF_ATTR = "kiln.parallel_if"
 
 register_pass_config(CONFIG_KEY, int, DEFAULT_MIN_WORK,
                      "parallel loops of relay kernels with less estimated work than this run serially (0: never)")
@@ -142,13 +146,13 @@ class _Serialize:
             kind = stmt.kind
             if kind == S.ForKind.PARALLEL:
                 work = _symbolic_work(stmt.extent, body)
-                if work is not None:  # a VM kernel over run-time extents: decide per call (below)
-                    serial = S.For(stmt.loop_var, stmt.min, stmt.extent, S.ForKind.SERIAL, body,
-                                   stmt.thread_binding, stmt.annotations)
-                    par = S.For(stmt.loop_var, stmt.min, stmt.extent, kind, body, stmt.thread_binding,
-                                stmt.annotations)
+                if work is not None:  # a VM kernel over run-time extents: decided per call, in the pragma
                     self.changed += 1
-                    return S.IfThenElse(work >= E.IntImm("int64", self.threshold), par, serial)
+                    cond = work >= E.IntImm("int64", self.threshold)
+                    annotations = dict(stmt.annotations or {})
+                    annotations[PARALLEL_IF_ATTR] = cond
+                    return S.For(stmt.loop_var, stmt.min, stmt.extent, kind, body, stmt.thread_binding,
+                                 annotations)
             if kind == S.ForKind.PARALLEL and (_extent(stmt) < 2 or _extent(stmt) * estimate_work(body) <
                                                self.threshold):
                 kind = S.ForKind.SERIAL

@@ -22,7 +22,6 @@ import numpy as np
 from ... import te
 from ...autotvm.task.dispatcher import DispatchContext, FallbackContext
 from ...autotvm.task.topi_integration import TaskExtractEnv, get_workload
-from ...driver.build_module import build as kiln_build
 from ...error import LoweringError, OpNotImplemented
 from ...ir.module import IRModule
 from ...ir.node import structural_equal, structural_hash
@@ -32,6 +31,7 @@ from ...target import Target
 from ...tir import op as tir_op
 from ..expr import Call, Constant, Function, Tuple, TupleGetItem, Var
 from .parallel_policy import apply_parallel_policy
+from .lowered_cache import build_cached
 
 if TYPE_CHECKING:  # relay.op's x86 alter hooks call select_implementation: no import of relay.op here
     from ..op.op import OpImplementation
@@ -376,7 +376,7 @@ class TECompiler:
         if not self.lowered:
             return None
         mod = IRModule({c.func_name: c.prim_func for c in self.lowered})
-        return kiln_build(mod, target=self.target)
+        return build_cached(mod, self.target)  # kiln.build, skipping lowering when the source is cached
 
     def clear(self) -> None:
         self._cache.clear()
