@@ -88,3 +88,17 @@ def test_unreadable_entry_is_rebuilt(tmp_path, monkeypatch):
     w = rng.standard_normal((19, 37)).astype("float32")
     np.testing.assert_allclose(VirtualMachine(exe, kiln.cpu()).run(x, w).numpy(), _ref(x, w, 0.5),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_key_names_the_parallel_backend_and_the_target_flags(monkeypatch):
+    # the generated C depends on these too: a cache shared between settings or CPUs must not mix them up
+    from kiln.target import Target
+    mod = kiln.IRModule({})
+    with kiln.transform.PassContext(opt_level=3):
+        monkeypatch.setenv("KILN_PARALLEL_BACKEND", "pool")
+        pool = lowered_cache.cache_key(mod, Target("llvm"))
+        monkeypatch.setenv("KILN_PARALLEL_BACKEND", "openmp")
+        omp = lowered_cache.cache_key(mod, Target("llvm"))
+        avx2 = lowered_cache.cache_key(mod, Target("llvm -mcpu=core-avx2"))
+        avx512 = lowered_cache.cache_key(mod, Target("llvm -mcpu=skylake-avx512"))
+    assert len({pool, omp, avx2, avx512}) == 4

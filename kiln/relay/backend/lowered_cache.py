@@ -6,8 +6,10 @@ partitioned loops) TIR ``Simplify``, ``PromoteRegisters`` and the printer were ~
 building a dynamic BERT-small. The cache maps the scheduled (pre-lowering) PrimFuncs to the generated source
 and kernel metadata, so a rebuild of an unchanged model only prints its PrimFuncs and hashes them.
 
-Key: the printed PrimFuncs in module order, the target, the PassContext (opt level, config, disabled passes)
-and a hash of kiln's own Python source (any change to kiln invalidates every entry). Entries live under
+Key: the printed PrimFuncs in module order, the target, the PassContext (opt level, config, disabled passes),
+a hash of kiln's own Python source (any change to kiln invalidates every entry), the target's C flags, the
+host's CPU features and the codegen switches read from the environment (parallel backend, OpenMP schedule), so
+a cache directory shared between machines or settings never hands one the other's code. Entries live under
 ``$KILN_LOWERED_CACHE_DIR``, else ``$KILN_CACHE_DIR/lowered`` (default ``~/.cache/kiln/lowered``);
 ``KILN_LOWERED_CACHE=0`` turns the cache off.
 Only the CPU C targets (``llvm``, ``c``) are cached; anything else, or an entry that cannot be read, takes
@@ -62,6 +64,12 @@ def cache_key(mod, target) -> str:
     h.update(repr(sorted((str(k), repr(v)) for k, v in (getattr(ctx, "config", None) or {}).items())).encode())
     h.update(repr(sorted(str(p) for p in (getattr(ctx, "disabled_pass", None) or ()))).encode())
     h.update(_kiln_source_hash().encode())
+    # what the codegen reads besides the module: the flags the target compiles with (for a native target the
+    # host's ISA decides the C helpers), the host's features, and the parallel-loop backend (an env switch)
+    from ...runtime.cpu_features import host_features
+    from ...target.codegen_c import OMP_SCHEDULE, parallel_backend
+    from ...target.flags import target_cflags
+    h.update(f"|{target_cflags(target)}|{sorted(host_features())}|{parallel_backend()}|{OMP_SCHEDULE}|".encode())
     for gv, func in mod.functions.items():
         h.update(f"\n@{getattr(gv, 'name_hint', gv)}\n".encode())
         h.update(str(func).encode())
