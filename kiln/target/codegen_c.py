@@ -11,8 +11,9 @@ typedefs and inline helpers, then one ``int32_t name(KilnValue* args, int32_t nu
 
 Decisions:
 * the outermost PARALLEL loop becomes ``#pragma omp parallel for num_threads(kiln_omp_threads())
-  schedule(guided)``, plus ``if(cond)`` when the loop carries the ``kiln.parallel_if`` annotation (a
-  run-time work test of a kernel over symbolic extents); ``kiln_omp_threads()`` returns
+  schedule(guided)``; a loop with the ``kiln.parallel_if`` annotation (a run-time work test of a kernel over
+  symbolic extents) becomes ``if (cond) { parallel loop } else { the same loop, serial }``, the body printed
+  twice from one TIR nest; ``kiln_omp_threads()`` returns
   ``__kiln_num_threads``, or ``omp_get_max_threads()`` when that is 0 (the clause is always present). A PARALLEL loop inside a parallel loop runs serially.
 * parallel loops are scheduled ``guided`` (``OMP_SCHEDULE``, :func:`omp_schedule_clause`: the one place).
   Why: with OpenMP's default static split each thread owns a fixed share, so when another process
@@ -403,7 +404,25 @@ class FunctionCodegen(StmtExprVisitor):
         end = bare(extent) if _is_int_const(s.min, 0) else f"{lo} + {extent}"
         header = f"for ({t} {name} = {lo}; {name} < {end}; ++{name}) {{"
         if s.kind == S.ForKind.PARALLEL and self.parallel_depth == 0:
+            cond = (s.annotations or {}).get("kiln.parallel_if")
+            if cond is None:
+                yield from self._parallel_loop(s, header, bare(extent))
+                return
+            # decided per call (relay.backend.parallel_policy): the parallel region, or the same loop inline
+            # (no libgomp call, body optimized in place); TIR lowering saw one loop nest
+            self.emit(f"if ({bare(self.visit(cond))}) {{")
+            self.indent += 1
             yield from self._parallel_loop(s, header, bare(extent))
+            self.indent -= 1
+            self.emit("} else {")
+            self.indent += 1
+            self.emit(header)
+            self.indent += 1
+            yield s.body
+            self.indent -= 1
+            self.emit("}")
+            self.indent -= 1
+            self.emit("}")
             return
         if s.kind == S.ForKind.PARALLEL:
             self.emit("/* nested parallel loop: runs serially inside the outer parallel loop */")
@@ -435,10 +454,7 @@ class FunctionCodegen(StmtExprVisitor):
             self.emit(f"int32_t {loop.flag} = 0;")
             self.emit(f"char {loop.msg}[1024];")
             self.emit(f"{loop.msg}[0] = 0;")
-        cond = (s.annotations or {}).get("kiln.parallel_if")  # relay.backend.parallel_policy: fork only if
-        if_clause = f" if({bare(self.visit(cond))})" if cond is not None else ""
-        self.emit(f"#pragma omp parallel for num_threads({threads}()){omp_schedule_clause(self.c, extent)}"
-                  f"{if_clause}")
+        self.emit(f"#pragma omp parallel for num_threads({threads}()){omp_schedule_clause(self.c, extent)}")
         self.emit(header)
         self.lines.extend(body_lines)
         if loop.used:
