@@ -18,9 +18,10 @@ Decisions:
   ``#pragma omp parallel for num_threads(kiln_omp_threads()) schedule(guided)``; ``kiln_omp_threads()``
   returns ``__kiln_num_threads``, or ``omp_get_max_threads()`` when that is 0 (the clause is always
   present). A loop with the ``kiln.parallel_if`` annotation (a run-time work test of a kernel over symbolic
-  extents, relay.backend.parallel_policy) launches only when the test holds (the pool: ``if (cond) launch;
-  else body(0, n)``; OpenMP: an ``if(cond)`` clause). Either way a PARALLEL loop inside a parallel loop runs
-  serially.
+  extents, relay.backend.parallel_policy) goes parallel only when the test holds: the pool prints
+  ``if (cond) launch; else body(0, n, closure);``, OpenMP ``if (cond) { parallel loop } else { the same loop,
+  serial }`` (the body printed twice from one TIR nest, no libgomp call for small sizes). Either way a
+  PARALLEL loop inside a parallel loop runs serially.
 * OpenMP parallel loops are scheduled ``guided`` (``OMP_SCHEDULE``, :func:`omp_schedule_clause`: the one place).
   Why: with OpenMP's default static split each thread owns a fixed share, so when another process
   deschedules one thread the others wait at the closing barrier for its *whole share*; with guided chunks
@@ -461,7 +462,25 @@ class FunctionCodegen(StmtExprVisitor):
         header = f"for ({t} {name} = {lo}; {name} < {end}; ++{name}) {{"
         if s.kind == S.ForKind.PARALLEL and self.parallel_depth == 0:
             if parallel_backend() == "openmp":
+                cond = (s.annotations or {}).get("kiln.parallel_if")
+                if cond is None:
+                    yield from self._parallel_loop(s, header, bare(extent))
+                    return
+                # decided per call (relay.backend.parallel_policy): the parallel region, or the same loop
+                # inline (no libgomp call, body optimized in place); TIR lowering saw one loop nest
+                self.emit(f"if ({bare(self.visit(cond))}) {{")
+                self.indent += 1
                 yield from self._parallel_loop(s, header, bare(extent))
+                self.indent -= 1
+                self.emit("} else {")
+                self.indent += 1
+                self.emit(header)
+                self.indent += 1
+                yield s.body
+                self.indent -= 1
+                self.emit("}")
+                self.indent -= 1
+                self.emit("}")
             elif self.registers:
                 # register slots live outside the loop cannot be shared with an outlined body: run serially
                 self.emit("/* parallel loop beside live register slots: runs serially */")
@@ -501,10 +520,7 @@ class FunctionCodegen(StmtExprVisitor):
             self.emit(f"{loop.msg}[0] = 0;")
         if pragma:
             threads = self.c.omp_threads()
-            cond = (s.annotations or {}).get("kiln.parallel_if")  # relay.backend.parallel_policy: fork only if
-            if_clause = f" if({bare(self.visit(cond))})" if cond is not None else ""
-            self.emit(f"#pragma omp parallel for num_threads({threads}()){omp_schedule_clause(self.c, extent)}"
-                      f"{if_clause}")
+            self.emit(f"#pragma omp parallel for num_threads({threads}()){omp_schedule_clause(self.c, extent)}")
         self.emit(header)
         self.lines.extend(body_lines)
         if loop.used:

@@ -158,9 +158,11 @@ def test_parallel_loops_of_symbolic_kernels_decide_per_call():
         exe = relay.vm.compile(mod, target="llvm -mcpu=core-avx2")
     lines = exe.lib.get_source().splitlines()
     at = [i for i, line in enumerate(lines) if parallel_loop_marker() in line]
-    # each region launches only if its work test holds (OpenMP: an if() clause; the pool: if (...) launch)
-    assert at and all((" if(" in lines[i]) if parallel_backend() == "openmp" else lines[i].strip().startswith("if (")
-                      for i in at)
+    # each region goes parallel only if its work test holds (OpenMP: the pragma under `if (work) {`; the pool:
+    # `if (work) launch; else body(...)`)
+    under_test = (lambda i: lines[i - 1].strip().startswith("if (")) if parallel_backend() == "openmp" else \
+        (lambda i: lines[i].strip().startswith("if ("))
+    assert at and all(under_test(i) for i in at)
     if "avx2" in host_features():
         vm = VirtualMachine(exe, kiln.cpu())
         for shape in ((1, 1, 256), (64, 80, 256)):
