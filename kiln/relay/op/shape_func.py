@@ -118,6 +118,16 @@ def conv2d_shape_func(attrs, inputs, out_ndims):
     return [tuple(from_primal({"N": d["N"], "C": w["O"], "H": oh, "W": ow}, attrs.out_layout or attrs.data_layout))]
 
 
+def winograd_conv2d_shape_func(attrs, inputs, out_ndims):
+    """``contrib_conv2d_winograd_without_weight_transform``: a 3x3 stride-1 conv whose weight is the transformed
+    (alpha, alpha, O, I) tensor (kernel_layout "OIHW"/"" names it, as in TVM; else HWOI<o>o)."""
+    d = to_primal(tuple(inputs[0]), attrs.data_layout)
+    w = to_primal(tuple(inputs[1]), "HWOI" if attrs.kernel_layout in ("", "OIHW") else attrs.kernel_layout)
+    pt, pl, pb, pr = pad4(attrs.padding)
+    return [tuple(from_primal({"N": d["N"], "C": w["O"], "H": d["H"] + pt + pb - 2, "W": d["W"] + pl + pr - 2},
+                              attrs.out_layout or attrs.data_layout))]
+
+
 def layout_transform_shape_func(attrs, inputs, out_ndims):
     """The same primal sizes in the destination layout (only static axes are split into blocks)."""
     return [tuple(from_primal(to_primal(tuple(inputs[0]), attrs.src_layout), attrs.dst_layout))]
@@ -308,7 +318,9 @@ _BY_RELATION = {"Identity": identity_shape_func, "IdentityCompRel": identity_sha
 _BY_OP = {
     "nn.dense": dense_shape_func, "nn.matmul": matmul_shape_func, "nn.batch_matmul": batch_matmul_shape_func,
     "nn.conv2d": conv2d_shape_func, "nn.contrib_conv2d_NCHWc": conv2d_shape_func,
-    "nn.contrib_depthwise_conv2d_NCHWc": conv2d_shape_func, "layout_transform": layout_transform_shape_func,
+    "nn.contrib_depthwise_conv2d_NCHWc": conv2d_shape_func,
+    "nn.contrib_conv2d_winograd_without_weight_transform": winograd_conv2d_shape_func,
+    "layout_transform": layout_transform_shape_func,
     "nn.max_pool2d": pool2d_shape_func, "nn.avg_pool2d": pool2d_shape_func,
     "nn.global_max_pool2d": global_pool2d_shape_func, "nn.global_avg_pool2d": global_pool2d_shape_func,
     "nn.adaptive_max_pool2d": adaptive_pool2d_shape_func, "nn.adaptive_avg_pool2d": adaptive_pool2d_shape_func,

@@ -96,9 +96,10 @@ WINOGRAD_DEFAULT_PLEVEL = X86_PLEVEL + 1
 
 def _winograd_plevel(inputs, out_type) -> int:
     try:
+        int(inputs[0].shape[0])  # the Winograd schedule tiles over batch x tiles: static sizes only
         ic = int(inputs[0].shape[1])
         oc, oh, ow = (int(x) for x in out_type.shape[1:4])
-    except (TypeError, ValueError):  # a symbolic channel or spatial dim: the direct conv
+    except (TypeError, ValueError):  # a symbolic batch, channel or spatial dim (a VM kernel): the direct conv
         return WINOGRAD_PLEVEL
     return WINOGRAD_DEFAULT_PLEVEL if winograd_pays(ic, oc, oh, ow) else WINOGRAD_PLEVEL
 

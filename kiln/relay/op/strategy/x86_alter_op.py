@@ -77,12 +77,12 @@ def _is_dynamic(tinfos) -> bool:
     return False
 
 
-def _select(op_name: str, attrs, tinfos, out_type, target):
+def _select(op_name: str, attrs, tinfos, out_type, target, exclude: tuple = ()):
     """(implementation, outputs, workload, cfg) of the op as relay.build would compile it: the strategy's
     choice (or AutoTVM's tuned one) on placeholders of the call's types, the AutoTVM workload of that
     implementation and the current dispatch context's config for it (None, None when it is no template)."""
     placeholders = [te.placeholder(_shape(t), str(t.dtype), name=f"in{i}") for i, t in enumerate(tinfos)]
-    impl, outs = select_implementation(Op.get(op_name), attrs, placeholders, out_type, target)
+    impl, outs = select_implementation(Op.get(op_name), attrs, placeholders, out_type, target, exclude=exclude)
     workload = autotvm.task.get_workload(outs)
     if workload is None:
         return impl, outs, None, None
@@ -145,9 +145,12 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     d_t, k_t = tinfos[0], tinfos[1]
     if _is_dynamic([k_t]) or len(d_t.shape) != 4 or _is_dynamic([_Dims(d_t.shape[1:])]):
         return None
+    exclude = ()
     if _is_dynamic([d_t]):
         # an unknown batch only (a VM model): the NCHWc layout is chosen for the batch's size hint; the conv
-        # kernel's batch is its outermost loop, so one kernel serves every batch with the blocked schedule
+        # kernel's batch is its outermost loop, so one kernel serves every batch with the blocked schedule.
+        # The Winograd kernel tiles batch x tiles together and needs a static batch: the direct conv serves.
+        exclude = ("conv2d_NCHWc_winograd.x86",)
         d_t = _RowsHint(d_t)
         tinfos = [d_t] + list(tinfos[1:])
         out_type = _RowsHint.out_type(out_type)
@@ -155,7 +158,7 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
         return _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target)
     if len(d_t.shape) != 4 or len(k_t.shape) != 4 or str(d_t.dtype) != "float32":
         return None
-    _, outs, workload, cfg = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)
+    _, outs, workload, cfg = _select("nn.conv2d", attrs, tinfos[:2], out_type, target, exclude)
     if workload is None or workload[0] not in ("conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
                                                "conv2d_NCHWc_winograd.x86"):
         return None

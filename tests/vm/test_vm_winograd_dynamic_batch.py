@@ -1,0 +1,37 @@
+"""A conv that Winograd serves when its batch is static (3x3, stride 1, >= 32 channels, >= 7x7 output) still
+compiles for the VM with an unknown batch: AlterOpLayout takes the direct NCHWc conv there (the Winograd
+kernel tiles batch x tiles together), and the static build keeps Winograd."""
+import numpy as np
+
+import kiln
+from kiln import relay
+from kiln.runtime.vm import VirtualMachine
+from kiln.topi.testing import conv2d_nchw_python
+
+rng = np.random.default_rng(3)
+
+
+def _mod(batch):
+    x = relay.var("x", shape=(batch, 32, 9, 11))
+    w = relay.const(rng.standard_normal((40, 32, 3, 3)).astype("float32") * 0.1)
+    y = relay.nn.relu(relay.nn.conv2d(x, w, padding=(1, 1), channels=40, kernel_size=(3, 3)))
+    return kiln.IRModule.from_expr(relay.Function([x], y)), w.data.numpy()
+
+
+def test_unknown_batch_takes_the_direct_conv_and_matches_numpy():
+    mod, w = _mod(relay.Any())
+    with kiln.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod, target="llvm")
+    assert "winograd" not in exe.lib.get_source()
+    vm = VirtualMachine(exe, kiln.cpu())
+    for n in (1, 3):
+        a = rng.standard_normal((n, 32, 9, 11)).astype("float32")
+        ref = np.maximum(conv2d_nchw_python(a, w, 1, 1), 0)
+        np.testing.assert_allclose(vm.run(a).numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_static_batch_keeps_winograd():
+    mod, _ = _mod(2)
+    with kiln.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm")
+    assert "winograd" in lib.get_lib().get_source()
