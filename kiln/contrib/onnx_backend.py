@@ -32,6 +32,7 @@ except ImportError:  # pragma: no cover - onnx is an optional dependency of kiln
 from ..error import ArgumentError, OpNotImplemented
 from ..relay.frontend.onnx import from_onnx
 from ..relay.backend.vm import compile as vm_compile
+from ..relay.backend.lowered_cache import kiln_source_hash
 from ..runtime.vm import VirtualMachine
 from . import graph_executor
 from .. import cpu, transform
@@ -233,26 +234,6 @@ def _is_dynamic(mod) -> bool:
     return any(dynamic(t) for t in list(ft.arg_types) + [ft.ret_type])
 
 
-_SOURCE_HASH: list = []
-
-
-def _kiln_source_hash() -> str:
-    """A hash of kiln's own source, so cached builds are never reused across compiler changes."""
-    if not _SOURCE_HASH:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        h = hashlib.sha256()
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-            for fn in sorted(filenames):
-                if fn.endswith(".py"):
-                    full = os.path.join(dirpath, fn)
-                    h.update(os.path.relpath(full, root).encode())
-                    with open(full, "rb") as f:
-                        h.update(f.read())
-        _SOURCE_HASH.append(h.hexdigest())
-    return _SOURCE_HASH[0]
-
-
 def _artifact_path(model, named: dict, bound: dict, target: str, opt_level: int,
                    specialize: bool = True) -> str | None:
     """Where the compiled library for this model and input signature is cached (None: caching is off).
@@ -268,7 +249,7 @@ def _artifact_path(model, named: dict, bound: dict, target: str, opt_level: int,
         h.update(f"{n}:{v.shape}:{v.dtype};".encode())
         if n in bound:
             h.update(np.ascontiguousarray(v).tobytes())
-    h.update(f"{target}|{opt_level}|specialize={bool(specialize)}|{_kiln_source_hash()}".encode())
+    h.update(f"{target}|{opt_level}|specialize={bool(specialize)}|{kiln_source_hash()}".encode())
     base = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
     return os.path.join(base, "onnx_backend", h.hexdigest()[:40] + ".so")
 

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln import te, tir
+from kiln import tir
 from kiln.error import KilnError
 from kiln.runtime import num_threads, set_num_threads
 from kiln.runtime import thread_pool
 from kiln.tir import stmt as S
+from thread_pool_util import expect_row_sum as _expect_row_sum, row_sum as _row_sum
 
 codegen_c = importlib.import_module("kiln.target.codegen_c")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -31,22 +32,6 @@ def pool_backend(monkeypatch):
     before = num_threads()
     yield
     set_num_threads(before)
-
-
-def _row_sum(rows: int, cols: int, name="rowsum"):
-    """B[i] = sum_j A[i, j] * 2 + i, parallel over rows: a reduction inside the parallel body."""
-    A = te.placeholder((rows, cols), name="A")
-    k = te.reduce_axis((0, cols), name="k")
-    B = te.compute((rows,), lambda i: te.sum(A[i, k] * 2.0, axis=k), name="B")
-    C = te.compute((rows,), lambda i: B[i] + i.astype("float32"), name="C")
-    s = te.create_schedule(C.op)
-    s[C].parallel(C.op.axis[0])
-    s[B].compute_at(s[C], C.op.axis[0])
-    return kiln.build(s, [A, C], target="llvm", name=name)
-
-
-def _expect_row_sum(a):
-    return (a.astype(np.float64) * 2).sum(axis=1).astype(np.float32) + np.arange(a.shape[0], dtype=np.float32)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 7])

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln import te
 from kiln.contrib import cc
 from kiln.runtime import thread_pool
+from thread_pool_util import expect_row_sum, row_sum
 
 codegen_c = importlib.import_module("kiln.target.codegen_c")
 compiler = importlib.import_module("kiln.target.compiler")
@@ -29,21 +29,9 @@ def pool_backend(monkeypatch):
 
 
 def _row_sum(name: str):
-    """B[i] = sum_j A[i, j] * 2 + i, parallel over rows."""
-    A = te.placeholder((ROWS, COLS), name="A")
-    k = te.reduce_axis((0, COLS), name="k")
-    B = te.compute((ROWS,), lambda i: te.sum(A[i, k] * 2.0, axis=k), name="B")
-    C = te.compute((ROWS,), lambda i: B[i] + i.astype("float32"), name="C")
-    s = te.create_schedule(C.op)
-    s[C].parallel(C.op.axis[0])
-    s[B].compute_at(s[C], C.op.axis[0])
-    f = kiln.build(s, [A, C], target="llvm", name=name)
+    f = row_sum(ROWS, COLS, name)
     assert codegen_c.parallel_loop_marker("pool") in f.get_source()
     return f
-
-
-def _expect(a):
-    return (a.astype(np.float64) * 2).sum(axis=1).astype(np.float32) + np.arange(a.shape[0], dtype=np.float32)
 
 
 _MAIN = r"""
@@ -101,7 +89,7 @@ def test_standalone_executable_runs_parallel_loop_on_the_pool(tmp_path):
         out = subprocess.run([exe, str(tmp_path / "a.bin"), str(tmp_path / "c.bin")], capture_output=True,
                              text=True, env=env, timeout=120)
         assert out.returncode == 0, out.stderr
-        np.testing.assert_allclose(np.fromfile(tmp_path / "c.bin", np.float32), _expect(a), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.fromfile(tmp_path / "c.bin", np.float32), expect_row_sum(a), rtol=1e-5, atol=1e-5)
         stats = _stats(out.stdout)
         if threads == 2:  # a second thread (the pool's one worker) ran part of the loop
             assert stats["workers"] == 1 and stats["jobs"] >= 1 and stats["worker_chunks"] > 0, out.stdout
@@ -178,7 +166,7 @@ def test_exported_module_brings_its_pool_without_compiler_or_cache(tmp_path):
     import json
     result = json.loads(out.stdout.strip().splitlines()[-1])
     for path in paths:
-        np.testing.assert_allclose(np.load(path + ".out.npy"), _expect(a), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.load(path + ".out.npy"), expect_row_sum(a), rtol=1e-5, atol=1e-5)
     (first_ptr, first_pool), (second_ptr, second_pool) = result["addresses"]
     assert first_ptr == first_pool and second_ptr == first_pool != second_pool  # one pool per process
     stats = result["stats"]

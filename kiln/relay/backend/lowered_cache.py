@@ -28,7 +28,9 @@ _SOURCE_HASH: list = []
 _KINDS = ("llvm", "c")
 
 
-def _kiln_source_hash() -> str:
+def kiln_source_hash() -> str:
+    """A hash of kiln's own Python source (computed once per process): caches keyed by it are never reused
+    across compiler changes (this cache, and kiln.contrib.onnx_backend's compiled artifacts)."""
     if not _SOURCE_HASH:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         h = hashlib.sha256()
@@ -63,7 +65,7 @@ def cache_key(mod, target) -> str:
     h.update(f"{target}|{getattr(ctx, 'opt_level', None)}|".encode())
     h.update(repr(sorted((str(k), repr(v)) for k, v in (getattr(ctx, "config", None) or {}).items())).encode())
     h.update(repr(sorted(str(p) for p in (getattr(ctx, "disabled_pass", None) or ()))).encode())
-    h.update(_kiln_source_hash().encode())
+    h.update(kiln_source_hash().encode())
     # what the codegen reads besides the module: the flags the target compiles with (for a native target the
     # host's ISA decides the C helpers), the host's features, and the parallel-loop backend (an env switch)
     from ...runtime.cpu_features import host_features

@@ -24,7 +24,7 @@ from ...ir.op import Op
 from ...ir.type import TensorType, TupleType
 from ... import tir
 from ...tir import op as T
-from ..expr import Call, Constant, Tuple, TupleGetItem, Var
+from ..expr import Call, Constant, Tuple, TupleGetItem
 from ..expr_functor import NonPrimitiveMutator, post_order_visit
 from .. import op as O
 
@@ -34,6 +34,25 @@ _MAX_VALUE_LEN = 16  # integer tensors longer than this are data, not shapes
 def _int(d):
     v = getattr(d, "value", d)
     return int(v) if isinstance(v, (int, np.integer)) else None
+
+
+def _broadcast_pairs(x, y):
+    """The entries of two value vectors ``(entries, shape)`` paired as numpy broadcasting pairs them (a length-1
+    vector repeats), or None when the lengths do not broadcast."""
+    n = max(len(x[0]), len(y[0]))
+    if len(x[0]) not in (1, n) or len(y[0]) not in (1, n):
+        return None
+    return [(x[0][k if len(x[0]) > 1 else 0], y[0][k if len(y[0]) > 1 else 0]) for k in range(n)]
+
+
+def fresh_shape(ty, new_dim):
+    """The symbolic shape of a value of type ``ty``: static dims as ints, ``new_dim()`` for each unknown one; a
+    tuple type gives ``("tuple", [fields])``, any other type None (also used by the VM's ``SymDims``)."""
+    if isinstance(ty, TupleType):
+        return ("tuple", [fresh_shape(f, new_dim) for f in ty.fields])
+    if isinstance(ty, TensorType):
+        return tuple(new_dim() if _int(d) is None else _int(d) for d in ty.shape)
+    return None
 
 
 class _Sym:
@@ -63,18 +82,11 @@ class _Sym:
         return self.simp(_expr(a) - _expr(b)) == 0
 
     def fresh(self, ty):
-        if isinstance(ty, TupleType):
-            return ("tuple", [self.fresh(f) for f in ty.fields])
-        if isinstance(ty, TensorType):
-            out = []
-            for d in ty.shape:
-                s = _int(d)
-                if s is None:
-                    s = tir.SizeVar(f"d{self.n}", "int64")
-                    self.n += 1
-                out.append(s)
-            return tuple(out)
-        return None
+        return fresh_shape(ty, self._new_dim)
+
+    def _new_dim(self):
+        self.n += 1
+        return tir.SizeVar(f"d{self.n - 1}", "int64")
 
     def shape_of(self, e):
         s = self.shape.get(id(e))
@@ -228,13 +240,11 @@ class _Sym:
         return None
 
     def _elementwise(self, name, x, y):
-        n = max(len(x[0]), len(y[0]))
-        if len(x[0]) not in (1, n) or len(y[0]) not in (1, n):
+        pairs = _broadcast_pairs(x, y)
+        if pairs is None:
             return None
         out = []
-        for k in range(n):
-            p = x[0][k if len(x[0]) > 1 else 0]
-            q = y[0][k if len(y[0]) > 1 else 0]
+        for p, q in pairs:
             if isinstance(p, bool) or isinstance(q, bool):
                 return None
             if isinstance(p, int) and isinstance(q, int):
@@ -253,20 +263,18 @@ class _Sym:
             else:
                 f = {"add": lambda u, v: u + v, "subtract": lambda u, v: u - v, "multiply": lambda u, v: u * v}[name]
                 out.append(self.simp(f(_expr(p), _expr(q))))
-        return (out, (n,) if max(len(x[1]), len(y[1])) else ())
+        return (out, (len(out),) if max(len(x[1]), len(y[1])) else ())
 
     def equal_value(self, call: Call):
         """``equal(v, c)`` entries decided symbolically: a dim (non-negative) never equals a negative constant."""
         x, y = (self.value.get(id(a)) for a in call.args)
         if x is None or y is None:
             return None
-        n = max(len(x[0]), len(y[0]))
-        if len(x[0]) not in (1, n) or len(y[0]) not in (1, n):
+        pairs = _broadcast_pairs(x, y)
+        if pairs is None:
             return None
         out = []
-        for k in range(n):
-            p = x[0][k if len(x[0]) > 1 else 0]
-            q = y[0][k if len(y[0]) > 1 else 0]
+        for p, q in pairs:
             if isinstance(p, int) and isinstance(q, int):
                 out.append(p == q)
             elif isinstance(q, int) and q < 0 and _nonneg(p) or isinstance(p, int) and p < 0 and _nonneg(q):
@@ -275,7 +283,7 @@ class _Sym:
                 out.append(True)
             else:
                 return None
-        return (out, (n,) if max(len(x[1]), len(y[1])) else ())
+        return (out, (len(out),) if max(len(x[1]), len(y[1])) else ())
 
 
 def _monomial(e):

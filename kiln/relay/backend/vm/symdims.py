@@ -21,6 +21,7 @@ from .... import te
 from ....ir.type import TensorType, TupleType
 from ....tir.expr import Var
 from ....tir.stmt_functor import substitute
+from ...transform.symbolic_reshape import fresh_shape
 
 
 def _static(d):
@@ -38,18 +39,11 @@ class SymDims:
 
     def fresh(self, ty):
         """New symbols for the unknown dims of ``ty``."""
-        if isinstance(ty, TupleType):
-            return ("tuple", [self.fresh(f) for f in ty.fields])
-        if isinstance(ty, TensorType):
-            out = []
-            for d in ty.shape:
-                s = _static(d)
-                if s is None:
-                    s = te.size_var(f"sym{self._n}", "int64")
-                    self._n += 1
-                out.append(s)
-            return tuple(out)
-        return None
+        return fresh_shape(ty, self._new_dim)
+
+    def _new_dim(self):
+        self._n += 1
+        return te.size_var(f"sym{self._n - 1}", "int64")
 
     def get(self, reg: int, ty):
         """The symbolic shape of ``reg`` (fresh symbols the first time an unknown register is asked). The
