@@ -37,7 +37,7 @@ from ..runtime.vm import VirtualMachine
 from . import graph_executor
 from .. import cpu, transform
 from ..relay.build_module import create_executor, build
-from ..runtime import load_module
+from ..runtime import disk_cache, load_module
 from ..relay.transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
 from ..ir.type import TensorType, TupleType
 from ..relay.transform import InferType
@@ -144,7 +144,9 @@ class KilnBackendRep(BackendRep):
         path = _artifact_path(self.model, named, bound, self.target, self.opt_level, self.specialize)
         if path is not None and os.path.exists(path):
             try:
-                return load_module(path)
+                lib = load_module(path)
+                disk_cache.touch(path)  # recently used: the cache's size cap keeps it
+                return lib
             except Exception:  # noqa: BLE001 (a damaged cache entry is rebuilt)
                 pass
         with transform.PassContext(opt_level=self.opt_level):
@@ -155,6 +157,7 @@ class KilnBackendRep(BackendRep):
             try:
                 lib.export_library(tmp)
                 os.replace(tmp, path)  # atomic: parallel runners never see half a file
+                disk_cache.after_write()
             except Exception:  # noqa: BLE001 (caching is an optimization; the build itself succeeded)
                 if os.path.exists(tmp):
                     os.remove(tmp)
@@ -250,8 +253,7 @@ def _artifact_path(model, named: dict, bound: dict, target: str, opt_level: int,
         if n in bound:
             h.update(np.ascontiguousarray(v).tobytes())
     h.update(f"{target}|{opt_level}|specialize={bool(specialize)}|{kiln_source_hash()}".encode())
-    base = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
-    return os.path.join(base, "onnx_backend", h.hexdigest()[:40] + ".so")
+    return os.path.join(disk_cache.cache_root(), "onnx_backend", h.hexdigest()[:40] + ".so")
 
 
 def _bind_inputs(model, values: dict):

@@ -23,8 +23,8 @@ _ALLOWED = (str, int, float, bool, type(None))
 
 
 def _cache_dir() -> str:
-    root = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
-    return os.path.join(root, "pkl_memoize")
+    from ..runtime.disk_cache import cache_root
+    return os.path.join(cache_root(), "pkl_memoize")
 
 
 class Cache:

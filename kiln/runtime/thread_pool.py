@@ -75,8 +75,8 @@ def _library_path() -> str | None:
         return build()
     with open(SOURCE_PATH, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()[:16]
-    root = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
-    copy = os.path.join(root, "runtime", f"thread_pool-{digest}.so")
+    from .disk_cache import cache_root
+    copy = os.path.join(cache_root(), "runtime", f"thread_pool-{digest}.so")
     if not os.path.isfile(copy):
         return None
     from .library import verify_file

@@ -25,6 +25,7 @@ import threading
 from typing import Iterable, Sequence
 
 from ..error import CompileError, KilnError
+from ..runtime import disk_cache
 
 DEFAULT_CFLAGS = ("-O3", "-fPIC", "-fopenmp", "-std=gnu11")
 
@@ -116,9 +117,7 @@ def compiler_identity(cc: Sequence[str] | None = None) -> str:
 
 # -- cache ---------------------------------------------------------------------------------------
 def cache_dir() -> str:
-    path = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
-    os.makedirs(path, exist_ok=True)
-    return path
+    return disk_cache.cache_root(create=True)
 
 
 def _cache_path(kind: str, key: str, suffix: str) -> str:
@@ -155,6 +154,7 @@ def _record_entry(entry: str) -> None:
     st = os.stat(entry)
     with _lock:
         _verified[entry] = (st.st_ino, st.st_mtime_ns, st.st_size)
+    disk_cache.after_write()
 
 
 def _entry_is_intact(entry: str) -> bool:
@@ -239,6 +239,7 @@ def _cache_hit(entry: str) -> bool:
     """Count and return a verified hit; a present entry that fails its check is evicted (a miss)."""
     if _entry_is_intact(entry):
         stats.hits += 1
+        disk_cache.touch(_record_path(entry))  # recently used: the size cap keeps it
         return True
     if os.path.exists(entry) or os.path.exists(_record_path(entry)):
         _log.warning("kiln compile cache: %s is damaged or unrecorded (truncated, altered or empty); "

@@ -22,6 +22,7 @@ import json
 import os
 import tempfile
 
+from ...runtime import disk_cache
 from ...transform import PassContext
 
 _SOURCE_HASH: list = []
@@ -53,8 +54,7 @@ def enabled() -> bool:
 def _path(key: str) -> str:
     root = os.environ.get("KILN_LOWERED_CACHE_DIR")
     if not root:
-        base = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
-        root = os.path.join(base, "lowered")
+        root = os.path.join(disk_cache.cache_root(), "lowered")
     return os.path.join(root, key[:2], key + ".json")
 
 
@@ -79,9 +79,11 @@ def cache_key(mod, target) -> str:
 
 
 def _load(key: str):
+    path = _path(key)
     try:
-        with open(_path(key), encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             entry = json.load(f)
+        disk_cache.touch(path)
         return entry["source"], entry["functions"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -100,7 +102,8 @@ def _store(key: str, source: str, functions: list) -> None:
             f.write(text)
         os.replace(tmp, path)  # atomic: concurrent builds never read half an entry
     except OSError:
-        pass
+        return
+    disk_cache.after_write()
 
 
 def build_cached(mod, target):
