@@ -79,6 +79,28 @@ def post_order_dataflow(root, done, operands=dataflow_operands):
                 yield node
 
 
+def memo_post_order(expr, memo: dict, operands, visit1):
+    """``memo[expr]``, computing ``memo[n] = visit1(n)`` for ``expr`` and every node reachable through
+    ``operands(n)`` (a tuple, possibly empty) that has no entry yet, operands first and in the order a recursive
+    walk visits them. Iterative: a graph's depth costs no interpreter stack."""
+    hit = memo.get(expr)
+    if hit is not None:
+        return hit
+    stack = [(expr, False)]
+    while stack:
+        n, ready = stack.pop()
+        if n in memo:
+            continue
+        if ready:
+            memo[n] = visit1(n)
+            continue
+        stack.append((n, True))
+        for k in reversed(operands(n)):
+            if k not in memo:
+                stack.append((k, False))
+    return memo[expr]
+
+
 def _method_name(expr) -> str:
     cls = type(expr)
     name = _METHOD.get(cls)

@@ -26,6 +26,7 @@ from ...runtime.graph_executor import PLAN_RUNNER_SYMBOL  # one home: the execut
 from ...target.c_module import create_c_module
 from ...target.flags import target_cflags
 from ..expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
+from ..expr_functor import memo_post_order
 from .te_compiler import TECompiler, _static_shape, _type_of, flatten_type
 
 # Do not hand a block to a tensor this many times smaller than it (TVM's match range).
@@ -123,25 +124,8 @@ class GraphExecutorCodegen:
         return self._finish(heads)
 
     def visit(self, expr) -> list:
-        """Node entries of ``expr``. Dataflow operands are visited children-first from a work list (in
-        the order a recursive walk would emit them), so graph depth costs no interpreter stack."""
-        memo = self.memo
-        hit = memo.get(expr)
-        if hit is not None:
-            return hit
-        stack = [(expr, False)]
-        while stack:
-            n, ready = stack.pop()
-            if n in memo:
-                continue
-            if ready:
-                memo[n] = self._visit(n)
-                continue
-            stack.append((n, True))
-            for k in reversed(_operands(n)):
-                if k not in memo:
-                    stack.append((k, False))
-        return memo[expr]
+        """Node entries of ``expr``, operands first (iteratively: graph depth costs no interpreter stack)."""
+        return memo_post_order(expr, self.memo, _operands, self._visit)
 
     def _visit(self, expr) -> list:
         if isinstance(expr, Var):

@@ -30,6 +30,7 @@ from ...ir.type import TensorType, TupleType
 from ...target import Target
 from ...tir import op as tir_op
 from ..expr import Call, Constant, Function, Tuple, TupleGetItem, Var
+from ..expr_functor import memo_post_order
 from .parallel_policy import apply_parallel_policy
 from .lowered_cache import build_cached
 
@@ -170,6 +171,17 @@ def trace_wanted_ops_only(op: Op):
         env.tracing = True
 
 
+def _lowering_operands(expr) -> tuple:
+    """The operands the lowering of ``expr`` reads (calls: arguments; tuples: fields; projections: the tuple)."""
+    if isinstance(expr, Call):
+        return tuple(expr.args)
+    if isinstance(expr, Tuple):
+        return tuple(expr.fields)
+    if isinstance(expr, TupleGetItem):
+        return (expr.tuple_value,)
+    return ()
+
+
 class Anchor(NamedTuple):
     """The op call whose schedule schedules a whole fused group: the highest fusion pattern, the last on ties."""
     pattern: int
@@ -209,33 +221,9 @@ class _ScheduleBuilder:
     check_result_shape = staticmethod(_static_shape)
 
     def visit(self, expr) -> list:
-        """Tensors of ``expr``. Operands are lowered children-first from a work list (the order a
-        recursive walk gives), so a deeply fused function costs no interpreter stack."""
-        memo = self.memo
-        hit = memo.get(expr)
-        if hit is not None:
-            return hit
-        stack = [(expr, False)]
-        while stack:
-            n, ready = stack.pop()
-            if n in memo:
-                continue
-            if ready:
-                memo[n] = self._visit1(n)
-                continue
-            stack.append((n, True))
-            if isinstance(n, Call):
-                ops = n.args
-            elif isinstance(n, Tuple):
-                ops = n.fields
-            elif isinstance(n, TupleGetItem):
-                ops = (n.tuple_value,)
-            else:
-                ops = ()
-            for k in reversed(ops):
-                if k not in memo:
-                    stack.append((k, False))
-        return memo[expr]
+        """Tensors of ``expr``, operands lowered first (iteratively: a deeply fused function costs no
+        interpreter stack)."""
+        return memo_post_order(expr, self.memo, _lowering_operands, self._visit1)
 
     def _visit1(self, expr) -> list:
         if isinstance(expr, Var):
