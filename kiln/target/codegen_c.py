@@ -65,6 +65,7 @@ from ..tir.transform.promote_registers import REGISTERS_ATTR, PromoteRegisters
 from ..tir.transform.vector_split import as_ramp, split_store
 from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
 from .c_support import CSupport, scalar_ctype, suffix, vector_extern_helper
+from .imports import imported_c_name, imported_c_source
 from .metadata import function_metadata, implicit_shape_vars
 from .x86 import target_cpu_flags
 from ..tir import expr as E, stmt as S, op as tir_op
@@ -80,6 +81,7 @@ _C_KEYWORDS = {
 }
 
 _PREDICATES = {"isnan", "isinf", "isfinite"}
+IMPORT_LLVM_MARK = "__kiln_import_llvm"  # helper key: the module links objects from pragma import_llvm
 _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_left": "<<", "shift_right": ">>"}
 _COMMENT_ATTRS = ("relay_op", "relay.op", "op_name", "compute_name")
 # binary operators that print as one C operator; And/Or: (scalar, vector) forms
@@ -640,7 +642,11 @@ class FunctionCodegen(StmtExprVisitor):
                 f"function {self.symbol}: the schedule binds an axis to GPU thread '{tag}', but the target "
                 "is a CPU ('llvm'/'c'); build for target 'cuda' or remove the bind"
             )
-        if key.startswith("pragma_"):
+        if key == "pragma_import_c":  # C source for the module's declarations (extern kernels of tensorize)
+            self.c.helper(imported_c_name(s.value.value), imported_c_source(s.value.value))
+        elif key == "pragma_import_llvm":  # compiled and linked by the build (kiln.target.imports)
+            self.c.helper(IMPORT_LLVM_MARK, "/* pragma import_llvm: extern functions below come from LLVM IR */")
+        elif key.startswith("pragma_"):
             self.emit(f"/* {key} = {s.value} */")
         yield s.body
 
@@ -958,7 +964,28 @@ class FunctionCodegen(StmtExprVisitor):
             self.c.uses_x86_intrinsics = self.c.uses_x86_intrinsics or x86
             return f"{vname}({', '.join(self.visit(a) for a in e.args[1:])})"
         self.c.extern_helper(fname)
+        if self.c.has_helper(IMPORT_LLVM_MARK):
+            self._extern_prototype(fname, e)
         return f"{fname}({', '.join(self.visit(a) for a in e.args[1:])})"
+
+    def _extern_prototype(self, fname: str, e):
+        """Declare an extern function that no C text declares (one from ``pragma import_llvm``)."""
+        if self.c.has_helper(fname) or fname in _LIBRARY_NAMES or any(
+                re.search(rf"\b{re.escape(fname)}\s*\(", code) for key, code in self.c._helpers.items()
+                if key.startswith("__kiln_import_c_")):
+            return
+        def ct(dt):
+            return "void*" if parse_dtype(dt).is_handle else scalar_ctype(dt)
+        ret = "void" if str(e.dtype) == "void" else ct(e.dtype)
+        self.c.helper("__kiln_proto_" + fname, f"{ret} {fname}({', '.join(ct(a.dtype) for a in e.args[1:]) or 'void'});")
+
+    @_prints("tvm_access_ptr")
+    def _access_ptr(self, e, _name):
+        """``tvm_access_ptr(type_annotation, data, offset, extent, mask)``: a typed pointer into a buffer."""
+        tdt = parse_dtype(e.args[0].dtype)
+        et = scalar_ctype(tdt.element_of())
+        ptr = f"(({et}*){self.name_of(e.args[1])} + {bare(self.visit(e.args[2]))})"
+        return ptr if tdt.lanes == 1 else f"(({self.c.ctype(tdt)}*){ptr})"
 
     @_prints(*_BITWISE)
     def _bitwise(self, e, name):

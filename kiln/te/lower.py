@@ -38,6 +38,8 @@ class _TensorToBuffer(StmtExprMutator):
         self.buf_subst: dict = {}     # extern op placeholder Buffer -> real Buffer
         self.var_subst: dict = {}
         self.region_subst: dict = {}  # tensorize buffer -> (intermediate Buffer, region mins, rank)
+        self.ptr_delta: dict = {}     # tensorize buffer's data Var -> offset its access_ptr calls add
+        self.realize_extents: dict = {}  # realized intermediate Tensor -> extents of its realized region
 
     def _key(self, t):
         return self.canon.get(t, t)
@@ -111,17 +113,43 @@ class _TensorToBuffer(StmtExprMutator):
         n = len(ib.shape)
         new_strides = strides[len(strides) - n:]
         nb = Buffer(real.data, ib.dtype, ib.shape, new_strides, offset, name=ib.name, scope=real.scope())
-        saved = dict(self.buf_subst), dict(self.var_subst)
+        saved = dict(self.buf_subst), dict(self.var_subst), dict(self.ptr_delta)
         self.buf_subst[ib] = nb
         self.var_subst[ib.data] = real.data
         if isinstance(ib.elem_offset, E.Var):
             self.var_subst[ib.elem_offset] = offset
+        else:  # access_ptr(ib) computed ib.elem_offset + k: move it to the region
+            self.ptr_delta[ib.data] = tir_op.sub(offset, ib.elem_offset)
         for sv, real_st in zip(ib.strides, new_strides):
             if isinstance(sv, E.Var):
                 self.var_subst[sv] = real_st
         body = self.visit(s.body)
-        self.buf_subst, self.var_subst = saved
+        self.buf_subst, self.var_subst, self.ptr_delta = saved
         return body
+
+    def visit_Call(self, e):
+        if e.op == "tir.tvm_access_ptr" and len(e.args) == 5 and isinstance(e.args[1], E.Var):
+            data = e.args[1]
+            delta = self.ptr_delta.get(data)
+            if delta is not None:
+                args = [self.visit(a) for a in e.args]
+                args[2] = tir_op.add(delta, args[2]) if not _is_zero(args[2]) else delta
+                return E.Call(e.dtype, e.op, args)
+            for ib, (real, mins, n) in self.region_subst.items():
+                if ib.data is data:
+                    return self._region_access_ptr(e, ib)
+        return self.generic_visit(e)
+
+    def _region_access_ptr(self, e, ib):
+        """``access_ptr`` of an intrinsic buffer over an intermediate tensor: the address of the region's first
+        element (``address_of``, flattened by StorageFlatten) plus the pointer's offset within the buffer."""
+        real, mins, n = self.region_subst[ib]
+        off = self.visit(e.args[2])
+        if not isinstance(ib.elem_offset, E.Var):
+            off = tir_op.sub(off, ib.elem_offset)
+        first = E.BufferLoad(real, list(mins))
+        addr = E.Call("handle", "tir.address_of", [first])
+        return E.Call(e.dtype, e.op, [e.args[0], addr, off, self.visit(e.args[3]), e.args[4]])
 
     def _bind_intermediate(self, s, key):
         """A region of a realized intermediate tensor: each access ``ib[i...]`` of the intrinsic's buffer becomes

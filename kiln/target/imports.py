@@ -1,0 +1,149 @@
+"""Code a schedule imports into its module: ``pragma import_c`` and ``pragma import_llvm``.
+
+TVM's tensorize tutorial hands a micro-kernel to the generated module as source attached to a loop:
+``s[C].pragma(x, "import_c", c_source)`` (TVM's attribute ``pragma_import_c``) or
+``s[C].pragma(x, "import_llvm", llvm_ir)``; the intrinsic's body then calls it with ``tir.call_extern``.
+
+* ``import_c``: kiln's CPU backends print C, so the source goes into the module's translation unit, before the
+  kernels (the C printer adds it as a helper; one copy per distinct source). It is C (gnu11): C++'s
+  ``extern "C"`` is refused with a message saying to drop it.
+* ``import_llvm``: kiln has no LLVM library. The IR (text, or the path of a ``.ll``/``.bc`` file) is compiled to
+  an object by ``clang`` when it is on PATH, else by ``llc``, and linked into the module's shared library; the
+  object travels with the module's other objects into ``export_library``. With neither tool a clear error
+  names them and the alternative (``import_c`` with the C source).
+
+Objects are cached like the compiler driver's (content-addressed in ``$KILN_CACHE_DIR``).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from ..error import CompileError, KilnError
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.stmt_functor import post_order_visit
+from . import compiler
+
+# clang / llc names tried in order: the unversioned name first, then versioned ones (Debian's llc-14, clang-15)
+_VERSIONS = tuple(range(21, 8, -1))
+CLANG_NAMES = ("clang",) + tuple(f"clang-{v}" for v in _VERSIONS)
+LLC_NAMES = ("llc",) + tuple(f"llc-{v}" for v in _VERSIONS)
+
+
+class MissingToolError(KilnError):
+    """A tool kiln needs for this request (clang, llc) is not installed."""
+
+
+def find_tool(names) -> str | None:
+    """The first of ``names`` found on PATH, or None."""
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def find_clang() -> str | None:
+    return find_tool(CLANG_NAMES)
+
+
+def find_llc() -> str | None:
+    return find_tool(LLC_NAMES)
+
+
+# -- import_c ---------------------------------------------------------------------------------------
+_CXX_EXTERN = re.compile(r'extern\s*"C"')
+
+
+def imported_c_name(code: str) -> str:
+    """The helper key of an imported source (one copy per distinct text)."""
+    return "__kiln_import_c_" + hashlib.sha256(code.encode("utf-8")).hexdigest()[:16]
+
+
+def imported_c_source(code: str) -> str:
+    """The text placed in the translation unit for ``pragma import_c`` (checked for C++-only syntax)."""
+    if not isinstance(code, str):
+        raise KilnError(f"pragma import_c: the value must be C source text, got {type(code).__name__}")
+    if _CXX_EXTERN.search(code) and "__cplusplus" not in code:
+        raise KilnError('pragma import_c: the source uses C++\'s `extern "C"`; kiln compiles the module as C '
+                        '(gnu11), where functions have C linkage already: remove `extern "C"` (or guard it with '
+                        '`#ifdef __cplusplus`)')
+    return f"/* pragma import_c */\n{code.strip()}\n"
+
+
+# -- import_llvm ------------------------------------------------------------------------------------
+def collect_llvm_imports(funcs) -> list:
+    """The ``pragma_import_llvm`` values of ``funcs`` ((symbol, PrimFunc) pairs), distinct, in order."""
+    found: list = []
+
+    def visit(node):
+        if isinstance(node, S.AttrStmt) and node.attr_key == "pragma_import_llvm":
+            value = node.value.value if isinstance(node.value, E.StringImm) else node.value
+            if not isinstance(value, str):
+                raise KilnError(f"pragma import_llvm: the value must be LLVM IR text or a .ll/.bc path, got {value!r}")
+            if value not in found:
+                found.append(value)
+
+    for _, func in funcs:
+        post_order_visit(func.body, visit)
+    return found
+
+
+def _read_ir(value: str) -> tuple[bytes, str]:
+    """(IR bytes, suffix): a path of a .ll/.bc file is read (TVM accepts either), other text is the IR itself."""
+    if value.endswith((".ll", ".bc")) and "\n" not in value and os.path.isfile(value):
+        with open(value, "rb") as f:
+            return f.read(), os.path.splitext(value)[1]
+    return value.encode("utf-8"), ".ll"
+
+
+def llvm_object(value: str) -> str:
+    """Compile LLVM IR (text or a .ll/.bc path) to a cached position-independent object; returns its path."""
+    data, suffix = _read_ir(value)
+    clang, llc = find_clang(), find_llc()
+    if clang:
+        tool = [clang]
+        argv_of = lambda src, out: tool + ["-c", "-O2", "-fPIC", "-x", "ir", src, "-o", out]  # noqa: E731
+    elif llc:
+        tool = [llc]
+        argv_of = lambda src, out: tool + ["-filetype=obj", "-O2", "-relocation-model=pic", src, "-o", out]  # noqa: E731
+    else:
+        raise MissingToolError(
+            "pragma import_llvm: kiln has no LLVM of its own and needs `clang` or `llc` on PATH to compile the "
+            "imported LLVM IR (neither was found); install one (e.g. the clang or llvm package), or import the "
+            "kernel's C source with s[stage].pragma(axis, \"import_c\", c_source) instead")
+    key = compiler._digest("llvm-import", compiler.compiler_identity(tool), suffix, data)
+    out = compiler._cache_path("obj", key, ".o")
+    if compiler._cache_hit(out):
+        return out
+    with tempfile.TemporaryDirectory(prefix="kiln-llvm-") as work:
+        src = os.path.join(work, "import" + suffix)
+        with open(src, "wb") as f:
+            f.write(data)
+        tmp = compiler._temp_sibling(out)
+        try:
+            compiler.stats.compiles += 1
+            proc = subprocess.run(argv_of(src, tmp), capture_output=True, text=True)
+            if proc.returncode != 0:
+                text = (proc.stderr or "") + (proc.stdout or "")
+                raise CompileError(f"pragma import_llvm: {os.path.basename(tool[0])} could not compile the imported "
+                                   f"LLVM IR (exit {proc.returncode}):\n{text.strip()}", None, text)
+            os.replace(tmp, out)
+        finally:
+            compiler._discard_temp(tmp)
+    compiler._record_entry(out)
+    return out
+
+
+def llvm_import_objects(funcs) -> list:
+    """Objects of every ``pragma import_llvm`` in ``funcs`` ((symbol, PrimFunc) pairs)."""
+    return [llvm_object(v) for v in collect_llvm_imports(funcs)]
+
+
+__all__ = ["find_clang", "find_llc", "imported_c_name", "imported_c_source", "collect_llvm_imports",
+           "llvm_object", "llvm_import_objects", "MissingToolError"]
