@@ -65,6 +65,7 @@ class _TensorToBuffer(StmtExprMutator):
             return self.visit(s.body)
         buf = self.buffer_of(s.producer, s.storage_scope)
         bounds = [E.Range.from_min_extent(self.visit(r.min), self.visit(r.extent)) for r in s.bounds]
+        self.realize_extents[key] = [r.extent for r in bounds]
         return S.BufferRealize(buf, bounds, self.visit(s.condition), self.visit(s.body))
 
     def visit_ProducerStore(self, s):
@@ -162,10 +163,25 @@ class _TensorToBuffer(StmtExprMutator):
         n = len(ib.shape)
         if n > len(real.shape):
             raise LoweringError(f"tensorize: intrinsic buffer {ib.name} has more dimensions than '{key.name}'")
-        saved = dict(self.region_subst)
+        saved = dict(self.region_subst), dict(self.var_subst)
         self.region_subst[ib] = (real, mins, n)
+        if isinstance(ib.elem_offset, E.Var):  # access_ptr offsets are taken relative to the region
+            self.var_subst[ib.elem_offset] = tir_op.const(0, ib.elem_offset.dtype)
+        if any(isinstance(sv, E.Var) for sv in ib.strides):
+            # the realized region is stored compact (StorageFlatten): row-major strides over its extents
+            extents = self.realize_extents.get(key)
+            if extents is None:
+                raise LoweringError(f"tensorize: intrinsic buffer {ib.name} has symbolic strides over '{key.name}', "
+                                    "whose realized region is not known here")
+            acc, strides = tir_op.const(1, "int32"), []
+            for ext in reversed(extents[len(extents) - n:]):
+                strides.append(acc)
+                acc = tir_op.mul(acc, ext)
+            for sv, st in zip(ib.strides, reversed(strides)):
+                if isinstance(sv, E.Var):
+                    self.var_subst[sv] = st
         body = self.visit(s.body)
-        self.region_subst = saved
+        self.region_subst, self.var_subst = saved
         return body
 
     def _region_indices(self, ib, indices):
