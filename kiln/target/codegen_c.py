@@ -1069,16 +1069,22 @@ class FunctionCodegen(StmtExprVisitor):
         return f"(({scalar_ctype(e.dtype)})__builtin_popcount((uint32_t)({self.visit(x)}) & {mask}u))"
 
     # ------------------------------------------------------------------ packed calls
+    @staticmethod
+    def _packed_strides(buf):
+        """The strides (in elements) of a buffer passed to a packed call, or None when it is compact (a
+        strided view made by tensorize goes out as a DLTensor with strides)."""
+        if not buf.strides:
+            return None
+        ana, acc = Analyzer(), tir_op.const(1, "int32")
+        for d, st in reversed(list(zip(buf.shape, buf.strides))):
+            if not ana.can_prove_equal(st, acc):
+                return list(buf.strides)
+            acc = tir_op.mul(acc, d)
+        return None
+
     def _packed_buffer_ptr(self, e, buf) -> str:
         """The data pointer of a buffer passed to a packed call: its data plus its element offset (a view
-        made by tensorize); the view must be compact, as kiln's DLTensors carry no strides."""
-        if buf.strides:
-            ana, acc = Analyzer(), tir_op.const(1, "int32")
-            for d, st in reversed(list(zip(buf.shape, buf.strides))):
-                if not ana.can_prove_equal(st, acc):
-                    self.fail(e, f"call_packed: buffer {buf.name} is a strided view (strides {list(buf.strides)}, "
-                                 f"shape {list(buf.shape)}); kiln passes only compact buffers to packed functions")
-                acc = tir_op.mul(acc, d)
+        made by tensorize)."""
         data = self.name_of(buf.data)
         off = buf.elem_offset
         if isinstance(off, E.IntImm) and off.value == 0:
@@ -1102,8 +1108,15 @@ class FunctionCodegen(StmtExprVisitor):
                 adt = parse_dtype(a.dtype)
                 ptr = self._packed_buffer_ptr(e, a)
                 self.emit(f"int64_t {shape}[{max(len(a.shape), 1)}] = {{{dims}}};")
+                strides = self._packed_strides(a)
+                st_name = "NULL"
+                if strides is not None:
+                    st_name = f"kiln_pk_strides_{k}_{i}"
+                    vals = ", ".join(f"(int64_t)({self.visit(x)})" for x in strides)
+                    self.emit(f"int64_t {st_name}[{len(strides)}] = {{{vals}}};")
                 self.emit(f"DLTensor {tensor} = {{(void*){ptr}, {{1, 0}}, {len(a.shape)}, "
-                          f"{{{adt.dl_code}, {adt.bits if not adt.is_bool else 8}, {adt.lanes}}}, {shape}, NULL, 0}};")
+                          f"{{{adt.dl_code}, {adt.bits if not adt.is_bool else 8}, {adt.lanes}}}, {shape}, "
+                          f"{st_name}, 0}};")
                 self.emit(f"{av}[{i}].v_handle = &{tensor};")
                 self.emit(f"{cv}[{i}] = KILN_ARG_DLTENSOR;")
                 continue
