@@ -65,7 +65,7 @@ from ..tir.transform.promote_registers import REGISTERS_ATTR, PromoteRegisters
 from ..tir.transform.vector_split import as_ramp, split_store
 from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
 from .c_support import CSupport, scalar_ctype, suffix, vector_extern_helper
-from .imports import imported_c_name, imported_c_source
+from .imports import IMPORT_C_PREFIX, imported_c_items
 from .metadata import function_metadata, implicit_shape_vars
 from .x86 import target_cpu_flags
 from ..tir import expr as E, stmt as S, op as tir_op
@@ -643,7 +643,8 @@ class FunctionCodegen(StmtExprVisitor):
                 "is a CPU ('llvm'/'c'); build for target 'cuda' or remove the bind"
             )
         if key == "pragma_import_c":  # C source for the module's declarations (extern kernels of tensorize)
-            self.c.helper(imported_c_name(s.value.value), imported_c_source(s.value.value))
+            for name, text in imported_c_items(s.value.value if isinstance(s.value, E.StringImm) else s.value):
+                self.c.helper(name, text)
         elif key == "pragma_import_llvm":  # compiled and linked by the build (kiln.target.imports)
             self.c.helper(IMPORT_LLVM_MARK, "/* pragma import_llvm: extern functions below come from LLVM IR */")
         elif key.startswith("pragma_"):
@@ -972,7 +973,7 @@ class FunctionCodegen(StmtExprVisitor):
         """Declare an extern function that no C text declares (one from ``pragma import_llvm``)."""
         if self.c.has_helper(fname) or fname in _LIBRARY_NAMES or any(
                 re.search(rf"\b{re.escape(fname)}\s*\(", code) for key, code in self.c._helpers.items()
-                if key.startswith("__kiln_import_c_")):
+                if key.startswith(IMPORT_C_PREFIX)):
             return
         def ct(dt):
             return "void*" if parse_dtype(dt).is_handle else scalar_ctype(dt)

@@ -60,20 +60,73 @@ def find_llc() -> str | None:
 _CXX_EXTERN = re.compile(r'extern\s*"C"')
 
 
-def imported_c_name(code: str) -> str:
-    """The helper key of an imported source (one copy per distinct text)."""
-    return "__kiln_import_c_" + hashlib.sha256(code.encode("utf-8")).hexdigest()[:16]
+IMPORT_C_PREFIX = "__kiln_import_c_"
 
 
-def imported_c_source(code: str) -> str:
-    """The text placed in the translation unit for ``pragma import_c`` (checked for C++-only syntax)."""
+def _check_c(code) -> None:
     if not isinstance(code, str):
         raise KilnError(f"pragma import_c: the value must be C source text, got {type(code).__name__}")
     if _CXX_EXTERN.search(code) and "__cplusplus" not in code:
         raise KilnError('pragma import_c: the source uses C++\'s `extern "C"`; kiln compiles the module as C '
                         '(gnu11), where functions have C linkage already: remove `extern "C"` (or guard it with '
                         '`#ifdef __cplusplus`)')
-    return f"/* pragma import_c */\n{code.strip()}\n"
+
+
+def c_top_level_items(code: str) -> list:
+    """``code`` cut into its top-level items: a function definition ends at the ``}`` closing its body, anything
+    else at the next top-level ``;``. Comments, strings and character literals are skipped over. A source with
+    preprocessor directives stays one item (their order matters)."""
+    if re.search(r"^\s*#", code, re.M):
+        return [code.strip()]
+    items, depth, start, i, n = [], 0, 0, 0, len(code)
+    func_body, last = False, ""
+    while i < n:
+        ch = code[i]
+        if code.startswith("/*", i):
+            end = code.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            continue
+        if code.startswith("//", i):
+            end = code.find("\n", i)
+            i = n if end < 0 else end + 1
+            continue
+        if ch in "\"'":
+            j = i + 1
+            while j < n and code[j] != ch:
+                j += 2 if code[j] == "\\" else 1
+            i = j + 1
+            continue
+        if ch == "{":
+            if depth == 0:
+                func_body = last == ")"
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0 and func_body:
+                items.append(code[start:i + 1].strip())
+                start = i + 1
+        elif ch == ";" and depth == 0:
+            items.append(code[start:i + 1].strip())
+            start = i + 1
+        if not ch.isspace():
+            last = ch
+        i += 1
+    rest = code[start:].strip()
+    if rest:
+        items.append(rest)
+    return [item for item in items if item]
+
+
+def imported_c_items(code: str) -> list:
+    """(helper key, text) per top-level item of a ``pragma import_c`` source. The key is the item's text with
+    whitespace collapsed, so an item imported again (TVM's tutorial imports gemv_update twice: alone, then with
+    gemv_reset) appears once in the translation unit, as TVM's LLVM import tolerates."""
+    _check_c(code)
+    out = []
+    for item in c_top_level_items(code):
+        norm = " ".join(item.split())
+        out.append((IMPORT_C_PREFIX + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16], item + "\n"))
+    return out
 
 
 # -- import_llvm ------------------------------------------------------------------------------------
@@ -117,7 +170,7 @@ def llvm_object(value: str) -> str:
             "pragma import_llvm: kiln has no LLVM of its own and needs `clang` or `llc` on PATH to compile the "
             "imported LLVM IR (neither was found); install one (e.g. the clang or llvm package), or import the "
             "kernel's C source with s[stage].pragma(axis, \"import_c\", c_source) instead")
-    key = compiler._digest("llvm-import", compiler.compiler_identity(tool), suffix, data)
+    key = compiler._digest("llvm-import-weak", compiler.compiler_identity(tool), suffix, data)
     out = compiler._cache_path("obj", key, ".o")
     if compiler._cache_hit(out):
         return out
@@ -133,6 +186,7 @@ def llvm_object(value: str) -> str:
                 text = (proc.stderr or "") + (proc.stdout or "")
                 raise CompileError(f"pragma import_llvm: {os.path.basename(tool[0])} could not compile the imported "
                                    f"LLVM IR (exit {proc.returncode}):\n{text.strip()}", None, text)
+            _weaken(tmp)
             os.replace(tmp, out)
         finally:
             compiler._discard_temp(tmp)
@@ -140,10 +194,21 @@ def llvm_object(value: str) -> str:
     return out
 
 
+def _weaken(obj: str) -> None:
+    """Make the object's global definitions weak, so that two imports defining one function link (TVM's tutorial
+    imports gemv_update twice; TVM's LLVM import marks imported functions available_externally)."""
+    objcopy = find_tool(("objcopy",))
+    if objcopy is None:
+        return
+    proc = subprocess.run([objcopy, "--weaken", obj], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileError(f"pragma import_llvm: objcopy --weaken failed:\n{proc.stderr.strip()}", None, proc.stderr)
+
+
 def llvm_import_objects(funcs) -> list:
     """Objects of every ``pragma import_llvm`` in ``funcs`` ((symbol, PrimFunc) pairs)."""
     return [llvm_object(v) for v in collect_llvm_imports(funcs)]
 
 
-__all__ = ["find_clang", "find_llc", "imported_c_name", "imported_c_source", "collect_llvm_imports",
+__all__ = ["find_clang", "find_llc", "imported_c_items", "c_top_level_items", "collect_llvm_imports",
            "llvm_object", "llvm_import_objects", "MissingToolError"]

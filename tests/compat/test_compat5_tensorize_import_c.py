@@ -8,6 +8,7 @@ import pytest
 
 import kiln as tvm
 from kiln.error import KilnError
+from kiln.target.imports import c_top_level_items
 from kiln.topi.utils import get_const_tuple
 
 from tensorize_tutorial_util import GEMV_C, GEMV_CXX, schedule_body, schedule_split
@@ -88,3 +89,20 @@ def test_access_ptr_forms():
     assert buf.access_ptr("r").args[4].value == 1 and buf.access_ptr(2).args[4].value == 2
     with pytest.raises(KilnError, match="access mask"):
         buf.access_ptr("x")
+
+
+def test_import_c_items_split_at_top_level():
+    src = """
+    /* a { in a comment */
+    typedef struct { int a; } pair_t;
+    static const char* s = "}{;";
+    int f(int x) { if (x) { return 1; } return 0; }
+    struct S { int b; };
+    int g(void);  // ; {
+    char c = '}';
+    """
+    items = c_top_level_items(src)
+    assert [i.split()[-1] if not i.startswith(("int f", "/*", "//")) else i[:5] for i in items] == [
+        "/* a ", '"}{;";', "int f", "};", "g(void);", "// ; "]
+    # with preprocessor lines the source stays whole (their order matters)
+    assert len(c_top_level_items("#include <math.h>\nint a;\nint b;\n")) == 1

@@ -107,6 +107,18 @@ def test_import_llvm_handwritten_ir_reset_update_and_export(tmp_path):
 
 
 @pytest.mark.skipif(not HAS_LLVM_TOOL, reason="needs clang or llc on PATH to compile LLVM IR (kiln has no LLVM)")
+def test_import_llvm_twice_with_a_shared_function():
+    # the tutorial's flow: part 1 imports IR with gemv_update at the outer loop, part 2 IR with gemv_update and
+    # gemv_reset at the next loop; both link (the imported definitions are weak)
+    ir = _gemv_ir()
+    update_only = ir[ir.index("define i32 @gemv_update"):]
+    s, (A, B, C) = schedule_split(11, 32, 32, 16, "import_llvm", ir)
+    s[C].pragma(C.op.axis[0], "import_llvm", update_only)
+    func = tvm.build(s, [A, B, C], target="llvm", name="gemv")
+    _check(func, A, B, C, 4, 3.0)
+
+
+@pytest.mark.skipif(not HAS_LLVM_TOOL, reason="needs clang or llc on PATH to compile LLVM IR (kiln has no LLVM)")
 def test_import_llvm_from_ll_file(tmp_path):
     path = os.path.join(tmp_path, "gemv.ll")
     with open(path, "w") as f:
