@@ -161,7 +161,8 @@ def llvm_object(value: str) -> str:
     clang, llc = find_clang(), find_llc()
     if clang:
         tool = [clang]
-        argv_of = lambda src, out: tool + ["-c", "-O2", "-fPIC", "-x", "ir", src, "-o", out]  # noqa: E731
+        # the file's suffix (.ll/.bc) tells clang it is IR
+        argv_of = lambda src, out: tool + ["-c", "-O2", "-fPIC", src, "-o", out]  # noqa: E731
     elif llc:
         tool = [llc]
         argv_of = lambda src, out: tool + ["-filetype=obj", "-O2", "-relocation-model=pic", src, "-o", out]  # noqa: E731
