@@ -113,8 +113,10 @@ class _TensorToBuffer(StmtExprMutator):
         ib = b.buffer
         n = len(ib.shape)
         new_strides = strides[len(strides) - n:]
-        nb = Buffer(real.data, ib.dtype, ib.shape, new_strides, offset, name=ib.name, scope=real.scope())
         saved = dict(self.buf_subst), dict(self.var_subst), dict(self.ptr_delta)
+        self._bind_shape_vars(b)
+        nb = Buffer(real.data, ib.dtype, [self.visit(x) for x in ib.shape], new_strides, offset, name=ib.name,
+                    scope=real.scope())
         self.buf_subst[ib] = nb
         self.var_subst[ib.data] = real.data
         if isinstance(ib.elem_offset, E.Var):
@@ -152,6 +154,14 @@ class _TensorToBuffer(StmtExprMutator):
         addr = E.Call("handle", "tir.address_of", [first])
         return E.Call(e.dtype, e.op, [e.args[0], addr, off, self.visit(e.args[3]), e.args[4]])
 
+    def _bind_shape_vars(self, b) -> None:
+        """Symbolic dimensions of an intrinsic buffer take the extents of the region bound to it."""
+        if b.extents is None:
+            return
+        for dim, ext in zip(b.buffer.shape, b.extents):
+            if isinstance(dim, E.Var) and dim not in self.var_subst:
+                self.var_subst[dim] = self.visit(ext)
+
     def _bind_intermediate(self, s, key):
         """A region of a realized intermediate tensor: each access ``ib[i...]`` of the intrinsic's buffer becomes
         the multi-dimensional access ``tensor[mins[:-n], mins[-n:] + i...]`` (StorageFlatten then places it in
@@ -165,6 +175,7 @@ class _TensorToBuffer(StmtExprMutator):
             raise LoweringError(f"tensorize: intrinsic buffer {ib.name} has more dimensions than '{key.name}'")
         saved = dict(self.region_subst), dict(self.var_subst)
         self.region_subst[ib] = (real, mins, n)
+        self._bind_shape_vars(b)
         if isinstance(ib.elem_offset, E.Var):  # access_ptr offsets are taken relative to the region
             self.var_subst[ib.elem_offset] = tir_op.const(0, ib.elem_offset.dtype)
         if any(isinstance(sv, E.Var) for sv in ib.strides):

@@ -49,8 +49,8 @@ class Tensor(Node):
     def __getitem__(self, indices):
         if not isinstance(indices, tuple):
             indices = (indices,)
-        if len(indices) < self.ndim:
-            return TensorSlice(self, indices)
+        if len(indices) < self.ndim or any(isinstance(i, slice) for i in indices):
+            return TensorSlice(self, indices)  # a region: an argument of a tensor intrinsic call
         return self._load(indices)
 
     def _load(self, indices):

@@ -15,7 +15,7 @@ differ from the intrinsic's by an offset independent of the replaced loops.
 from __future__ import annotations
 
 from ..arith import Analyzer
-from ..error import KilnError, LoweringError, OpNotImplemented
+from ..error import KilnError, LoweringError
 from ..ir.node import Node
 from ..tir import expr as E
 from ..tir import op as tir_op
@@ -36,9 +36,10 @@ class TensorIntrin(Node):
         self.scalar_params = scalar_params
         self.body, self.reduce_init, self.reduce_update = body, reduce_init, reduce_update
 
-    def __call__(self, *args, **kwargs):
-        raise OpNotImplemented("calling a TensorIntrin inside te.compute (TVM's TensorComputeOp) is not "
-                               "implemented in kiln; use Stage.tensorize")
+    def __call__(self, *args, reduce_axis=None):
+        """``intrin(A[i, 0:n], ..., scalars, reduce_axis=k)`` inside ``te.compute`` (TVM's TensorComputeOp)."""
+        from .tensor_compute import make_intrin_call
+        return make_intrin_call(self, args, reduce_axis)
 
 
 def _as_stmt(x, what):
@@ -95,8 +96,10 @@ class BindRegion(Node):
     _is_var = True
     _fields = ()
 
-    def __init__(self, buffer, tensor, mins):
+    def __init__(self, buffer, tensor, mins, extents=None):
         self.buffer, self.tensor, self.mins = buffer, tensor, list(mins)
+        # the region's extents for the buffer's dimensions: symbolic shape variables of the buffer take them
+        self.extents = list(extents) if extents is not None else None
 
 
 def _uses(expr, vars_) -> bool:
