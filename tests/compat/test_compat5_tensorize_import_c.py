@@ -29,7 +29,8 @@ def test_tutorial_gemv_body_import_c():
     N, M, L = 37, 48, 37
     s, (A, B, C) = schedule_body(N, M, L, 16, "import_c", GEMV_C)
     text = str(tvm.lower(s, [A, B, C], simple_mode=True))
-    assert "gemv_update" in text and "tvm_access_ptr" in text and "pragma_import_c" in text
+    assert "gemv_update" in text and "pragma_import_c" in text
+    assert 'T.tvm_access_ptr(T.type_annotation("float32")' in text
     func = tvm.build(s, [A, B, C], target="llvm", name="gemv")
     src = func.get_source()
     assert "int gemv_update(float *cc" in src          # the imported C is in the module's translation unit
@@ -106,3 +107,13 @@ def test_import_c_items_split_at_top_level():
         "/* a ", '"}{;";', "int f", "};", "g(void);", "// ; "]
     # with preprocessor lines the source stays whole (their order matters)
     assert len(c_top_level_items("#include <math.h>\nint a;\nint b;\n")) == 1
+
+
+def test_tensorized_kernel_in_parallel_loop():
+    # the outer loop on kiln's thread pool: the extern calls run inside the outlined parallel body
+    for make in (schedule_body, schedule_split):
+        s, (A, B, C) = make(64, 32, 48, 16, "import_c", GEMV_C)
+        s[C].parallel(C.op.axis[0])
+        func = tvm.build(s, [A, B, C], target="llvm")
+        got, want = _run(func, A, B, C, 5, fill=1.0 if make is schedule_split else 0.0)
+        tvm.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
