@@ -219,7 +219,14 @@ def make_tensorize_stmt(stage, dom_map, pos, intrin, nest_fn, if_fn, merge_nest,
             stmt = S.AttrStmt(b, "buffer_bind_scope", tir_op.const(0, "int32"), stmt)
         return stmt
 
-    preds = [tir_op.likely(p) for p in mp.make_bound_check(stage, dom_map, main_vmap, False, set())]
+    raw_preds = mp.make_bound_check(stage, dom_map, main_vmap, False, set())
+    inner_vars = [iv.var for iv in leaves[pos:]]
+    for p in raw_preds:
+        if _uses(p, inner_vars):
+            raise LoweringError(f"tensorize {op.name}: the tensorized loops need the bound check `{p}`: a tile at the "
+                                "end of an axis is partial and the intrinsic would run past the tensor; split by a "
+                                "factor that divides the axis (or pad the tensor to a multiple of the tile)")
+    preds = [tir_op.likely(p) for p in raw_preds]
     reduces_outside = [iv for iv in leaves[:pos] if iv.iter_type == E.IterVar.CommReduce or
                        _touches_reduce(stage, iv, mp)]
     from .schedule_ops import substitute_ivs

@@ -117,3 +117,10 @@ def test_tensorized_kernel_in_parallel_loop():
         func = tvm.build(s, [A, B, C], target="llvm")
         got, want = _run(func, A, B, C, 5, fill=1.0 if make is schedule_split else 0.0)
         tvm.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_partial_tile_is_refused():
+    # M = 50 split by 16: the last tile would be 2 columns but the intrinsic writes 16
+    s, args = schedule_body(3, 50, 16, 16, "import_c", GEMV_C)
+    with pytest.raises(tvm.error.LoweringError, match="partial"):
+        tvm.build(s, args, target="llvm")
