@@ -149,7 +149,10 @@ def collect_llvm_imports(funcs) -> list:
 
 def _read_ir(value: str) -> tuple[bytes, str]:
     """(IR bytes, suffix): a path of a .ll/.bc file is read (TVM accepts either), other text is the IR itself."""
-    if value.endswith((".ll", ".bc")) and "\n" not in value and os.path.isfile(value):
+    if value.endswith((".ll", ".bc")) and "\n" not in value:
+        if not os.path.isfile(value):
+            raise KilnError(f"pragma import_llvm: {value!r} looks like the path of an LLVM IR file but there is no "
+                            "such file; give the IR text or an existing .ll/.bc path")
         with open(value, "rb") as f:
             return f.read(), os.path.splitext(value)[1]
     return value.encode("utf-8"), ".ll"

@@ -157,3 +157,12 @@ def test_create_llvm_without_clang_names_the_alternative(monkeypatch):
 def test_bad_ir_is_a_compile_error():
     with pytest.raises(CompileError, match="import_llvm"):
         imports.llvm_object("this is not LLVM IR\n")
+
+
+def test_import_llvm_missing_file_and_bad_value():
+    from kiln.error import KilnError
+    with pytest.raises(KilnError, match="no such file"):
+        imports.llvm_object("/nonexistent/dir/gemv.ll")
+    s, args = schedule_body(4, 16, 8, 16, "import_c", 3)
+    with pytest.raises(KilnError, match="must be C source text"):
+        tvm.build(s, args, target="llvm")
