@@ -194,6 +194,12 @@ class Stage(Node):
             raise ScheduleError(
                 f"{what} on stage '{self.op.name}': axis '{_axis_name(iv)}' has already been split or fused "
                 f"and is no longer a loop of this stage; its current loops are [{leaves}]")
+        if any(iv is x for x in getattr(self.op, "axis", ()) or ()) and not self.leaf_iter_vars and \
+                type(self.op).__name__ == "TensorComputeOp":
+            raise OpNotImplemented(
+                f"{what} on stage '{self.op.name}': the loops of a tensor intrinsic called inside te.compute "
+                "(TensorComputeOp) cannot be scheduled in kiln (the stage is opaque); schedule a consumer stage, and "
+                "attach pragmas such as import_c to another stage's loop")
         owner = self._owner_of(iv)
         where = f" (it belongs to stage '{owner.op.name}')" if owner is not None else ""
         raise ScheduleError(

@@ -135,3 +135,7 @@ def test_tensor_intrin_call_errors():
         te.compute((4, 8), lambda i: vadd(A[i, 0:4], A[i, 0:8]), name="C")
     with pytest.raises(KilnError, match="takes 1 argument.*2 dimension"):
         te.compute((4, 8), lambda i: A[i, 0] + 1.0)
+    C = te.compute((4, 8), lambda i: vadd(A[i, 0:8], A[i, 0:8]), name="C")
+    s = te.create_schedule(C.op)
+    with pytest.raises(NotImplementedError, match="TensorComputeOp"):
+        s[C].split(C.op.axis[0], 2)
