@@ -975,10 +975,8 @@ class FunctionCodegen(StmtExprVisitor):
                 re.search(rf"\b{re.escape(fname)}\s*\(", code) for key, code in self.c._helpers.items()
                 if key.startswith(IMPORT_C_PREFIX)):
             return
-        def ct(dt):
-            return "void*" if parse_dtype(dt).is_handle else scalar_ctype(dt)
-        ret = "void" if str(e.dtype) == "void" else ct(e.dtype)
-        self.c.helper("__kiln_proto_" + fname, f"{ret} {fname}({', '.join(ct(a.dtype) for a in e.args[1:]) or 'void'});")
+        params = ", ".join(_prototype_ctype(a.dtype) for a in e.args[1:]) or "void"
+        self.c.helper("__kiln_proto_" + fname, f"{_prototype_ctype(e.dtype)} {fname}({params});")
 
     @_prints("tvm_access_ptr")
     def _access_ptr(self, e, _name):
@@ -1226,6 +1224,11 @@ class FunctionCodegen(StmtExprVisitor):
             return bool(self.analyzer.can_prove_greater_equal(e, 0))
         except Exception:  # the analyzer is an optimization aid only
             return False
+
+
+def _prototype_ctype(dtype) -> str:
+    """The C type of a parameter or result in a declared extern prototype (handles as ``void*``)."""
+    return "void*" if parse_dtype(dtype).is_handle else scalar_ctype(dtype)
 
 
 def _is_number_const(e) -> bool:
