@@ -234,10 +234,21 @@ def make_tensorize_stmt(stage, dom_map, pos, intrin, nest_fn, if_fn, merge_nest,
         body = bind(intrin.body, binds)
         nest = main_nest[:pos + 1] + [if_fn(preds)]
         return substitute_ivs(merge_nest(nest, body), main_vmap)
-    if intrin.reduce_init is None or intrin.reduce_update is None:
+    if intrin.reduce_update is None:
         raise LoweringError(f"tensorize {op.name}: reduction loops stay outside the tensorized region, so the "
                             "intrinsic must give (body, reduce_reset, reduce_update)")
     first_red = min(leaves.index(iv) for iv in reduces_outside)
+    if intrin.reduce_init is None:
+        # no reset (TVM: (body, None, update)): the body runs at the first step of the outer reduction loops, the
+        # update at the others
+        if intrin.body is None:
+            raise LoweringError(f"tensorize {op.name}: the intrinsic gives neither a reset nor a body")
+        first = [tir_op.equal(iv.var, dom_map[iv].min) for iv in reduces_outside]
+        cond = first[0]
+        for c in first[1:]:
+            cond = tir_op.logical_and(cond, c)
+        step = S.IfThenElse(cond, bind(intrin.body, binds), bind(intrin.reduce_update, binds))
+        return substitute_ivs(merge_nest(main_nest[:pos + 1] + [if_fn(preds)], step), main_vmap)
     skip = set()
     update_state = {iv: 2 for iv in op.reduce_axis}
     for iv in op.axis:
