@@ -158,6 +158,9 @@ class Stage(Node):
         self.env_threads: list = []
         self.store_predicate = None
         self.attach_sch = sch
+        setup = getattr(op, "setup_stage", None)
+        if setup is not None:  # an op that starts scheduled (a tensor intrinsic called in te.compute)
+            setup(self)
 
     # -- helpers -------------------------------------------------------------------------------
     @property
@@ -195,7 +198,7 @@ class Stage(Node):
                 f"{what} on stage '{self.op.name}': axis '{_axis_name(iv)}' has already been split or fused "
                 f"and is no longer a loop of this stage; its current loops are [{leaves}]")
         if any(iv is x for x in getattr(self.op, "axis", ()) or ()) and not self.leaf_iter_vars and \
-                type(self.op).__name__ == "TensorComputeOp":
+                type(self.op).__name__ == "OpaqueTensorComputeOp":
             raise OpNotImplemented(
                 f"{what} on stage '{self.op.name}': the loops of a tensor intrinsic called inside te.compute "
                 "(TensorComputeOp) cannot be scheduled in kiln (the stage is opaque); schedule a consumer stage, and "

@@ -7,9 +7,14 @@ out are whole) bound to the intrinsic's buffer for that input; the output's regi
 With ``reduce_axis=`` the intrinsic must be a split reduction: ``reduce_reset`` runs before the reduction loops,
 ``reduce_update`` inside them. Scalar arguments are passed for the intrinsic's ``scalar_params``.
 
-kiln builds the op as an opaque stage (an ExternOp subclass whose statement is the loop nest with
-``buffer_bind_scope`` attributes, as Stage.tensorize makes), so bound inference takes its inputs whole and its
-axes cannot be split or reordered by the schedule (TVM schedules them); code is the same otherwise.
+When the call is regular (constant region and intrinsic shapes that match, distinct tensors, sliced dimensions
+last), kiln builds a ComputeOp (:class:`TensorizedComputeOp`) whose body is the intrinsic's compute body over the
+regions, its loops ordered (outer axes, reduce_axis, the intrinsic's axes) and tensorized at the first of the
+intrinsic's axes: the stage is scheduled like any other (split/reorder/parallel/pragma of the outer axes,
+compute_at, exact bound inference) and lowered by Stage.tensorize. Otherwise (an intrinsic with symbolic shapes
+bound by the call, one tensor passed twice) it is an opaque stage (:class:`OpaqueTensorComputeOp`, an ExternOp
+whose statement is the loop nest with ``buffer_bind_scope`` attributes): bound inference takes its inputs whole
+and its loops cannot be scheduled. Both are ``te.TensorComputeOp``.
 """
 from __future__ import annotations
 
@@ -19,8 +24,8 @@ from ..tir import expr as E
 from ..tir import op as tir_op
 from ..tir import stmt as S
 from ..tir.buffer import decl_buffer
-from ..tir.stmt_functor import substitute
-from .tensor import ExternOp, Tensor, TensorSlice
+from ..tir.stmt_functor import StmtExprMutator, substitute
+from .tensor import ComputeOp, ExternOp, Tensor, TensorSlice
 from .tensor_intrin import BindRegion
 
 
@@ -78,8 +83,100 @@ def make_intrin_call(intrin, args, reduce_axis=None) -> TensorIntrinCall:
     return TensorIntrinCall(intrin, tensors, regions, reduce_axis, scalars)
 
 
-class TensorComputeOp(ExternOp):
-    """A stage computing its output tile by tile with a tensor intrinsic (see the module doc)."""
+class TensorComputeOp:
+    """What ``te.compute`` builds for a tensor intrinsic call: :class:`TensorizedComputeOp` (schedulable) or
+    :class:`OpaqueTensorComputeOp` (see the module doc). ``intrin`` is the intrinsic."""
+
+
+class _NotComposable(Exception):
+    """The call cannot be written as a tensorized ComputeOp (the opaque op is used)."""
+
+
+class _ToRegions(StmtExprMutator):
+    """The intrinsic's body over the call's tensors: ``x_k[idx]`` -> ``T_k[lead mins, trailing mins + idx]``."""
+
+    def __init__(self, inputs, tensors, regions):
+        self.map = {id(x): (t, r) for x, t, r in zip(inputs, tensors, regions)}
+
+    def visit_ProducerLoad(self, e):
+        hit = self.map.get(id(e.producer))
+        if hit is None:
+            return e
+        t, region = hit
+        idx = [self.visit(i) for i in e.indices]
+        lead = len(region) - len(idx)
+        out = [r.min for r in region[:lead]]
+        out += [tir_op.add(r.min, i) if not (isinstance(r.min, E.IntImm) and r.min.value == 0) else i
+                for r, i in zip(region[lead:], idx)]
+        return E.ProducerLoad(t, out)
+
+
+def _compose(name, tag, attrs, axis, call, shape):
+    """The TensorizedComputeOp of ``call`` (raises _NotComposable when it is not regular)."""
+    intrin, ana = call.intrin, Analyzer()
+    iop = intrin.op
+    if iop.num_outputs != 1 or len(set(map(id, call.tensors))) != len(call.tensors):
+        raise _NotComposable()
+
+    def const_equal(a, b):
+        return isinstance(a, E.IntImm) and isinstance(b, E.IntImm) and a.value == b.value
+
+    for t, region, x in zip(call.tensors, call.regions, intrin.inputs):
+        lead = len(region) - len(x.shape)
+        if lead < 0 or not all(const_equal(r.extent, tir_op.const(1, "int32")) for r in region[:lead]) or \
+                not all(const_equal(ana.simplify(r.extent), d) for r, d in zip(region[lead:], x.shape)):
+            raise _NotComposable()
+    out_dims = shape[len(axis):]
+    if len(out_dims) != len(iop.axis) or not all(const_equal(a, iv.dom.extent) for a, iv in zip(out_dims, iop.axis)):
+        raise _NotComposable()
+    body = iop.body[0]
+    if call.reduce_axis and not isinstance(body, E.Reduce):
+        raise KilnError(f"compute {name}: reduce_axis is given but the intrinsic {intrin.name} is not a reduction")
+    inner = [E.IterVar(E.Range.from_min_extent(tir_op.const(0, d.dtype), d), E.Var(f"ax{k}", d.dtype),
+                       E.IterVar.DataPar) for k, d in enumerate(out_dims)]
+    inner_red = [E.IterVar(iv.dom, E.Var(iv.var.name, iv.var.dtype), E.IterVar.CommReduce) for iv in iop.reduce_axis]
+    vmap = {iv.var: n.var for iv, n in zip(iop.axis, inner)}
+    vmap.update({iv.var: n.var for iv, n in zip(iop.reduce_axis, inner_red)})
+    vmap.update({p: v for p, v in zip(intrin.scalar_params, call.scalar_inputs)})
+    to_regions = _ToRegions(intrin.inputs, call.tensors, call.regions)
+
+    def conv(e):
+        return substitute(to_regions(e), vmap)
+
+    if isinstance(body, E.Reduce):
+        cond = conv(body.condition) if body.condition is not None else None
+        body = E.Reduce(body.combiner, [conv(x) for x in body.source], list(call.reduce_axis) + inner_red, cond,
+                        body.value_index, [conv(x) for x in body.init] if body.init else None)
+    else:
+        body = conv(body)
+    return TensorizedComputeOp(name, tag, attrs, list(axis) + inner, [body], intrin, len(axis),
+                               len(call.reduce_axis), call)
+
+
+class TensorizedComputeOp(ComputeOp, TensorComputeOp):
+    """A tensor intrinsic call as a ComputeOp whose stage starts tensorized (see the module doc)."""
+
+    def __init__(self, name, tag, attrs, axis, body, intrin, n_outer, n_outer_reduce, call):
+        super().__init__(name, tag, attrs, axis, body)
+        self.intrin, self.n_outer, self.n_outer_reduce = intrin, n_outer, n_outer_reduce
+        self.regions, self.scalar_inputs = call.regions, call.scalar_inputs
+
+    def setup_stage(self, stage) -> None:
+        """Order the loops (outer axes, outer reductions, the intrinsic's axes and reductions) and tensorize at
+        the intrinsic's first loop (called when the schedule makes the stage)."""
+        outer, inner = self.axis[:self.n_outer], self.axis[self.n_outer:]
+        red_outer, red_inner = self.reduce_axis[:self.n_outer_reduce], self.reduce_axis[self.n_outer_reduce:]
+        order = outer + red_outer + inner + red_inner
+        sch, stage.attach_sch = stage.attach_sch, None  # not user primitives: keep them out of the record
+        try:
+            stage.reorder(*order)
+            stage.tensorize((inner + red_inner)[0], self.intrin)
+        finally:
+            stage.attach_sch = sch
+
+
+class OpaqueTensorComputeOp(ExternOp, TensorComputeOp):
+    """A stage computing its output tile by tile with a tensor intrinsic, opaque to the schedule (module doc)."""
 
     def __init__(self, name, tag, attrs, axis, reduce_axis, intrin, inputs, regions, scalar_inputs, shape, dtype):
         in_bufs = [decl_buffer(t.shape, t.dtype, name=t.name) for t in inputs]
@@ -89,12 +186,12 @@ class TensorComputeOp(ExternOp):
         self.intrin, self.regions, self.scalar_inputs = intrin, list(regions), list(scalar_inputs)
         self.body = self._make_body()
 
-    def replace_inputs(self, vmap: dict) -> "TensorComputeOp":
+    def replace_inputs(self, vmap: dict) -> "OpaqueTensorComputeOp":
         new_inputs = [vmap.get(t, t) for t in self.inputs]
         if all(a is b for a, b in zip(new_inputs, self.inputs)):
             return self
         out = self.output(0)
-        return TensorComputeOp(self.name, self.tag, self.attrs, self.axis, self.reduce_axis, self.intrin,
+        return OpaqueTensorComputeOp(self.name, self.tag, self.attrs, self.axis, self.reduce_axis, self.intrin,
                                new_inputs, self.regions, self.scalar_inputs, out.shape, out.dtype)
 
     def _bind(self, buf, t, region, bound: dict) -> BindRegion:
@@ -166,9 +263,14 @@ def tensor_compute(name, tag, attrs, shape, axis_names, fcompute, axis=None):
                         f"{len(shape)} dimension(s); it must take one index variable per output axis, or fewer and "
                         "return a tensor intrinsic call (intrin(A[i, 0:n], ...)) computing the trailing ones")
     dtype = call.intrin.op.output(0).dtype
-    op = TensorComputeOp(name, tag, attrs, axis, call.reduce_axis, call.intrin, call.tensors, call.regions,
-                         call.scalar_inputs, shape, dtype)
+    try:
+        return _compose(name, tag, attrs, axis, call, shape).output(0)
+    except _NotComposable:
+        pass
+    op = OpaqueTensorComputeOp(name, tag, attrs, axis, call.reduce_axis, call.intrin, call.tensors, call.regions,
+                               call.scalar_inputs, shape, dtype)
     return op.output(0)
 
 
-__all__ = ["TensorComputeOp", "TensorIntrinCall", "make_intrin_call", "tensor_compute"]
+__all__ = ["TensorComputeOp", "TensorizedComputeOp", "OpaqueTensorComputeOp", "TensorIntrinCall", "make_intrin_call",
+           "tensor_compute"]

@@ -36,6 +36,7 @@ def test_tensor_compute1_vadd_rows():
     B = te.placeholder((m // factor, factor), name="B")
     C = te.compute((m // factor, factor), lambda i: vadd(A[i, 0:factor], B[i, 0:factor]), name="C")
     assert isinstance(C.op, te.TensorComputeOp) and C.shape[1].value == factor
+    assert isinstance(C.op, te.ComputeOp)  # regular call: a tensorized compute stage, schedulable
     # the kernel's C comes in through a consumer stage's loop
     D = te.compute(C.shape, lambda i, j: C[i, j] * 1.0, name="D")
     s = te.create_schedule(D.op)
@@ -48,6 +49,27 @@ def test_tensor_compute1_vadd_rows():
     d = tvm.nd.array(np.zeros((m // factor, factor), "float32"))
     f(tvm.nd.array(a), tvm.nd.array(b), d)
     np.testing.assert_allclose(d.numpy(), a + 2 * b, rtol=1e-6)  # the intrinsic's code (a + 2b) ran
+
+
+def test_tensor_compute_stage_is_schedulable():
+    # split + parallel + pragma import_c on the intrinsic call's outer axis; a producer computed at it
+    m, factor = 16 * 13, 16
+    vadd = intrin_vadd(factor)
+    A = te.placeholder((m // factor, factor), name="A")
+    B = te.placeholder((m // factor, factor), name="B")
+    B1 = te.compute(B.shape, lambda i, j: B[i, j] - 1.0, name="B1")
+    C = te.compute((m // factor, factor), lambda i: vadd(A[i, 0:factor], B1[i, 0:factor]), name="C")
+    s = te.create_schedule(C.op)
+    io, ii = s[C].split(C.op.axis[0], factor=4)
+    s[C].parallel(io)
+    s[C].pragma(io, "import_c", VADD_C)
+    s[B1].compute_at(s[C], ii)
+    f = tvm.build(s, [A, B, C], "llvm")
+    rs = np.random.RandomState(4)
+    a, b = rs.randn(m // factor, factor).astype("float32"), rs.randn(m // factor, factor).astype("float32")
+    c = tvm.nd.array(np.zeros((m // factor, factor), "float32"))
+    f(tvm.nd.array(a), tvm.nd.array(b), c)
+    np.testing.assert_allclose(c.numpy(), a + 2 * (b - 1), rtol=1e-6, atol=1e-6)
 
 
 def intrin_gemm(m, n, l):
@@ -72,7 +94,8 @@ def intrin_gemm(m, n, l):
     return te.decl_tensor_intrin(z.op, intrin_func, default_buffer_params={"offset_factor": 1})
 
 
-def test_tensor_compute2_gemm_blocks_with_reduce_axis():
+@pytest.mark.parametrize("schedule", [False, True])
+def test_tensor_compute2_gemm_blocks_with_reduce_axis(schedule):
     # blocked layout (M/f1, L/f, f1, f) x (N/f2, L/f, f2, f); the intrinsic computes one (f1, f2) block per step
     M, N, L, f1, f2, f = 12, 10, 15, 4, 5, 3
     vgemm = intrin_gemm(f1, f2, f)
@@ -81,7 +104,11 @@ def test_tensor_compute2_gemm_blocks_with_reduce_axis():
     k = te.reduce_axis((0, L // f), name="k")
     C = te.compute((M // f1, N // f2, f1, f2),
                    lambda i, j: vgemm(A[i, k, 0:f1, 0:f], B[j, k, 0:f2, 0:f], reduce_axis=k), name="C")
+    assert isinstance(C.op, te.TensorComputeOp)
     s = te.create_schedule(C.op)
+    if schedule:
+        s[C].reorder(C.op.axis[1], C.op.axis[0])
+        s[C].parallel(C.op.axis[1])
     f_ = tvm.build(s, [A, B, C], "llvm")
     rs = np.random.RandomState(1)
     a, b = rs.randn(*[int(x) for x in A.shape]).astype("float32"), rs.randn(*[int(x) for x in B.shape]).astype("float32")
@@ -105,6 +132,7 @@ def test_tensor_intrin_scalar_params_in_compute():
 
     intrin = te.decl_tensor_intrin(z.op, intrin_func, scalar_params=[v, w], default_buffer_params={"offset_factor": 1})
     assert tuple(intrin.scalar_params) == (v, w)
+    # the intrinsic's shape (n) is bound by the call (n = 1): kiln makes an opaque stage of it
     calls = []
 
     @tvm.register_func("compat5.hw_func", override=True)
