@@ -101,9 +101,10 @@ def test_import_llvm_handwritten_ir_reset_update_and_export(tmp_path):
     # functions defined only in the IR are declared from the call's argument types
     assert "int32_t gemv_update(void*, void*, void*, int32_t, int32_t, int32_t);" in src
     _check(func, A, B, C, 0, 5.0)
-    path = os.path.join(tmp_path, "gemv_ll.so")
-    func.export_library(path)  # the IR's object is linked into the export
-    _check(tvm.runtime.load_module(path)["gemv"], A, B, C, 1, -1.0)
+    for k, name in enumerate(("gemv_ll.so", "gemv_ll.tar")):
+        path = os.path.join(tmp_path, name)
+        func.export_library(path)  # the IR's object goes into the export
+        _check(tvm.runtime.load_module(path)["gemv"], A, B, C, 1 + k, -1.0)
 
 
 @pytest.mark.skipif(not HAS_LLVM_TOOL, reason="needs clang or llc on PATH to compile LLVM IR (kiln has no LLVM)")
