@@ -167,3 +167,11 @@ def test_tensor_intrin_call_errors():
     s = te.create_schedule(C.op)
     with pytest.raises(NotImplementedError, match="TensorComputeOp"):
         s[C].split(C.op.axis[0], 2)
+
+
+def test_slices_outside_an_intrinsic_call_are_clear_errors():
+    A = te.placeholder((4, 8), name="A")
+    with pytest.raises(KilnError, match="slicing with ':'.*tensor intrinsic call"):
+        te.compute((4, 8), lambda i, j: A[i, 0:4] + 1.0)
+    with pytest.raises(KilnError, match="2 dimension.*indexed with 1"):
+        te.compute((4, 8), lambda i, j: A[i] * 2.0)
