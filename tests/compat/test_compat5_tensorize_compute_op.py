@@ -175,3 +175,18 @@ def test_slices_outside_an_intrinsic_call_are_clear_errors():
         te.compute((4, 8), lambda i, j: A[i, 0:4] + 1.0)
     with pytest.raises(KilnError, match="2 dimension.*indexed with 1"):
         te.compute((4, 8), lambda i, j: A[i] * 2.0)
+
+
+def test_tensorize_on_a_tensor_compute_stage_has_no_effect(caplog):
+    # TVM's test_tensorize_tensor_compute_op: the stage is computed by its intrinsic; tensorize leaves it as is
+    factor = 16
+    vadd = intrin_vadd(factor)
+    A = te.placeholder((5, factor), name="A")
+    B = te.placeholder((5, factor), name="B")
+    C = te.compute((5, factor), lambda i: vadd(A[i, 0:factor], B[i, 0:factor]), name="C")
+    other = intrin_vadd(factor)
+    s = te.create_schedule(C.op)
+    s[C].tensorize(C.op.axis[0], other)
+    assert "has no effect" in caplog.text
+    stmt = tvm.lower(s, [A, B, C])["main"].body
+    assert isinstance(stmt, tvm.tir.For) and stmt.loop_var.name == C.op.axis[0].var.name
