@@ -5,8 +5,8 @@ TVM's tensorize tutorial hands a micro-kernel to the generated module as source 
 ``s[C].pragma(x, "import_llvm", llvm_ir)``; the intrinsic's body then calls it with ``tir.call_extern``.
 
 * ``import_c``: kiln's CPU backends print C, so the source goes into the module's translation unit, before the
-  kernels (the C printer adds it as a helper; one copy per distinct source). It is C (gnu11): C++'s
-  ``extern "C"`` is refused with a message saying to drop it.
+  kernels (the C printer adds it as a helper; each top-level item once). It is C (gnu11): C++'s ``extern "C"``
+  before a declaration is dropped (C has C linkage), its block form is refused with a message saying to drop it.
 * ``import_llvm``: kiln has no LLVM library. The IR (text, or the path of a ``.ll``/``.bc`` file) is compiled to
   an object by ``clang`` when it is on PATH, else by ``llc``, and linked into the module's shared library; the
   object travels with the module's other objects into ``export_library``. With neither tool a clear error
@@ -63,13 +63,23 @@ _CXX_EXTERN = re.compile(r'extern\s*"C"')
 IMPORT_C_PREFIX = "__kiln_import_c_"
 
 
-def _check_c(code) -> None:
+_CXX_EXTERN_DECL = re.compile(r'extern\s*"C"\s*(?=[A-Za-z_])')
+
+
+def _as_c(code) -> str:
+    """The source as C: C++'s ``extern "C"`` before a declaration (TVM's tutorial writes its kernels so, for
+    clang's C++) is dropped, C functions having C linkage already; the block form ``extern "C" { ... }`` is
+    refused unless guarded by ``__cplusplus``."""
     if not isinstance(code, str):
         raise KilnError(f"pragma import_c: the value must be C source text, got {type(code).__name__}")
-    if _CXX_EXTERN.search(code) and "__cplusplus" not in code:
-        raise KilnError('pragma import_c: the source uses C++\'s `extern "C"`; kiln compiles the module as C '
-                        '(gnu11), where functions have C linkage already: remove `extern "C"` (or guard it with '
+    if "__cplusplus" in code:
+        return code
+    code = _CXX_EXTERN_DECL.sub("", code)
+    if _CXX_EXTERN.search(code):
+        raise KilnError('pragma import_c: the source uses C++\'s `extern "C" { ... }`; kiln compiles the module as '
+                        'C (gnu11), where functions have C linkage already: remove it (or guard it with '
                         '`#ifdef __cplusplus`)')
+    return code
 
 
 def c_top_level_items(code: str) -> list:
@@ -121,9 +131,8 @@ def imported_c_items(code: str) -> list:
     """(helper key, text) per top-level item of a ``pragma import_c`` source. The key is the item's text with
     whitespace collapsed, so an item imported again (TVM's tutorial imports gemv_update twice: alone, then with
     gemv_reset) appears once in the translation unit, as TVM's LLVM import tolerates."""
-    _check_c(code)
     out = []
-    for item in c_top_level_items(code):
+    for item in c_top_level_items(_as_c(code)):
         norm = " ".join(item.split())
         out.append((IMPORT_C_PREFIX + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16], item + "\n"))
     return out

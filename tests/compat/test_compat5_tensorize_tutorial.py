@@ -1,5 +1,5 @@
 """TVM's tutorial "Use Tensorize to Leverage Hardware Intrinsics" as written (its sizes, its prints, its numpy check),
-with `import kiln as tvm`. The one change: the kernels' C goes in with ``pragma import_c`` instead of LLVM IR from
+with `import kiln as tvm`. The one change: the kernels' source goes in with ``pragma import_c`` instead of LLVM IR from
 ``clang.create_llvm`` + ``pragma import_llvm`` (that route is test_compat5_tensorize_import_llvm, run where clang
 is installed)."""
 import numpy as np
@@ -11,9 +11,9 @@ from kiln.topi.utils import get_const_tuple
 
 
 def gemv_impl():
-    # part 1's source, less C++'s `extern "C"` (import_c compiles C)
+    # part 1's source as the tutorial writes it (C++'s `extern "C"` is dropped: C has C linkage)
     return """
-      int gemv_update(float *cc, float *aa, float *bb, int m, int l, int stride) {
+      extern "C" int gemv_update(float *cc, float *aa, float *bb, int m, int l, int stride) {
         for (int i = 0; i < m; ++i) {
             for (int j = 0; j < l; ++j) {
                 cc[i] += aa[j] * bb[i * stride + j];
@@ -27,7 +27,7 @@ def gemv_impl():
 def gemv_impl_2():
     # part 2's source: gemv_update again (imported a second time: kept once) and gemv_reset
     return """
-      int gemv_update(float *cc, float *aa, float *bb, int m, int l, int stride) {
+      extern "C" int gemv_update(float *cc, float *aa, float *bb, int m, int l, int stride) {
         for (int i = 0; i < m; ++i) {
             for (int j = 0; j < l; ++j) {
                 cc[i] += aa[j] * bb[i * stride + j];
@@ -35,7 +35,7 @@ def gemv_impl_2():
         }
         return 0;
       }
-      int gemv_reset(float *cc, int m) {
+      extern "C" int gemv_reset(float *cc, int m) {
         for (int i = 0; i < m; ++i) {
             cc[i] = 0.0;
         }
