@@ -13,6 +13,7 @@ from ..tir.function import PrimFunc
 from .c_module import create_c_module
 from .codegen_c import codegen_c
 from .flags import target_cflags
+from .imports import llvm_import_objects
 from .target import Target
 
 
@@ -43,14 +44,17 @@ def build_c_module(mod, target=None, type_key: str = "c"):
     """Generate C for ``mod``, compile it with flags from ``target`` and load it."""
     target = Target(target) if not isinstance(target, Target) and target is not None else target
     target = target or Target("llvm")
-    source, functions = generate_source(mod, target)
+    funcs = prim_funcs(mod)
+    source, functions = codegen_c(funcs, target)
+    extra = llvm_import_objects(funcs)  # pragma import_llvm: compiled IR linked beside the kernels
     entry = None
     get_attr = getattr(mod, "get_attr", None)
     if get_attr is not None:
         entry = get_attr("entry_name")
     if entry is not None and entry not in {f["name"] for f in functions}:
         entry = None
-    return create_c_module(source, functions, entry, target_cflags(target), type_key=type_key, target=target)
+    return create_c_module(source, functions, entry, target_cflags(target), type_key=type_key, target=target,
+                           extra_objects=extra)
 
 
 @register_func("target.build.c", override=True)

@@ -23,13 +23,13 @@ __all__ = ["create_c_module"]
 
 
 def create_c_module(source: str, functions: list, entry_name: str | None = None, cflags: Sequence[str] = (),
-                    type_key: str = "llvm", target=None) -> Module:
+                    type_key: str = "llvm", target=None, extra_objects: Sequence[str] = ()) -> Module:
     """Compile C ``source`` (starting with the ABI prelude) whose kernels ``functions`` describes and load it;
     the compile goes through the driver's disk cache. With ``target`` (the CPU target of ``cflags``) the module
     records the target and the ISA features its code may use; when this CPU lacks some, the code is compiled
     (its source, objects and exports are there) but not loaded, and calling a kernel raises ModuleLoadError."""
-    obj = compiler.compile_object(source, list(cflags))
-    so_path = compiler.link_cached([obj])
+    objects = [compiler.compile_object(source, list(cflags))] + list(extra_objects)  # extra: pragma import_llvm
+    so_path = compiler.link_cached(objects)
     info = {}
     if target is not None:
         info = {"target": str(target), "required_features": required_features(target)}
@@ -39,7 +39,7 @@ def create_c_module(source: str, functions: list, entry_name: str | None = None,
                                          f"{', '.join(missing)} (code for another CPU is compiled, not run)")
     else:
         lib = Library(so_path, verify=False)
-    return CModule(lib, functions, entry_name, type_key=type_key, source=source, objects=[obj], target_info=info)
+    return CModule(lib, functions, entry_name, type_key=type_key, source=source, objects=objects, target_info=info)
 
 
 # -- the compiler-side steps the runtime asks for by name -----------------------------------------------------

@@ -65,6 +65,7 @@ from ..tir.transform.promote_registers import REGISTERS_ATTR, PromoteRegisters
 from ..tir.transform.vector_split import as_ramp, split_store
 from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
 from .c_support import CSupport, scalar_ctype, suffix, vector_extern_helper
+from .imports import IMPORT_C_PREFIX, imported_c_items
 from .metadata import function_metadata, implicit_shape_vars
 from .x86 import target_cpu_flags
 from ..tir import expr as E, stmt as S, op as tir_op
@@ -80,6 +81,7 @@ _C_KEYWORDS = {
 }
 
 _PREDICATES = {"isnan", "isinf", "isfinite"}
+IMPORT_LLVM_MARK = "__kiln_import_llvm"  # helper key: the module links objects from pragma import_llvm
 _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_left": "<<", "shift_right": ">>"}
 _COMMENT_ATTRS = ("relay_op", "relay.op", "op_name", "compute_name")
 # binary operators that print as one C operator; And/Or: (scalar, vector) forms
@@ -640,7 +642,12 @@ class FunctionCodegen(StmtExprVisitor):
                 f"function {self.symbol}: the schedule binds an axis to GPU thread '{tag}', but the target "
                 "is a CPU ('llvm'/'c'); build for target 'cuda' or remove the bind"
             )
-        if key.startswith("pragma_"):
+        if key == "pragma_import_c":  # C source for the module's declarations (extern kernels of tensorize)
+            for name, text in imported_c_items(s.value.value if isinstance(s.value, E.StringImm) else s.value):
+                self.c.helper(name, text)
+        elif key == "pragma_import_llvm":  # compiled and linked by the build (kiln.target.imports)
+            self.c.helper(IMPORT_LLVM_MARK, "/* pragma import_llvm: extern functions below come from LLVM IR */")
+        elif key.startswith("pragma_"):
             self.emit(f"/* {key} = {s.value} */")
         yield s.body
 
@@ -958,7 +965,26 @@ class FunctionCodegen(StmtExprVisitor):
             self.c.uses_x86_intrinsics = self.c.uses_x86_intrinsics or x86
             return f"{vname}({', '.join(self.visit(a) for a in e.args[1:])})"
         self.c.extern_helper(fname)
+        if self.c.has_helper(IMPORT_LLVM_MARK):
+            self._extern_prototype(fname, e)
         return f"{fname}({', '.join(self.visit(a) for a in e.args[1:])})"
+
+    def _extern_prototype(self, fname: str, e):
+        """Declare an extern function that no C text declares (one from ``pragma import_llvm``)."""
+        if self.c.has_helper(fname) or fname in _LIBRARY_NAMES or any(
+                re.search(rf"\b{re.escape(fname)}\s*\(", code) for key, code in self.c._helpers.items()
+                if key.startswith(IMPORT_C_PREFIX)):
+            return
+        params = ", ".join(_prototype_ctype(a.dtype) for a in e.args[1:]) or "void"
+        self.c.helper("__kiln_proto_" + fname, f"{_prototype_ctype(e.dtype)} {fname}({params});")
+
+    @_prints("tvm_access_ptr")
+    def _access_ptr(self, e, _name):
+        """``tvm_access_ptr(type_annotation, data, offset, extent, mask)``: a typed pointer into a buffer."""
+        tdt = parse_dtype(e.args[0].dtype)
+        et = scalar_ctype(tdt.element_of())
+        ptr = f"(({et}*){self.name_of(e.args[1])} + {bare(self.visit(e.args[2]))})"
+        return ptr if tdt.lanes == 1 else f"(({self.c.ctype(tdt)}*){ptr})"
 
     @_prints(*_BITWISE)
     def _bitwise(self, e, name):
@@ -1042,16 +1068,22 @@ class FunctionCodegen(StmtExprVisitor):
         return f"(({scalar_ctype(e.dtype)})__builtin_popcount((uint32_t)({self.visit(x)}) & {mask}u))"
 
     # ------------------------------------------------------------------ packed calls
+    @staticmethod
+    def _packed_strides(buf):
+        """The strides (in elements) of a buffer passed to a packed call, or None when it is compact (a
+        strided view made by tensorize goes out as a DLTensor with strides)."""
+        if not buf.strides:
+            return None
+        ana, acc = Analyzer(), tir_op.const(1, "int32")
+        for d, st in reversed(list(zip(buf.shape, buf.strides))):
+            if not ana.can_prove_equal(st, acc):
+                return list(buf.strides)
+            acc = tir_op.mul(acc, d)
+        return None
+
     def _packed_buffer_ptr(self, e, buf) -> str:
         """The data pointer of a buffer passed to a packed call: its data plus its element offset (a view
-        made by tensorize); the view must be compact, as kiln's DLTensors carry no strides."""
-        if buf.strides:
-            ana, acc = Analyzer(), tir_op.const(1, "int32")
-            for d, st in reversed(list(zip(buf.shape, buf.strides))):
-                if not ana.can_prove_equal(st, acc):
-                    self.fail(e, f"call_packed: buffer {buf.name} is a strided view (strides {list(buf.strides)}, "
-                                 f"shape {list(buf.shape)}); kiln passes only compact buffers to packed functions")
-                acc = tir_op.mul(acc, d)
+        made by tensorize)."""
         data = self.name_of(buf.data)
         off = buf.elem_offset
         if isinstance(off, E.IntImm) and off.value == 0:
@@ -1075,8 +1107,15 @@ class FunctionCodegen(StmtExprVisitor):
                 adt = parse_dtype(a.dtype)
                 ptr = self._packed_buffer_ptr(e, a)
                 self.emit(f"int64_t {shape}[{max(len(a.shape), 1)}] = {{{dims}}};")
+                strides = self._packed_strides(a)
+                st_name = "NULL"
+                if strides is not None:
+                    st_name = f"kiln_pk_strides_{k}_{i}"
+                    vals = ", ".join(f"(int64_t)({self.visit(x)})" for x in strides)
+                    self.emit(f"int64_t {st_name}[{len(strides)}] = {{{vals}}};")
                 self.emit(f"DLTensor {tensor} = {{(void*){ptr}, {{1, 0}}, {len(a.shape)}, "
-                          f"{{{adt.dl_code}, {adt.bits if not adt.is_bool else 8}, {adt.lanes}}}, {shape}, NULL, 0}};")
+                          f"{{{adt.dl_code}, {adt.bits if not adt.is_bool else 8}, {adt.lanes}}}, {shape}, "
+                          f"{st_name}, 0}};")
                 self.emit(f"{av}[{i}].v_handle = &{tensor};")
                 self.emit(f"{cv}[{i}] = KILN_ARG_DLTENSOR;")
                 continue
@@ -1185,6 +1224,11 @@ class FunctionCodegen(StmtExprVisitor):
             return bool(self.analyzer.can_prove_greater_equal(e, 0))
         except Exception:  # the analyzer is an optimization aid only
             return False
+
+
+def _prototype_ctype(dtype) -> str:
+    """The C type of a parameter or result in a declared extern prototype (handles as ``void*``)."""
+    return "void*" if parse_dtype(dtype).is_handle else scalar_ctype(dtype)
 
 
 def _is_number_const(e) -> bool:

@@ -18,13 +18,16 @@ from .tensor import Tensor, TensorSlice, Operation, PlaceholderOp, ComputeOp, Ex
 from .operation import (var, size_var, const, placeholder, compute, extern, reduce_axis, thread_axis,
                         tag_scope, TagScope, create_prim_func, decl_tensor_intrin)
 from .scan import scan, ScanOp
+from .tensor_intrin import TensorIntrin
+from .tensor_compute import TensorComputeOp, TensorIntrinCall
 from .schedule import (Schedule, Stage, create_schedule, Split, Fuse, Rebase, Singleton, IterVarAttr,
                        IterVarRelation)
 from .lower import schedule_to_primfunc
 from .bound import infer_bound
 
 __all__ = [
-    "Tensor", "TensorSlice", "Operation", "PlaceholderOp", "ComputeOp", "ExternOp",
+    "Tensor", "TensorSlice", "Operation", "PlaceholderOp", "ComputeOp", "ExternOp", "TensorComputeOp", "TensorIntrin",
+    "TensorIntrinCall",
     "var", "size_var", "const", "placeholder", "compute", "extern", "reduce_axis", "thread_axis", "tag_scope",
     "Schedule", "Stage", "create_schedule", "schedule_to_primfunc", "infer_bound",
     "sum", "min", "max", "comm_reducer", "if_then_else", "floordiv", "floormod", "truncdiv", "truncmod",

@@ -38,6 +38,8 @@ class _TensorToBuffer(StmtExprMutator):
         self.buf_subst: dict = {}     # extern op placeholder Buffer -> real Buffer
         self.var_subst: dict = {}
         self.region_subst: dict = {}  # tensorize buffer -> (intermediate Buffer, region mins, rank)
+        self.ptr_delta: dict = {}     # tensorize buffer's data Var -> offset its access_ptr calls add
+        self.realize_extents: dict = {}  # realized intermediate Tensor -> extents of its realized region
 
     def _key(self, t):
         return self.canon.get(t, t)
@@ -63,6 +65,7 @@ class _TensorToBuffer(StmtExprMutator):
             return self.visit(s.body)
         buf = self.buffer_of(s.producer, s.storage_scope)
         bounds = [E.Range.from_min_extent(self.visit(r.min), self.visit(r.extent)) for r in s.bounds]
+        self.realize_extents[key] = [r.extent for r in bounds]
         return S.BufferRealize(buf, bounds, self.visit(s.condition), self.visit(s.body))
 
     def visit_ProducerStore(self, s):
@@ -110,18 +113,54 @@ class _TensorToBuffer(StmtExprMutator):
         ib = b.buffer
         n = len(ib.shape)
         new_strides = strides[len(strides) - n:]
-        nb = Buffer(real.data, ib.dtype, ib.shape, new_strides, offset, name=ib.name, scope=real.scope())
-        saved = dict(self.buf_subst), dict(self.var_subst)
+        saved = dict(self.buf_subst), dict(self.var_subst), dict(self.ptr_delta)
+        self._bind_shape_vars(b)
+        nb = Buffer(real.data, ib.dtype, [self.visit(x) for x in ib.shape], new_strides, offset, name=ib.name,
+                    scope=real.scope())
         self.buf_subst[ib] = nb
         self.var_subst[ib.data] = real.data
         if isinstance(ib.elem_offset, E.Var):
             self.var_subst[ib.elem_offset] = offset
+        else:  # access_ptr(ib) computed ib.elem_offset + k: move it to the region
+            self.ptr_delta[ib.data] = tir_op.sub(offset, ib.elem_offset)
         for sv, real_st in zip(ib.strides, new_strides):
             if isinstance(sv, E.Var):
                 self.var_subst[sv] = real_st
         body = self.visit(s.body)
-        self.buf_subst, self.var_subst = saved
+        self.buf_subst, self.var_subst, self.ptr_delta = saved
         return body
+
+    def visit_Call(self, e):
+        if e.op == "tir.tvm_access_ptr" and len(e.args) == 5 and isinstance(e.args[1], E.Var):
+            data = e.args[1]
+            delta = self.ptr_delta.get(data)
+            if delta is not None:
+                args = [self.visit(a) for a in e.args]
+                args[2] = tir_op.add(delta, args[2]) if not _is_zero(args[2]) else delta
+                return E.Call(e.dtype, e.op, args)
+            for ib, (real, mins, n) in self.region_subst.items():
+                if ib.data is data:
+                    return self._region_access_ptr(e, ib)
+        return self.generic_visit(e)
+
+    def _region_access_ptr(self, e, ib):
+        """``access_ptr`` of an intrinsic buffer over an intermediate tensor: the address of the region's first
+        element (``address_of``, flattened by StorageFlatten) plus the pointer's offset within the buffer."""
+        real, mins, n = self.region_subst[ib]
+        off = self.visit(e.args[2])
+        if not isinstance(ib.elem_offset, E.Var):
+            off = tir_op.sub(off, ib.elem_offset)
+        first = E.BufferLoad(real, list(mins))
+        addr = E.Call("handle", "tir.address_of", [first])
+        return E.Call(e.dtype, e.op, [e.args[0], addr, off, self.visit(e.args[3]), e.args[4]])
+
+    def _bind_shape_vars(self, b) -> None:
+        """Symbolic dimensions of an intrinsic buffer take the extents of the region bound to it."""
+        if b.extents is None:
+            return
+        for dim, ext in zip(b.buffer.shape, b.extents):
+            if isinstance(dim, E.Var) and dim not in self.var_subst:
+                self.var_subst[dim] = self.visit(ext)
 
     def _bind_intermediate(self, s, key):
         """A region of a realized intermediate tensor: each access ``ib[i...]`` of the intrinsic's buffer becomes
@@ -134,10 +173,26 @@ class _TensorToBuffer(StmtExprMutator):
         n = len(ib.shape)
         if n > len(real.shape):
             raise LoweringError(f"tensorize: intrinsic buffer {ib.name} has more dimensions than '{key.name}'")
-        saved = dict(self.region_subst)
+        saved = dict(self.region_subst), dict(self.var_subst)
         self.region_subst[ib] = (real, mins, n)
+        self._bind_shape_vars(b)
+        if isinstance(ib.elem_offset, E.Var):  # access_ptr offsets are taken relative to the region
+            self.var_subst[ib.elem_offset] = tir_op.const(0, ib.elem_offset.dtype)
+        if any(isinstance(sv, E.Var) for sv in ib.strides):
+            # the realized region is stored compact (StorageFlatten): row-major strides over its extents
+            extents = self.realize_extents.get(key)
+            if extents is None:
+                raise LoweringError(f"tensorize: intrinsic buffer {ib.name} has symbolic strides over '{key.name}', "
+                                    "whose realized region is not known here")
+            acc, strides = tir_op.const(1, "int32"), []
+            for ext in reversed(extents[len(extents) - n:]):
+                strides.append(acc)
+                acc = tir_op.mul(acc, ext)
+            for sv, st in zip(ib.strides, reversed(strides)):
+                if isinstance(sv, E.Var):
+                    self.var_subst[sv] = st
         body = self.visit(s.body)
-        self.region_subst = saved
+        self.region_subst, self.var_subst = saved
         return body
 
     def _region_indices(self, ib, indices):

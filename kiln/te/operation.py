@@ -96,6 +96,17 @@ def _arg_names(fcompute, ndim, name):
     return names
 
 
+def _n_fixed_args(fcompute):
+    """How many index variables ``fcompute`` takes, or None (``*args`` or no signature)."""
+    try:
+        params = list(inspect.signature(fcompute).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return None
+    return len([p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty])
+
+
 def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs=None, varargs_names=None):
     """A tensor whose element at ``(i, j, ...)`` is ``fcompute(i, j, ...)`` (``te.compute``).
 
@@ -108,10 +119,17 @@ def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs=None, v
         tag = TagScope._current.tag
     shape = _shape_of(shape, f"compute {name}")
     ndim = len(shape)
+    n_fixed = _n_fixed_args(fcompute)
+    if n_fixed is not None and n_fixed < ndim:  # the lambda returns a tensor intrinsic call (TensorComputeOp)
+        from .tensor_compute import tensor_compute
+        return tensor_compute(name, tag, attrs, shape, _arg_names(fcompute, n_fixed, name), fcompute)
     names = _arg_names(fcompute, ndim, name)
     axis = [E.IterVar(E.Range.from_min_extent(tir_op.const(0, s.dtype), s), E.Var(n, s.dtype), E.IterVar.DataPar)
             for n, s in zip(names, shape)]
     body = fcompute(*[iv.var for iv in axis])
+    from .tensor_compute import TensorIntrinCall, tensor_compute
+    if isinstance(body, TensorIntrinCall):  # one intrinsic call per element (TVM's TensorComputeOp)
+        return tensor_compute(name, tag, attrs, shape, names, body, axis)
     multi = isinstance(body, (list, tuple))
     bodies = list(body) if multi else [body]
     conv = []

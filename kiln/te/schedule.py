@@ -8,11 +8,14 @@ computed (root, inlined, or at an axis of another stage).
 """
 from __future__ import annotations
 
+import logging
+
 from ..ir.node import Node
 from ..tir import expr as E, op as tir_op
 from ..runtime.dtype import parse_dtype
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from .tensor_intrin import TensorIntrin
+from .tensor_compute import TensorComputeOp
 from ..error import ScheduleError, OpNotImplemented
 from ..transform.pass_context import PassContext
 from . import schedule_passes
@@ -158,6 +161,9 @@ class Stage(Node):
         self.env_threads: list = []
         self.store_predicate = None
         self.attach_sch = sch
+        setup = getattr(op, "setup_stage", None)
+        if setup is not None:  # an op that starts scheduled (a tensor intrinsic called in te.compute)
+            setup(self)
 
     # -- helpers -------------------------------------------------------------------------------
     @property
@@ -194,6 +200,12 @@ class Stage(Node):
             raise ScheduleError(
                 f"{what} on stage '{self.op.name}': axis '{_axis_name(iv)}' has already been split or fused "
                 f"and is no longer a loop of this stage; its current loops are [{leaves}]")
+        if isinstance(self.op, TensorComputeOp) and not self.leaf_iter_vars and \
+                any(iv is x for x in getattr(self.op, "axis", ()) or ()):
+            raise OpNotImplemented(
+                f"{what} on stage '{self.op.name}': the loops of a tensor intrinsic called inside te.compute "
+                "(TensorComputeOp) cannot be scheduled in kiln (the stage is opaque); schedule a consumer stage, and "
+                "attach pragmas such as import_c to another stage's loop")
         owner = self._owner_of(iv)
         where = f" (it belongs to stage '{owner.op.name}')" if owner is not None else ""
         raise ScheduleError(
@@ -348,6 +360,11 @@ class Stage(Node):
         if not isinstance(tensor_intrin, TensorIntrin):
             raise ScheduleError(f"tensorize on stage '{self.op.name}': expected a te.decl_tensor_intrin result, "
                                 f"got {tensor_intrin!r}")
+        if isinstance(self.op, TensorComputeOp) and self.attach_sch is not None:
+            # a tensor intrinsic call's stage is computed by its intrinsic already: TVM leaves it unchanged
+            logging.getLogger("kiln.te").warning("tensorize on stage '%s' (a tensor intrinsic called in te.compute) "
+                                                 "has no effect", self.op.name)
+            return
         if not isinstance(self.op, ComputeOp):
             raise ScheduleError(f"tensorize on stage '{self.op.name}': only compute stages can be tensorized")
         self._find_leaf(var, "tensorize")

@@ -49,14 +49,15 @@ class Tensor(Node):
     def __getitem__(self, indices):
         if not isinstance(indices, tuple):
             indices = (indices,)
-        if len(indices) < self.ndim:
-            return TensorSlice(self, indices)
+        if len(indices) < self.ndim or any(isinstance(i, slice) for i in indices):
+            return TensorSlice(self, indices)  # a region: an argument of a tensor intrinsic call
         return self._load(indices)
 
     def _load(self, indices):
         for idx in indices:
             if isinstance(idx, slice):
-                raise KilnError(f"tensor {self.name}: slicing with ':' is not supported inside compute")
+                raise KilnError(f"tensor {self.name}: slicing with ':' is not supported inside compute, except for "
+                               "the tensor arguments of a tensor intrinsic call (intrin(A[i, 0:n]))")
         if len(indices) != self.ndim:
             raise KilnError(
                 f"tensor {self.name} has {self.ndim} dimension(s) but was indexed with {len(indices)}")
@@ -167,6 +168,18 @@ class TensorSlice:
 
     def asobject(self):
         return self.tensor._load(self.indices)
+
+
+def _slice_operator(name):
+    def op(self, *args):  # arithmetic on a region loads it (TVM's TensorSlice is an expression): a clear error
+        return getattr(self.asobject(), name)(*args)
+    op.__name__ = name
+    return op
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+              "__floordiv__", "__rfloordiv__", "__mod__", "__neg__", "__lt__", "__le__", "__gt__", "__ge__"):
+    setattr(TensorSlice, _name, _slice_operator(_name))
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ differ from the intrinsic's by an offset independent of the replaced loops.
 from __future__ import annotations
 
 from ..arith import Analyzer
-from ..error import KilnError, LoweringError, OpNotImplemented
+from ..error import KilnError, LoweringError
 from ..ir.node import Node
 from ..tir import expr as E
 from ..tir import op as tir_op
@@ -36,9 +36,10 @@ class TensorIntrin(Node):
         self.scalar_params = scalar_params
         self.body, self.reduce_init, self.reduce_update = body, reduce_init, reduce_update
 
-    def __call__(self, *args, **kwargs):
-        raise OpNotImplemented("calling a TensorIntrin inside te.compute (TVM's TensorComputeOp) is not "
-                               "implemented in kiln; use Stage.tensorize")
+    def __call__(self, *args, reduce_axis=None):
+        """``intrin(A[i, 0:n], ..., scalars, reduce_axis=k)`` inside ``te.compute`` (TVM's TensorComputeOp)."""
+        from .tensor_compute import make_intrin_call
+        return make_intrin_call(self, args, reduce_axis)
 
 
 def _as_stmt(x, what):
@@ -60,8 +61,10 @@ def decl_tensor_intrin(op, fcompute, name: str = "tensor_intrin", binds=None, sc
     """
     if not isinstance(op, ComputeOp):
         raise KilnError(f"decl_tensor_intrin {name}: op must be the operation of a te.compute, got {op!r}")
-    if scalar_params:
-        raise OpNotImplemented("decl_tensor_intrin: scalar_params are not implemented in kiln")
+    scalar_params = list(scalar_params or [])
+    for v in scalar_params:
+        if not isinstance(v, E.Var):
+            raise KilnError(f"decl_tensor_intrin {name}: scalar_params must be tir.Var (te.var), got {v!r}")
     binds = dict(binds or {})
     params = dict(default_buffer_params or {})
     inputs = collect_input_tensors(op.body)
@@ -73,7 +76,10 @@ def decl_tensor_intrin(op, fcompute, name: str = "tensor_intrin", binds=None, sc
         if not isinstance(b, Buffer):
             raise KilnError(f"decl_tensor_intrin {name}: binds[{t.name}] must be a tir.Buffer")
         bufs.append(b)
-    res = fcompute(bufs[:len(inputs)], bufs[len(inputs):])
+    if scalar_params:
+        res = fcompute(bufs[:len(inputs)], bufs[len(inputs):], scalar_params)
+    else:
+        res = fcompute(bufs[:len(inputs)], bufs[len(inputs):])
     if isinstance(res, (list, tuple)):
         if len(res) != 3:
             raise KilnError(f"decl_tensor_intrin {name}: fcompute returned {len(res)} values; give one statement "
@@ -81,7 +87,7 @@ def decl_tensor_intrin(op, fcompute, name: str = "tensor_intrin", binds=None, sc
         body, init, update = (_as_stmt(r, w) for r, w in zip(res, ("body", "reduce_reset", "reduce_update")))
     else:
         body, init, update = _as_stmt(res, "the body"), None, None
-    return TensorIntrin(name, op, inputs, bufs, [], body, init, update)
+    return TensorIntrin(name, op, inputs, bufs, scalar_params, body, init, update)
 
 
 class BindRegion(Node):
@@ -90,8 +96,10 @@ class BindRegion(Node):
     _is_var = True
     _fields = ()
 
-    def __init__(self, buffer, tensor, mins):
+    def __init__(self, buffer, tensor, mins, extents=None):
         self.buffer, self.tensor, self.mins = buffer, tensor, list(mins)
+        # the region's extents for the buffer's dimensions: symbolic shape variables of the buffer take them
+        self.extents = list(extents) if extents is not None else None
 
 
 def _uses(expr, vars_) -> bool:
@@ -202,12 +210,23 @@ def make_tensorize_stmt(stage, dom_map, pos, intrin, nest_fn, if_fn, merge_nest,
         binds.append(BindRegion(intrin.buffers[n_in + k], t, mins))
     del out_idx
 
+    scalar_map = _match_scalar_params(op, iop, intrin.scalar_params, vsub, ivars)
+    if scalar_map:
+        intrin = _with_scalars(intrin, scalar_map)
+
     def bind(stmt, which):
         for b in reversed(which):
             stmt = S.AttrStmt(b, "buffer_bind_scope", tir_op.const(0, "int32"), stmt)
         return stmt
 
-    preds = [tir_op.likely(p) for p in mp.make_bound_check(stage, dom_map, main_vmap, False, set())]
+    raw_preds = mp.make_bound_check(stage, dom_map, main_vmap, False, set())
+    inner_vars = [iv.var for iv in leaves[pos:]]
+    for p in raw_preds:
+        if _uses(p, inner_vars):
+            raise LoweringError(f"tensorize {op.name}: the tensorized loops need the bound check `{p}`: a tile at the "
+                                "end of an axis is partial and the intrinsic would run past the tensor; split by a "
+                                "factor that divides the axis (or pad the tensor to a multiple of the tile)")
+    preds = [tir_op.likely(p) for p in raw_preds]
     reduces_outside = [iv for iv in leaves[:pos] if iv.iter_type == E.IterVar.CommReduce or
                        _touches_reduce(stage, iv, mp)]
     from .schedule_ops import substitute_ivs
@@ -215,10 +234,21 @@ def make_tensorize_stmt(stage, dom_map, pos, intrin, nest_fn, if_fn, merge_nest,
         body = bind(intrin.body, binds)
         nest = main_nest[:pos + 1] + [if_fn(preds)]
         return substitute_ivs(merge_nest(nest, body), main_vmap)
-    if intrin.reduce_init is None or intrin.reduce_update is None:
+    if intrin.reduce_update is None:
         raise LoweringError(f"tensorize {op.name}: reduction loops stay outside the tensorized region, so the "
                             "intrinsic must give (body, reduce_reset, reduce_update)")
     first_red = min(leaves.index(iv) for iv in reduces_outside)
+    if intrin.reduce_init is None:
+        # no reset (TVM: (body, None, update)): the body runs at the first step of the outer reduction loops, the
+        # update at the others
+        if intrin.body is None:
+            raise LoweringError(f"tensorize {op.name}: the intrinsic gives neither a reset nor a body")
+        first = [tir_op.equal(iv.var, dom_map[iv].min) for iv in reduces_outside]
+        cond = first[0]
+        for c in first[1:]:
+            cond = tir_op.logical_and(cond, c)
+        step = S.IfThenElse(cond, bind(intrin.body, binds), bind(intrin.reduce_update, binds))
+        return substitute_ivs(merge_nest(main_nest[:pos + 1] + [if_fn(preds)], step), main_vmap)
     skip = set()
     update_state = {iv: 2 for iv in op.reduce_axis}
     for iv in op.axis:
@@ -254,6 +284,57 @@ def make_tensorize_stmt(stage, dom_map, pos, intrin, nest_fn, if_fn, merge_nest,
     update = merge_nest(main_nest[first_red + 1:pos + 1] + [if_fn(preds)], bind(intrin.reduce_update, binds))
     body = merge_nest(main_nest[:first_red + 1], S.seq(init, update))
     return substitute_ivs(body, main_vmap)
+
+
+def _body_expr(op):
+    b = op.body[0]
+    return b.source[0] if isinstance(b, E.Reduce) else b
+
+
+def _match_scalar_params(op, iop, params, vsub, ivars) -> dict:
+    """Bind each scalar parameter of the intrinsic to the expression the stage has at its place (a walk over
+    both bodies in step); the stage's expression, at the start of the tensorized region, must not vary inside it."""
+    if not params:
+        return {}
+    ids = {id(v): v for v in params}
+    found: dict = {}
+    stack = [(_body_expr(iop), _body_expr(op))]
+    while stack:
+        a, b = stack.pop()
+        if isinstance(a, E.Var) and id(a) in ids:
+            val = Analyzer().simplify(substitute(b, vsub))
+            if _uses(val, ivars):
+                raise LoweringError(f"tensorize {op.name}: the stage's value `{b}` for the intrinsic's scalar "
+                                    f"parameter {a.name} varies inside the tensorized loops")
+            prev = found.get(id(a))
+            if prev is not None and not Analyzer().can_prove_equal(prev, val):
+                raise LoweringError(f"tensorize {op.name}: scalar parameter {a.name} stands for both `{prev}` and "
+                                    f"`{val}` in the stage")
+            found[id(a)] = val
+            continue
+        if isinstance(a, (E.ProducerLoad, E.Var, E.IntImm, E.FloatImm, E.StringImm)):
+            continue
+        if type(a) is not type(b):
+            raise LoweringError(f"tensorize {op.name}: cannot bind the intrinsic's scalar parameters: its body has "
+                                f"`{a}` where the stage has `{b}`")
+        for f in a._fields:
+            x, y = getattr(a, f, None), getattr(b, f, None)
+            if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)) and len(x) == len(y):
+                stack.extend((u, w) for u, w in zip(x, y) if isinstance(u, E.PrimExpr))
+            elif isinstance(x, E.PrimExpr) and isinstance(y, E.PrimExpr):
+                stack.append((x, y))
+    missing = [v.name for v in params if id(v) not in found]
+    if missing:
+        raise LoweringError(f"tensorize {op.name}: the intrinsic's scalar parameters {missing} do not appear in its "
+                            "compute body, so the stage gives them no value")
+    return {ids[k]: v for k, v in found.items()}
+
+
+def _with_scalars(intrin, smap):
+    """A copy of ``intrin`` whose statements use the stage's values for its scalar parameters."""
+    sub = (lambda st: None if st is None else substitute(st, smap))
+    return TensorIntrin(intrin.name, intrin.op, intrin.inputs, intrin.buffers, [], sub(intrin.body),
+                        sub(intrin.reduce_init), sub(intrin.reduce_update))
 
 
 def _touches_reduce(stage, iv, mp) -> bool:

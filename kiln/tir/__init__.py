@@ -20,7 +20,7 @@ from .op import Select
 from . import stmt_functor
 
 
-_LAZY_SUBMODULES = ("transform", "analysis", "interpreter", "printer")
+_LAZY_SUBMODULES = ("transform", "analysis", "interpreter", "printer", "ir_builder")
 
 
 def __getattr__(name):

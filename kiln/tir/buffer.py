@@ -81,6 +81,30 @@ class Buffer(Node):
             offset = offset + self.elem_offset
         return offset
 
+    def access_ptr(self, access_mask, ptr_type: str = "handle", content_lanes: int = 1, offset=0, extent=None):
+        """A pointer to this buffer's data at ``elem_offset + offset`` (TVM's ``tir.tvm_access_ptr``), to pass
+        the buffer to an extern C function. ``access_mask``: "r", "w", "rw" or the bit mask (1 read, 2 write)."""
+        from .expr import Call
+        if isinstance(access_mask, str):
+            bad = set(access_mask) - {"r", "w"}
+            if bad:
+                raise LoweringError(f"access_ptr of buffer {self.name}: access mask {access_mask!r} may hold only "
+                                    "'r' and 'w'")
+            access_mask = (1 if "r" in access_mask else 0) | (2 if "w" in access_mask else 0)
+        dtype = self.dtype
+        if content_lanes > 1:
+            dtype = str(parse_dtype(self.dtype).with_lanes(content_lanes))
+        if extent is None:
+            extent = convert(1)
+            for d in self.shape:
+                extent = extent * d
+            extent = extent - convert(offset)
+        begin = convert(offset)
+        if not (hasattr(self.elem_offset, "value") and self.elem_offset.value == 0):
+            begin = self.elem_offset + begin
+        return Call(ptr_type, "tir.tvm_access_ptr", [Call(dtype, "tir.type_annotation", []), self.data, begin,
+                                                     convert(extent), convert(int(access_mask))])
+
     def astext(self) -> str:
         shape = ", ".join(str(s) for s in self.shape)
         return f"Buffer({self.name}, {self.dtype}, [{shape}])"

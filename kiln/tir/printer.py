@@ -261,6 +261,8 @@ class TIRPrinter:
             return f'T.{op[4:]}("{e.dtype}", {", ".join(args)})', _P_ATOM
         if op == "tir.tvm_call_packed":
             return f"T.call_packed({', '.join(args)})", _P_ATOM
+        if op == "tir.type_annotation":
+            return f'T.type_annotation("{e.dtype}")', _P_ATOM
         name = op[4:] if op.startswith("tir.") else op
         return f"T.{name}({', '.join(args)})", _P_ATOM
 

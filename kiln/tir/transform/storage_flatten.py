@@ -132,6 +132,20 @@ class BufferFlattener(StmtExprMutator):
             return s
         return S.DeclBuffer(flat, body)
 
+    def visit_Call(self, e):
+        """``tvm_access_ptr`` of a tensorize region of an intermediate tensor carries ``address_of`` the region's
+        first element (kiln.te.lower); flattened, it becomes the usual (data, element offset) form."""
+        args = [self.visit(a) for a in e.args]
+        if e.op == "tir.tvm_access_ptr" and isinstance(args[1], E.Call) and args[1].op == "tir.address_of":
+            load = args[1].args[0]
+            if isinstance(load, E.BufferLoad) and len(load.indices) == 1:
+                off = args[2]
+                base = load.indices[0]
+                args = [args[0], load.buffer.data, self._simp(base if _is_zero(off) else base + off)] + args[3:]
+        if all(a is b for a, b in zip(args, e.args)):
+            return e
+        return E.Call(e.dtype, e.op, args)
+
     def visit_Prefetch(self, s):
         return S.Evaluate(0)
 
