@@ -15,7 +15,8 @@ pixels x ``oc_bn`` channels; the inner ``(oc_bn channels, 4)`` step is tensorize
 on AVX-512). The intrinsic's mode comes from the target: ``vnni`` where it has AVX512-VNNI or AVX-VNNI,
 else ``maddubs_exact`` (exact for every int8 weight), or ``maddubs`` (int16 pair sums that saturate;
 exact for 7-bit weights) when the PassContext option ``relay.x86.int8_saturating_madd`` is set (the x86 QNN
-legalization sets nothing: see docs/int8.md).
+legalization sets nothing: see docs/qnn.md). In ``maddubs`` mode on 8 lanes the step is one ``__asm__``
+statement (``tensor_intrin`` ``asm_step``) and the register tile follows :func:`_asm_tile_px` (see docs/qnn.md).
 """
 from __future__ import annotations
 

@@ -232,9 +232,9 @@ def test_asm_step_saturating_mode_matches_vpmaddubsw_emulation(c, h, w, o, k, st
     np.testing.assert_array_equal(run(f, shape, d, w7), conv_ref(d, w7, stride, pad))
 
 
-def test_asm_step_compiles_to_one_register_tile_without_accumulator_spills():
-    """Compile only (core-avx2): the asm step's instructions are in the assembly, and the 3x3 kernel's tile is
-    7 pixels x 16 channels (14 accumulators); the AVX-512 and VNNI targets keep their intrinsic forms."""
+def test_asm_step_codegen_and_register_tile():
+    """Compile only (core-avx2): the asm step's instructions are in the assembly and the 3x3 kernel's register
+    tile is 7 pixels x 16 channels (14 accumulators); an AVX-512 target keeps the intrinsic form."""
     from kiln.target.flags import cpu_cflags
     with tvm.transform.PassContext(config={C8.SATURATING_OPTION: True}):
         f, _ = build((1, 64, 14, 14), (64, 64, 3, 3), 1, 1, AVX2, {C8.SATURATING_OPTION: True})
