@@ -103,3 +103,54 @@ def test_topi_rejects_wrong_dtypes():
     p = te.placeholder((1,), "int32", name="p")
     with pytest.raises(KilnError, match="data must be int32"):
         fixed_point_multiply(x, p, p, p)
+
+
+def _high_word_flags(mod):
+    flags = []
+    relay.analysis.post_order_visit(mod["main"], lambda e: flags.append(bool(e.attrs.high_word))
+                                    if isinstance(e, relay.Call) and getattr(e.op, "name", "")
+                                    == "fixed_point_multiply_broadcast" else None)
+    return flags
+
+
+@pytest.mark.parametrize("dtype,zp_in", [("uint8", 0), ("uint8", 255), ("uint8", 131), ("int8", -128),
+                                         ("int8", 127), ("int8", 5)])
+@pytest.mark.parametrize("in_scale,out_scale", [(0.5, 0.6), (3.0, 0.7), (0.26, 1.0), (0.25, 1.0), (1e-12, 1.0),
+                                                (1.0, 1.0001), (200.0, 0.9)])
+def test_requantize_of_8bit_input_takes_the_high_word_form_exactly(dtype, zp_in, in_scale, out_scale):
+    """An 8-bit input less a constant zero point is within 255: the lowering pre-shifts it left so that every
+    right shift reaches 33 (the int32-lane high-word form, also for multipliers >= 1/4 and left shifts), with
+    UPWARD rounding bit for bit the definition on every input value (ties included)."""
+    lo, hi = arith.qrange(dtype)
+    x = np.arange(lo, hi + 1).astype(dtype).reshape(1, 16, 4, 4)
+    body = lambda v: qnn.op.requantize(v, in_scale, zp_in, out_scale, 7, rounding="UPWARD",  # noqa: E731
+                                       out_dtype="int32")
+    opt, out = _run(body, x)
+    assert _high_word_flags(opt) == [True]  # every multiplier above fits the pre-shift (255 << 10 at most)
+    want = arith.requantize(x, in_scale, zp_in, out_scale, 7, "int32", "UPWARD")
+    np.testing.assert_array_equal(out, want)
+
+
+def test_requantize_of_8bit_input_per_channel_and_fallbacks():
+    """Per-channel multipliers on an 8-bit input (each channel its own pre-shift); TONEAREST keeps the general
+    form; an int32 input has no bound and keeps it too; a huge multiplier (the pre-shift would overflow) too."""
+    x = RNG.integers(0, 256, (1, 5, 3, 7)).astype("uint8")
+    x.reshape(-1)[:2] = [0, 255]
+    scales = np.array([0.01, 0.3, 1.7, 0.249, 0.26], "float32")
+    body = lambda v: qnn.op.requantize(v, scales, 100, 0.3, 3, axis=1, rounding="UPWARD",  # noqa: E731
+                                       out_dtype="uint8")
+    opt, out = _run(body, x)
+    assert _high_word_flags(opt) == [True]
+    np.testing.assert_array_equal(out, arith.requantize(x, scales, 100, 0.3, 3, "uint8", "UPWARD", axis=1))
+    body = lambda v: qnn.op.requantize(v, 0.5, 100, 0.6, 3, rounding="TONEAREST", out_dtype="int32")  # noqa: E731
+    opt, out = _run(body, x)
+    assert _high_word_flags(opt) == [False]
+    np.testing.assert_array_equal(out, arith.requantize(x, 0.5, 100, 0.6, 3, "int32", "TONEAREST"))
+    body = lambda v: qnn.op.requantize(v, 2.0 ** 22, 100, 1.0, 0, rounding="UPWARD", out_dtype="int32")  # noqa: E731
+    opt, out = _run(body, x)
+    assert _high_word_flags(opt) == [False]
+    np.testing.assert_array_equal(out, arith.requantize(x, 2.0 ** 22, 100, 1.0, 0, "int32", "UPWARD"))
+    xi = (x.astype("int32") - 100)
+    opt, out = _run(lambda v: qnn.op.requantize(v, 0.5, 0, 0.6, 0, rounding="UPWARD", out_dtype="int32"), xi)
+    assert _high_word_flags(opt) == [False]
+    np.testing.assert_array_equal(out, arith.requantize(xi, 0.5, 0, 0.6, 0, "int32", "UPWARD"))

@@ -15,7 +15,8 @@ pixels x ``oc_bn`` channels; the inner ``(oc_bn channels, 4)`` step is tensorize
 on AVX-512). The intrinsic's mode comes from the target: ``vnni`` where it has AVX512-VNNI or AVX-VNNI,
 else ``maddubs_exact`` (exact for every int8 weight), or ``maddubs`` (int16 pair sums that saturate;
 exact for 7-bit weights) when the PassContext option ``relay.x86.int8_saturating_madd`` is set (the x86 QNN
-legalization sets nothing: see docs/int8.md).
+legalization sets nothing: see docs/qnn.md). In ``maddubs`` mode on 8 lanes the step is one ``__asm__``
+statement (``tensor_intrin`` ``asm_step``) and the register tile follows :func:`_asm_tile_px` (see docs/qnn.md).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from ..nn.conv2d import _out_size, _params
 from ..nn.pad import pad
 from ..utils import get_const_tuple
 from .conv2d import _schedule_producers
-from .tensor_intrin import dot_u8s8_intrin
+from .tensor_intrin import ASM_STEP, dot_u8s8_intrin
 from .utils import divisor_at_most, reduction_flops, schedule_anchored, worth_parallel
 from ...transform.config import register_pass_config
 from ...target.x86 import target_cpu_flags
@@ -103,9 +104,29 @@ def _acc_budget(mode: str, lanes: int, oc_bn: int = OC_BN) -> int:
     return regs - vecs - spare
 
 
-def _define_space(cfg, oh: int, ow: int, mode: str, lanes: int, oc_bn: int = OC_BN) -> None:
+def asm_step(mode: str, lanes: int) -> bool:
+    """Whether the conv's dot-product step is the one-asm-statement form (tensor_intrin.ASM_STEP)."""
+    return (mode, lanes) in ASM_STEP
+
+
+def _asm_tile_px(vecs: int, kh: int, kw: int, ic_bn: int) -> int:
+    """Pixels of the register tile with the asm step (16 ymm: the broadcast, the ones vector and one temporary
+    besides the accumulators; the weights may stay memory operands). Measured on one Zen 3 core: 7 pixels x 2
+    vectors (14 accumulators) is fastest for 3x3-like windows over 8+ input channels (89 vs 77 GMAC/s at 4
+    pixels); a 1x1 window or a 4-channel input (the RGB stem) has a short reduction per tile and runs best at 4
+    pixels (the 7x7 stem 93 vs 68 GMAC/s); one vector (8-channel blocks): 8 pixels."""
+    if vecs == 1:
+        return 8
+    return 7 if kh * kw > 1 and ic_bn >= 8 else 4
+
+
+def _define_space(cfg, oh: int, ow: int, mode: str, lanes: int, oc_bn: int = OC_BN, kh: int = 3, kw: int = 3,
+                  ic_bn: int = 16) -> None:
     vecs = max(1, oc_bn // lanes)
-    budget = max(1, _acc_budget(mode, lanes, oc_bn) // vecs)
+    if asm_step(mode, lanes):
+        budget = _asm_tile_px(vecs, kh, kw, ic_bn)
+    else:
+        budget = max(1, _acc_budget(mode, lanes, oc_bn) // vecs)
     cands = sorted({d for d in range(1, min(ow, budget) + 1) if ow % d == 0} | {min(ow, budget)})
     cfg.define_split("tile_ow", ow, num_outputs=2, policy="candidate", candidate=[[-1, t] for t in cands])
     cfg.define_knob("tile_oh", [t for t in (1, 2) if oh % t == 0])
@@ -186,11 +207,11 @@ def conv2d_NCHWc_int8(cfg, data, kernel, strides, padding, dilation, layout, out
     oh = _out_size(h, pt + pb, dk_h, s_h, "conv2d_NCHWc_int8")
     ow = _out_size(w, pl + pr, dk_w, s_w, "conv2d_NCHWc_int8")
     mode, lanes = int8_mode(), min(int8_lanes(), oc_bn)
-    _define_space(cfg, oh, ow, mode, lanes, oc_bn)
+    icc_n, ic_bn = get_const_tuple(data_vec.shape)[1], get_const_tuple(data_vec.shape)[4]
+    _define_space(cfg, oh, ow, mode, lanes, oc_bn, kh, kw, ic_bn)
     data_pad = data_vec
     if pt or pl or pb or pr:
         data_pad = pad(data_vec, [0, 0, pt, pl, 0], [0, 0, pb, pr, 0], name="data_pad")
-    icc_n, ic_bn = get_const_tuple(data_vec.shape)[1], get_const_tuple(data_vec.shape)[4]
     occ_n = get_const_tuple(kernel_vec.shape)[0]
     icc = te.reduce_axis((0, icc_n), name="ic_chunk")
     ry = te.reduce_axis((0, kh), name="kh")
@@ -285,7 +306,7 @@ def _schedule_conv(s, cfg, C, O):
     s[CC].unroll(cyi)
     s[CC].unroll(cxi)
     s[CC].unroll(cvo)
-    s[CC].tensorize(cvi, dot_u8s8_intrin(lanes, mode))
+    s[CC].tensorize(cvi, dot_u8s8_intrin(lanes, mode, asm_step=asm_step(mode, lanes)))
 
 
 @autotvm.register_topi_schedule("conv2d_NCHWc_int8.x86")

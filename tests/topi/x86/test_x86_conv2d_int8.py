@@ -201,3 +201,54 @@ def test_8_channel_blocks_on_avx512_use_ymm_dot_products(target, instr):
     mode = "vnni" if instr == "vpdpbusd" else "maddubs_exact"
     assert f"kiln_dot4_u8s8_{mode}_i32x8(" in src and f"kiln_dot4_u8s8_{mode}_i32x16(" not in src
     assert instr in _asm(src, cpu_cflags(tvm.target.Target(target)))
+
+
+@pytest.mark.skipif(not host_can_run(tvm.target.Target(AVX2)), reason="host lacks AVX2")
+@pytest.mark.parametrize("c,h,w,o,k,stride,pad", [
+    (5, 9, 13, 19, 3, 1, 1),    # 7-pixel tile over 13 columns (a remainder), channels padded
+    (20, 11, 9, 24, 3, 2, 1),   # stride 2, 8-channel output blocks
+    (3, 15, 15, 16, 7, 2, 3),   # stem-like 7x7 on 4 padded channels (4-pixel tile)
+    (36, 7, 7, 40, 1, 1, 0),    # 1x1, oc not a multiple of 16
+    (16, 5, 23, 33, 3, 1, 0),   # wide odd row, no padding
+])
+def test_asm_step_saturating_mode_matches_vpmaddubsw_emulation(c, h, w, o, k, stride, pad):
+    """The conv's one-asm-statement step (maddubs, 8 lanes) on odd shapes with the int8 extremes: equal to the
+    numpy emulation of vpmaddubsw's int16 saturation, and to the exact result for 7-bit weights."""
+    d = RNG.integers(0, 256, (1, c, h, w)).astype("uint8")
+    d.flat[::3] = 255
+    d.flat[1::7] = 0
+    wt = RNG.integers(-128, 128, (o, c, k, k)).astype("int8")
+    wt.flat[::5] = 127
+    wt.flat[1::5] = -128
+    f, shape = build(d.shape, wt.shape, stride, pad, AVX2, {C8.SATURATING_OPTION: True})
+    assert "kiln_dot4_u8s8_maddubs_asm_i32x8(" in f.get_source()
+    sat = conv_ref(d, wt, stride, pad, saturate=True)
+    assert not np.array_equal(sat, conv_ref(d, wt, stride, pad))  # the extremes do saturate
+    np.testing.assert_array_equal(run(f, shape, d, wt), sat)
+    w7 = RNG.integers(-64, 65, (o, c, k, k)).astype("int8")
+    w7.flat[::4] = 64
+    w7.flat[2::4] = -64
+    f, shape = build(d.shape, w7.shape, stride, pad, AVX2, {C8.SATURATING_OPTION: True})
+    np.testing.assert_array_equal(run(f, shape, d, w7), conv_ref(d, w7, stride, pad))
+
+
+def test_asm_step_codegen_and_register_tile():
+    """Compile only (core-avx2): the asm step's instructions are in the assembly and the 3x3 kernel's register
+    tile is 7 pixels x 16 channels (14 accumulators); an AVX-512 target keeps the intrinsic form."""
+    from kiln.target.flags import cpu_cflags
+    with tvm.transform.PassContext(config={C8.SATURATING_OPTION: True}):
+        f, _ = build((1, 64, 14, 14), (64, 64, 3, 3), 1, 1, AVX2, {C8.SATURATING_OPTION: True})
+        src = f.get_source()
+        asm = _asm(src, cpu_cflags(tvm.target.Target(AVX2)))
+        assert "vpmaddubsw" in asm and "vpmaddwd" in asm
+        assert "kiln_dot4_u8s8_maddubs_asm_i32x8(" in src
+        assert "_r13 =" in src and "_r14 =" not in src  # 14 accumulators r0..r13
+        f, _ = build((1, 64, 14, 14), (64, 64, 3, 3), 1, 1, "llvm -mcpu=skylake-avx512", {C8.SATURATING_OPTION: True})
+        assert "_asm_" not in f.get_source()
+
+
+def test_asm_tile_pixels():
+    assert C8._asm_tile_px(2, 3, 3, 16) == 7
+    assert C8._asm_tile_px(2, 1, 1, 16) == 4
+    assert C8._asm_tile_px(2, 7, 7, 4) == 4
+    assert C8._asm_tile_px(1, 3, 3, 16) == 8

@@ -111,8 +111,26 @@ def _fused_fixed_point_target() -> bool:
             and getattr(target, "kind_name", "llvm") in ("llvm", "c"))
 
 
-def fixed_point_multiply_expr(x32, multipliers: np.ndarray, rounding: str, ndim: int, axis: int):
-    """``round(x * m)`` with TVM's int64 fixed-point arithmetic (``multipliers`` known at compile time)."""
+def _prescale_for_high_word(left: np.ndarray, right: np.ndarray, x_bound: int):
+    """Left shifts ``p`` (per channel) that move a requantize of a small input onto the high-word form.
+
+    ``round_up((x << l) * q / 2**r)`` equals ``round_up((x << (l + k)) * q / 2**(r + k))`` for any ``k >= 0``
+    (numerator and denominator scale together; the UPWARD rounding constant ``2**(r-1)`` scales with them), so
+    with ``k = max(0, 33 - r)`` every right shift reaches 33 and the product's high word alone decides the result
+    (the cheap int32-lane form, no 64-bit lanes). Exact while ``x << (l + k)`` fits int32: ``|x| <= x_bound``
+    (255 for an 8-bit input less its zero point, e.g. the two operands of a residual ``qnn.add``). None when a
+    channel would overflow."""
+    k = np.maximum(0, 33 - right)
+    pre = left + k
+    if np.any(right + k > 62) or np.any(float(x_bound) * np.exp2(pre.astype(np.float64)) >= 2.0 ** 31):
+        return None
+    return pre
+
+
+def fixed_point_multiply_expr(x32, multipliers: np.ndarray, rounding: str, ndim: int, axis: int,
+                              x_bound: int | None = None):
+    """``round(x * m)`` with TVM's int64 fixed-point arithmetic (``multipliers`` known at compile time).
+    ``x_bound``: a bound on ``|x|`` known from the input's dtype (see :func:`_prescale_for_high_word`)."""
     mults = np.atleast_1d(np.asarray(multipliers, dtype=np.float64))
     qs, shifts = zip(*(arith.fixed_point_multiplier_shift(m) for m in mults))
     q = np.array(qs, dtype=np.int64)
@@ -139,6 +157,12 @@ def fixed_point_multiply_expr(x32, multipliers: np.ndarray, rounding: str, ndim:
                 shape[axis] = v.size
             return Constant(np.asarray(v, np.int32).reshape(shape))
         high = rounding == "UPWARD" and not np.any(left) and bool(np.all(right >= 33))
+        if not high and rounding == "UPWARD" and x_bound is not None:
+            pre = _prescale_for_high_word(left, right, x_bound)
+            if pre is not None:
+                if np.any(pre):
+                    x32 = op_call("left_shift", [x32, i32(pre)])
+                left, right, high = np.zeros_like(left), right + pre - left, True
         return op_call("fixed_point_multiply_broadcast", [x32, i32(q), i32(left), i32(right)], rounding=rounding,
                        high_word=high)
     x = op_call("cast", [x32], dtype="int64")
@@ -157,15 +181,17 @@ def fixed_point_multiply_expr(x32, multipliers: np.ndarray, rounding: str, ndim:
     return op_call("cast", [x], dtype="int32")
 
 
-def rescale(x32, ndim: int, axis: int, in_scale, in_stype, out_scale, out_stype, rounding: str):
-    """``x32 * in_scale / out_scale`` rounded to int32: fixed point for constant scales, float32 otherwise."""
+def rescale(x32, ndim: int, axis: int, in_scale, in_stype, out_scale, out_stype, rounding: str,
+            x_bound: int | None = None):
+    """``x32 * in_scale / out_scale`` rounded to int32: fixed point for constant scales, float32 otherwise
+    (``x_bound``: a known bound on ``|x32|``)."""
     s_in, s_out = const_value(in_scale), const_value(out_scale)
     if s_in is not None and s_out is not None:
         mult = np.asarray(s_in, np.float32).astype(np.float64) / np.asarray(s_out, np.float32).astype(np.float64)
         if np.all(mult == 1.0):
             return x32
         per_axis = axis if np.size(mult) > 1 else 0
-        return fixed_point_multiply_expr(x32, np.ravel(mult), rounding, ndim, per_axis)
+        return fixed_point_multiply_expr(x32, np.ravel(mult), rounding, ndim, per_axis, x_bound)
     # scales computed at run time (DynamicQuantizeLinear): float32 arithmetic, ties to even
     mult = op_call("divide", [expand(in_scale, in_stype, ndim, axis), expand(out_scale, out_stype, ndim, axis)])
     y = op_call("round", [op_call("multiply", [op_call("cast", [x32], dtype="float32"), mult])])
@@ -181,6 +207,17 @@ def resolve_rounding(rounding: str) -> str:
     return rounding
 
 
+def _small_input_bound(dtype: str, zp) -> int | None:
+    """``max |x - zp|`` for an 8- or 16-bit input and a constant zero point within its range, else None."""
+    if dtype not in ("int8", "uint8", "int16", "uint16"):
+        return None
+    z = const_value(zp)
+    lo, hi = arith.qrange(dtype)
+    if z is None or np.any(np.asarray(z) < lo) or np.any(np.asarray(z) > hi):
+        return None
+    return int(hi - lo)
+
+
 def requantize_expr(x, xtype, in_scale, in_stype, in_zp, in_zptype, out_scale, out_stype, out_zp, out_zptype,
                     out_dtype: str, rounding: str = "None", axis: int = -1):
     """TVM's qnn.requantize lowering: shift by the input zero point, rescale, add the output zero point,
@@ -188,7 +225,8 @@ def requantize_expr(x, xtype, in_scale, in_stype, in_zp, in_zptype, out_scale, o
     ndim = len(xtype.shape)
     ax = axis_of("qnn.requantize", axis, ndim) if ndim else 0
     x32 = shift_zp(x, xtype, in_zp, in_zptype, ax)
-    y = rescale(x32, ndim, ax, in_scale, in_stype, out_scale, out_stype, resolve_rounding(rounding))
+    y = rescale(x32, ndim, ax, in_scale, in_stype, out_scale, out_stype, resolve_rounding(rounding),
+                _small_input_bound(xtype.dtype, in_zp))
     if not is_const_zero(out_zp):
         y = op_call("add", [y, expand(out_zp, out_zptype, ndim, ax)])
     return saturate_cast(y, out_dtype)
