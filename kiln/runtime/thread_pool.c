@@ -301,17 +301,8 @@ int32_t kiln_pool_launch(KilnParallelBody body, void* closure, int64_t extent, i
 
 /* The caller's wait for the `n` chunks of its job to finish: spin while that is short, then sleep on the
  * `done` futex until the worker that finishes the last chunk wakes it. */
-static int kiln_tmp_oldwait = -1;
 static void kiln_pool_wait_done(int32_t n) {
   if (__atomic_load_n(&kiln_pool.done, __ATOMIC_ACQUIRE) >= n) return;
-  if (kiln_tmp_oldwait < 0) kiln_tmp_oldwait = getenv("KILN_POOL_OLDWAIT") != NULL;
-  if (kiln_tmp_oldwait) {  /* TEMP A/B */
-    int spins = 0;
-    while (__atomic_load_n(&kiln_pool.done, __ATOMIC_ACQUIRE) < n) {
-      if (++spins < 2000) kiln_cpu_relax(); else sched_yield();
-    }
-    return;
-  }
   int64_t deadline = kiln_now_ns() + __atomic_load_n(&kiln_pool.spin_ns, __ATOMIC_RELAXED);
   int spins = 0;
   for (;;) {
