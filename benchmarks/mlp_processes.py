@@ -13,8 +13,9 @@ and one untimed call before each block, as in benchmarks.common.interleaved). Re
 ONNX Runtime's median and min ms per call, kiln / ONNX Runtime (median of the per-round ratios), the thread
 count kiln's policy had in each block (blocks run at 1 and at 2 threads are summarised apart), the others'
 busy cores the adaptive policy measured, and kiln's thread-pool counters. ``--env K=V`` is set in every child
-(e.g. ``KILN_POOL_SPIN_US=0``; ``KILN_ROOT=<checkout>``: import kiln from another checkout, e.g. a baseline); each ``--variant`` runs ``--processes`` processes with its own extra
-environment, alternating with the other variants' processes. Writes benchmarks/results/<NAME>.{md,json} unless ``--out ''``.
+(e.g. ``KILN_POOL_SPIN_US=0``; ``KILN_ROOT=<checkout>``: import kiln from another checkout, e.g. a baseline);
+each ``--variant`` runs ``--processes`` processes with its own extra environment, alternating with the other
+variants' processes. Writes benchmarks/results/<NAME>.{md,json} unless ``--out ''``.
 """
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def onnx_mlp(batch: int):
         if i < len(DIMS) - 2:
             nodes.append(helper.make_node("Relu", [out], [f"relu{i}"]))
             prev = f"relu{i}"
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("input0", TensorProto.FLOAT, [batch, DIMS[0]])],
+    graph = helper.make_graph(nodes, "mlp",
+                              [helper.make_tensor_value_info("input0", TensorProto.FLOAT, [batch, DIMS[0]])],
                               [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [batch, DIMS[-1]])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8

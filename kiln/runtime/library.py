@@ -29,7 +29,8 @@ _threads_override: list = []
 def set_num_threads(n: int | None) -> None:
     """Set the threads of kiln's parallel loops, for every library loaded now and later (None: back to
     $KILN_NUM_THREADS / $TVM_NUM_THREADS / the CPUs usable here). Under the adaptive thread policy
-    (``kiln.runtime.thread_policy``) this is the most threads used; fewer while other processes keep cores busy."""
+    (``kiln.runtime.thread_policy``) this is the most threads used; libraries built for OpenMP get fewer while other
+    processes keep cores busy (loops on kiln's thread pool keep this count)."""
     if n is not None:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise KilnError(f"set_num_threads expects a positive integer or None, got {n!r}")

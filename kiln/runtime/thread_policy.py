@@ -18,9 +18,10 @@ benchmarks/results/contention_pool.md and docs/architecture.md ("Parallel loops:
 
 The rest of this first half concerns the OpenMP backend (and any OpenMP code in the process):
 
-The second half of this module chooses how many threads a parallel loop gets while other processes keep
-cores busy (``KILN_THREAD_POLICY=adaptive|fixed``, :func:`set_thread_policy`; see the comment before
-:func:`get_thread_policy`). The first half is the wait policy of the idle OpenMP workers:
+The second half of this module chooses how many threads an OpenMP parallel loop gets while other processes
+keep cores busy (``KILN_THREAD_POLICY=adaptive|fixed``, :func:`set_thread_policy`; see the comment before
+:func:`get_thread_policy`); loops on kiln's pool keep the requested count ("The thread pool needs no fewer
+threads" there). The first half is the wait policy of the idle OpenMP workers:
 
 kiln's parallel loops run on GNU OpenMP (libgomp). After a parallel region its worker threads wait for the
 next one: spinning for ``GOMP_SPINCOUNT`` iterations, then sleeping on a futex. Both extremes hurt:
@@ -175,8 +176,8 @@ def get_thread_policy() -> str:
 
 
 def set_thread_policy(policy: str | None) -> None:
-    """Choose the thread-count policy for this process: ``"adaptive"`` (fewer threads while other processes
-    keep cores busy), ``"fixed"`` (always :func:`kiln.runtime.num_threads`), or None (back to
+    """Choose the thread-count policy for this process: ``"adaptive"`` (OpenMP loops: fewer threads while other
+    processes keep cores busy), ``"fixed"`` (always :func:`kiln.runtime.num_threads`), or None (back to
     ``$KILN_THREAD_POLICY`` / the default). Applies to every kernel library at once."""
     if policy is not None:
         if not isinstance(policy, str) or policy.strip().lower() not in THREAD_POLICIES:
