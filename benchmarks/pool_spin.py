@@ -19,7 +19,18 @@ import time
 
 
 def measure(args) -> dict:
-    os.environ["KILN_THREAD_POLICY"] = "fixed"
+    """Build, then time; the process's thread policy, thread count and spin time are left as found."""
+    from kiln.runtime import library, set_num_threads, set_thread_policy, thread_policy
+    saved = (list(thread_policy._policy_override), list(library._threads_override))
+    set_thread_policy("fixed")
+    try:
+        return _measure(args)
+    finally:
+        set_thread_policy(saved[0][0] if saved[0] else None)
+        set_num_threads(saved[1][0] if saved[1] else None)
+
+
+def _measure(args) -> dict:
     import numpy as np
     import onnxruntime as ort
     import kiln as tvm
