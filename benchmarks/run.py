@@ -155,7 +155,13 @@ def bench_one(key: str, args, tmpdir: str) -> dict:
             add(kiln_column("kiln_tuned", target, args.targets),
                 lambda t=target: _kiln_build(model, inputs, args.tuning_log, target=t))
     if contenders:
+        from kiln.runtime import thread_pool
+        before = thread_pool.pool_stats()
         timings = interleaved(contenders, rounds=args.rounds, number=args.number, warmup=args.warmup)
+        after = thread_pool.pool_stats()
+        if before:  # kiln's pool while every contender was timed: did its workers sleep between jobs?
+            row["kiln_pool"] = {k: after[k] - before[k] for k in ("jobs", "wakeups", "caller_waits",
+                                                                   "chunks_by_caller", "chunks_by_workers")}
         for name, t in timings.items():
             row["results"][name] = {"median_ms": t["median_s"] * 1e3, "min_ms": t["best_s"] * 1e3,
                                     "compile_s": compile_s[name], "max_abs_err": errors[name]}
@@ -199,6 +205,15 @@ def to_markdown(data: dict) -> str:
                 cells.append("n/a")
                 notes.append(f"- {r['workload']} / {c}: {reason}")
         lines.append(f"| {r['description']} | " + " | ".join(cells) + " |")
+    pool = [(r["description"], r["kiln_pool"]) for r in data["rows"] if r.get("kiln_pool", {}).get("jobs")]
+    if pool:
+        lines += ["", "kiln's thread pool during the timing (every kiln column, warm-up included): parallel jobs, "
+                  "worker wake-ups from sleep per job, share of chunks run by the workers, caller sleeps."]
+        for desc, p in pool:
+            chunks = p["chunks_by_caller"] + p["chunks_by_workers"]
+            lines.append(f"- {desc}: {p['jobs']} jobs, {p['wakeups'] / p['jobs']:.2f} wake-ups per job, "
+                         f"{100 * p['chunks_by_workers'] / max(1, chunks):.0f}% of chunks by workers, "
+                         f"{p['caller_waits']} caller sleeps")
     if notes:
         lines += ["", "Not measured:", *notes]
     return "\n".join(lines) + "\n"

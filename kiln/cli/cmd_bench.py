@@ -38,8 +38,8 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     add_threads_argument(p)
     p.add_argument("--thread-policy", choices=("adaptive", "fixed"), default=None,
-                   help="kiln's thread-count policy: adaptive (default; fewer threads while other processes keep "
-                   "cores busy) or fixed ($KILN_THREAD_POLICY)")
+                   help="kiln's thread-count policy: adaptive (default; OpenMP-built loops get fewer threads while "
+                   "other processes keep cores busy, kiln's pool keeps the count) or fixed ($KILN_THREAD_POLICY)")
     p.set_defaults(handler=run)
 
 

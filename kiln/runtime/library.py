@@ -29,7 +29,8 @@ _threads_override: list = []
 def set_num_threads(n: int | None) -> None:
     """Set the threads of kiln's parallel loops, for every library loaded now and later (None: back to
     $KILN_NUM_THREADS / $TVM_NUM_THREADS / the CPUs usable here). Under the adaptive thread policy
-    (``kiln.runtime.thread_policy``) this is the most threads used; fewer while other processes keep cores busy."""
+    (``kiln.runtime.thread_policy``) this is the most threads used; libraries built for OpenMP get fewer while other
+    processes keep cores busy (loops on kiln's thread pool keep this count)."""
     if n is not None:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise KilnError(f"set_num_threads expects a positive integer or None, got {n!r}")
@@ -38,12 +39,16 @@ def set_num_threads(n: int | None) -> None:
 
 
 def apply_effective_threads() -> None:
-    """Write the thread count in use now (:func:`kiln.runtime.thread_policy.effective_threads`) into every
-    loaded library; its next parallel region runs with it."""
+    """Write the thread count in use now (:func:`kiln.runtime.thread_policy.effective_threads` for the library's
+    parallel backend) into every loaded library; its next parallel region runs with it."""
     from .thread_policy import effective_threads
-    value = effective_threads(num_threads())
+    requested = num_threads()
+    values = {}
     for lib in list(_live_libraries):
-        lib.set_num_threads(value)
+        backend = lib.parallel_backend
+        if backend not in values:
+            values[backend] = effective_threads(requested, backend=backend)
+        lib.set_num_threads(values[backend])
 
 
 def num_threads() -> int:
@@ -249,11 +254,12 @@ class Library:
         except OSError as err:
             raise ModuleLoadError(f"cannot load {path}: {err}") from None
         self._set_pointer("__kiln_call_packed", CALL_PACKED_ADDRESS)
-        self._wire_thread_pool()
+        # who runs its parallel loops: kiln's pool (a library with the launch pointer) or OpenMP
+        self.parallel_backend = "pool" if self._wire_thread_pool() else "openmp"
         self._threads = self._optional_int("__kiln_num_threads")
         if self._threads is not None:
             from .thread_policy import effective_threads
-            self._threads.value = effective_threads(num_threads())
+            self._threads.value = effective_threads(num_threads(), backend=self.parallel_backend)
         _live_libraries.add(self)
         self._get_error = self._optional("__kiln_get_last_error", ctypes.c_char_p, [])
         self._time_call = self._optional("__kiln_time_call", ctypes.c_double,
@@ -265,18 +271,20 @@ class Library:
         except ValueError:
             pass
 
-    def _wire_thread_pool(self) -> None:
+    def _wire_thread_pool(self) -> bool:
         """Point the library's ``__kiln_parallel_launch`` (kernels built for the pool backend) at the process's
         thread pool (one pool per process), building it on first use. Without one, a pool linked into this
-        library (an export) becomes the process's pool; with neither the pointer stays null (serial loops)."""
+        library (an export) becomes the process's pool; with neither the pointer stays null (serial loops).
+        Returns whether the library has the pointer (its parallel loops are the pool's)."""
         try:
             slot = ctypes.c_void_p.in_dll(self._cdll, "__kiln_parallel_launch")
         except ValueError:
-            return  # no parallel loop, or built for OpenMP
+            return False  # no parallel loop, or built for OpenMP
         from .thread_pool import adopt_library_pool
         address = adopt_library_pool(self._cdll)
         if address is not None:
             slot.value = address
+        return True
 
     def _optional_int(self, name: str):
         try:

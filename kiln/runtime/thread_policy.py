@@ -18,9 +18,10 @@ benchmarks/results/contention_pool.md and docs/architecture.md ("Parallel loops:
 
 The rest of this first half concerns the OpenMP backend (and any OpenMP code in the process):
 
-The second half of this module chooses how many threads a parallel loop gets while other processes keep
-cores busy (``KILN_THREAD_POLICY=adaptive|fixed``, :func:`set_thread_policy`; see the comment before
-:func:`get_thread_policy`). The first half is the wait policy of the idle OpenMP workers:
+The second half of this module chooses how many threads an OpenMP parallel loop gets while other processes
+keep cores busy (``KILN_THREAD_POLICY=adaptive|fixed``, :func:`set_thread_policy`; see the comment before
+:func:`get_thread_policy`); loops on kiln's pool keep the requested count ("The thread pool needs no fewer
+threads" there). The first half is the wait policy of the idle OpenMP workers:
 
 kiln's parallel loops run on GNU OpenMP (libgomp). After a parallel region its worker threads wait for the
 next one: spinning for ``GOMP_SPINCOUNT`` iterations, then sleeping on a futex. Both extremes hurt:
@@ -141,6 +142,21 @@ def openmp_status() -> dict:
 # The decision is written into every loaded library's ``__kiln_num_threads`` (the mechanism of
 # ``kiln.runtime.set_num_threads``), which the next parallel region reads.
 
+#
+# The thread pool needs no fewer threads. All of the above is about OpenMP's closing barrier. kiln's own pool
+# (the default backend since session 7, kiln/runtime/thread_pool.c) never waits for a worker that has not
+# woken up, hands out guided chunks so a slowed worker takes less, and its caller sleeps while a preempted
+# worker finishes a chunk, so the kernel moves that worker to the caller's idle core. With it, fewer
+# threads only cost: the process gets one CPU share instead of two from the scheduler, and on a quiet moment
+# the second core idles. Measured on the 2-core EPYC (benchmarks/results/contention_pool.md, load 12-17):
+# the pool at 2 threads fixed beat the adaptive policy (which had dropped to 1 thread) beside 1 and 2
+# CPU-bound neighbours on mobilenet_v2 (56 vs 73 ms, 61 vs 129), resnet18 (267 vs 338, 408 vs 503) and BERT
+# (229 vs 292, 375 vs 441); the MLP at batch 64 under load ~10 ran 0.76-0.85x ONNX Runtime at 2 threads and
+# 0.94x at 1 (benchmarks/results/dense64_*.md). And the policy's decision split fresh processes into two
+# modes (MLP batch 64: 0.65 ms at 2 threads, 1.03 ms where it had settled on 1). So the count the policy
+# derives applies to OpenMP loops only (``effective_threads(backend="openmp")``; a library built for
+# OpenMP has no ``__kiln_parallel_launch``, kiln.runtime.library); pool loops run at the requested count.
+
 THREAD_POLICY_ENV = "KILN_THREAD_POLICY"
 THREAD_POLICIES = ("adaptive", "fixed")
 _policy_override: list = []
@@ -160,8 +176,8 @@ def get_thread_policy() -> str:
 
 
 def set_thread_policy(policy: str | None) -> None:
-    """Choose the thread-count policy for this process: ``"adaptive"`` (fewer threads while other processes
-    keep cores busy), ``"fixed"`` (always :func:`kiln.runtime.num_threads`), or None (back to
+    """Choose the thread-count policy for this process: ``"adaptive"`` (OpenMP loops: fewer threads while other
+    processes keep cores busy), ``"fixed"`` (always :func:`kiln.runtime.num_threads`), or None (back to
     ``$KILN_THREAD_POLICY`` / the default). Applies to every kernel library at once."""
     if policy is not None:
         if not isinstance(policy, str) or policy.strip().lower() not in THREAD_POLICIES:
@@ -282,12 +298,19 @@ class ThreadAdapter:
 ADAPTER = ThreadAdapter()
 
 
-def effective_threads(requested: int | None = None) -> int:
-    """Threads kiln's parallel loops use now: ``requested`` (default :func:`kiln.runtime.num_threads`),
-    lowered by the adaptive policy while other processes keep cores busy."""
+PARALLEL_BACKENDS = ("pool", "openmp")
+
+
+def effective_threads(requested: int | None = None, backend: str = "pool") -> int:
+    """Threads kiln's parallel loops use now: ``requested`` (default :func:`kiln.runtime.num_threads`); for
+    loops run by OpenMP (``backend="openmp"``) lowered by the adaptive policy while other processes keep
+    cores busy. Loops on kiln's thread pool (``"pool"``, the default backend) keep ``requested``: see
+    "The thread pool needs no fewer threads" above."""
+    if backend not in PARALLEL_BACKENDS:
+        raise KilnError(f"effective_threads: backend must be one of {', '.join(PARALLEL_BACKENDS)}, got {backend!r}")
     if requested is None:
         requested = num_threads()
-    if get_thread_policy() == "fixed":
+    if get_thread_policy() == "fixed" or backend == "pool":
         return requested
     return ADAPTER.threads(requested)
 
@@ -305,10 +328,12 @@ def tick() -> None:
 
 
 def thread_status() -> dict:
-    """What the thread policy sees and does: ``policy``, ``requested`` (num_threads), ``threads`` (in use now),
-    ``cpus``, ``others_busy_cores`` (last window; None before two windows) and ``changes`` (decisions applied)."""
+    """What the thread policy sees and does: ``policy``, ``requested`` (num_threads), ``threads`` (in use now by
+    loops on kiln's thread pool), ``threads_openmp`` (by loops built for OpenMP), ``cpus``,
+    ``others_busy_cores`` (last window; None before two windows) and ``changes`` (decisions applied)."""
     requested = num_threads()
     return {"policy": get_thread_policy(), "requested": requested, "threads": effective_threads(requested),
+            "threads_openmp": effective_threads(requested, backend="openmp"),
             "cpus": ADAPTER.cpus, "others_busy_cores": ADAPTER.others, "usable_cores": ADAPTER.usable,
             "changes": ADAPTER.changes, "window_s": ADAPTER.window_s}
 

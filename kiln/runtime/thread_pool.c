@@ -9,9 +9,15 @@
  * next chunk index), so a worker that wakes up late finds either no chunk left or a newer generation and
  * claims nothing. When no chunk is left the caller waits only for the chunks already claimed: it never
  * waits for a worker that has not woken up (OpenMP's closing barrier does). Chunk sizes shrink like
- * OpenMP's guided schedule: each is the work left / (KILN_POOL_GUIDED * threads), at least one iteration.
+ * OpenMP's guided schedule: each is the work left / (guided * threads), at least one iteration (guided:
+ * KILN_POOL_GUIDED, default 2).
  *
- * Idle workers spin for `spin_ns` (KILN_POOL_SPIN_US, default 50 us), then sleep on a futex.
+ * Idle workers spin for `spin_ns` (KILN_POOL_SPIN_US, default 50 us), then sleep on a futex. The caller,
+ * once no chunk is left, spins for the chunks still running as long at most, then sleeps on a futex too
+ * (the worker that finishes the last chunk wakes it): a worker preempted in the middle of its chunk by
+ * another process then finds the caller's core idle, and the kernel's idle balancing moves it there at
+ * once, where a caller that spun or sched_yield()ed kept that core busy and the job waited for the
+ * worker's own core (a scheduler slice, milliseconds).
  * A launch while the pool is busy (a second Python thread, or a kernel called from inside a parallel body)
  * runs its loop serially on the calling thread. After fork() the child has no workers: they are created
  * again by its first launch.
@@ -45,16 +51,18 @@ typedef struct {
   int64_t bounds[KILN_POOL_MAX_CHUNKS + 1];
   /* claimed chunks: generation << 32 | next chunk index (KILN_POOL_CLOSED: between jobs) */
   uint64_t ticket __attribute__((aligned(64)));
-  int32_t done __attribute__((aligned(64)));      /* chunks finished */
+  int32_t done __attribute__((aligned(64)));      /* chunks finished (the futex a waiting caller sleeps on) */
   int32_t failed;                                  /* a body returned non-zero */
+  int32_t caller_sleeps;                           /* the caller sleeps on `done` until the last chunk ends */
   int32_t wake_word __attribute__((aligned(64)));  /* futex the sleeping workers wait on */
   int32_t sleepers;
   int32_t busy;                                    /* a launch is running */
   int32_t workers;                                 /* worker threads started (ids 1..workers) */
   int32_t stop;
   int64_t spin_ns;
+  int32_t guided;                                  /* chunk = work left / (guided * threads) */
   /* counters read by kiln_pool_stats */
-  int64_t jobs, serial_jobs, chunks_by_caller, chunks_by_workers, wakeups;
+  int64_t jobs, serial_jobs, chunks_by_caller, chunks_by_workers, wakeups, caller_waits;
 } KilnPool;
 
 static KilnPool kiln_pool;
@@ -94,7 +102,9 @@ static int64_t kiln_pool_work(uint32_t gen, int32_t num_chunks) {
     /* the chunk is ours, so job `gen` cannot end before it is done: its fields are stable */
     if (kiln_pool.body(kiln_pool.bounds[idx], kiln_pool.bounds[idx + 1], kiln_pool.closure) != 0)
       __atomic_store_n(&kiln_pool.failed, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&kiln_pool.done, 1, __ATOMIC_RELEASE);
+    int32_t finished = __atomic_add_fetch(&kiln_pool.done, 1, __ATOMIC_SEQ_CST);
+    if (finished == num_chunks && __atomic_load_n(&kiln_pool.caller_sleeps, __ATOMIC_SEQ_CST))
+      kiln_futex_wake(&kiln_pool.done, 1);
     ++ran;
     t = __atomic_load_n(&kiln_pool.ticket, __ATOMIC_ACQUIRE);
   }
@@ -168,6 +178,16 @@ static int64_t kiln_pool_env_spin_ns(void) {
   return 50 * 1000;
 }
 
+static int32_t kiln_pool_env_guided(void) {
+  const char* text = getenv("KILN_POOL_GUIDED");
+  if (text && *text) {
+    char* end;
+    long v = strtol(text, &end, 10);
+    if (*end == 0 && v >= 1 && v <= 64) return (int32_t)v;
+  }
+  return KILN_POOL_GUIDED;
+}
+
 static void kiln_pool_after_fork_child(void) {
   /* the workers did not survive fork(): forget them, and any job the parent was running */
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
@@ -175,6 +195,7 @@ static void kiln_pool_after_fork_child(void) {
   kiln_pool.workers = 0;
   kiln_pool.busy = 0;
   kiln_pool.sleepers = 0;
+  kiln_pool.caller_sleeps = 0;
   kiln_pool.stop = 0;
   kiln_pool.ticket = ((kiln_pool.ticket >> 32) + 1) << 32 | KILN_POOL_CLOSED;
   kiln_pool_inside = 0;
@@ -183,6 +204,7 @@ static void kiln_pool_after_fork_child(void) {
 static void kiln_pool_init_once(void) {
   kiln_pool.ticket = KILN_POOL_CLOSED;
   kiln_pool.spin_ns = kiln_pool_env_spin_ns();
+  kiln_pool.guided = kiln_pool_env_guided();
   kiln_pool_default_threads = kiln_pool_env_threads();
   pthread_atfork(NULL, NULL, kiln_pool_after_fork_child);
 }
@@ -209,6 +231,8 @@ static int32_t kiln_pool_grow(int32_t want) {
   pthread_mutex_unlock(&kiln_pool_start_lock);
   return kiln_pool.workers;
 }
+
+static void kiln_pool_wait_done(int32_t n);
 
 static int32_t kiln_pool_serial(KilnParallelBody body, void* closure, int64_t extent) {
   __atomic_add_fetch(&kiln_pool.serial_jobs, 1, __ATOMIC_RELAXED);
@@ -239,12 +263,13 @@ int32_t kiln_pool_launch(KilnParallelBody body, void* closure, int64_t extent, i
     return kiln_pool_serial(body, closure, extent);
   }
   kiln_pool_inside = 1;
-  /* guided chunks: the work left / (KILN_POOL_GUIDED * threads), at least 1 iteration */
+  /* guided chunks: the work left / (guided * threads), at least 1 iteration */
   int32_t n = 0;
   int64_t pos = 0;
+  int64_t parts = (int64_t)kiln_pool.guided * threads;
   while (pos < extent && n < KILN_POOL_MAX_CHUNKS - 1) {
     int64_t left = extent - pos;
-    int64_t size = (left + KILN_POOL_GUIDED * threads - 1) / (KILN_POOL_GUIDED * threads);
+    int64_t size = (left + parts - 1) / parts;
     kiln_pool.bounds[n++] = pos;
     pos += size;
   }
@@ -263,15 +288,8 @@ int32_t kiln_pool_launch(KilnParallelBody body, void* closure, int64_t extent, i
   if (__atomic_load_n(&kiln_pool.sleepers, __ATOMIC_SEQ_CST) > 0)
     kiln_futex_wake(&kiln_pool.wake_word, threads - 1);
   int64_t mine = kiln_pool_work(gen, n);
-  /* every chunk is claimed: wait for the ones other threads are running */
-  int spins = 0;
-  while (__atomic_load_n(&kiln_pool.done, __ATOMIC_ACQUIRE) < n) {
-    if (++spins < 2000) {
-      kiln_cpu_relax();
-    } else {
-      sched_yield();  /* the thread we wait for may share our core */
-    }
-  }
+  /* every chunk is claimed: wait for the ones other threads are running (see the comment at the top) */
+  kiln_pool_wait_done(n);
   __atomic_store_n(&kiln_pool.ticket, (uint64_t)gen << 32 | KILN_POOL_CLOSED, __ATOMIC_RELEASE);
   int32_t failed = kiln_pool.failed;
   kiln_pool.jobs += 1;
@@ -279,6 +297,33 @@ int32_t kiln_pool_launch(KilnParallelBody body, void* closure, int64_t extent, i
   kiln_pool_inside = 0;
   __atomic_store_n(&kiln_pool.busy, 0, __ATOMIC_RELEASE);
   return failed ? -1 : 0;
+}
+
+/* The caller's wait for the `n` chunks of its job to finish: spin while that is short, then sleep on the
+ * `done` futex until the worker that finishes the last chunk wakes it. */
+static void kiln_pool_wait_done(int32_t n) {
+  if (__atomic_load_n(&kiln_pool.done, __ATOMIC_ACQUIRE) >= n) return;
+  int64_t deadline = kiln_now_ns() + __atomic_load_n(&kiln_pool.spin_ns, __ATOMIC_RELAXED);
+  int spins = 0;
+  for (;;) {
+    int32_t d = __atomic_load_n(&kiln_pool.done, __ATOMIC_ACQUIRE);
+    if (d >= n) return;
+    if (++spins < 64 || kiln_now_ns() < deadline) {
+      kiln_cpu_relax();
+      if (spins >= 64) spins = 0;
+      continue;
+    }
+    /* announce the sleep, then re-read: the finishing worker either sees caller_sleeps or we see its count */
+    __atomic_store_n(&kiln_pool.caller_sleeps, 1, __ATOMIC_SEQ_CST);
+    d = __atomic_load_n(&kiln_pool.done, __ATOMIC_SEQ_CST);
+    if (d < n) {
+      __atomic_add_fetch(&kiln_pool.caller_waits, 1, __ATOMIC_RELAXED);
+      kiln_futex_wait(&kiln_pool.done, d);  /* returns at once when `done` moved past d */
+    }
+    __atomic_store_n(&kiln_pool.caller_sleeps, 0, __ATOMIC_SEQ_CST);
+    spins = 0;
+    deadline = 0;  /* spun once already: from now on sleep until woken */
+  }
 }
 
 /* Spin time of idle workers before they sleep, in microseconds (< 0: leave unchanged). Returns the old one. */
@@ -289,8 +334,8 @@ int64_t kiln_pool_set_spin_us(int64_t us) {
   return old;
 }
 
-/* Counters: out[0..6] = workers, jobs, serial jobs, chunks run by callers, by workers, worker wake-ups
- * from sleep, spin microseconds. */
+/* Counters: out[0..7] = workers, jobs, serial jobs, chunks run by callers, by workers, worker wake-ups
+ * from sleep, spin microseconds, caller sleeps waiting for a worker's chunk. */
 void kiln_pool_stats(int64_t* out) {
   pthread_once(&kiln_pool_once, kiln_pool_init_once);
   out[0] = __atomic_load_n(&kiln_pool.workers, __ATOMIC_RELAXED);
@@ -300,6 +345,7 @@ void kiln_pool_stats(int64_t* out) {
   out[4] = __atomic_load_n(&kiln_pool.chunks_by_workers, __ATOMIC_RELAXED);
   out[5] = __atomic_load_n(&kiln_pool.wakeups, __ATOMIC_RELAXED);
   out[6] = __atomic_load_n(&kiln_pool.spin_ns, __ATOMIC_RELAXED) / 1000;
+  out[7] = __atomic_load_n(&kiln_pool.caller_waits, __ATOMIC_RELAXED);
 }
 
 #ifdef KILN_POOL_WIRE_LAUNCH

@@ -24,7 +24,8 @@ _log = logging.getLogger("kiln.thread_pool")
 _lock = threading.Lock()
 _state: dict = {}
 SOURCE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "thread_pool.c")
-STATS_FIELDS = ("workers", "jobs", "serial_jobs", "chunks_by_caller", "chunks_by_workers", "wakeups", "spin_us")
+STATS_FIELDS = ("workers", "jobs", "serial_jobs", "chunks_by_caller", "chunks_by_workers", "wakeups", "spin_us",
+                "caller_waits")
 
 
 def _load():

@@ -170,7 +170,8 @@ def test_decisions_reach_loaded_and_new_libraries(fake_adapter):
     for _ in range(2):
         fake_adapter.advance(0.3, others=1.0)
         tp.tick()
-    assert kiln.runtime.effective_threads() == 1 and _read_threads(before) == 1
+    assert kiln.runtime.effective_threads(backend="openmp") == 1 and _read_threads(before) == 1
+    assert kiln.runtime.effective_threads() == 2                      # loops on kiln's pool keep the requested count
     after = create_c_module(READ_THREADS.replace("read_threads", "read_threads2"),
                             [dict(funcs[0], name="read_threads2")])["read_threads2"]
     assert _read_threads(after) == 1                                  # a library loaded now starts at 1
@@ -184,10 +185,45 @@ def test_decisions_reach_loaded_and_new_libraries(fake_adapter):
     kiln.runtime.set_num_threads(2)                                   # and the measurement still holds
     assert _read_threads(before) == 1
     st = kiln.runtime.thread_status()
-    assert st["policy"] == "adaptive" and st["requested"] == 2 and st["threads"] == 1
+    assert st["policy"] == "adaptive" and st["requested"] == 2 and st["threads_openmp"] == 1 and st["threads"] == 2
     tp.ADAPTER.restart()
     kiln.runtime.set_thread_policy("adaptive")
-    assert _read_threads(before) == 2 and kiln.runtime.thread_status()["threads"] == 2
+    assert _read_threads(before) == 2 and kiln.runtime.thread_status()["threads_openmp"] == 2
+
+
+# a library whose parallel loops are the pool's: it has the launch pointer the loader fills in
+READ_THREADS_POOL = READ_THREADS.replace("read_threads", "read_threads_pool") + r"""
+typedef int32_t (*KilnParallelBody)(int64_t begin, int64_t end, void* closure);
+typedef int32_t (*KilnParallelLaunchFn)(KilnParallelBody body, void* closure, int64_t extent, int32_t threads);
+__attribute__((weak)) KilnParallelLaunchFn __kiln_parallel_launch = 0;
+"""
+
+
+def test_pool_libraries_keep_the_requested_count(fake_adapter):
+    """The adaptive policy lowers the count of OpenMP libraries only: loops on kiln's pool never wait for a
+    late worker, so they keep the requested threads (thread_policy, "The thread pool needs no fewer threads")."""
+    from kiln.target import create_c_module
+    funcs = [{"name": "read_threads", "args": [{"name": "out", "kind": "buffer", "dtype": "int32", "shape": [1]}]}]
+    omp = create_c_module(READ_THREADS.replace("read_threads", "read_threads_omp2"),
+                          [dict(funcs[0], name="read_threads_omp2")])
+    pool = create_c_module(READ_THREADS_POOL, [dict(funcs[0], name="read_threads_pool")])
+    assert pool.library.parallel_backend == "pool" and omp.library.parallel_backend == "openmp"
+    kiln.runtime.set_thread_policy("adaptive")
+    tp.tick()
+    for _ in range(2):
+        fake_adapter.advance(0.3, others=1.5)
+        tp.tick()
+    assert _read_threads(omp["read_threads_omp2"]) == 1
+    assert _read_threads(pool["read_threads_pool"]) == 2
+    late = create_c_module(READ_THREADS_POOL.replace("read_threads_pool", "read_threads_pool2"),
+                           [dict(funcs[0], name="read_threads_pool2")])
+    assert _read_threads(late["read_threads_pool2"]) == 2              # a pool library loaded now: 2 as well
+    kiln.runtime.set_num_threads(1)                                   # the requested count still caps it
+    assert _read_threads(pool["read_threads_pool"]) == 1
+    st = kiln.runtime.thread_status()
+    assert st["threads"] == 1 and st["threads_openmp"] == 1
+    with pytest.raises(KilnError, match="backend"):
+        kiln.runtime.effective_threads(2, backend="tbb")
 
 
 def test_fixed_policy_measures_but_does_not_act(fake_adapter):
@@ -213,7 +249,7 @@ def test_graph_executor_runs_drive_the_policy(fake_adapter):
     for _ in range(3):
         fake_adapter.advance(0.3, others=1.0)
         m.run(x=data)
-    assert fake_adapter.samples == samples + 3 and kiln.runtime.effective_threads() == 1
+    assert fake_adapter.samples == samples + 3 and kiln.runtime.effective_threads(backend="openmp") == 1
     np.testing.assert_allclose(m.get_output(0).numpy(), data + data)
 
 
@@ -229,7 +265,7 @@ def test_vm_runs_drive_the_policy(fake_adapter):
     for _ in range(3):
         fake_adapter.advance(0.3, others=1.0)
         out = vm.invoke("main", data)
-    assert fake_adapter.samples == samples + 3 and kiln.runtime.effective_threads() == 1
+    assert fake_adapter.samples == samples + 3 and kiln.runtime.effective_threads(backend="openmp") == 1
     np.testing.assert_allclose(out.numpy(), data * data)
 
 
