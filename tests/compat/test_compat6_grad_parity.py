@@ -1,0 +1,292 @@
+"""Gradients added for TVM v0.13 parity (its ``_tensor_grad.py`` list) and beyond it, checked with
+``relay.testing.check_grad`` (central differences): higher order on the debug interpreter, first order compiled
+for llvm and run on the graph executor (ops bundled per build to keep the file fast)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import kiln as tvm
+from kiln import relay
+from kiln.ir.op import Op
+from kiln.relay.testing import check_grad
+
+F64 = "float64"
+rng = np.random.RandomState(11)
+GRAPH = [("llvm", tvm.cpu())]
+
+
+def _var(name, shape, dtype=F64):
+    return relay.var(name, shape=shape, dtype=dtype)
+
+
+def _weights(shape, seed=5):
+    """Distinct weights, so a gradient permuted or summed wrongly is caught."""
+    return relay.const(np.random.RandomState(seed).uniform(0.5, 1.5, size=shape), F64)
+
+
+def _out_shape(expr):
+    return tuple(int(d) for d in relay.testing.run_infer_type(expr).checked_type.shape)
+
+
+def _weighted(expr):
+    return expr * _weights(_out_shape(expr))
+
+
+def _check_ho(func, inputs, eps=1e-5, atol=1e-6, rtol=1e-4):
+    check_grad(func, inputs=[np.array(i, dtype=F64) for i in inputs], eps=eps, atol=atol, rtol=rtol)
+
+
+def _check_graph(func, inputs, eps=1e-5, atol=1e-6, rtol=1e-4):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        check_grad(func, inputs=[np.array(i, dtype=F64) for i in inputs], eps=eps, atol=atol, rtol=rtol,
+                   mode="first_order", executor_kind="graph", target_devices=GRAPH)
+
+
+UNARY = [
+    ("asin", relay.asin, lambda s: rng.uniform(-0.8, 0.8, s)),
+    ("acos", relay.acos, lambda s: rng.uniform(-0.8, 0.8, s)),
+    ("asinh", relay.asinh, lambda s: rng.randn(*s)),
+    ("acosh", relay.acosh, lambda s: rng.uniform(1.2, 3.0, s)),
+    ("atanh", relay.atanh, lambda s: rng.uniform(-0.8, 0.8, s)),
+    ("fast_exp", relay.fast_exp, lambda s: rng.uniform(-2.0, 2.0, s)),
+    ("fast_tanh", relay.fast_tanh, lambda s: rng.uniform(-2.0, 2.0, s)),
+    ("fast_erf", relay.fast_erf, lambda s: rng.uniform(-2.0, 2.0, s)),
+]
+
+
+@pytest.mark.parametrize("name,fn,sample", UNARY, ids=[u[0] for u in UNARY])
+def test_unary_higher_order(name, fn, sample):
+    x = _var("x", (3, 5))
+    data = sample((3, 5))
+    if name.startswith("fast_"):  # fast_* are float32 approximations: check their float32 gradient loosely
+        x = relay.var("x", shape=(3, 5), dtype="float32")
+        f = relay.Function([x], relay.sum(fn(x) * relay.const(rng.uniform(0.5, 1.5, (3, 5)).astype("float32"))))
+        check_grad(f, inputs=[data.astype("float32")], eps=1e-2, atol=2e-3, rtol=2e-2)
+        return
+    _check_ho(relay.Function([x], _weighted(fn(x))), [data])
+
+
+def test_inverse_trig_first_order_graph():
+    xs = [_var(f"x{i}", (3, 5)) for i in range(5)]
+    body = None
+    for k, (x, (name, fn, _)) in enumerate(zip(xs, UNARY[:5])):
+        term = fn(x) * _weights((3, 5), k)
+        body = term if body is None else body + term
+    data = [sample((3, 5)) for _, _, sample in UNARY[:5]]
+    _check_graph(relay.Function(xs, body), data)
+
+
+def test_cross_entropy_ops_forward():
+    x, y = _var("x", (4, 7)), _var("y", (4, 7))
+    xv, yv = rng.uniform(0.1, 1.0, (4, 7)), rng.uniform(0.0, 1.0, (4, 7))
+    for fn, ref in ((relay.nn.cross_entropy, -np.sum(np.log(xv) * yv) / 4),
+                    (relay.nn.cross_entropy_with_logits, -np.sum(xv * yv) / 4)):
+        f = relay.Function([x, y], fn(x, y))
+        assert relay.testing.run_infer_type(f).body.checked_type == relay.TensorType((), F64)
+        np.testing.assert_allclose(relay.create_executor("debug").evaluate(f)(xv, yv).numpy(), ref, rtol=1e-12)
+        lib = relay.build(tvm.IRModule.from_expr(f), target="llvm")
+        m = tvm.contrib.graph_executor.GraphModule(lib["default"](tvm.cpu()))
+        m.set_input("x", xv)
+        m.set_input("y", yv)
+        m.run()
+        np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-12)
+
+
+def test_cross_entropy_type_errors():
+    with pytest.raises(tvm.error.KilnError, match="must have one shape"):
+        relay.testing.run_infer_type(relay.nn.cross_entropy(_var("x", (2, 3)), _var("y", (3, 2))))
+    with pytest.raises(tvm.error.KilnError, match="2-d"):
+        relay.testing.run_infer_type(relay.nn.cross_entropy(_var("x", (6,)), _var("y", (6,))))
+
+
+def test_cross_entropy_gradients_higher_order():
+    x, y = _var("x", (3, 5)), _var("y", (3, 5))
+    f = relay.Function([x, y], relay.nn.cross_entropy(x, y) * relay.const(1.7, F64))
+    _check_ho(f, [rng.uniform(0.2, 1.0, (3, 5)), rng.uniform(0.0, 1.0, (3, 5))])
+    f = relay.Function([x, y], relay.nn.cross_entropy_with_logits(relay.nn.log_softmax(x), y))
+    _check_ho(f, [rng.randn(3, 5), rng.uniform(0.0, 1.0, (3, 5))])
+
+
+def test_cross_entropy_gradients_first_order_graph():
+    x, y, z = _var("x", (3, 5)), _var("y", (3, 5)), _var("z", (3, 5))
+    body = relay.nn.cross_entropy(x, y) + relay.nn.cross_entropy_with_logits(relay.nn.log_softmax(z), y)
+    _check_graph(relay.Function([x, y, z], body),
+                 [rng.uniform(0.2, 1.0, (3, 5)), rng.uniform(0.0, 1.0, (3, 5)), rng.randn(3, 5)])
+
+
+def _shape_cases():
+    idx_nd = relay.const(np.array([[0, 2, 2, 1], [1, 0, 0, 3]], "int32"))
+    gather_idx = relay.const(np.array([[0, 2, 1], [2, 2, 0], [1, 0, 0]], "int32"))
+    return [
+        ("strided_slice_step2", (7, 5), lambda x: relay.strided_slice(x, [1, 0], [7, 5], [2, 2])),
+        ("strided_slice_negative", (7, 5), lambda x: relay.strided_slice(x, [5, 4], [0, -6], [-2, -1])),
+        ("strided_slice_to_zero", (6,), lambda x: relay.strided_slice(x, [-1], [-7], [-2])),
+        ("strided_slice_axes", (4, 6, 3), lambda x: relay.strided_slice(x, [1, 0], [6, 2], [3, 1], axes=[1, 2])),
+        ("strided_slice_size", (5, 6), lambda x: relay.strided_slice(x, [1, 2], [3, -1], slice_mode="size")),
+        ("reverse_reshape", (2, 3, 4), lambda x: relay.reverse_reshape(x, (-1, 0))),
+        ("collapse_sum_to", (2, 3, 4), lambda x: relay.collapse_sum_to(x, (3, 1))),
+        ("gather_nd", (3, 4, 2), lambda x: relay.gather_nd(x, idx_nd)),
+        ("gather", (3, 4), lambda x: relay.gather(x, 1, gather_idx)),
+        ("cumsum", (3, 4), lambda x: relay.cumsum(x, axis=1)),
+        ("cumsum_exclusive", (3, 4), lambda x: relay.cumsum(x, axis=0, exclusive=True)),
+        ("cumsum_flat", (3, 4), lambda x: relay.cumsum(x)),
+        ("variance", (3, 5), lambda x: relay.variance(x, axis=[1])),
+        ("variance_unbiased", (3, 5), lambda x: relay.variance(x, axis=[0], keepdims=True, unbiased=True)),
+        ("variance_all", (3, 5), lambda x: relay.variance(x)),
+        ("std", (3, 5), lambda x: relay.std(x, axis=[1])),
+        ("dropout", (3, 5), lambda x: relay.nn.dropout(x, 0.3)),
+        ("global_avg_pool_nhwc", (2, 3, 4, 5), lambda x: relay.nn.global_avg_pool2d(x, layout="NHWC")),
+        ("global_max_pool_nhwc", (2, 3, 4, 5), lambda x: relay.nn.global_max_pool2d(x, layout="NHWC")),
+    ]
+
+
+SHAPE = _shape_cases()
+
+
+@pytest.mark.parametrize("name,shape,fn", SHAPE, ids=[s[0] for s in SHAPE])
+def test_shape_and_reduce_gradients_higher_order(name, shape, fn):
+    x = _var("x", shape)
+    _check_ho(relay.Function([x], _weighted(fn(x))), [rng.randn(*shape)])
+
+
+def test_shape_and_reduce_gradients_first_order_graph():
+    xs, body = [], None
+    for k, (name, shape, fn) in enumerate(SHAPE):
+        x = _var(f"x{k}", shape)
+        xs.append(x)
+        term = relay.sum(_weighted(fn(x)))
+        body = term if body is None else body + term
+    _check_graph(relay.Function(xs, body), [rng.randn(*x.type_annotation.shape) for x in xs])
+
+
+def test_variance_with_an_independent_mean():
+    """Both partial derivatives, with a mean argument that is not the data's mean."""
+    x, m = _var("x", (3, 5)), _var("m", (3, 1))
+    call = relay.Call(Op.get("variance"), [x, m], Op.get("variance").make_attrs(axis=[1], keepdims=False,
+                                                                                 exclude=False, unbiased=False))
+    _check_ho(relay.Function([x, m], _weighted(call)), [rng.randn(3, 5), rng.randn(3, 1)])
+
+
+def test_arange_gradient():
+    start, stop, step = (relay.const(2.5, F64), relay.const(9.5, F64), relay.const(1.75, F64))
+    call = relay.arange(start, stop, step, dtype=F64)
+    f = relay.Function([], call)
+    f = relay.testing.run_infer_type(f)
+    grads = Op.get("arange").get_attr("FPrimalGradient")(f.body, relay.const(np.arange(1.0, 5.0), F64))
+    g = relay.Function([], relay.Tuple(grads))
+    out = relay.create_executor("debug").evaluate(g)()
+    np.testing.assert_allclose(out[0].numpy(), 10.0)  # d/dstart: sum of the gradient
+    np.testing.assert_allclose(out[1].numpy(), 0.0)
+    np.testing.assert_allclose(out[2].numpy(), 0 * 1 + 1 * 2 + 2 * 3 + 3 * 4)  # sum(i * grad)
+
+
+def test_one_hot_gradient():
+    idx = relay.const(np.array([[0, 3], [2, 2], [1, 0]], "int32"))
+    on, off = _var("on", ()), _var("off", ())
+    f = relay.Function([on, off], _weighted(relay.one_hot(idx, on, off, depth=4, axis=1, dtype=F64)))
+    _check_ho(f, [np.array(1.3), np.array(-0.4)])
+    _check_graph(f, [np.array(1.3), np.array(-0.4)])
+
+
+def test_zero_gradient_ops_registered_as_tvm():
+    for name in ("less_equal", "not_equal", "shape_of", "dyn.zeros", "dyn.ones", "argmax", "less"):
+        assert Op.get(name).get_attr("FPrimalGradient") is not None, name
+    x = _var("x", (3, 4))
+    body = relay.where(relay.less_equal(x, relay.zeros_like(x)), x * x, relay.exp(x)) + \
+        relay.cast(relay.take(relay.shape_of(x), relay.const(1)), F64)
+    _check_ho(relay.Function([x], _weighted(body)), [rng.randn(3, 4)])
+
+
+NORM = [
+    ("batch_norm", lambda x, g, b, m, v: relay.nn.batch_norm(x, g, b, m, v, axis=1, epsilon=1e-3)[0]),
+    ("batch_norm_tuple", lambda x, g, b, m, v: _tuple_sum(relay.nn.batch_norm(x, g, b, m, v, axis=1))),
+    ("batch_norm_axis3_noscale", lambda x, g, b, m, v: relay.nn.batch_norm(
+        relay.transpose(x, (0, 2, 3, 1)), g, b, m, v, axis=3, scale=False, center=False)[0]),
+    ("layer_norm", lambda x, g, b, m, v: relay.nn.layer_norm(x, g, b, axis=1, epsilon=1e-3)),
+    ("instance_norm", lambda x, g, b, m, v: relay.nn.instance_norm(x, g, b, axis=1)),
+    ("group_norm", lambda x, g, b, m, v: relay.nn.group_norm(relay.concatenate([x, x * x], 1),
+                                                             relay.concatenate([g, b], 0),
+                                                             relay.concatenate([b, g], 0), num_groups=2)),
+]
+
+
+def _tuple_sum(t):
+    w = _weights((3,), 9)
+    return relay.sum(_weighted(t[0])) + relay.sum(t[1] * w) + relay.sum(t[2] * w * w)
+
+
+def _norm_inputs():
+    return [rng.randn(2, 3, 4, 5), rng.uniform(0.5, 1.5, 3), rng.randn(3), rng.randn(3) * 0.1,
+            rng.uniform(0.5, 1.5, 3)]
+
+
+@pytest.mark.parametrize("name,fn", NORM, ids=[n[0] for n in NORM])
+def test_normalization_gradients_higher_order(name, fn):
+    x, g, b, m, v = _var("x", (2, 3, 4, 5)), _var("g", (3,)), _var("b", (3,)), _var("m", (3,)), _var("v", (3,))
+    _check_ho(relay.Function([x, g, b, m, v], _weighted(fn(x, g, b, m, v))), _norm_inputs(), eps=1e-5, atol=1e-5)
+
+
+def test_normalization_gradients_first_order_graph():
+    x, g, b, m, v = _var("x", (2, 3, 4, 5)), _var("g", (3,)), _var("b", (3,)), _var("m", (3,)), _var("v", (3,))
+    body = None
+    for _, fn in NORM:
+        term = relay.sum(_weighted(fn(x, g, b, m, v)))
+        body = term if body is None else body + term
+    _check_graph(relay.Function([x, g, b, m, v], body), _norm_inputs(), atol=1e-5)
+
+
+CONV = [  # data layout, kernel layout, data shape, weight shape, kwargs
+    ("NHWC", "HWIO", (1, 6, 5, 3), (3, 2, 3, 4), dict(strides=(2, 1), padding=(1, 0, 1, 1))),
+    ("NHWC", "OHWI", (2, 5, 5, 4), (6, 3, 3, 2), dict(padding=(1, 1), groups=2)),
+    ("NCHW", "HWIO", (1, 3, 5, 6), (2, 3, 3, 4), dict(dilation=(2, 1))),
+    ("NHWC", "HWIO", (1, 5, 4, 4), (3, 2, 2, 6), dict(strides=(1, 2), padding=(1, 1), groups=2)),
+]
+
+
+@pytest.mark.parametrize("dl,kl,dshape,wshape,kw", CONV, ids=["nhwc_hwio", "nhwc_ohwi_groups", "nchw_hwio", "nhwc_hwio_groups"])
+def test_conv2d_layout_gradients_higher_order(dl, kl, dshape, wshape, kw):
+    x, w = _var("x", dshape), _var("w", wshape)
+    conv = relay.nn.conv2d(x, w, data_layout=dl, kernel_layout=kl, **kw)
+    _check_ho(relay.Function([x, w], _weighted(conv)), [rng.randn(*dshape), rng.randn(*wshape)], eps=1e-4)
+
+
+TCONV = [  # data shape, weight (IOHW) shape, kwargs
+    ((1, 3, 4, 5), (3, 2, 3, 3), dict()),
+    ((2, 2, 3, 4), (2, 3, 3, 2), dict(strides=(2, 2), padding=(1, 0), output_padding=(1, 1))),
+    ((1, 4, 3, 3), (4, 1, 3, 3), dict(strides=(2, 1), padding=(1, 1, 0, 2), dilation=(1, 2), groups=2)),
+]
+
+
+@pytest.mark.parametrize("dshape,wshape,kw", TCONV, ids=["plain", "stride_outpad", "groups_dilated"])
+def test_conv2d_transpose_gradients_higher_order(dshape, wshape, kw):
+    x, w = _var("x", dshape), _var("w", wshape)
+    conv = relay.nn.conv2d_transpose(x, w, **kw)
+    _check_ho(relay.Function([x, w], _weighted(conv)), [rng.randn(*dshape), rng.randn(*wshape)], eps=1e-4)
+
+
+def test_conv_gradients_first_order_graph():
+    args, inputs, body = [], [], None
+    for k, (dl, kl, dshape, wshape, kw) in enumerate(CONV):
+        if (dl, kl) not in (("NCHW", "OIHW"), ("NHWC", "HWIO")):
+            continue  # kiln compiles conv2d forward in these two layouts only
+        x, w = _var(f"x{k}", dshape), _var(f"w{k}", wshape)
+        term = relay.sum(_weighted(relay.nn.conv2d(x, w, data_layout=dl, kernel_layout=kl, **kw)))
+        args += [x, w]
+        inputs += [rng.randn(*dshape), rng.randn(*wshape)]
+        body = term if body is None else body + term
+    for k, (dshape, wshape, kw) in enumerate(TCONV):
+        x, w = _var(f"tx{k}", dshape), _var(f"tw{k}", wshape)
+        term = relay.sum(_weighted(relay.nn.conv2d_transpose(x, w, **kw)))
+        args += [x, w]
+        inputs += [rng.randn(*dshape), rng.randn(*wshape)]
+        body = body + term
+    _check_graph(relay.Function(args, body), inputs, eps=1e-4)
+
+
+def test_unsupported_layouts_name_what_is_missing():
+    x, w = _var("x", (1, 4, 4, 3)), _var("w", (3, 3, 3, 2))
+    f = relay.Function([x, w], relay.nn.conv2d_transpose(x, w, data_layout="NHWC", kernel_layout="HWIO"))
+    with pytest.raises(tvm.error.OpNotImplemented, match="conv2d_transpose"):
+        relay.transform.gradient(relay.testing.run_infer_type(f))
