@@ -4,6 +4,7 @@ bundles several ops into one scalar loss so one build covers them."""
 import warnings
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -174,3 +175,37 @@ def test_convolutions_match_torch():
                      * t[2]).sum()
         return out
     _compare(ps, body, arrays, torch_loss, rtol=2e-4, atol=5e-5)
+
+
+def test_conv2d_backward_weight_op_matches_torch():
+    """TVM's nn.conv2d_backward_weight op (NCHW): the interpreter and the compiled graph against autograd."""
+    rng = np.random.RandomState(4)
+    for dshape, wshape, kw in [((2, 4, 7, 6), (6, 2, 3, 2), dict(strides=(2, 1), padding=(1, 0, 2, 1),
+                                                                 dilation=(1, 2), groups=2)),
+                               ((1, 3, 5, 5), (5, 3, 3, 3), dict(padding=(1, 1)))]:
+        x = torch.tensor(rng.randn(*dshape), requires_grad=True)
+        w = torch.tensor(rng.randn(*wshape), requires_grad=True)
+        pt, pl, pb, pr = relay.nn.get_pad_tuple2d(kw.get("padding", 0))
+        y = F.conv2d(F.pad(x, (pl, pr, pt, pb)), w, stride=kw.get("strides", 1), dilation=kw.get("dilation", 1),
+                     groups=kw.get("groups", 1))
+        g = torch.tensor(rng.randn(*y.shape))
+        y.backward(g)
+        gv, dv = relay.var("g", shape=tuple(y.shape), dtype="float64"), relay.var("d", shape=dshape, dtype="float64")
+        f = relay.Function([gv, dv], relay.nn.conv2d_backward_weight(gv, dv, kernel_size=wshape[2:],
+                                                                     channels=wshape[0], **kw))
+        got = relay.create_executor("debug").evaluate(f)(g.numpy(), x.detach().numpy()).numpy()
+        np.testing.assert_allclose(got, w.grad.numpy(), rtol=1e-10, atol=1e-10)
+        lib = relay.build(tvm.IRModule.from_expr(f), target="llvm")
+        m = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+        m.set_input("g", g.numpy())
+        m.set_input("d", x.detach().numpy())
+        m.run()
+        np.testing.assert_allclose(m.get_output(0).numpy(), w.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_conv2d_backward_weight_checks_its_arguments():
+    g, d = relay.var("g", shape=(1, 4, 3, 3)), relay.var("d", shape=(1, 3, 5, 5))
+    with pytest.raises(tvm.error.KilnError, match="kernel_size"):
+        relay.testing.run_infer_type(relay.nn.conv2d_backward_weight(g, d))
+    with pytest.raises(tvm.error.KilnError, match="not the output shape"):
+        relay.testing.run_infer_type(relay.nn.conv2d_backward_weight(g, d, kernel_size=(2, 2)))
