@@ -290,3 +290,32 @@ def test_unsupported_layouts_name_what_is_missing():
     f = relay.Function([x, w], relay.nn.conv2d_transpose(x, w, data_layout="NHWC", kernel_layout="HWIO"))
     with pytest.raises(tvm.error.OpNotImplemented, match="conv2d_transpose"):
         relay.transform.gradient(relay.testing.run_infer_type(f))
+
+
+def test_take_gradient_with_run_time_index_count():
+    """Indices of type (Any,): the gradient avoids static reshapes of the index-shaped tensors."""
+    data = _var("data", (3, 4, 5))
+    indices = relay.var("indices", relay.TensorType((relay.Any(),), "int32"))
+    inputs = [rng.randn(3, 4, 5), np.array([1, 3, 1], dtype="int32")]
+    for axis in (1, None, -1):
+        f = relay.Function([data, indices], relay.take(data, indices, axis=axis) * relay.const(1.5, F64))
+        check_grad(f, inputs=inputs, test_inputs=[inputs[0]], eps=1e-5, atol=1e-6, rtol=1e-4)
+
+
+def test_arange_gradient_with_run_time_bounds():
+    """start/stop/step as parameters (a run-time length): d/dstart = sum(g), d/dstop = 0, d/dstep = sum(i g)."""
+    start, stop, step = (relay.var(n, relay.TensorType((), F64)) for n in ("start", "stop", "step"))
+    f = relay.Function([start, stop, step], relay.arange(start, stop, step, F64) * relay.const(2.0, F64))
+    check_grad(f, inputs=[np.array(2.5), np.array(9.5), np.array(1.8)], eps=1e-5, atol=1e-6, rtol=1e-4)
+    out, grads = relay.create_executor("debug").evaluate(relay.transform.gradient(
+        relay.testing.run_infer_type(f)))(np.array(2.5), np.array(9.5), np.array(1.8))
+    np.testing.assert_allclose(out.numpy(), 2 * (2.5 + 1.8 * np.arange(4)))
+    np.testing.assert_allclose([g.numpy() for g in grads], [8.0, 0.0, 2.0 * (0 + 1 + 2 + 3)])
+
+
+def test_gather_nd_gradient_with_index_parameter():
+    data = _var("data", (2, 3))
+    indices = relay.var("indices", shape=(2, 4), dtype="int64")
+    f = relay.Function([data, indices], _weighted(relay.gather_nd(data, indices)))
+    inputs = [rng.rand(2, 3), np.array([[0, 1, 1, 0], [0, 1, 0, 0]], dtype="int64")]
+    check_grad(f, inputs=inputs, test_inputs=[inputs[0]], eps=1e-5, atol=1e-6, rtol=1e-4)

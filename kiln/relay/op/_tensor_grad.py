@@ -412,8 +412,7 @@ def pad_grad(orig, grad):
 def take_grad(orig, grad):
     """Scatter-add of ``grad`` into ``data``'s shape, as a one-hot matrix product."""
     data, indices = orig.args
-    dshape = _shape(data)
-    ishape = _shape(indices)
+    dshape = _shape(data)  # indices may have a dynamic (Any) shape: the reshapes below infer their length
     attrs = orig.attrs
     if int(getattr(attrs, "batch_dims", 0) or 0) != 0:
         raise OpNotImplemented("gradient of take with batch_dims != 0 is not implemented")
@@ -433,15 +432,32 @@ def take_grad(orig, grad):
         idx = floor_mod(idx, const(n, idx_dt))
     else:
         idx = clip(idx, 0, n - 1)
-    ni = int(np.prod(ishape, dtype=np.int64))
     outer = int(np.prod(flat_data_shape[:ax], dtype=np.int64))
     inner = int(np.prod(flat_data_shape[ax + 1:], dtype=np.int64))
-    hot = reshape(one_hot(idx, const(1, dt), const(0, dt), n, -1, dt), [ni, n])  # (ni, n)
-    g = reshape(grad, [outer, ni, inner])
-    g = reshape(transpose(g, [1, 0, 2]), [ni, outer * inner])  # (ni, outer*inner)
+    if _ttype(indices).is_dynamic():
+        k = len(_ttype(indices).shape)
+        return [_take_grad_broadcast(grad, idx, k, dshape, flat_data_shape, ax, n, dt, axis is None),
+                zeros_like(indices)]
+    hot = reshape(one_hot(idx, const(1, dt), const(0, dt), n, -1, dt), [-1, n])  # (ni, n)
+    g = reshape(grad, [outer, -1, inner])
+    g = reshape(transpose(g, [1, 0, 2]), [-1, outer * inner])  # (ni, outer*inner)
     scattered = _nn.dense(transpose(g), transpose(hot))  # (outer*inner, n)
     scattered = transpose(reshape(scattered, [outer, inner, n]), [0, 2, 1])
     return [reshape(scattered, list(dshape)), zeros_like(indices)]
+
+
+def _take_grad_broadcast(grad, idx, k, dshape, flat_shape, ax, n, dt, flat):
+    """take's gradient for indices of run-time length: grad (lead + I + rest) times one_hot(idx) (I + (n,)),
+    summed over I. No reshape of a dynamic tensor (the interpreter needs static reshapes)."""
+    lead, rest = len(flat_shape[:ax]), len(flat_shape[ax + 1:])
+    hot = one_hot(idx, const(1, dt), const(0, dt), n, -1, dt)  # I + (n,)
+    for _ in range(lead):
+        hot = _expand_dims(hot, 0)
+    if rest:
+        hot = _expand_dims(hot, lead + k + 1, rest)
+    g = _expand_dims(grad, lead + k)  # lead + I + (1,) + rest
+    out = _sum(g * hot, axis=list(range(lead, lead + k)))  # lead + (n,) + rest
+    return reshape(out, list(dshape)) if flat else out
 
 
 # -- neural network ----------------------------------------------------------------------------------------
@@ -657,7 +673,13 @@ from .algorithm import cumsum as _cumsum  # noqa: E402
 from .scatter import scatter_elements as _scatter_elements  # noqa: E402
 from .compat_ops import strided_set as _strided_set  # noqa: E402
 from .reduce import mean as _mean  # noqa: E402
+from .shape import shape_of  # noqa: E402
+from .transform import expand_dims as _expand_dims  # noqa: E402
 from ...topi.transform import strided_slice_plan as _slice_plan  # noqa: E402
+
+
+def _take_first(vec):
+    return reshape(strided_slice(vec, [0], [1]), [])
 
 
 def _field(grad, i: int):
@@ -775,9 +797,12 @@ def cross_entropy_with_logits_grad(orig, grad):
 def arange_grad(orig, grad):
     """out[i] = start + i * step: d/dstart = sum(grad), d/dstop = 0, d/dstep = sum(i * grad)."""
     start, stop, step = orig.args
-    n = _shape(orig)[0]
-    index = _arange(const(0.0, _dtype(orig)), const(float(n), _dtype(orig)), const(1.0, _dtype(orig)),
-                    dtype=_dtype(orig))
+    dt = _dtype(orig)
+    if _ttype(orig).is_dynamic():  # run-time bounds: the length is known at run time only
+        n = cast_like(_take_first(shape_of(orig)), orig)
+    else:
+        n = const(float(_shape(orig)[0]), dt)
+    index = _arange(const(0.0, dt), n, const(1.0, dt), dtype=dt)
     return [cast_like(_sum(grad), start), zeros_like(stop), cast_like(_sum(grad * index), step)]
 
 
