@@ -319,3 +319,46 @@ def test_gather_nd_gradient_with_index_parameter():
     f = relay.Function([data, indices], _weighted(relay.gather_nd(data, indices)))
     inputs = [rng.rand(2, 3), np.array([[0, 1, 1, 0], [0, 1, 0, 0]], dtype="int64")]
     check_grad(f, inputs=inputs, test_inputs=[inputs[0]], eps=1e-5, atol=1e-6, rtol=1e-4)
+
+
+def test_checkpoint_and_stop_fusion_gradients():
+    xs = [_var(f"x{i}", (2,)) for i in range(4)]
+    prod = relay.multiply(relay.add(xs[0], xs[1]), relay.add(xs[2], xs[3]))
+    _check_ho(relay.Function(xs, _weighted(relay.annotation.checkpoint(prod))), [rng.randn(2) for _ in xs])
+    scope = relay.ScopeBuilder()
+    pair = scope.let("pair", relay.Tuple([relay.add(xs[0], xs[1]), relay.multiply(xs[2], xs[3])]))
+    scope.ret(relay.subtract(relay.annotation.checkpoint(relay.TupleGetItem(pair, 0)),
+                             relay.annotation.stop_fusion(relay.TupleGetItem(pair, 1))))
+    _check_ho(relay.Function(xs, _weighted(scope.get())), [rng.randn(2) for _ in xs])
+
+
+def test_first_order_gradient_of_parsed_depthwise_conv_types():
+    """A parsed depthwise conv + bias_add: the first-order gradient function type-checks (TVM PR 10439)."""
+    src = '''#[version = "0.0.5"]
+    fn (%input0: Tensor[(1, 3, 9, 9), float32], %w: Tensor[(3, 1, 3, 3), float32], %b: Tensor[(3), float32]) {
+      %0 = nn.conv2d(%input0, %w, padding=[1, 1, 1, 1], groups=3, channels=3, kernel_size=[3, 3]);
+      nn.bias_add(%0, %b)
+    }'''
+    mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.parse_expr(src)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        bwd = relay.transform.gradient(mod["main"], mode="first_order")
+    ty = relay.transform.InferType()(tvm.IRModule.from_expr(bwd))["main"].ret_type
+    assert [tuple(int(d) for d in t.shape) for t in ty.fields[1].fields] == [(1, 3, 9, 9), (3, 1, 3, 3), (3,)]
+
+
+def test_conv2d_backward_weight_against_topi_testing():
+    from kiln.topi.testing import conv2d_backward_weight_python
+    for dy_shape, x_shape, ks, st, pad, groups in [((2, 8, 9, 9), (2, 4, 9, 9), (3, 3), (1, 1), (1, 1), 1),
+                                                   ((2, 6, 5, 5), (2, 3, 11, 11), (3, 3), (2, 2), (0, 0), 1),
+                                                   ((1, 4, 7, 7), (1, 4, 7, 7), (3, 3), (1, 1), (1, 1), 4)]:
+        dy, x = relay.var("dy", shape=dy_shape), relay.var("x", shape=x_shape)
+        f = relay.Function([dy, x], relay.nn.conv2d_backward_weight(dy, x, strides=st, padding=pad, kernel_size=ks,
+                                                                    groups=groups, channels=dy_shape[1]))
+        dy_np, x_np = rng.randn(*dy_shape).astype("float32"), rng.randn(*x_shape).astype("float32")
+        want = conv2d_backward_weight_python(dy_np, x_np, ks, st, pad, groups=groups, channels=dy_shape[1])
+        got = relay.create_executor("debug").evaluate(f)(dy_np, x_np).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        nhwc = conv2d_backward_weight_python(dy_np.transpose(0, 2, 3, 1), x_np.transpose(0, 2, 3, 1), ks, st, pad,
+                                             layout="NHWC", groups=groups)
+        np.testing.assert_allclose(nhwc, want.transpose(0, 2, 3, 1), rtol=1e-5, atol=1e-5)

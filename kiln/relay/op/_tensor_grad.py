@@ -995,3 +995,9 @@ def group_norm_grad(orig, grad):
     dxhat, dgamma, dbeta = _affine_grads(grad, xhat, gamma, beta, orig.attrs, axis, ndim, c)
     dx = _norm_backward(xhat_g, inv, reshape(dxhat, grouped), axes)
     return [reshape(dx, list(shape)), dgamma, dbeta]
+
+
+# -- annotations: identities for the gradient (TVM's gradient pass special-cases checkpoint to recompute the
+# forward in the backward pass; kiln keeps the forward values, so the numbers are the same) ----------------
+for _name in ("annotation.checkpoint", "annotation.stop_fusion"):
+    register_gradient(_name, copy_grad)

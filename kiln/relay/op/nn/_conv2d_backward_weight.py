@@ -8,8 +8,6 @@ a grouped conv2d on CPU). kiln's own conv2d gradient computes the same with ``nn
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ....error import TypeInferenceError
 from ....ir.op import Op, OpPattern
 from ....ir.type import TensorType
@@ -18,6 +16,7 @@ from .._define import define_op, topi_compute
 from ..op import register_reduce_schedule
 from ..type_relations import shape_text, tensor_arg
 from .nn import _call, _dtype, _pair, get_pad_tuple2d
+from ....topi.testing.conv_backward_weight import conv2d_backward_weight_nchw_python
 
 __all__ = ["conv2d_backward_weight"]
 
@@ -58,25 +57,9 @@ def _rel(arg_types, attrs):
 
 
 def _reference(attrs, inputs, out_type):
-    grad, data = (np.asarray(v, dtype=np.float64) for v in inputs)
-    n, o, oh, ow = grad.shape
-    c = data.shape[1]
-    kh, kw = (int(k) for k in attrs.kernel_size)
-    sh, sw = (int(s) for s in attrs.strides)
-    dh, dw = (int(d) for d in attrs.dilation)
-    pt, pl, pb, pr = get_pad_tuple2d(tuple(attrs.padding))
-    groups = int(attrs.groups)
-    padded = np.pad(data, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    cpg, opg = c // groups, o // groups
-    out = np.zeros((o, cpg, kh, kw))
-    for g in range(groups):
-        gs = grad[:, g * opg:(g + 1) * opg]
-        ds = padded[:, g * cpg:(g + 1) * cpg]
-        for r in range(kh):
-            for s in range(kw):
-                win = ds[:, :, r * dh:r * dh + (oh - 1) * sh + 1:sh, s * dw:s * dw + (ow - 1) * sw + 1:sw]
-                out[g * opg:(g + 1) * opg, :, r, s] = np.einsum("noyx,niyx->oi", gs, win)
-    return out
+    return conv2d_backward_weight_nchw_python(inputs[0], inputs[1], attrs.kernel_size, attrs.strides,
+                                              get_pad_tuple2d(tuple(attrs.padding)), int(attrs.groups),
+                                              dilation=attrs.dilation)
 
 
 define_op("nn.conv2d_backward_weight", num_inputs=2, args=("grad", "data"), attrs=A.Conv2DAttrs, rel=_rel,
