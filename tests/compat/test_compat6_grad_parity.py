@@ -362,3 +362,19 @@ def test_conv2d_backward_weight_against_topi_testing():
         nhwc = conv2d_backward_weight_python(dy_np.transpose(0, 2, 3, 1), x_np.transpose(0, 2, 3, 1), ks, st, pad,
                                              layout="NHWC", groups=groups)
         np.testing.assert_allclose(nhwc, want.transpose(0, 2, 3, 1), rtol=1e-5, atol=1e-5)
+
+
+# every op TVM v0.13's python/tvm/relay/op/_tensor_grad.py registers a gradient for
+TVM_GRADIENT_OPS = """log log2 log10 tan cos cosh sin sinh acos acosh asin asinh atan atanh exp sqrt sigmoid tanh
+nn.relu add subtract multiply divide zeros dyn.zeros ones dyn.ones zeros_like ones_like collapse_sum_like
+collapse_sum_to abs erf clip nn.max_pool2d nn.avg_pool2d nn.global_avg_pool2d concatenate nn.conv2d max nn.softmax
+nn.log_softmax nn.bias_add nn.dense nn.matmul nn.batch_matmul reshape dyn.reshape shape_of cast cast_like
+nn.batch_flatten transpose negative sum mean variance copy nn.cross_entropy nn.cross_entropy_with_logits take
+contrib_reverse_reshape stack squeeze expand_dims arange gather_nd reshape_like where less_equal not_equal
+strided_slice one_hot""".split()
+
+
+def test_every_tvm_gradient_is_registered():
+    assert len(TVM_GRADIENT_OPS) == 73
+    missing = [n for n in TVM_GRADIENT_OPS if Op.get(n).get_attr("FPrimalGradient") is None]
+    assert not missing
