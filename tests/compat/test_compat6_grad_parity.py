@@ -378,3 +378,41 @@ def test_every_tvm_gradient_is_registered():
     assert len(TVM_GRADIENT_OPS) == 73
     missing = [n for n in TVM_GRADIENT_OPS if Op.get(n).get_attr("FPrimalGradient") is None]
     assert not missing
+
+
+EXTRA = [
+    ("reverse", (3, 4), lambda x: relay.reverse(x, 1)),
+    ("repeat", (3, 4), lambda x: relay.repeat(x, 3, 0)),
+    ("repeat_last", (3, 4), lambda x: relay.repeat(x, 2, -1)),
+    ("layout_transform", (2, 6, 3, 5), lambda x: relay.layout_transform(x, "NCHW", "NCHW3c")),
+    ("fast_softmax", (3, 5), lambda x: relay.nn.fast_softmax(x)),
+    ("upsampling", (1, 2, 3, 4), lambda x: relay.nn.upsampling(x, 2, 3)),
+    ("upsampling_nhwc", (1, 3, 4, 2), lambda x: relay.nn.upsampling(x, 3, 2, layout="NHWC")),
+]
+
+
+@pytest.mark.parametrize("name,shape,fn", EXTRA, ids=[e[0] for e in EXTRA])
+def test_extra_layout_gradients_higher_order(name, shape, fn):
+    x = _var("x", shape)
+    _check_ho(relay.Function([x], _weighted(fn(x))), [rng.randn(*shape)])
+
+
+def test_prelu_gradient():
+    x, a = _var("x", (2, 3, 4)), _var("a", (3,))
+    data = np.where(rng.rand(2, 3, 4) < 0.5, -1, 1) * rng.uniform(0.1, 1.0, (2, 3, 4))
+    f = relay.Function([x, a], _weighted(relay.nn.prelu(x, a, axis=1)))
+    _check_ho(f, [data, rng.uniform(0.1, 0.5, 3)])
+
+
+def test_extra_gradients_first_order_graph():
+    xs, body = [], None
+    for k, (name, shape, fn) in enumerate(EXTRA):
+        x = _var(f"x{k}", shape)
+        xs.append(x)
+        term = relay.sum(_weighted(fn(x)))
+        body = term if body is None else body + term
+    x, a = _var("px", (2, 3, 4)), _var("pa", (3,))
+    body = body + relay.sum(_weighted(relay.nn.prelu(x, a, axis=1)))
+    data = [rng.randn(*v.type_annotation.shape) for v in xs]
+    data += [np.where(rng.rand(2, 3, 4) < 0.5, -1, 1) * rng.uniform(0.1, 1.0, (2, 3, 4)), rng.uniform(0.1, 0.5, 3)]
+    _check_graph(relay.Function(xs + [x, a], body), data)

@@ -1001,3 +1001,63 @@ def group_norm_grad(orig, grad):
 # forward in the backward pass; kiln keeps the forward values, so the numbers are the same) ----------------
 for _name in ("annotation.checkpoint", "annotation.stop_fusion"):
     register_gradient(_name, copy_grad)
+
+
+# -- more layout ops and activations (beyond TVM) --------------------------------------------------------
+from .transform import layout_transform as _layout_transform  # noqa: E402
+
+
+@register_gradient("reverse")
+def reverse_grad(orig, grad):
+    return [_reverse(grad, int(orig.attrs.axis))]
+
+
+@register_gradient("repeat")
+def repeat_grad(orig, grad):
+    """Each input element was copied ``repeats`` times in a row along ``axis``: sum those copies."""
+    x = orig.args[0]
+    shape = _shape(x)
+    axis = int(orig.attrs.axis) % len(shape)
+    r = int(orig.attrs.repeats)
+    split_shape = list(shape[:axis]) + [shape[axis], r] + list(shape[axis + 1:])
+    return [_sum(reshape(grad, split_shape), axis=[axis + 1])]
+
+
+@register_gradient("layout_transform")
+def layout_transform_grad(orig, grad):
+    return [_layout_transform(grad, orig.attrs.dst_layout, orig.attrs.src_layout)]
+
+
+@register_gradient("nn.prelu")
+def prelu_grad(orig, grad):
+    x, alpha = orig.args
+    ndim = len(_shape(x))
+    axis = int(orig.attrs.axis) % ndim
+    cs = _channel_shape(ndim, axis, _shape(alpha)[0])
+    neg = less(x, zeros_like(x))
+    dx = where(neg, grad * reshape(alpha, cs), grad)
+    dalpha = _sum(where(neg, grad * x, zeros_like(grad)), axis=[a for a in range(ndim) if a != axis])
+    return [dx, dalpha]
+
+
+register_gradient("nn.fast_softmax", softmax_grad)
+
+
+@register_gradient("nn.upsampling")
+def upsampling_grad(orig, grad):
+    """Nearest-neighbour upsampling by integer scales: each input pixel's gradient is the sum of its block."""
+    attrs = orig.attrs
+    sh, sw = float(attrs.scale_h), float(attrs.scale_w)
+    if attrs.method != "nearest_neighbor" or sh != int(sh) or sw != int(sw):
+        raise OpNotImplemented("gradient of nn.upsampling: only nearest_neighbor with integer scales is "
+                               f"implemented (got {attrs.method}, scales {sh}, {sw})")
+    x = orig.args[0]
+    shape = _shape(x)
+    hw = _hw_axes(attrs.layout, "nn.upsampling")
+    split_shape, sum_axes = [], []
+    for a, n in enumerate(shape):
+        split_shape.append(n)
+        if a in hw:
+            sum_axes.append(len(split_shape))
+            split_shape.append(int(sh) if a == hw[0] else int(sw))
+    return [_sum(reshape(grad, split_shape), axis=sum_axes)]
