@@ -245,7 +245,8 @@ CONV = [  # data layout, kernel layout, data shape, weight shape, kwargs
 ]
 
 
-@pytest.mark.parametrize("dl,kl,dshape,wshape,kw", CONV, ids=["nhwc_hwio", "nhwc_ohwi_groups", "nchw_hwio", "nhwc_hwio_groups"])
+@pytest.mark.parametrize("dl,kl,dshape,wshape,kw", CONV,
+                         ids=["nhwc_hwio", "nhwc_ohwi_groups", "nchw_hwio", "nhwc_hwio_groups"])
 def test_conv2d_layout_gradients_higher_order(dl, kl, dshape, wshape, kw):
     x, w = _var("x", dshape), _var("w", wshape)
     conv = relay.nn.conv2d(x, w, data_layout=dl, kernel_layout=kl, **kw)

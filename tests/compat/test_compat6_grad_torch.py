@@ -94,7 +94,8 @@ def test_normalizations_match_torch():
     body = relay.sum(bn[0] * k) + relay.sum(bn[1] * relay.const(_w((c,), 5))) + relay.sum(bn[2])
     bmean = relay.mean(x, axis=[0, 2, 3])
     bvar = relay.variance(x, axis=[0, 2, 3])
-    body = body + relay.sum(relay.nn.batch_norm(x, g, b, bmean, bvar, epsilon=1e-3)[0] * relay.const(_w((n, c, h, w), 6)))
+    train_bn = relay.nn.batch_norm(x, g, b, bmean, bvar, epsilon=1e-3)[0]
+    body = body + relay.sum(train_bn * relay.const(_w((n, c, h, w), 6)))
     body = body + relay.sum(relay.nn.layer_norm(xl, b, g, axis=-1) * relay.const(wl))
     body = body + relay.sum(relay.nn.instance_norm(x, g, b) * relay.const(_w((n, c, h, w), 7)))
     body = body + relay.sum(relay.nn.group_norm(x, b, g, num_groups=3) * relay.const(_w((n, c, h, w), 8)))

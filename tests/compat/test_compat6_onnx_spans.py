@@ -1,7 +1,6 @@
 """Source spans from the ONNX importer (TVM v0.13's ``relay.frontend.fill_span``): a node's name, or
 ``<op_type>_<n>`` for unnamed nodes; inputs and initializers ``<first reader>.<ONNX name>``."""
 import numpy as np
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import kiln as tvm

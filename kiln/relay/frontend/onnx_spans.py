@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..expr import Constant, Var
 from .pytorch_spans import fill_span_enabled, make_span, tag
 
-__all__ = ["OnnxSpanNamer", "fill_span_enabled"]
+__all__ = ["OnnxSpanNamer", "fill_span_enabled"]  # fill_span_enabled re-exported for the importer
 
 
 class OnnxSpanNamer:

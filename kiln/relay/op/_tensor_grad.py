@@ -5,6 +5,7 @@ Each function takes the typed forward call ``orig`` (its arguments carry ``check
 contract). A tuple-valued argument (``concatenate``'s input) gets a Tuple expression; a tuple-valued output
 (``split``) receives ``grad`` as a Tuple whose fields are the gradients of the output's fields.
 Broadcasting binary ops sum the gradient back to each operand's shape with ``collapse_sum_like``.
+Every op TVM v0.13 registers a gradient for has one here, plus the ones docs/compat.md lists beyond TVM.
 """
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ from .tensor import where, cast_like, floor_mod, clip
 from .shape import broadcast_to_like, collapse_sum_like
 from .transform import reshape, reshape_like, strided_slice, transpose, concatenate, split, squeeze
 from .indexing import one_hot
+from .tensor import sqrt as _sqrt
+from .transform import reverse as _reverse, arange as _arange
+from .algorithm import cumsum as _cumsum
+from .scatter import scatter_elements as _scatter_elements
+from .compat_ops import strided_set as _strided_set
+from .reduce import mean as _mean
+from .shape import shape_of
+from .transform import expand_dims as _expand_dims
+from ...topi.transform import strided_slice_plan as _slice_plan
+from .transform import layout_transform as _layout_transform
 
 
 # -- helpers -----------------------------------------------------------------------------------------------
@@ -666,18 +677,7 @@ register_gradient("nn.max_pool2d", _pool_grad("max_pool2d"))
 register_gradient("nn.avg_pool2d", _pool_grad("avg_pool2d"))
 
 
-# == added for TVM v0.13 parity (its _tensor_grad.py list) and the ops compat.md listed as not done ==========
-from .tensor import sqrt as _sqrt, fast_exp as _fast_exp  # noqa: E402,F401
-from .transform import reverse as _reverse, arange as _arange  # noqa: E402
-from .algorithm import cumsum as _cumsum  # noqa: E402
-from .scatter import scatter_elements as _scatter_elements  # noqa: E402
-from .compat_ops import strided_set as _strided_set  # noqa: E402
-from .reduce import mean as _mean  # noqa: E402
-from .shape import shape_of  # noqa: E402
-from .transform import expand_dims as _expand_dims  # noqa: E402
-from ...topi.transform import strided_slice_plan as _slice_plan  # noqa: E402
-
-
+# == added for TVM v0.13 parity (its _tensor_grad.py list) and beyond it (docs/compat.md, Gradients) ==========
 def _take_first(vec):
     return reshape(strided_slice(vec, [0], [1]), [])
 
@@ -1004,7 +1004,6 @@ for _name in ("annotation.checkpoint", "annotation.stop_fusion"):
 
 
 # -- more layout ops and activations (beyond TVM) --------------------------------------------------------
-from .transform import layout_transform as _layout_transform  # noqa: E402
 
 
 @register_gradient("reverse")
