@@ -210,3 +210,41 @@ def test_conv2d_backward_weight_checks_its_arguments():
         relay.testing.run_infer_type(relay.nn.conv2d_backward_weight(g, d))
     with pytest.raises(tvm.error.KilnError, match="not the output shape"):
         relay.testing.run_infer_type(relay.nn.conv2d_backward_weight(g, d, kernel_size=(2, 2)))
+
+
+def test_legalize_turns_conv2d_backward_weight_into_conv2d():
+    """relay.transform.Legalize (as TVM's tests run it before llvm): the op becomes nn.conv2d, same numbers."""
+    from kiln.topi.testing import conv2d_backward_weight_python
+    rng = np.random.RandomState(5)
+    for dy_shape, x_shape, ks, st, pad, groups in [((2, 8, 9, 9), (2, 4, 9, 9), (3, 3), (1, 1), (1, 1), 1),
+                                                   ((2, 6, 5, 5), (2, 3, 11, 11), (3, 3), (2, 2), (0, 0), 1),
+                                                   ((1, 4, 7, 7), (1, 4, 7, 7), (3, 3), (1, 1), (1, 1), 4)]:
+        dy, x = relay.var("dy", shape=dy_shape), relay.var("x", shape=x_shape)
+        f = relay.Function([dy, x], relay.nn.conv2d_backward_weight(dy, x, strides=st, padding=pad, kernel_size=ks,
+                                                                    groups=groups, channels=dy_shape[1],
+                                                                    out_dtype=F32))
+        legal = relay.testing.run_opt_pass(f, relay.transform.Legalize())
+        ops = set()
+        relay.analysis.post_order_visit(legal, lambda e: ops.add(e.op.name) if isinstance(e, relay.Call) else None)
+        assert "nn.conv2d" in ops and "nn.conv2d_backward_weight" not in ops
+        dy_np, x_np = rng.randn(*dy_shape).astype(F32), rng.randn(*x_shape).astype(F32)
+        want = conv2d_backward_weight_python(dy_np, x_np, ks, st, pad, groups=groups, channels=dy_shape[1])
+        got = relay.create_executor("graph", target="llvm").evaluate(legal)(dy_np, x_np).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_legalize_keeps_calls_whose_function_returns_none():
+    x = relay.var("x", shape=(2, 3))
+    f = relay.Function([x], relay.nn.relu(x))
+    with relay.testing.TempOpAttr("nn.relu", "FTVMLegalize", lambda attrs, args, types: None):
+        out = relay.testing.run_opt_pass(f, relay.transform.Legalize())
+    assert tvm.ir.structural_equal(out, relay.testing.run_infer_type(f))
+    seen = []
+
+    def to_sigmoid(attrs, args, types):
+        seen.append([str(t) for t in types])
+        return relay.sigmoid(args[0])
+    with relay.testing.TempOpAttr("nn.relu", "FTVMLegalize", to_sigmoid):
+        out = relay.testing.run_opt_pass(f, relay.transform.Legalize())
+    assert isinstance(out.body, relay.Call) and out.body.op.name == "sigmoid"
+    assert len(seen) == 1 and len(seen[0]) == 2  # the argument's type and the call's

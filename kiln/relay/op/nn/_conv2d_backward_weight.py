@@ -13,7 +13,7 @@ from ....ir.op import Op, OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op, topi_compute
-from ..op import register_reduce_schedule
+from ..op import register_legalize, register_reduce_schedule
 from ..type_relations import shape_text, tensor_arg
 from .nn import _call, _dtype, _pair, get_pad_tuple2d
 from ....topi.testing.conv_backward_weight import conv2d_backward_weight_nchw_python
@@ -80,3 +80,21 @@ def conv2d_backward_weight(grad, data, strides=(1, 1), padding=(0, 0), dilation=
                  padding=get_pad_tuple2d(padding), dilation=_pair(dilation), groups=groups, channels=channels,
                  kernel_size=_pair(kernel_size) if kernel_size is not None else None, data_layout=grad_layout,
                  kernel_layout=data_layout, out_layout=kernel_layout, out_dtype=_dtype(out_dtype))
+
+
+def _legalize(attrs, inputs, types):
+    """As TVM on CPU: the weight gradient as an ``nn.conv2d`` of the data by the gradient (batch and channels
+    exchanged, one per group), cropped to the kernel size."""
+    from .._tensor_grad import _grouped_weight_grad  # the gradient module imports this package
+    grad, data = inputs
+    kh, kw = (int(k) for k in attrs.kernel_size)
+    conv = dict(strides=tuple(int(s) for s in attrs.strides), padding=get_pad_tuple2d(tuple(attrs.padding)),
+                dilation=tuple(int(d) for d in attrs.dilation))
+    out = _grouped_weight_grad(data, grad, int(attrs.groups), kh, kw, conv)
+    want = attrs.out_dtype or (types[1].dtype if types and types[1] is not None else "")
+    if want and types[1] is not None and want != types[1].dtype:
+        out = _call("cast", [out], dtype=want)
+    return out
+
+
+register_legalize("nn.conv2d_backward_weight", _legalize)
