@@ -65,6 +65,9 @@ _LAZY_NAMES = {
     "Module": "kiln.ir.module:IRModule",
     "Executor": "kiln.relay.executor:Executor",
     "Runtime": "kiln.relay.runtime:Runtime",
+    # the Relay text parser under TVM v0.13's relay names (kiln/parser)
+    "parse": "kiln.parser:parse",
+    "parse_expr": "kiln.parser:parse_expr",
 }
 
 

@@ -26,6 +26,7 @@ from .onnx_dynamic import convert_dynamic
 from . import onnx_dynamic_axes  # noqa: F401,E402 (registers the run-time-axes converters)
 from . import onnx_control  # noqa: F401,E402 (If, Loop, Scan)
 from .onnx_sequence import Sequence
+from .onnx_spans import OnnxSpanNamer, fill_span_enabled
 from ..transform.fold_constant import fold_constant
 from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, var, bind
 from ...tir.expr import Any
@@ -72,6 +73,8 @@ class GraphConverter:
         # shared with subgraph converters: the graph's input names, and whether a Loop/Scan/If was converted
         # (onnx_dynamic.convert_dynamic reads both when use_dyn_ops is False)
         self.flags: dict = {"graph_inputs": set(), "control_flow": False}
+        # source spans (relay.frontend.fill_span): one namer shared with subgraph converters
+        self.span_namer = OnnxSpanNamer() if fill_span_enabled() else None
 
     def child(self, table: dict) -> "GraphConverter":
         """A converter for a subgraph (If branch, Loop/Scan body) sharing this one's settings and type cache;
@@ -222,6 +225,10 @@ class GraphConverter:
         ctx = NodeContext(self, node, opset)
         conv = lookup(node.op_type, node.domain).get_converter(opset)
         inputs = [self.table[name] if name else None for name in node.input]
+        namer = getattr(self, "span_namer", None)
+        src = namer.name(node) if namer is not None else None
+        if src is not None:
+            namer.tag_inputs(node, src, inputs)
         try:
             attr = decode_attributes(node)
             try:
@@ -242,6 +249,8 @@ class GraphConverter:
             if hasattr(err, "runtime_inputs"):
                 new.runtime_inputs = err.runtime_inputs
             raise new from err
+        if src is not None:
+            namer.tag_outputs(outs, src)
         wanted = [n for n in node.output]
         for k, name in enumerate(wanted):
             if not name:

@@ -92,9 +92,9 @@ def _collapse_rel(arg_types, attrs):
 
 
 def _collapse_ref(attrs, inputs, out_type):
-    x = inputs[0]
-    axes = _collapse_axes(x.shape, tuple(out_type.shape))
-    return np.sum(x, axis=tuple(axes)).reshape(out_type.shape) if axes else x.copy()
+    x, like = inputs  # the target shape from the value, so run-time (Any) shapes work in the interpreter
+    axes = _collapse_axes(x.shape, tuple(like.shape))
+    return np.sum(x, axis=tuple(axes)).reshape(like.shape) if axes else x.copy()
 
 
 define_op("collapse_sum_like", num_inputs=2, args=("data", "collapse_type"), rel=_collapse_rel,

@@ -211,8 +211,15 @@ def _expand_dims_rel(arg_types, attrs):
     return TensorType(t.shape[:pivot] + (1,) * attrs.num_newaxis + t.shape[pivot:], t.dtype)
 
 
+def _expand_dims_ref(attrs, x):
+    """From the value's own shape, so an input of run-time (Any) shape works in the interpreter."""
+    axis = int(attrs.axis)
+    axis = axis + x.ndim + 1 if axis < 0 else axis
+    return np.reshape(x, x.shape[:axis] + (1,) * int(attrs.num_newaxis) + x.shape[axis:])
+
+
 define_op("expand_dims", num_inputs=1, attrs=A.ExpandDimsAttrs, rel=_expand_dims_rel, rel_name="ExpandDims",
-          pattern=_P.BROADCAST, reference=lambda a, i, t: np.reshape(i[0], t.shape),
+          pattern=_P.BROADCAST, reference=lambda a, i, t: _expand_dims_ref(a, i[0]),
           compute=topi_compute("expand_dims", "expand_dims", lambda a, i, t: [i[0], a.axis, a.num_newaxis]), level=1)
 
 

@@ -17,3 +17,4 @@ from .depth_to_space import depth_to_space, space_to_depth
 from .norm_extra import instance_norm_nd, l2_normalize, lrn
 from .conv3d import conv3d_ncdhw, conv3d_transpose_ncdhw, group_conv3d_ncdhw, group_conv3d_transpose_ncdhw
 from .deformable_conv2d import deformable_conv2d_nchw
+from .conv2d_backward_weight import conv2d_backward_weight_nchw
