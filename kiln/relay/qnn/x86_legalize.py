@@ -173,10 +173,39 @@ def _legalize_dense_runtime_zp(attrs, args, ts):
     return op_call("subtract", [out, op_call("multiply", [zx, colsum])])
 
 
+def _legalize_dense_int16(attrs, args, ts):
+    """qnn.dense in the exact mode (no VNNI, no saturating option): ``nn.dense(x - zx, w - zw)`` on int16
+    operands (``dense_int16.x86``, ``vpmaddwd``). Both differences lie within +-255, so the products and their
+    pair sums are exact, and no zero-point correction is left: the data difference is one more elementwise step
+    of the kernel that produces ``x`` (the quantize of DynamicQuantizeLinear), the weight's is folded. The data
+    zero point may be a run-time scalar; the weight's may be per output channel. None when the call does not
+    have that form (non-constant weight, a per-row data zero point)."""
+    if ts[0].dtype not in ("int8", "uint8") or ts[1].dtype not in ("int8", "uint8"):
+        return None
+    zshape = ts[2].shape
+    if len(zshape) > 1 or (len(zshape) == 1 and zshape[0] != 1):
+        return None
+    w, wzp = const_value(args[1]), const_value(args[3])
+    if w is None or wzp is None:
+        return None
+    zw = np.asarray(wzp, np.int64).reshape(-1)
+    wq = (np.asarray(w, np.int64) - (zw.reshape(-1, 1) if zw.size > 1 else zw.reshape(()))).astype(np.int16)
+    zx = op_call("reshape", [op_call("cast", [args[2]], dtype="int16")], newshape=[])
+    x16 = op_call("subtract", [op_call("cast", [args[0]], dtype="int16"), zx])
+    values = dict(attrs)
+    values.update(out_dtype="int32")
+    return op_call("nn.dense", [x16, const(wq)], **values)
+
+
 def legalize_dense(attrs, args, ts):
-    """qnn.dense -> nn.dense(uint8, int8) - zu * sum(wq) (see module doc)."""
+    """qnn.dense -> nn.dense(uint8, int8) - zu * sum(wq), or in the exact mode without VNNI
+    nn.dense(int16 x - zx, int16 w - zw) (see module doc and :func:`_legalize_dense_int16`)."""
     if not _x86_int8_target() or (attrs.out_dtype or "int32") != "int32" or len(ts[0].shape) != 2:
         return None
+    if int8_mode() == "maddubs_exact":
+        out = _legalize_dense_int16(attrs, args, ts)
+        if out is not None:
+            return out
     got = _common(args, ts, 0)
     if got is None:
         return _legalize_dense_runtime_zp(attrs, args, ts)
