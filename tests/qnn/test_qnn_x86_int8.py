@@ -338,3 +338,22 @@ def test_rgb_stem_is_blocked_from_the_first_layer(zp):
     p = relay.var("x", shape=d.shape, dtype="uint8")
     want = relay.create_executor("debug", mod=kiln.IRModule.from_expr(relay.Function([p], body(p)))).evaluate()(d)
     np.testing.assert_array_equal(out, want.numpy())
+
+
+@pytest.mark.parametrize("target,dtype,layout", [("llvm -mcpu=cascadelake", "uint8", "NC16n4c"),
+                                                 ("llvm -mcpu=skylake-avx512", "int16", "NC16n2c"),
+                                                 ("llvm -mcpu=core-avx2", "int16", "NC16n2c")])
+def test_dense_form_follows_the_target(target, dtype, layout):
+    """The exact mode without VNNI (AVX2, AVX-512BW) takes the int16 dense; a VNNI target keeps uint8 x int8
+    (vpdpbusd is exact); both with the weight packed at compile time (graph only: no ISA needed to run)."""
+    x = relay.var("x", shape=(6, 40), dtype="uint8")
+    zp = relay.var("zp", shape=(), dtype="int32")
+    w = RNG.integers(-128, 128, (32, 40)).astype("int8")  # full range
+    mod = kiln.IRModule.from_expr(relay.Function([x, zp], qnn.op.dense(x, relay.const(w), zp, 0, 0.1, 0.2, units=32)))
+    with kiln.transform.PassContext(opt_level=3):
+        opt, _ = relay.optimize(mod, target)
+    dense_in = []
+    relay.analysis.post_order_visit(opt["main"], lambda e: dense_in.append(e.args[0].checked_type.dtype) if (
+        isinstance(e, relay.Call) and getattr(e.op, "name", "") in ("nn.dense", "nn.contrib_dense_pack")) else None)
+    assert dense_in == [dtype]
+    assert f'weight_layout="{layout}"' in opt["main"].astext(show_meta_data=False)
