@@ -50,6 +50,13 @@ def _tile_budget(lanes: int) -> int:
     return max(1, min(8, (regs - vecs - 2) // vecs))
 
 
+def _fallback_tile_m(m: int, budget: int) -> int:
+    """Rows of the fallback tile: the fewest row-tile iterations weighted by the per-row broadcast overhead,
+    ``ceil(m / t) * t * (1 + 1 / t)`` (taller tiles reuse each weight vector more; a tile that 1 does not leave
+    whole pads rows), so M = 128 takes 6 rows (132 computed), M = 7 takes 4 (8 computed)."""
+    return min(range(1, min(m, budget) + 1), key=lambda t: (-(-m // t) * t * (1 + 1 / t), -t))
+
+
 @autotvm.register_topi_compute("dense_int16.x86")
 def dense_int16(cfg, data, weight, bias=None, out_dtype="int32", units=None):
     """int16 [M, K] x int16 [N, K] (or packed [N/16, ceil(K/2), 16, 2]) -> int32 [M, N]; ``units`` (packed weights
@@ -82,14 +89,21 @@ def dense_int16(cfg, data, weight, bias=None, out_dtype="int32", units=None):
                        name="data_pad", tag="injective,pad")
     lanes = int8_lanes()
     budget = _tile_budget(lanes)
-    cfg.define_knob("tile_m", [t for t in range(1, min(m, budget) + 1) if m % t == 0])
+    cfg.define_knob("tile_m", list(range(1, min(m, budget) + 1)))
     if cfg.is_fallback:
-        cfg["tile_m"] = autotvm.task.OtherOptionEntity(max(t for t in range(1, min(m, budget) + 1) if m % t == 0))
+        cfg["tile_m"] = autotvm.task.OtherOptionEntity(_fallback_tile_m(m, budget))
+    tm = int(cfg["tile_m"].val)
+    # rows padded to whole tiles: the padding rows re-read the last data row (a clamped index, no guard in the
+    # reduction) and are never stored (the output keeps M rows)
+    mp = -(-m // tm) * tm
     ko = te.reduce_axis((0, kp // K_PAIR), name="ko")
     k2 = te.reduce_axis((0, K_PAIR), name="k2")
     cfg.add_flop(2 * m * n * k)
-    c = te.compute((m, get_const_tuple(w_vec.shape)[0], N_BN),
-                   lambda i, no, ni: te.sum(T.cast(d[i, ko * K_PAIR + k2], "int32")
+
+    def row(i):
+        return i if mp == m else T.min(i, m - 1)
+    c = te.compute((mp, get_const_tuple(w_vec.shape)[0], N_BN),
+                   lambda i, no, ni: te.sum(T.cast(d[row(i), ko * K_PAIR + k2], "int32")
                                             * T.cast(w_vec[no, ko, ni, k2], "int32"), axis=[ko, k2]),
                    name="dense_int16", tag="dense_int16", attrs={"int8_lanes": lanes})
     out = te.compute((m, n), lambda i, j: c[i, j // N_BN, j % N_BN], name="dense_int16_unpack",

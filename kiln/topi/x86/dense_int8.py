@@ -96,7 +96,7 @@ def _schedule(s, cfg, C, O, intrin=None):
         tm = int(cfg["tile_m"].val)
     except (KeyError, TypeError, AttributeError):
         tm = 1
-    if tm < 1 or m % tm:
+    if tm < 1 or m % tm:  # C's rows are whole tiles (dense_int16 pads them; the output may have fewer)
         tm = 1
     for t in C.op.input_tensors:
         if hasattr(t.op, "axis") and t.op.input_tensors and t.op is not C.op:
