@@ -256,19 +256,23 @@ def arith_requant(acc, s_in, s_out, zp_out):
 
 
 @needs_avx2
-@pytest.mark.parametrize("dtype,saturating", [("uint8", False), ("int8", False), ("uint8", True), ("int8", True)])
-def test_qnn_dense_runtime_zero_point_takes_the_int8_kernel(dtype, saturating):
-    """DynamicQuantizeLinear gives qnn.dense a zero point computed at run time: the x86 legalization still
-    feeds an integer kernel: in the exact mode the int16 dense of ``x - z`` (z the run-time scalar), with the
-    saturating option and 7-bit weights the int8 dense (uint8 x int8) minus zu * colsum(wq)."""
+@pytest.mark.parametrize("dtype,saturating,zp_dtype", [("uint8", False, "uint8"), ("int8", False, "int8"),
+                                                       ("uint8", True, "uint8"), ("int8", True, "int8"),
+                                                       ("uint8", False, "int32"), ("int8", False, "int32")])
+def test_qnn_dense_runtime_zero_point_takes_the_int8_kernel(dtype, saturating, zp_dtype):
+    """DynamicQuantizeLinear gives qnn.dense a zero point computed at run time (its uint8 output cast to int32):
+    the x86 legalization still feeds an integer kernel: in the exact mode the int16 dense of ``x - z``, with the
+    saturating option and 7-bit weights the int8 dense (uint8 x int8) minus zu * colsum(wq). A run-time int32
+    zero point not known to fit (``x - z`` might leave int16) takes the uint8 x int8 form in the exact mode too."""
     info = np.iinfo(dtype)
     m, k, n = 5, 37, 48
     d = RNG.integers(info.min, info.max + 1, (m, k)).astype(dtype)
     lim = 60 if saturating else 120
     w = RNG.integers(-lim, lim + 1, (n, k)).astype("int8")  # w - 2 fits int8
     x = relay.var("x", shape=(m, k), dtype=dtype)
-    zp = relay.var("zp", shape=(), dtype="int32")
-    body = qnn.op.dense(x, relay.const(w), zp, 2, 0.1, 0.2, units=n)
+    zp = relay.var("zp", shape=(), dtype=zp_dtype)
+    body = qnn.op.dense(x, relay.const(w), relay.cast(zp, "int32") if zp_dtype != "int32" else zp, 2, 0.1, 0.2,
+                        units=n)
     mod = kiln.IRModule.from_expr(relay.Function([x, zp], body))
     with kiln.transform.PassContext(opt_level=3, config={SATURATING_OPTION: saturating}):
         opt, _ = relay.optimize(mod, AVX2)
@@ -276,10 +280,10 @@ def test_qnn_dense_runtime_zero_point_takes_the_int8_kernel(dtype, saturating):
     dense_in = []
     relay.analysis.post_order_visit(opt["main"], lambda e: dense_in.append(e.args[0].checked_type.dtype) if (
         isinstance(e, relay.Call) and getattr(e.op, "name", "") in ("nn.dense", "nn.contrib_dense_pack")) else None)
-    assert dense_in == (["uint8"] if saturating else ["int16"]), dense_in
+    assert dense_in == (["uint8"] if saturating or zp_dtype == "int32" else ["int16"]), dense_in
     gm = graph_executor.GraphModule(lib["default"](kiln.cpu()))
     for z in (0, int(RNG.integers(info.min, info.max + 1))):
-        gm.set_input(x=d, zp=np.array(z, "int32"))
+        gm.set_input(x=d, zp=np.array(z, zp_dtype))
         gm.run()
         want = (d.astype(np.int64) - z) @ (w.astype(np.int64) - 2).T
         np.testing.assert_array_equal(gm.get_output(0).numpy(), want)
@@ -347,9 +351,10 @@ def test_dense_form_follows_the_target(target, dtype, layout):
     """The exact mode without VNNI (AVX2, AVX-512BW) takes the int16 dense; a VNNI target keeps uint8 x int8
     (vpdpbusd is exact); both with the weight packed at compile time (graph only: no ISA needed to run)."""
     x = relay.var("x", shape=(6, 40), dtype="uint8")
-    zp = relay.var("zp", shape=(), dtype="int32")
+    zp = relay.var("zp", shape=(), dtype="uint8")
     w = RNG.integers(-128, 128, (32, 40)).astype("int8")  # full range
-    mod = kiln.IRModule.from_expr(relay.Function([x, zp], qnn.op.dense(x, relay.const(w), zp, 0, 0.1, 0.2, units=32)))
+    mod = kiln.IRModule.from_expr(relay.Function([x, zp], qnn.op.dense(x, relay.const(w), relay.cast(zp, "int32"), 0,
+                                                                         0.1, 0.2, units=32)))
     with kiln.transform.PassContext(opt_level=3):
         opt, _ = relay.optimize(mod, target)
     dense_in = []
@@ -357,3 +362,22 @@ def test_dense_form_follows_the_target(target, dtype, layout):
         isinstance(e, relay.Call) and getattr(e.op, "name", "") in ("nn.dense", "nn.contrib_dense_pack")) else None)
     assert dense_in == [dtype]
     assert f'weight_layout="{layout}"' in opt["main"].astext(show_meta_data=False)
+
+
+@needs_avx2
+def test_dense_zero_points_beyond_int16_keep_an_exact_form():
+    """A data zero point with ``x - zp`` outside int16 (a legal int32 in QNN) or a weight zero point with
+    ``w - zw`` outside int16 does not take the int16 dense; the result stays the exact int32 product."""
+    d = RNG.integers(0, 256, (5, 19)).astype("uint8")
+    w = RNG.integers(-128, 128, (17, 19)).astype("int8")
+    for zp_d, zp_w in ((40000, 0), (3, -40000)):
+        body = lambda x: qnn.op.dense(x, relay.const(w), zp_d, zp_w, 0.1, 0.2, units=17)  # noqa: E731
+        opt, lib = build(body, d)
+        dtypes = []
+        relay.analysis.post_order_visit(opt["main"], lambda e: dtypes.append(e.args[0].checked_type.dtype) if (
+            isinstance(e, relay.Call) and getattr(e.op, "name", "") in ("nn.dense", "nn.contrib_dense_pack"))
+            else None)
+        assert "int16" not in dtypes
+        (out,) = run(lib, d)
+        want = (d.astype(np.int64) - zp_d) @ (w.astype(np.int64) - zp_w).T
+        np.testing.assert_array_equal(out, ((want + 2**31) % 2**32 - 2**31).astype(np.int32))

@@ -173,6 +173,20 @@ def _legalize_dense_runtime_zp(attrs, args, ts):
     return op_call("subtract", [out, op_call("multiply", [zx, colsum])])
 
 
+def _zero_point_fits_int16(zp) -> bool:
+    """Whether ``x - zp`` fits int16 for every 8-bit ``x``: a constant within [-32512, 32640], or a run-time value
+    cast from an 8-bit type (DynamicQuantizeLinear's uint8 zero point); any other run-time int32 is not known to."""
+    value = const_value(zp)
+    if value is not None:
+        v = np.asarray(value, np.int64).reshape(-1)
+        return v.size == 1 and -32512 <= int(v[0]) <= 32640
+    while getattr(getattr(zp, "op", None), "name", "") in ("cast", "reshape") and str(
+            zp.args[0].checked_type.dtype) not in ("uint8", "int8"):
+        zp = zp.args[0]
+    return getattr(getattr(zp, "op", None), "name", "") in ("cast", "reshape") and str(
+        zp.args[0].checked_type.dtype) in ("uint8", "int8")
+
+
 def _legalize_dense_int16(attrs, args, ts):
     """qnn.dense in the exact mode (no VNNI, no saturating option): ``nn.dense(x - zx, w - zw)`` on int16
     operands (``dense_int16.x86``, ``vpmaddwd``). Both differences lie within +-255, so the products and their
@@ -186,10 +200,13 @@ def _legalize_dense_int16(attrs, args, ts):
     if len(zshape) > 1 or (len(zshape) == 1 and zshape[0] != 1):
         return None
     w, wzp = const_value(args[1]), const_value(args[3])
-    if w is None or wzp is None:
+    if w is None or wzp is None or not _zero_point_fits_int16(args[2]):
         return None
     zw = np.asarray(wzp, np.int64).reshape(-1)
-    wq = (np.asarray(w, np.int64) - (zw.reshape(-1, 1) if zw.size > 1 else zw.reshape(()))).astype(np.int16)
+    wq = np.asarray(w, np.int64) - (zw.reshape(-1, 1) if zw.size > 1 else zw.reshape(()))
+    if wq.min(initial=0) < -32768 or wq.max(initial=0) > 32767:
+        return None
+    wq = wq.astype(np.int16)
     zx = op_call("reshape", [op_call("cast", [args[2]], dtype="int16")], newshape=[])
     x16 = op_call("subtract", [op_call("cast", [args[0]], dtype="int16"), zx])
     values = dict(attrs)
