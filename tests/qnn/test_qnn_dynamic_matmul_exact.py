@@ -83,3 +83,20 @@ def test_dynamic_quantize_ties_round_half_to_even():
     m = _model(x.shape, w, 0)
     _check(m, x, w, 0)
     assert dql_ref(x)[2] == 128
+
+
+def test_imported_dynamic_matmul_takes_the_int16_dense_on_avx2():
+    """The imported pattern (DynamicQuantizeLinear's uint8 zero point cast to int32) qualifies for the exact int16
+    dense on an AVX2 target without VNNI, its weight packed NC16n2c (graph only)."""
+    w = RNG.integers(-128, 128, (24, 32)).astype("int8")
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("MatMulInteger", ["xq", "w", "xz"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 24))],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, (3, 32))],
+                              initializer=[numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    mod, params = relay.frontend.from_onnx(model, shape={"x": (3, 24)}, freeze_params=True)
+    with kiln.transform.PassContext(opt_level=3):
+        opt, _ = relay.optimize(mod, "llvm -mcpu=core-avx2", params=params)
+    text = opt["main"].astext(show_meta_data=False)
+    assert 'weight_layout="NC16n2c"' in text and "int16" in text
