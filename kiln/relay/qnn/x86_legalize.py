@@ -25,6 +25,7 @@ from ...ir.op import register_op_attr
 from ..expr import const
 from ..transform._util import op_call
 from .op._common import const_value
+from ...error import KilnError
 from ...target import Target
 from ...topi.x86.conv2d_int8 import int8_supported, int8_mode
 from ..op.nn._conv_pool import pad4
@@ -180,11 +181,27 @@ def _zero_point_fits_int16(zp) -> bool:
     if value is not None:
         v = np.asarray(value, np.int64).reshape(-1)
         return v.size == 1 and -32512 <= int(v[0]) <= 32640
-    while getattr(getattr(zp, "op", None), "name", "") in ("cast", "reshape") and str(
-            zp.args[0].checked_type.dtype) not in ("uint8", "int8"):
+    while getattr(getattr(zp, "op", None), "name", "") in ("cast", "reshape"):
+        if _dtype_of(zp.args[0]) in ("uint8", "int8"):
+            return True
         zp = zp.args[0]
-    return getattr(getattr(zp, "op", None), "name", "") in ("cast", "reshape") and str(
-        zp.args[0].checked_type.dtype) in ("uint8", "int8")
+    return False
+
+
+def _dtype_of(e):
+    """The dtype of ``e`` from its inferred type, or, where the legalization's operands have none yet, from its
+    form (a cast's target, a variable's annotation, a constant's data); None when unknown."""
+    try:
+        return str(e.checked_type.dtype)
+    except (KilnError, AttributeError):
+        pass
+    if getattr(getattr(e, "op", None), "name", "") == "cast":
+        return str(e.attrs.dtype)
+    ann = getattr(e, "type_annotation", None)
+    if ann is not None and hasattr(ann, "dtype"):
+        return str(ann.dtype)
+    data = getattr(e, "data", None)
+    return str(data.dtype) if data is not None and hasattr(data, "dtype") else None
 
 
 def _legalize_dense_int16(attrs, args, ts):
