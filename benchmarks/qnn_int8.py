@@ -17,7 +17,8 @@ vpmaddubsw per 4 channels where the target has no VNNI; the legalization still c
 ``bert``: a small BERT encoder (transformers BertModel, 4 layers, hidden 256, sequence 128, random weights, on
 ``inputs_embeds``) quantized by ONNX Runtime's ``quantize_dynamic`` (full-range int8 weights, MatMulInteger with
 DynamicQuantizeLinear activations: zero points and scales computed at run time); kiln builds it in the exact
-int8 mode. Its "top-1" column compares the argmax of the whole output.
+int8 mode (without VNNI: the int16 ``vpmaddwd`` dense, ``dense_int16.x86``). Its "top-1" column compares the
+argmax of the whole output.
 Writes benchmarks/results/qnn_int8.{md,json}. Speed is reported, never asserted.
 """
 from __future__ import annotations

@@ -903,6 +903,18 @@ class FunctionCodegen(StmtExprVisitor):
         fn = self.c.int_convert(src, dst)
         if fn is not None:
             return f"{fn}({value})"
+        # float32 <-> 8/16-bit integer lanes: GCC 12 converts these one lane at a time on x86; through int32 lanes
+        # they are one vcvt(t)ps2dq / vcvtdq2ps plus the integer widening / narrowing helper (a quantize's store)
+        if src.is_float and src.bits == 32 and dst.is_integral and not dst.is_bool and dst.bits in (8, 16):
+            i32 = parse_dtype(f"int32x{src.lanes}")
+            fn = self.c.int_convert(i32, dst)
+            if fn is not None:
+                return f"{fn}(__builtin_convertvector({value}, {self.c.ctype(i32)}))"
+        if dst.is_float and dst.bits == 32 and src.is_integral and not src.is_bool and src.bits in (8, 16):
+            i32 = parse_dtype(f"int32x{src.lanes}")
+            fn = self.c.int_convert(src, i32)
+            if fn is not None:
+                return f"__builtin_convertvector({fn}({value}), {self.c.ctype(dst)})"
         return f"__builtin_convertvector({value}, {self.c.ctype(dst)})"
 
     def visit_Ramp(self, e):

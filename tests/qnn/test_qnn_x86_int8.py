@@ -141,19 +141,23 @@ def test_no_int8_legalization_without_an_int8_target():
 
 
 @needs_avx2
-@pytest.mark.parametrize("dtype,zp_d", [("int8", -4), ("uint8", 128)])
-def test_qnn_dense_int8_kernel(dtype, zp_d):
+@pytest.mark.parametrize("dtype,zp_d,saturating", [("int8", -4, False), ("uint8", 128, False), ("int8", -4, True),
+                                                   ("uint8", 128, True)])
+def test_qnn_dense_int8_kernel(dtype, zp_d, saturating):
+    """Exact mode (no VNNI, the default): nn.dense on int16 ``x - zx`` and ``w - zw`` (dense_int16.x86, no
+    zero-point correction); with the saturating option and 7-bit weights: uint8 x int8 (dense_int8.x86)."""
     info = np.iinfo(dtype)
     d = RNG.integers(info.min, info.max + 1, (3, 37)).astype(dtype)
-    w = RNG.integers(-120, 121, (21, 37)).astype("int8")
+    lim = 60 if saturating else 120
+    w = RNG.integers(-lim, lim + 1, (21, 37)).astype("int8")
     zp_w = np.array(RNG.integers(-3, 4, 21), "int32")
     body = lambda x: qnn.op.dense(x, relay.const(w), zp_d, zp_w, 0.1, np.full(21, 0.2, "float32"),  # noqa: E731
                                   units=21)
-    opt, lib = build(body, d)
+    opt, lib = build(body, d, {SATURATING_OPTION: True} if saturating else None)
     dtypes = []
     relay.analysis.post_order_visit(opt["main"], lambda e: dtypes.append(e.args[0].checked_type.dtype) if (
-        isinstance(e, relay.Call) and getattr(e.op, "name", "") == "nn.dense") else None)
-    assert dtypes == ["uint8"]
+        isinstance(e, relay.Call) and getattr(e.op, "name", "") in ("nn.dense", "nn.contrib_dense_pack")) else None)
+    assert dtypes == (["uint8"] if saturating else ["int16"])
     (out,) = run(lib, d)
     np.testing.assert_array_equal(out, (d.astype(np.int64) - zp_d) @ (w.astype(np.int64) - zp_w[:, None]).T)
 
@@ -182,22 +186,22 @@ def test_two_layers_stay_in_the_int8_nchwc_layout():
 
 
 @needs_avx2
-@pytest.mark.parametrize("units", [48, 43])
-def test_dense_weight_packed_once_nc16n4c(units):
-    """AlterOpLayout gives the int8 dense an NC16n4c weight (nn.contrib_dense_pack, packed at compile time; rows
-    that 16 does not divide zero-padded, units kept); the requantize fuses in; no packing is left at run time;
-    equal to the interpreter's QNN result."""
+@pytest.mark.parametrize("units,saturating", [(48, True), (43, True), (48, False), (43, False)])
+def test_dense_weight_packed_once_nc16n4c(units, saturating):
+    """AlterOpLayout gives the int8 dense an NC16n4c weight (NC16n2c int16 in the exact mode) (nn.contrib_dense_pack,
+    packed at compile time; rows that 16 does not divide zero-padded, units kept); the requantize fuses in; no
+    packing is left at run time; equal to the interpreter's QNN result."""
     d = RNG.integers(-128, 128, (2, 72)).astype("int8")
-    w = RNG.integers(-100, 101, (units, 72)).astype("int8")
+    w = RNG.integers(-60, 61, (units, 72)).astype("int8")
     body = lambda x: qnn.op.requantize(qnn.op.dense(x, relay.const(w), 3, 0, 0.1, 0.02, units=units),  # noqa: E731
                                        0.002, 0, 0.3, 1, out_dtype="int8")
-    opt, lib = build(body, d)
+    opt, lib = build(body, d, {SATURATING_OPTION: True} if saturating else None)
     funcs = fused_functions(opt)
     dense = [ops for ops in funcs if "nn.contrib_dense_pack" in ops]
     assert len(dense) == 1 and "clip" in dense[0], funcs
     assert not any("layout_transform" in ops or "nn.pad" in ops for ops in funcs), funcs
     text = opt["main"].astext(show_meta_data=False)
-    assert 'weight_layout="NC16n4c"' in text
+    assert f'weight_layout="NC16n{4 if saturating else 2}c"' in text
     assert (f"units={units}" in text) == (units % 16 != 0)
     (out,) = run(lib, d)
     p = relay.var("x", shape=d.shape, dtype="int8")
@@ -252,28 +256,34 @@ def arith_requant(acc, s_in, s_out, zp_out):
 
 
 @needs_avx2
-@pytest.mark.parametrize("dtype", ["uint8", "int8"])
-def test_qnn_dense_runtime_zero_point_takes_the_int8_kernel(dtype):
-    """DynamicQuantizeLinear gives qnn.dense a zero point computed at run time: the x86 legalization still
-    feeds the int8 dense (uint8 x int8) and subtracts zu * colsum(wq) with the run-time zu."""
+@pytest.mark.parametrize("dtype,saturating,zp_dtype", [("uint8", False, "uint8"), ("int8", False, "int8"),
+                                                       ("uint8", True, "uint8"), ("int8", True, "int8"),
+                                                       ("uint8", False, "int32"), ("int8", False, "int32")])
+def test_qnn_dense_runtime_zero_point_takes_the_int8_kernel(dtype, saturating, zp_dtype):
+    """DynamicQuantizeLinear gives qnn.dense a zero point computed at run time (its uint8 output cast to int32):
+    the x86 legalization still feeds an integer kernel: in the exact mode the int16 dense of ``x - z``, with the
+    saturating option and 7-bit weights the int8 dense (uint8 x int8) minus zu * colsum(wq). A run-time int32
+    zero point not known to fit (``x - z`` might leave int16) takes the uint8 x int8 form in the exact mode too."""
     info = np.iinfo(dtype)
     m, k, n = 5, 37, 48
     d = RNG.integers(info.min, info.max + 1, (m, k)).astype(dtype)
-    w = RNG.integers(-120, 121, (n, k)).astype("int8")  # w - 2 fits int8
+    lim = 60 if saturating else 120
+    w = RNG.integers(-lim, lim + 1, (n, k)).astype("int8")  # w - 2 fits int8
     x = relay.var("x", shape=(m, k), dtype=dtype)
-    zp = relay.var("zp", shape=(), dtype="int32")
-    body = qnn.op.dense(x, relay.const(w), zp, 2, 0.1, 0.2, units=n)
+    zp = relay.var("zp", shape=(), dtype=zp_dtype)
+    body = qnn.op.dense(x, relay.const(w), relay.cast(zp, "int32") if zp_dtype != "int32" else zp, 2, 0.1, 0.2,
+                        units=n)
     mod = kiln.IRModule.from_expr(relay.Function([x, zp], body))
-    with kiln.transform.PassContext(opt_level=3):
+    with kiln.transform.PassContext(opt_level=3, config={SATURATING_OPTION: saturating}):
         opt, _ = relay.optimize(mod, AVX2)
         lib = relay.build(mod, AVX2)
     dense_in = []
     relay.analysis.post_order_visit(opt["main"], lambda e: dense_in.append(e.args[0].checked_type.dtype) if (
         isinstance(e, relay.Call) and getattr(e.op, "name", "") in ("nn.dense", "nn.contrib_dense_pack")) else None)
-    assert dense_in == ["uint8"], dense_in
+    assert dense_in == (["uint8"] if saturating or zp_dtype == "int32" else ["int16"]), dense_in
     gm = graph_executor.GraphModule(lib["default"](kiln.cpu()))
     for z in (0, int(RNG.integers(info.min, info.max + 1))):
-        gm.set_input(x=d, zp=np.array(z, "int32"))
+        gm.set_input(x=d, zp=np.array(z, zp_dtype))
         gm.run()
         want = (d.astype(np.int64) - z) @ (w.astype(np.int64) - 2).T
         np.testing.assert_array_equal(gm.get_output(0).numpy(), want)
@@ -332,3 +342,42 @@ def test_rgb_stem_is_blocked_from_the_first_layer(zp):
     p = relay.var("x", shape=d.shape, dtype="uint8")
     want = relay.create_executor("debug", mod=kiln.IRModule.from_expr(relay.Function([p], body(p)))).evaluate()(d)
     np.testing.assert_array_equal(out, want.numpy())
+
+
+@pytest.mark.parametrize("target,dtype,layout", [("llvm -mcpu=cascadelake", "uint8", "NC16n4c"),
+                                                 ("llvm -mcpu=skylake-avx512", "int16", "NC16n2c"),
+                                                 ("llvm -mcpu=core-avx2", "int16", "NC16n2c")])
+def test_dense_form_follows_the_target(target, dtype, layout):
+    """The exact mode without VNNI (AVX2, AVX-512BW) takes the int16 dense; a VNNI target keeps uint8 x int8
+    (vpdpbusd is exact); both with the weight packed at compile time (graph only: no ISA needed to run)."""
+    x = relay.var("x", shape=(6, 40), dtype="uint8")
+    zp = relay.var("zp", shape=(), dtype="uint8")
+    w = RNG.integers(-128, 128, (32, 40)).astype("int8")  # full range
+    mod = kiln.IRModule.from_expr(relay.Function([x, zp], qnn.op.dense(x, relay.const(w), relay.cast(zp, "int32"), 0,
+                                                                         0.1, 0.2, units=32)))
+    with kiln.transform.PassContext(opt_level=3):
+        opt, _ = relay.optimize(mod, target)
+    dense_in = []
+    relay.analysis.post_order_visit(opt["main"], lambda e: dense_in.append(e.args[0].checked_type.dtype) if (
+        isinstance(e, relay.Call) and getattr(e.op, "name", "") in ("nn.dense", "nn.contrib_dense_pack")) else None)
+    assert dense_in == [dtype]
+    assert f'weight_layout="{layout}"' in opt["main"].astext(show_meta_data=False)
+
+
+@needs_avx2
+def test_dense_zero_points_beyond_int16_keep_an_exact_form():
+    """A data zero point with ``x - zp`` outside int16 (a legal int32 in QNN) or a weight zero point with
+    ``w - zw`` outside int16 does not take the int16 dense; the result stays the exact int32 product."""
+    d = RNG.integers(0, 256, (5, 19)).astype("uint8")
+    w = RNG.integers(-128, 128, (17, 19)).astype("int8")
+    for zp_d, zp_w in ((40000, 0), (3, -40000)):
+        body = lambda x: qnn.op.dense(x, relay.const(w), zp_d, zp_w, 0.1, 0.2, units=17)  # noqa: E731
+        opt, lib = build(body, d)
+        dtypes = []
+        relay.analysis.post_order_visit(opt["main"], lambda e: dtypes.append(e.args[0].checked_type.dtype) if (
+            isinstance(e, relay.Call) and getattr(e.op, "name", "") in ("nn.dense", "nn.contrib_dense_pack"))
+            else None)
+        assert "int16" not in dtypes
+        (out,) = run(lib, d)
+        want = (d.astype(np.int64) - zp_d) @ (w.astype(np.int64) - zp_w).T
+        np.testing.assert_array_equal(out, ((want + 2**31) % 2**32 - 2**31).astype(np.int32))

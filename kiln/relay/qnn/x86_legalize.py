@@ -25,6 +25,7 @@ from ...ir.op import register_op_attr
 from ..expr import const
 from ..transform._util import op_call
 from .op._common import const_value
+from ...error import KilnError
 from ...target import Target
 from ...topi.x86.conv2d_int8 import int8_supported, int8_mode
 from ..op.nn._conv_pool import pad4
@@ -173,10 +174,72 @@ def _legalize_dense_runtime_zp(attrs, args, ts):
     return op_call("subtract", [out, op_call("multiply", [zx, colsum])])
 
 
+def _zero_point_fits_int16(zp) -> bool:
+    """Whether ``x - zp`` fits int16 for every 8-bit ``x``: a constant within [-32512, 32640], or a run-time value
+    cast from an 8-bit type (DynamicQuantizeLinear's uint8 zero point); any other run-time int32 is not known to."""
+    value = const_value(zp)
+    if value is not None:
+        v = np.asarray(value, np.int64).reshape(-1)
+        return v.size == 1 and -32512 <= int(v[0]) <= 32640
+    while getattr(getattr(zp, "op", None), "name", "") in ("cast", "reshape"):
+        if _dtype_of(zp.args[0]) in ("uint8", "int8"):
+            return True
+        zp = zp.args[0]
+    return False
+
+
+def _dtype_of(e):
+    """The dtype of ``e`` from its inferred type, or, where the legalization's operands have none yet, from its
+    form (a cast's target, a variable's annotation, a constant's data); None when unknown."""
+    try:
+        return str(e.checked_type.dtype)
+    except (KilnError, AttributeError):
+        pass
+    if getattr(getattr(e, "op", None), "name", "") == "cast":
+        return str(e.attrs.dtype)
+    ann = getattr(e, "type_annotation", None)
+    if ann is not None and hasattr(ann, "dtype"):
+        return str(ann.dtype)
+    data = getattr(e, "data", None)
+    return str(data.dtype) if data is not None and hasattr(data, "dtype") else None
+
+
+def _legalize_dense_int16(attrs, args, ts):
+    """qnn.dense in the exact mode (no VNNI, no saturating option): ``nn.dense(x - zx, w - zw)`` on int16
+    operands (``dense_int16.x86``, ``vpmaddwd``). Both differences lie within +-255, so the products and their
+    pair sums are exact, and no zero-point correction is left: the data difference is one more elementwise step
+    of the kernel that produces ``x`` (the quantize of DynamicQuantizeLinear), the weight's is folded. The data
+    zero point may be a run-time scalar; the weight's may be per output channel. None when the call does not
+    have that form (non-constant weight, a per-row data zero point)."""
+    if ts[0].dtype not in ("int8", "uint8") or ts[1].dtype not in ("int8", "uint8"):
+        return None
+    zshape = ts[2].shape
+    if len(zshape) > 1 or (len(zshape) == 1 and zshape[0] != 1):
+        return None
+    w, wzp = const_value(args[1]), const_value(args[3])
+    if w is None or wzp is None or not _zero_point_fits_int16(args[2]):
+        return None
+    zw = np.asarray(wzp, np.int64).reshape(-1)
+    wq = np.asarray(w, np.int64) - (zw.reshape(-1, 1) if zw.size > 1 else zw.reshape(()))
+    if wq.min(initial=0) < -32768 or wq.max(initial=0) > 32767:
+        return None
+    wq = wq.astype(np.int16)
+    zx = op_call("reshape", [op_call("cast", [args[2]], dtype="int16")], newshape=[])
+    x16 = op_call("subtract", [op_call("cast", [args[0]], dtype="int16"), zx])
+    values = dict(attrs)
+    values.update(out_dtype="int32")
+    return op_call("nn.dense", [x16, const(wq)], **values)
+
+
 def legalize_dense(attrs, args, ts):
-    """qnn.dense -> nn.dense(uint8, int8) - zu * sum(wq) (see module doc)."""
+    """qnn.dense -> nn.dense(uint8, int8) - zu * sum(wq), or in the exact mode without VNNI
+    nn.dense(int16 x - zx, int16 w - zw) (see module doc and :func:`_legalize_dense_int16`)."""
     if not _x86_int8_target() or (attrs.out_dtype or "int32") != "int32" or len(ts[0].shape) != 2:
         return None
+    if int8_mode() == "maddubs_exact":
+        out = _legalize_dense_int16(attrs, args, ts)
+        if out is not None:
+            return out
     got = _common(args, ts, 0)
     if got is None:
         return _legalize_dense_runtime_zp(attrs, args, ts)

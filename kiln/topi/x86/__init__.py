@@ -18,6 +18,7 @@ from .conv2d_winograd import (conv2d_NCHWc_winograd, schedule_conv2d_NCHWc_winog
 from .conv2d_int8 import (conv2d_NCHWc_int8, schedule_conv2d_NCHWc_int8, conv2d_nchw_int8,
                           schedule_conv2d_nchw_int8)
 from .dense_int8 import dense_int8, schedule_dense_int8
+from .dense_int16 import dense_int16, schedule_dense_int16
 from .depthwise_conv2d_int8 import (depthwise_conv2d_NCHWc_int8, schedule_depthwise_conv2d_NCHWc_int8,
                                     depthwise_conv2d_nchw_int8, schedule_depthwise_conv2d_nchw_int8)
 from . import fixed_point_int8  # noqa: F401 (registers the requantize helper)

@@ -84,15 +84,19 @@ def dense_int8(cfg, data, weight, bias=None, out_dtype="int32", units=None):
     return out
 
 
-def _schedule(s, cfg, C, O):
-    mode, lanes = C.op.attrs["int8_mode"], int(C.op.attrs["int8_lanes"])
-    mode = getattr(mode, "value", mode)
+def _schedule(s, cfg, C, O, intrin=None):
+    """Tile ``O`` (the unpacked output with its epilogue) around the packed product ``C``; ``intrin`` replaces
+    the inner (lanes x pair/quad) step (the uint8 x int8 dot product of ``C``'s mode when None)."""
+    lanes = int(C.op.attrs["int8_lanes"])
+    if intrin is None:
+        mode = C.op.attrs["int8_mode"]
+        intrin = dot_u8s8_intrin(lanes, getattr(mode, "value", mode))
     m = get_const_tuple(C.shape)[0]
     try:
         tm = int(cfg["tile_m"].val)
     except (KeyError, TypeError, AttributeError):
         tm = 1
-    if tm < 1 or m % tm:
+    if tm < 1 or m % tm:  # C's rows are whole tiles (dense_int16 pads them; the output may have fewer)
         tm = 1
     for t in C.op.input_tensors:
         if hasattr(t.op, "axis") and t.op.input_tensors and t.op is not C.op:
@@ -117,10 +121,10 @@ def _schedule(s, cfg, C, O):
     s[O].unroll(ii)
     vectorize_int32_epilogue(s[O], ji, N_BN)
     s[C].compute_at(s[O], par)
-    _tile(s, C, tm, lanes, mode)
+    _tile(s, C, tm, lanes, intrin)
 
 
-def _tile(s, C, tm: int, lanes: int, mode: str) -> None:
+def _tile(s, C, tm: int, lanes: int, intrin) -> None:
     """The register tile of ``tm`` rows x 16 columns, reduction outside, the (lanes x 4) step tensorized."""
     ci, cno, cni = s[C].op.axis
     ko, k4 = s[C].op.reduce_axis
@@ -129,7 +133,7 @@ def _tile(s, C, tm: int, lanes: int, mode: str) -> None:
     s[C].reorder(cio, cno, ko, cii, cvo, cvi, k4)
     s[C].unroll(cii)
     s[C].unroll(cvo)
-    s[C].tensorize(cvi, dot_u8s8_intrin(lanes, mode))
+    s[C].tensorize(cvi, intrin)
 
 
 @autotvm.register_topi_schedule("dense_int8.x86")

@@ -125,11 +125,14 @@ def lane_split_reduction(s, op):
     scalar float reduction in order; layer norm's mean and variance over 768 channels were a chain of 768
     adds per row). Returns the rfactor stage's tensor, or None when the stage is not such a reduction (several
     reduction axes, a symbolic or short extent, an index that is not the reduction variable itself, a reduction
-    whose output row is vectorized already)."""
+    whose output row is vectorized already). With several reduction axes the innermost one is split."""
     body = getattr(op, "body", None)
     red = list(getattr(op, "reduce_axis", []) or [])
-    if not body or len(body) != 1 or not isinstance(body[0], E.Reduce) or len(red) != 1:
+    if not body or len(body) != 1 or not isinstance(body[0], E.Reduce) or not red:
         return None
+    # several reduction axes (a min / max / sum over a whole tensor, DynamicQuantizeLinear's range): the lanes
+    # split the innermost one, which must read consecutive elements
+    red = red[-1:]
     r = body[0]
     dtype = str(r.dtype)
     if not dtype.startswith("float") or len(r.source) != 1 or r.condition is not None and \
@@ -144,7 +147,7 @@ def lane_split_reduction(s, op):
         return None  # the output row vectorizes (schedule_stage_loops moves the reduction outside it)
     if not _reads_along(r.source[0], red[0].var):
         return None
-    _, ki = s[op].split(s[op].op.reduce_axis[0], factor=lanes)
+    _, ki = s[op].split(s[op].op.reduce_axis[-1], factor=lanes)
     return s.rfactor(op.output(0), ki)
 
 

@@ -144,3 +144,70 @@ def dot_u8s8_intrin(lanes: int, mode: str, asm_step: bool = False):
         return body, reset, update
 
     return te.decl_tensor_intrin(c.op, fcompute, name=fname, binds={a: ab, b: bb, c: cb})
+
+
+# -- int16 pairs: vpmaddwd -----------------------------------------------------------------------------------------
+def dot2_helper_name(lanes: int) -> str:
+    return f"kiln_dot2_s16s16_i32x{lanes}"
+
+
+def dot2_helper_code(lanes: int) -> str:
+    """``acc[i] += a[0] * b[i, 0] + a[1] * b[i, 1]`` (int16 a, b; int32 acc): one ``vpmaddwd`` and one add. Exact:
+    a pair sum of int16 products is at most 2^31 in magnitude (only -32768 * -32768 * 2 reaches it, and the int8
+    kernels' operands stay within +-255)."""
+    name = dot2_helper_name(lanes)
+    ti, tb = f"{name}_acc_t", f"{name}_w_t"
+    if lanes == 16:
+        v, p, cond = "__m512i", "_mm512", "defined(__AVX512BW__)"
+    else:
+        v, p, cond = "__m256i", "_mm256", "defined(__AVX2__)"
+    # the empty asm keeps the weight vector in a register: GCC would otherwise fold its load into every
+    # vpmaddwd of the tile (one load per row instead of one per panel: the loop then waits on the load ports)
+    body = (f"  {v} va = {p}_set1_epi32(a);\n  {v} vb; memcpy(&vb, &b, sizeof(vb));\n"
+            f"  {v} vc; memcpy(&vc, &acc, sizeof(vc));\n"
+            f"  __asm__(\"\" : \"+v\"(vb));\n"
+            f"  vc = {p}_add_epi32(vc, {p}_madd_epi16(va, vb));\n"
+            "  memcpy(&acc, &vc, sizeof(vc));\n  return acc;")
+    scalar = ("  int16_t pa[2]; memcpy(pa, &a, sizeof(pa)); const int16_t* w = (const int16_t*)&b;\n"
+              f"  for (int i = 0; i < {lanes}; ++i) acc[i] += (int32_t)((uint32_t)((int32_t)pa[0] * w[2 * i]) + "
+              "(uint32_t)((int32_t)pa[1] * w[2 * i + 1]));\n  return acc;")
+    return (f"typedef int32_t {ti} __attribute__((vector_size({4 * lanes})));\n"
+            f"typedef int16_t {tb} __attribute__((vector_size({4 * lanes})));\n"
+            f"static inline __attribute__((always_inline)) {ti} {name}({ti} acc, int32_t a, {tb} b) {{\n"
+            f"#if {cond}\n{body}\n#else\n{scalar}\n#endif\n}}")
+
+
+for _l in (8, 16):
+    register_extern_helper(dot2_helper_name(_l), dot2_helper_code(_l), x86_intrinsics=True)
+
+
+def dot_s16s16_intrin(lanes: int):
+    """The tensor intrinsic ``c[i] += sum_{k<2} a[k] * b[i, k]`` (int16 a, b; int32 c; ``i < lanes``): the exact
+    int8 dense of targets without VNNI on int16 operands (``vpmaddwd``, :mod:`kiln.topi.x86.dense_int16`)."""
+    if lanes not in (8, 16):
+        raise ValueError(f"dot_s16s16_intrin: lanes must be 8 or 16, got {lanes}")
+    a = te.placeholder((2,), "int16", name="a")
+    b = te.placeholder((lanes, 2), "int16", name="b")
+    k = te.reduce_axis((0, 2), name="k")
+    c = te.compute((lanes,), lambda i: te.sum(T.cast(a[k], "int32") * T.cast(b[i, k], "int32"), axis=k),
+                   name="c")
+    ab = decl_buffer((2,), "int16", name="a_buf", offset_factor=1, strides=[1])
+    bb = decl_buffer((lanes, 2), "int16", name="b_buf", offset_factor=1, strides=[2, 1])
+    cb = decl_buffer((lanes,), "int32", name="c_buf", offset_factor=1, strides=[1])
+    fname = dot2_helper_name(lanes)
+
+    def fcompute(ins, outs):
+        a_buf, b_buf = ins
+        c_buf = outs[0]
+        acc_t = f"int32x{lanes}"
+        a2 = T.reinterpret("int32", E.BufferLoad(a_buf, [E.Ramp(T.const(0, "int32"), T.const(1, "int32"), 2)]))
+        w = E.BufferLoad(b_buf, [T.const(0, "int32"), E.Ramp(T.const(0, "int32"), T.const(1, "int32"), 2 * lanes)])
+        ramp = E.Ramp(T.const(0, "int32"), T.const(1, "int32"), lanes)
+        acc = E.BufferLoad(c_buf, [ramp])
+        update = c_buf.vstore([ramp], T.call_pure_extern(acc_t, fname, acc, a2, w))
+        zero = E.Broadcast(T.const(0, "int32"), lanes)
+        reset = c_buf.vstore([ramp], zero)
+        body = c_buf.vstore([ramp], T.call_pure_extern(acc_t, fname, zero, a2, w))
+        return body, reset, update
+
+    return te.decl_tensor_intrin(c.op, fcompute, name=fname, binds={a: ab, b: bb, c: cb})

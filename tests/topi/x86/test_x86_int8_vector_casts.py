@@ -32,3 +32,34 @@ def test_vector_int_casts(src, dst, lanes):
     out = tvm.nd.array(np.zeros(n, dst))
     f(tvm.nd.array(x), out)
     np.testing.assert_array_equal(out.numpy(), x.astype(dst))
+
+
+@pytest.mark.skipif(not host_can_run(tvm.target.Target(AVX2)), reason="host lacks AVX2")
+@pytest.mark.parametrize("other", ["uint8", "int8", "int16", "uint16"])
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_vector_float_int_casts(other, lanes):
+    """float32 <-> 8/16-bit integer lanes go through int32 lanes (one vcvt(t)ps2dq / vcvtdq2ps and the integer
+    helper, not GCC's lane-by-lane conversion): float -> int truncates toward zero (C's cast) for values that
+    fit the integer type; int -> float is exact."""
+    n = 3 * lanes
+    info = np.iinfo(other)
+    for src, dst in (("float32", other), (other, "float32")):
+        a = te.placeholder((n,), src, name="a")
+        b = te.compute((n,), lambda i: a[i].astype(dst), name="b")
+        s = te.create_schedule(b.op)
+        _, inner = s[b].split(b.op.axis[0], factor=lanes)
+        s[b].vectorize(inner)
+        f = tvm.build(s, [a, b], AVX2)
+        assert "kiln_cvt_" in f.get_source()
+        rng = np.random.default_rng(4)
+        if src == "float32":
+            x = rng.uniform(info.min, info.max + 0.999, n).astype("float32")
+            x[:4] = [info.min, info.max, 0.5 if info.min == 0 else -0.5, info.max - 0.25]
+            want = np.trunc(x).astype(dst)
+        else:
+            x = rng.integers(info.min, info.max + 1, n).astype(src)
+            x[:2] = [info.min, info.max]
+            want = x.astype(dst)
+        out = tvm.nd.array(np.zeros(n, dst))
+        f(tvm.nd.array(x), out)
+        np.testing.assert_array_equal(out.numpy(), want)

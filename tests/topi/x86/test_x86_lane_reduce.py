@@ -62,9 +62,29 @@ def test_other_axes_are_not_split():
     # a reduction over a leading axis reads strided elements: no lane split (the row vectorizes instead)
     _, _, text = _build(lambda X: topi.sum(X, axis=[0]), (16, 64))
     assert "_rf" not in text
-    # two reduction axes: left alone
-    _, _, text = _build(lambda X: topi.sum(X, axis=[1, 2]), (4, 8, 16))
+    # two reduction axes whose innermost one is too short (< 2 vectors) or not whole vectors: left alone
+    _, _, text = _build(lambda X: topi.sum(X, axis=[1, 2]), (4, 8, 12))
     assert "_rf" not in text
+
+
+@pytest.mark.parametrize("shape,axis", [((1, 128, 256), None), ((4, 8, 16), [1, 2]), ((3, 7, 40), None),
+                                        ((5, 33, 24), [0, 2]), ((2, 9, 13), None)])
+@pytest.mark.parametrize("kind", ["min", "max", "sum"])
+def test_several_reduction_axes_split_the_innermost(shape, axis, kind):
+    """A reduction over several axes (a whole tensor's min / max: DynamicQuantizeLinear's range) splits its
+    innermost axis into vector lanes when that axis is contiguous and whole vectors; NaN and inf as numpy."""
+    fn = getattr(topi, kind)
+    f, out, text = _build(lambda X: fn(X, axis=axis), shape)
+    innermost_reduced = axis is None or len(shape) - 1 in [a % len(shape) for a in axis]
+    assert ("_rf" in text) == (shape[-1] % 8 == 0 and shape[-1] >= 16 and innermost_reduced), text
+    a = np.random.default_rng(2).standard_normal(shape).astype("float32")
+    ax = None if axis is None else tuple(axis)
+    for special in (None, np.inf, np.nan):
+        if special is not None:
+            a.reshape(-1)[a.size // 3] = special
+        with np.errstate(invalid="ignore"):
+            want = getattr(np, kind)(a.astype(np.float64), axis=ax)
+        np.testing.assert_allclose(_run(f, out, a), want, rtol=2e-5, atol=1e-4)
 
 
 def test_layer_norm_graph_avx2_and_avx512():

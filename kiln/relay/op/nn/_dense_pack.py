@@ -34,11 +34,13 @@ def _dense_pack_rel(arg_types, attrs):
     data = tensor_arg(arg_types, 0, "data")
     weight = tensor_arg(arg_types, 1, "weight")
     if len(weight.shape) == 4 and len(data.shape) == 2:
-        # TVM's int8 form, weight_layout NC{bn}n4c: [N/bn, K/4, bn, 4] (the x86 int8 dense)
+        # TVM's int8 form, weight_layout NC{bn}n4c: [N/bn, K/4, bn, 4] (the x86 int8 dense), or kiln's NC{bn}n2c
+        # int16 form [N/bn, K/2, bn, 2] (the exact x86 int8 dense without VNNI, dense_int16.x86)
         nb, k4, bn, four = (int(d) for d in weight.shape)
-        if four != 4 or k4 * 4 != int(data.shape[1]):
+        if four not in (2, 4) or k4 * four != int(data.shape[1]):
             raise TypeInferenceError(f"nn.contrib_dense_pack: expects data [M, K] and an NC{{bn}}n4c weight "
-                                     f"[N/bn, K/4, bn, 4], got {shape_text(data.shape)} and {shape_text(weight.shape)}")
+                                     f"[N/bn, K/4, bn, 4] (or NC{{bn}}n2c [N/bn, K/2, bn, 2]), got "
+                                     f"{shape_text(data.shape)} and {shape_text(weight.shape)}")
         units = nb * bn if attrs.units is None else int(attrs.units)
         if not nb * bn - bn < units <= nb * bn:
             raise TypeInferenceError(f"nn.contrib_dense_pack: units={units} does not fit the NC{{bn}}n4c weight "
@@ -58,9 +60,9 @@ def _dense_pack_rel(arg_types, attrs):
 
 def _dense_pack_ref(attrs, inputs, out_type):
     data, w = inputs
-    if w.ndim == 4:  # NC{bn}n4c -> [N, K]
-        nb, k4, bn, _ = w.shape
-        w = w.transpose(0, 2, 1, 3).reshape(nb * bn, k4 * 4)
+    if w.ndim == 4:  # NC{bn}n4c / NC{bn}n2c -> [N, K]
+        nb, k4, bn, kc = w.shape
+        w = w.transpose(0, 2, 1, 3).reshape(nb * bn, k4 * kc)
         units = nb * bn if attrs.units is None else int(attrs.units)
         dt = out_type.dtype
         return np.matmul(data.astype(dt), w[:units].astype(dt).T)

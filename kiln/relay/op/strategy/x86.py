@@ -40,6 +40,14 @@ def _dense_pack_compute(attrs, inputs, out_type):
 @G.dense_pack_strategy.register("cpu")
 def dense_pack_strategy_cpu(attrs, inputs, out_type, target):
     strategy = OpStrategy()
+    if len(inputs[1].shape) == 4 and str(inputs[1].dtype) == "int16":  # NC16n2c (AlterOpLayout of dense_int16.x86)
+        def compute_int16(a, ins, t):
+            nb, bn = int(ins[1].shape[0]), int(ins[1].shape[2])
+            extra = () if a.units is None or int(a.units) == nb * bn else (int(a.units),)
+            return [topi_x86.dense_int16(ins[0], ins[1], None, "int32", *extra)]
+        strategy.add_implementation(compute_int16, _wrap(topi_x86.schedule_dense_int16), name="dense_int16.x86",
+                                    plevel=X86_PLEVEL)
+        return strategy
     if len(inputs[1].shape) == 4:  # NC16n4c int8 weight (AlterOpLayout of dense_int8.x86)
         def compute_int8(a, ins, t):
             nb, bn = int(ins[1].shape[0]), int(ins[1].shape[2])
@@ -211,6 +219,14 @@ def dense_strategy_cpu(attrs, inputs, out_type, target):
         def compute_int8(attrs, inputs, out_type):
             return [topi_x86.dense_int8(inputs[0], inputs[1], None, "int32")]
         strategy.add_implementation(compute_int8, _wrap(topi_x86.schedule_dense_int8), name="dense_int8.x86",
+                                    plevel=X86_PLEVEL + 1)
+        return strategy
+    if (len(inputs[0].shape) == 2 and str(inputs[0].dtype) == "int16" and str(inputs[1].dtype) == "int16"
+            and str(out_type.dtype) == "int32" and int8_supported(target)):
+        # the exact int8 dense without VNNI (x86 QNN legalization): vpmaddwd on int16 operands
+        def compute_int16(attrs, inputs, out_type):
+            return [topi_x86.dense_int16(inputs[0], inputs[1], None, "int32")]
+        strategy.add_implementation(compute_int16, _wrap(topi_x86.schedule_dense_int16), name="dense_int16.x86",
                                     plevel=X86_PLEVEL + 1)
         return strategy
     if len(inputs[0].shape) == 2:

@@ -224,6 +224,24 @@ def _alter_dense_int8(attrs, inputs, tinfos, out_type, target):
                               weight_layout=f"NC{N_BN}n4c")
 
 
+def _alter_dense_int16(attrs, inputs, tinfos, out_type, target):
+    """int16 x int16 dense on ``dense_int16.x86`` -> ``nn.contrib_dense_pack`` over an NC16n2c weight (packed once
+    by FoldConstant); only when 2 divides K. Rows that 16 does not divide are zero-padded (``units`` kept)."""
+    _, _, workload, _ = _select("nn.dense", attrs, tinfos[:2], out_type, target)
+    if workload is None or workload[0] != "dense_int16.x86":
+        return None
+    units, k = _shape(tinfos[1])
+    if k % 2:
+        return None
+    pad = -units % N_BN
+    weight = inputs[1]
+    if pad:
+        weight = relay_nn.pad(weight, ((0, pad), (0, 0)))
+    weight = layout_transform(weight, "NC", f"NC{N_BN}n2c")
+    return contrib_dense_pack(inputs[0], weight, units=units if pad else None, out_dtype=attrs.out_dtype,
+                              weight_layout=f"NC{N_BN}n2c")
+
+
 @_alter_layout.dense_alter_layout.register("cpu")
 def dense_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     """The x86 layout choice for one ``nn.dense`` call: pack the weight into NC{bn}n panels, ``bn`` from the
@@ -237,6 +255,8 @@ def dense_alter_layout_cpu(attrs, inputs, tinfos, out_type):
         return None
     if not _is_dynamic([d_t]) and len(d_t.shape) == 2 and len(w_t.shape) == 2 and str(d_t.dtype) == "uint8" and str(w_t.dtype) == "int8":
         return _alter_dense_int8(attrs, inputs, tinfos, out_type, target)
+    if not _is_dynamic([d_t]) and len(d_t.shape) == 2 and len(w_t.shape) == 2 and str(d_t.dtype) == "int16" and str(w_t.dtype) == "int16":
+        return _alter_dense_int16(attrs, inputs, tinfos, out_type, target)
     if _is_dynamic([d_t]):
         # unknown rows (a VM model): the weight is still packed at compile time, the choice made for a
         # representative row count (the dense_pack kernel runs any row count)

@@ -1,0 +1,121 @@
+"""Exact int8 dense on x86 targets without VNNI, on int16 operands: ``int16`` data ``[M, K]`` x ``int16`` weight
+``[N, K]`` -> ``int32`` with ``vpmaddwd`` (two int16 products summed into an int32 lane).
+
+Why: without VNNI the only u8 x s8 instruction, ``vpmaddubsw``, sums two products into int16 with saturation,
+so the exact int8 kernels (``maddubs_exact``) split the data into nibbles: per 32 byte products two
+``vpmaddubsw``, two ``vpmaddwd`` and the adds. On int16 operands one ``vpmaddwd`` (16 products) and one add do
+the same work exactly: half the multiplier-port instructions, and twice the products per instruction of an fp32
+FMA. The x86 QNN legalization gives ``qnn.dense`` this form in the exact mode (``maddubs_exact``): the data
+operand is ``x - zp_x`` (within +-255, computed by the elementwise kernel that produces ``x``, e.g. the
+quantize of ``DynamicQuantizeLinear``), the weight ``w - zp_w``, so there is no zero-point correction at all.
+
+The weight is packed ``NC16n2c`` (``[N/16, K/2, 16, 2]``, zero-padded; AlterOpLayout packs a constant weight
+at compile time), so the 2 consecutive ``k`` of one output column are adjacent and the inner (16 columns, 2)
+step is :func:`kiln.topi.x86.tensor_intrin.dot_s16s16_intrin`; the register tile and the fused epilogue are
+those of :mod:`kiln.topi.x86.dense_int8`.
+"""
+from __future__ import annotations
+
+from ... import autotvm, te
+from ...error import KilnError
+from ...tir import op as T
+from ..utils import get_const_tuple
+from .conv2d_int8 import int8_lanes
+from .dense_int8 import N_BN, _schedule
+from .tensor_intrin import dot_s16s16_intrin
+from .utils import schedule_anchored
+
+K_PAIR = 2
+
+
+def pack_int16_weight(weight, name: str = "weight_vec"):
+    """[N, K] -> [N/16, K/2, 16, 2] (zero-padded)."""
+    n, k = get_const_tuple(weight.shape)
+    np_, kp = -(-n // N_BN) * N_BN, -(-k // K_PAIR) * K_PAIR
+    zero = T.const(0, weight.dtype)
+
+    def f(no, ko, ni, k2):
+        row, col = no * N_BN + ni, ko * K_PAIR + k2
+        if np_ == n and kp == k:
+            return weight[row, col]
+        return T.if_then_else(T.all(row < n, col < k), weight[T.min(row, n - 1), T.min(col, k - 1)], zero)
+    return te.compute((np_ // N_BN, kp // K_PAIR, N_BN, K_PAIR), f, name=name, tag="dense_int16_weight_pack")
+
+
+def _tile_budget(lanes: int) -> int:
+    """Rows of the register tile: the register file less the weight vectors of one panel, the broadcast input
+    and a spare, over the accumulators of one row (16 columns)."""
+    regs = 32 if lanes == 16 else 16
+    vecs = N_BN // lanes
+    return max(1, min(8, (regs - vecs - 2) // vecs))
+
+
+def _fallback_tile_m(m: int, budget: int) -> int:
+    """Rows of the fallback tile: the fewest row-tile iterations weighted by the per-row broadcast overhead,
+    ``ceil(m / t) * t * (1 + 1 / t)`` (taller tiles reuse each weight vector more; a tile that 1 does not leave
+    whole pads rows), so M = 128 takes 6 rows (132 computed), M = 7 takes 4 (8 computed)."""
+    return min(range(1, min(m, budget) + 1), key=lambda t: (-(-m // t) * t * (1 + 1 / t), -t))
+
+
+@autotvm.register_topi_compute("dense_int16.x86")
+def dense_int16(cfg, data, weight, bias=None, out_dtype="int32", units=None):
+    """int16 [M, K] x int16 [N, K] (or packed [N/16, ceil(K/2), 16, 2]) -> int32 [M, N]; ``units`` (packed weights
+    only): the real N when the last panel is zero-padded."""
+    out_dtype = out_dtype or "int32"
+    if str(data.dtype) != "int16" or str(weight.dtype) != "int16" or out_dtype != "int32":
+        raise KilnError(f"dense_int16.x86: computes int16 data x int16 weight -> int32, got {data.dtype} x "
+                        f"{weight.dtype} -> {out_dtype}")
+    m, k = get_const_tuple(data.shape)
+    w_shape = get_const_tuple(weight.shape)
+    if len(w_shape) == 2:
+        n, wk = w_shape
+        if wk != k:
+            raise KilnError(f"dense_int16.x86: data has {k} columns but the weight {wk}")
+        w_vec = pack_int16_weight(weight)
+    elif len(w_shape) == 4 and w_shape[2:] == (N_BN, K_PAIR) and w_shape[1] * K_PAIR - K_PAIR < k <= w_shape[1] * K_PAIR:
+        n = w_shape[0] * N_BN
+        if units is not None:
+            if not n - N_BN < int(units) <= n:
+                raise KilnError(f"dense_int16.x86: units={units} does not fit the packed weight {w_shape}")
+            n = int(units)
+        w_vec = weight
+    else:
+        raise KilnError(f"dense_int16.x86: weight must be [N, K] or packed [N/16, ceil(K/2), 16, 2] for K={k}, "
+                        f"got {w_shape}")
+    kp = get_const_tuple(w_vec.shape)[1] * K_PAIR
+    d = data
+    if kp != k:
+        d = te.compute((m, kp), lambda i, j: T.if_then_else(j < k, data[i, T.min(j, k - 1)], T.const(0, "int16")),
+                       name="data_pad", tag="injective,pad")
+    lanes = int8_lanes()
+    budget = _tile_budget(lanes)
+    cfg.define_knob("tile_m", list(range(1, min(m, budget) + 1)))
+    if cfg.is_fallback:
+        cfg["tile_m"] = autotvm.task.OtherOptionEntity(_fallback_tile_m(m, budget))
+    tm = int(cfg["tile_m"].val)
+    # rows padded to whole tiles: the padding rows re-read the last data row (a clamped index, no guard in the
+    # reduction) and are never stored (the output keeps M rows)
+    mp = -(-m // tm) * tm
+    ko = te.reduce_axis((0, kp // K_PAIR), name="ko")
+    k2 = te.reduce_axis((0, K_PAIR), name="k2")
+    cfg.add_flop(2 * m * n * k)
+
+    def row(i):
+        return i if mp == m else T.min(i, m - 1)
+    c = te.compute((mp, get_const_tuple(w_vec.shape)[0], N_BN),
+                   lambda i, no, ni: te.sum(T.cast(d[row(i), ko * K_PAIR + k2], "int32")
+                                            * T.cast(w_vec[no, ko, ni, k2], "int32"), axis=[ko, k2]),
+                   name="dense_int16", tag="dense_int16", attrs={"int8_lanes": lanes})
+    out = te.compute((m, n), lambda i, j: c[i, j // N_BN, j % N_BN], name="dense_int16_unpack",
+                     tag="injective,unpack")
+    if bias is not None:
+        out = te.compute((m, n), lambda i, j: out[i, j] + T.cast(bias[j], "int32"), name="bias_add",
+                         tag="injective,broadcast")
+    return out
+
+
+@autotvm.register_topi_schedule("dense_int16.x86")
+def schedule_dense_int16(cfg, outs):
+    """Schedule of dense_int16 (with its fused epilogue): dense_int8's tile with the vpmaddwd step."""
+    return schedule_anchored(outs, "dense_int16", lambda s, C, O: _schedule(
+        s, cfg, C, O, dot_s16s16_intrin(int(C.op.attrs["int8_lanes"]))))
