@@ -29,6 +29,7 @@ from .vm_replay import ReplayRunner, is_straight_line
 from .vm_shape_funcs import DYN_SHAPE_FUNCS, run_shape_func
 
 _MAGIC = b"KILNVMX1"
+_UINT8 = np.dtype(np.uint8)
 _VERSION = 1
 
 # opcode -> number of operand fields (for validation of loaded bytecode)
@@ -326,6 +327,22 @@ class _StoragePool:
             self.reused += 1
         else:
             raw = nd._aligned_empty((max(nbytes, 1),), np.dtype(np.uint8))
+            self.allocated += 1
+        arr = NDArray(raw[:nbytes].view(np_dtype).reshape(shape))
+        weakref.finalize(arr, self._release, raw, nbytes)
+        return arr
+
+    def tensor_of(self, shape: tuple, np_dtype: np.dtype) -> NDArray:
+        """``tensor`` for a numpy dtype (the replay plans' per-call allocations)."""
+        nbytes = np_dtype.itemsize
+        for d in shape:
+            nbytes *= d
+        bucket = self.free.get(nbytes)
+        if bucket:
+            raw = bucket.pop()
+            self.reused += 1
+        else:
+            raw = nd._aligned_empty((max(nbytes, 1),), _UINT8)
             self.allocated += 1
         arr = NDArray(raw[:nbytes].view(np_dtype).reshape(shape))
         weakref.finalize(arr, self._release, raw, nbytes)
