@@ -97,6 +97,11 @@ def data_dependent_regs(func, kernels, n_args: int) -> set:
     return dep
 
 
+def _alloc_step(reg: int, t: NDArray) -> tuple:
+    """A prologue allocation like the recorded tensor ``t``."""
+    return ("alloc", reg, tuple(t._shape), t._arr.dtype, t.dtype, int(t._arr.nbytes))
+
+
 def _private_copy(t: NDArray) -> NDArray:
     arr = nd._aligned_empty(t._shape, t._arr.dtype)
     np.copyto(arr, t._arr)
@@ -168,8 +173,7 @@ class _Plan:
                 segment.append((k, buf))
             elif op in ("alloc_tensor", "alloc_tensor_reg"):
                 if pc in escaped:
-                    t = regs[ins[3]]
-                    prologue.append(("alloc", ins[3], tuple(t._shape), t._arr.dtype))
+                    prologue.append(_alloc_step(ins[3], regs[ins[3]]))
                     varying.add(ins[3])
                     known.add(ins[3])
             elif op == "reshape_tensor" and pc not in escaped and ins[1] not in varying:
@@ -187,7 +191,7 @@ class _Plan:
                 fresh = pc in escaped
                 shape = tuple(regs[ins[3]]._shape)
                 if fresh:
-                    prologue.append(("alloc", ins[3], shape, regs[ins[3]]._arr.dtype))
+                    prologue.append(_alloc_step(ins[3], regs[ins[3]]))
                     known.add(ins[3])
                 steps.append(("reshape", ins[1], shape, ins[3]))
                 if fresh:  # otherwise the copy goes to the recorded buffer, stable like a kernel output
@@ -236,7 +240,7 @@ class _Plan:
         regs[:len(args)] = args
         for st in self.prologue:
             if st[0] == "alloc":
-                regs[st[1]] = pool.tensor_of(st[2], st[3])
+                regs[st[1]] = pool.tensor_of(st[2], st[3], st[4], st[5])
             else:  # a view of a per-call tensor
                 regs[st[3]] = NDArray(regs[st[1]]._arr.reshape(st[2]))
         for buf, slot, r in self.patches:
