@@ -127,3 +127,20 @@ def test_plan_outputs_match_the_instruction_by_instruction_run():
         direct, _ = runner._run([a])  # the per-instruction path the plans were recorded from
         np.testing.assert_array_equal(planned, direct.numpy())
     assert len(runner.plans) == 2
+
+
+def test_int32_shape_variables_refuse_extents_that_overflow():
+    # kernels index unknown dims with int32 variables (as the static build); an extent past 2**31 - 1 is
+    # refused with a clear error (a 0 x 2**31 array holds no bytes, so this needs no memory)
+    from kiln.error import KilnError
+    from kiln.relay.backend.vm.lower import SHAPE_VAR_DTYPE
+    assert SHAPE_VAR_DTYPE == "int32"
+    x = relay.var("x", shape=(A, A))
+    vm = _vm(kiln.IRModule.from_expr(relay.Function([x], relay.nn.relu(x) * relay.const(2.0))))
+    np.testing.assert_array_equal(vm.run(np.ones((2, 3), "float32")).numpy(), np.full((2, 3), 2, "float32"))
+    try:
+        vm.run(np.empty((0, 2 ** 31), "float32"))
+    except KilnError as err:
+        assert "2147483647" in str(err) or "int32" in str(err) or "fit" in str(err), str(err)
+    else:
+        raise AssertionError("an extent of 2**31 was accepted by an int32-indexed kernel")
