@@ -63,6 +63,21 @@ class NDArray:
         self._lo, self._hi = (self._ptr, self._ptr + nbytes) if nbytes else (0, 0)
         self._dltensor = None
 
+    @classmethod
+    def _compact(cls, arr: np.ndarray, shape: tuple, dtype: str, ptr: int, nbytes: int, dev: Device) -> "NDArray":
+        """Wrap a writable, C-contiguous, aligned ``arr`` whose shape (ints), dtype name, address and size the
+        caller knows (the VM's pooled allocations): ``_set`` without re-deriving them."""
+        self = cls.__new__(cls)
+        self._arr = arr
+        self._shape = shape
+        self._dtype = dtype
+        self._device = dev
+        self._ptr = ptr
+        self._kernel_ok = self._writable = self._out_ok = True
+        self._lo, self._hi = (ptr, ptr + nbytes) if nbytes else (0, 0)
+        self._dltensor = None
+        return self
+
     # -- properties --------------------------------------------------------------------------
     @property
     def shape(self) -> tuple:

@@ -29,6 +29,8 @@ from .vm_replay import ReplayRunner, is_straight_line
 from .vm_shape_funcs import DYN_SHAPE_FUNCS, run_shape_func
 
 _MAGIC = b"KILNVMX1"
+_UINT8 = np.dtype(np.uint8)
+_CPU = nd.cpu(0)
 _VERSION = 1
 
 # opcode -> number of operand fields (for validation of loaded bytecode)
@@ -310,29 +312,43 @@ class _ShapeFunc:
 
 
 class _StoragePool:
-    """Tensor buffers reused across calls, keyed by byte size (TVM's pooled allocator)."""
+    """Tensor buffers reused across calls, keyed by byte size (TVM's pooled allocator). A buffer returns to
+    the pool when the last reference to its tensor dies (a weak reference's callback); each keeps its address
+    and its typed views by shape, so taking one again costs no numpy view or address query."""
 
     def __init__(self):
-        self.free: dict = {}
+        self.free: dict = {}     # nbytes -> [entry]; entry = [raw uint8 buffer, address, {(shape, dtype): view}]
+        self._live: dict = {}    # weak reference to a tensor handed out -> (nbytes, entry)
         self.allocated = 0   # fresh buffers made
         self.reused = 0      # buffers taken from the pool
 
     def tensor(self, shape: tuple, dtype: str) -> NDArray:
         np_dtype = np.dtype(np.bool_ if dtype == "bool" else dtype)
+        shape = tuple(int(d) for d in shape)
         nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+        return self.tensor_of(shape, np_dtype, "bool" if np_dtype == np.bool_ else str(np_dtype), nbytes)
+
+    def tensor_of(self, shape: tuple, np_dtype: np.dtype, dtype: str, nbytes: int) -> NDArray:
+        """``tensor`` with the byte size and dtype names known (the replay plans' per-call allocations)."""
         bucket = self.free.get(nbytes)
         if bucket:
-            raw = bucket.pop()
+            entry = bucket.pop()
             self.reused += 1
         else:
-            raw = nd._aligned_empty((max(nbytes, 1),), np.dtype(np.uint8))
+            raw = nd._aligned_empty((max(nbytes, 1),), _UINT8)
+            entry = [raw, raw.__array_interface__["data"][0], {}]
             self.allocated += 1
-        arr = NDArray(raw[:nbytes].view(np_dtype).reshape(shape))
-        weakref.finalize(arr, self._release, raw, nbytes)
+        key = (shape, dtype)
+        view = entry[2].get(key)
+        if view is None:
+            view = entry[2][key] = entry[0][:nbytes].view(np_dtype).reshape(shape)
+        arr = NDArray._compact(view, shape, dtype, entry[1], nbytes, _CPU)
+        self._live[weakref.ref(arr, self._release)] = (nbytes, entry)
         return arr
 
-    def _release(self, raw, nbytes: int) -> None:
-        self.free.setdefault(nbytes, []).append(raw)
+    def _release(self, ref) -> None:
+        nbytes, entry = self._live.pop(ref)
+        self.free.setdefault(nbytes, []).append(entry)
 
 
 class VMExecutableModule(Module):

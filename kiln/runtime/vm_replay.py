@@ -56,11 +56,72 @@ def _signature(args: list):
     return tuple(sig)
 
 
+def _output_positions(kernel, n_args: int):
+    """Positions of a kernel's output arguments (None: not a compiled kernel with metadata)."""
+    if not isinstance(kernel, KernelFunction):
+        return None
+    args = kernel.meta.get("args", [])
+    if len(args) != n_args:
+        return None
+    return {i for i, a in enumerate(args) if a.get("output")}
+
+
+def data_dependent_regs(func, kernels, n_args: int) -> set:
+    """Registers whose value may depend on the *values* of the inputs, not only on their shapes and dtypes.
+    Everything else (constants, shapes, and what kernels compute from those only: BERT's position ids and
+    attention-mask broadcast) is fixed by the input signature, so a plan computes it once."""
+    dep = set(range(n_args))
+    for ins in func.instructions:
+        op = ins[0]
+        if op == "invoke_packed":
+            regs = list(ins[2])
+            outs = _output_positions(kernels[ins[1]], len(regs))
+            if outs is None:  # unknown kernel: any argument may be read and written
+                if any(r in dep for r in regs):
+                    dep.update(regs)
+            elif any(r in dep for i, r in enumerate(regs) if i not in outs):
+                dep.update(regs[i] for i in outs)
+        elif op in ("move", "get_tag"):
+            if ins[1] in dep:
+                dep.add(ins[2])
+        elif op in ("get_field", "tag_eq", "reshape_tensor"):
+            if ins[1] in dep:
+                dep.add(ins[3])
+        elif op == "alloc_adt":
+            if any(r in dep for r in ins[2]):
+                dep.add(ins[3])
+        elif op == "shape_func":
+            if any(r in dep for r in ins[3]):
+                dep.update(ins[4])
+        # alloc_tensor* (fresh storage, written by a kernel), shape_of*, kernel_shapes, load_const*: shapes only
+    return dep
+
+
+def _alloc_step(reg: int, t: NDArray) -> tuple:
+    """A prologue allocation like the recorded tensor ``t``."""
+    return ("alloc", reg, tuple(t._shape), t._arr.dtype, t.dtype, int(t._arr.nbytes))
+
+
+def _private_copy(t: NDArray) -> NDArray:
+    arr = nd._aligned_empty(t._shape, t._arr.dtype)
+    np.copyto(arr, t._arr)
+    return NDArray(arr)
+
+
 class _Plan:
-    """What one call at given input shapes does, precomputed from a recorded call (see the module doc):
-    runs of kernels over tensors that stay the same objects are one native call each (the graph executor's
-    plan runner, when the library has it); only instructions touching per-call values (the inputs, tensors
-    that escape to the caller) and data-dependent host shape functions run in Python."""
+    """What one call at given input shapes does, precomputed from a recorded call (see the module doc).
+
+    - kernels whose inputs depend on the input shapes only (``data_dependent_regs``) ran in the recording;
+      their outputs are kept (private copies) and they never run again for this signature; the same holds
+      for data-dependent shape functions whose operands are such values;
+    - every other kernel is one step of a native call sequence (the graph executor's plan runner), its ctypes
+      argument array prepared once: arguments that are new objects each call (the inputs, tensors that escape
+      to the caller, views of those) have their data pointers written into the arrays at the start of a call
+      (the signature fixes their shapes and dtypes, the checks the arrays were prepared with still hold);
+    - in Python per call: allocation of the escaping tensors (fresh each call, so kept results are never
+      overwritten), the pointer writes, data-dependent shape functions over data (re-evaluated and compared
+      with the recording: a different result abandons the plan), copies into escaping reshapes, and
+      moves / tuple building of per-call values."""
 
     def __init__(self, runner: "ReplayRunner", sig, regs: list, escaped: set):
         from .graph_executor import PLAN_RUNNER_SYMBOL, _PlanStep
@@ -73,10 +134,16 @@ class _Plan:
         self._native = native if isinstance(native, KernelFunction) else None
         self.regs = list(regs)
         n_args = len(sig)
-        varying = set(range(n_args))
+        dep = runner.data_dependent()
+        varying = set(range(n_args))   # registers holding a new object each call
+        known = set(range(n_args))     # varying registers set before the steps run (pointer-patchable)
+        prologue: list = []            # ("alloc", dst, shape, np dtype) | ("view", src, shape, dst)
+        patches: list = []             # (ctypes argument array, slot, register)
         steps: list = []
-        segment: list = []   # (kernel, prepared args buffer) of consecutive stable kernel calls
+        segment: list = []             # (kernel, prepared args buffer) of consecutive native kernel calls
         keep: list = []
+        self.precomputed = 0
+        self.skipped_shape_funcs = 0
 
         def flush():
             if segment:
@@ -85,31 +152,54 @@ class _Plan:
         for pc, ins in enumerate(f.instructions):
             op = ins[0]
             if op == "invoke_packed":
-                k = kernels[ins[1]]
-                if any(r in varying for r in ins[2]) or not isinstance(k, KernelFunction):
+                k, arg_regs = kernels[ins[1]], list(ins[2])
+                outs = _output_positions(k, len(arg_regs))
+                var_pos = [i for i, r in enumerate(arg_regs) if r in varying]
+                if outs is not None and not var_pos and not any(
+                        r in dep for i, r in enumerate(arg_regs) if i not in outs):
+                    # shape-derived: computed by the recording, kept private to this plan (the runner's
+                    # per-instruction memory may reuse the recorded tensors for another signature)
+                    for i in outs:
+                        self.regs[arg_regs[i]] = _private_copy(self.regs[arg_regs[i]])
+                    self.precomputed += 1
+                    continue
+                if not isinstance(k, KernelFunction) or any(arg_regs[i] not in known for i in var_pos):
                     flush()
-                    steps.append(("call", k, list(ins[2])))
-                else:
-                    segment.append((k, k.prepare(*[regs[r] for r in ins[2]])))
+                    steps.append(("call", k, arg_regs))
+                    continue
+                # varying arguments are patched in: prepare with the recorded objects (same shapes/dtypes)
+                buf = k.prepare(*[regs[r] if r in varying else self.regs[r] for r in arg_regs])
+                patches.extend((buf, i, arg_regs[i]) for i in var_pos)
+                segment.append((k, buf))
             elif op in ("alloc_tensor", "alloc_tensor_reg"):
                 if pc in escaped:
-                    flush()
-                    t = regs[ins[3]]
-                    steps.append(("alloc", tuple(t._shape), t.dtype, ins[3]))
+                    prologue.append(_alloc_step(ins[3], regs[ins[3]]))
                     varying.add(ins[3])
+                    known.add(ins[3])
             elif op == "reshape_tensor" and pc not in escaped and ins[1] not in varying:
                 # a view of the source (no copy): within a call every instruction has a buffer of its own,
                 # written once by its kernel, so the view and its source never disagree (the graph
                 # executor's reshapes alias their input the same way)
                 src = self.regs[ins[1]]
                 self.regs[ins[3]] = NDArray(src._arr.reshape(tuple(regs[ins[3]]._shape)))
+            elif op == "reshape_tensor" and pc not in escaped and ins[1] in known:
+                prologue.append(("view", ins[1], tuple(regs[ins[3]]._shape), ins[3]))
+                varying.add(ins[3])
+                known.add(ins[3])
             elif op == "reshape_tensor":
                 flush()
                 fresh = pc in escaped
-                steps.append(("reshape", ins[1], tuple(regs[ins[3]]._shape), ins[3], fresh))
+                shape = tuple(regs[ins[3]]._shape)
                 if fresh:
+                    prologue.append(_alloc_step(ins[3], regs[ins[3]]))
+                    known.add(ins[3])
+                steps.append(("reshape", ins[1], shape, ins[3]))
+                if fresh:  # otherwise the copy goes to the recorded buffer, stable like a kernel output
                     varying.add(ins[3])
             elif op == "shape_func":
+                if not any(r in dep for r in ins[3]):
+                    self.skipped_shape_funcs += 1  # its operands are fixed by the signature
+                    continue
                 flush()
                 steps.append(("shape_func", ins[1], ins[2], list(ins[3]), [regs[r] for r in ins[4]]))
             elif op == "move" or op == "get_field":
@@ -128,6 +218,8 @@ class _Plan:
             # kernel_shapes, shape_of*, load_const*, get_tag, tag_eq: the recorded values hold (same shapes)
         for r in varying:
             self.regs[r] = None  # the caller's tensors (inputs, escaped results) are not kept alive by the plan
+        self.prologue = prologue
+        self.patches = patches
         self.steps = steps
         self._keep = keep
 
@@ -146,6 +238,13 @@ class _Plan:
     def run(self, args: list, pool):
         regs = list(self.regs)
         regs[:len(args)] = args
+        for st in self.prologue:
+            if st[0] == "alloc":
+                regs[st[1]] = pool.tensor_of(st[2], st[3], st[4], st[5])
+            else:  # a view of a per-call tensor
+                regs[st[3]] = NDArray(regs[st[1]]._arr.reshape(st[2]))
+        for buf, slot, r in self.patches:
+            buf[slot] = regs[r]._ptr
         for st in self.steps:
             kind = st[0]
             if kind == "native":
@@ -160,13 +259,8 @@ class _Plan:
                         k._raise_failure(-1)
             elif kind == "call":
                 st[1](*[regs[r] for r in st[2]])
-            elif kind == "alloc":
-                regs[st[3]] = pool.tensor(st[1], st[2])
             elif kind == "reshape":
-                src = regs[st[1]]
-                out = pool.tensor(st[2], src.dtype) if st[4] else regs[st[3]]
-                np.copyto(out._arr, src._arr.reshape(st[2]))
-                regs[st[3]] = out
+                np.copyto(regs[st[3]]._arr, regs[st[1]]._arr.reshape(st[2]))
             elif kind == "shape_func":
                 shapes = run_shape_func(st[1], st[2], [regs[r]._arr for r in st[3]])
                 if [tuple(x) for x in shapes] != [tuple(x) for x in st[4]]:
@@ -192,6 +286,13 @@ class ReplayRunner:
         self.bound: dict = {}   # pc -> (argument list, bound run)
         self.plans: dict = {}   # input signature -> _Plan (each holds its own intermediate tensors)
         self._escaped_pcs: set = set()
+        self._dep = None
+
+    def data_dependent(self) -> set:
+        """The function's registers whose values depend on input data (``data_dependent_regs``)."""
+        if self._dep is None:
+            self._dep = data_dependent_regs(self.func, self.vm._kernels, len(self.func.params))
+        return self._dep
 
     def run(self, args: list):
         sig = _signature(args)

@@ -196,3 +196,18 @@ def test_plans_with_tuple_results_and_an_input_returned():
         np.testing.assert_array_equal(o[0].numpy(), a)
         np.testing.assert_array_equal(o[1].numpy(), np.maximum(a, 0))
         np.testing.assert_array_equal(o[2].numpy(), np.maximum(a, 0) * 2)
+
+
+def test_reductions_over_unknown_rows_accumulate_in_vectors():
+    # LayerNorm's mean over a static 256-wide row, rows unknown: a vector partial sum per row (rfactor), as static
+    x = relay.var("x", shape=(A, A, 256))
+    mod = kiln.IRModule.from_expr(relay.Function([x], relay.mean(x, axis=[2], keepdims=True)))
+    with kiln.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod, target="llvm -mcpu=core-avx2")
+    src = exe.lib.get_source()
+    assert "T_sum_rf" in src and "kiln_vload_f32x8" in src
+    if "avx2" in host_features():
+        vm = VirtualMachine(exe, kiln.cpu())
+        for shape in ((1, 16, 256), (3, 7, 256), (1, 1, 256)):
+            a = rng.standard_normal(shape).astype("float32")
+            np.testing.assert_allclose(vm.run(a).numpy(), a.mean(2, keepdims=True), rtol=1e-5, atol=1e-6)

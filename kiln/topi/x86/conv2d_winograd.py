@@ -45,7 +45,7 @@ from ..nn.pad import pad
 from ..nn.winograd_util import by_column, winograd_matrices
 from ..utils import get_const_tuple
 from .conv2d import _block_candidates, _knob, channel_block, pack_data, unpack_nchwc
-from .utils import nchwc_output_axes, scaled_registers, schedule_anchored, simd_width, worth_parallel
+from .utils import is_static, nchwc_output_axes, scaled_registers, schedule_anchored, simd_width, worth_parallel
 
 # Accumulator vectors of the GEMM's register tile (16 AVX2 registers less a broadcast and a weight vector).
 # 8 measured 20-40% slower than 12 on resnet-18's layers, so the space starts at 10.
@@ -306,7 +306,9 @@ def _schedule_winograd(s, cfg, C, O):
 
     # batched GEMM: a tile_p x oc_bn accumulator block per (e, nu, ko, p block)
     tile_p = int(_knob(cfg, "tile_p", autotvm.task.OtherOptionEntity(scaled_registers(12) // max(1, -(-oc_bn // lanes)))).val)
-    tile_p = max(1, min(tile_p, ntiles))
+    # a symbolic tile count (a VM kernel's unknown batch: tiles over batch x tile rows x tile columns) is at
+    # least one image's tiles; the GEMM's last tile block is guarded
+    tile_p = max(1, min(tile_p, ntiles if is_static(ntiles) else tile_p))
     MC = s.cache_write(M, "global")
     e, nu, ko, p, ob = s[M].op.axis
     po, pi = s[M].split(p, factor=tile_p)

@@ -123,9 +123,9 @@ def lane_split_reduction(s, op):
     """Split a float sum / max / min along a contiguous reduction axis into ``lanes`` partial results
     (``rfactor``): one vector accumulator instead of a chain of dependent scalar steps (the C compiler keeps a
     scalar float reduction in order; layer norm's mean and variance over 768 channels were a chain of 768
-    adds per row). Returns the rfactor stage's tensor, or None when the stage is not such a reduction (several
-    reduction axes, a symbolic or short extent, an index that is not the reduction variable itself, a reduction
-    whose output row is vectorized already). With several reduction axes the innermost one is split."""
+    adds per row). Returns the rfactor stage's tensor, or None when the stage is not such a reduction (a
+    symbolic or short reduction extent, an index that is not the reduction variable itself, a reduction whose
+    output row is vectorized already). With several reduction axes the innermost one is split."""
     body = getattr(op, "body", None)
     red = list(getattr(op, "reduce_axis", []) or [])
     if not body or len(body) != 1 or not isinstance(body[0], E.Reduce) or not red:
@@ -141,9 +141,9 @@ def lane_split_reduction(s, op):
     lanes = simd_width(dtype)
     n = _const_extent(red[0])
     extents = [_const_extent(a) for a in op.axis]
-    if n is None or n % lanes or n < 2 * lanes or any(e is None for e in extents):
-        return None
-    if extents and extents[-1] % lanes == 0:
+    if n is None or n % lanes or n < 2 * lanes:
+        return None  # (symbolic output extents are fine: a VM kernel's rows; the reduction itself is static)
+    if extents and extents[-1] is not None and extents[-1] % lanes == 0:
         return None  # the output row vectorizes (schedule_stage_loops moves the reduction outside it)
     if not _reads_along(r.source[0], red[0].var):
         return None

@@ -15,6 +15,14 @@ from ...op.shape_func import get_shape_func
 from ....error import LoweringError
 
 
+#: dtype of a kernel's unknown-dim variables. int32, as the static build indexes tensors below 2**31 elements:
+#: with int64 variables every index of a kernel over them became int64 arithmetic around int32 loop variables
+#: (casts the C compiler did not strength-reduce: resnet's stem conv ran 2x its static version at batch 1). The
+#: kernel ABI refuses a call whose int32 variable or int32-indexed buffer would overflow (ArgumentError naming
+#: the variable), so a tensor of 2**31 elements or more fails clearly instead of computing garbage.
+SHAPE_VAR_DTYPE = "int32"
+
+
 class _SymbolicBuilder(_ScheduleBuilder):
     """A schedule builder whose parameters may have symbolic (``Any``) dimensions. ``dim_classes`` (one id
     per unknown parameter dim, in order; symdims.py) says which of them are the same size: one variable
@@ -38,7 +46,7 @@ class _SymbolicBuilder(_ScheduleBuilder):
             cls = self._classes[k] if self._classes is not None and k < len(self._classes) else ("own", k)
             var = self._vars.get(cls)
             if var is None:
-                var = self._vars[cls] = te.size_var(f"any_dim{len(self._vars)}", "int64")
+                var = self._vars[cls] = te.size_var(f"any_dim{len(self._vars)}", SHAPE_VAR_DTYPE)
             shape.append(var)
         return tuple(shape)
 

@@ -22,6 +22,7 @@ from ....ir.type import TensorType, TupleType
 from ....tir.expr import Var
 from ....tir.stmt_functor import substitute
 from ...transform.symbolic_reshape import fresh_shape
+from .lower import SHAPE_VAR_DTYPE  # the compiler's symbols meet the kernels' variables in one expression
 
 
 def _static(d):
@@ -43,7 +44,7 @@ class SymDims:
 
     def _new_dim(self):
         self._n += 1
-        return te.size_var(f"sym{self._n - 1}", "int64")
+        return te.size_var(f"sym{self._n - 1}", SHAPE_VAR_DTYPE)
 
     def get(self, reg: int, ty):
         """The symbolic shape of ``reg`` (fresh symbols the first time an unknown register is asked). The
@@ -117,7 +118,7 @@ def output_shapes(kernel_inputs: list, caller_shapes: list, kernel_outputs: list
                 s = _static(r)
                 dims.append(s if s is not None else r)
             else:
-                dims.append(te.size_var(f"sym{syms._n}", "int64"))
+                dims.append(te.size_var(f"sym{syms._n}", SHAPE_VAR_DTYPE))
                 syms._n += 1
         out.append(tuple(dims))
     return out
