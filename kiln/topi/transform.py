@@ -323,15 +323,55 @@ def strided_slice(a, begin, end, strides=None, axes=None, slice_mode="end"):
     """``a[begin:end:strides]`` per axis, with numpy semantics (negative begin/end/strides allowed)."""
     shape = get_const_tuple(a.shape)
     ndim = len(shape)
-    plan = strided_slice_plan(shape, _const_ints(begin), _const_ints(end), _const_ints(strides), _const_ints(axes),
-                              slice_mode)
+    static = [n if isinstance(n, int) else 0 for n in shape]
+    args = (_const_ints(begin), _const_ints(end), _const_ints(strides), _const_ints(axes), slice_mode)
+    plan = strided_slice_plan(static, *args)
     starts = [p[0] for p in plan]
     steps = [p[2] for p in plan]
     lengths = [len(range(*p)) for p in plan]
+    for d, start, length in _symbolic_slices(shape, *args):  # unknown (VM) dims: run-time start and length
+        starts[d], lengths[d] = start, length
 
     def f(*i):
         return a(*[starts[d] + i[d] * steps[d] for d in range(ndim)])
     return _compute(lengths, f, "T_strided_slice")
+
+
+def _symbolic_slices(shape, begin, end, strides, axes, slice_mode) -> list:
+    """(axis, start, length) for each symbolic dim of ``shape``, with the clamping of
+    :func:`strided_slice_plan` as expressions of the run-time size (positive strides only)."""
+    ndim = len(shape)
+    begin, end, strides = list(begin or ()), list(end or ()), list(strides or ())
+    axes = list(range(len(begin))) if axes is None else [normalize_axis(x, ndim, "strided_slice axis") for x in axes]
+    out = []
+    for d, n in enumerate(shape):
+        if isinstance(n, int):
+            continue
+        if d not in axes:
+            out.append((d, 0, n))
+            continue
+        k = axes.index(d)
+        b = begin[k] if k < len(begin) else None
+        e = end[k] if k < len(end) else None
+        s = strides[k] if k < len(strides) else 1
+        if slice_mode == "size":
+            s, b = 1, b or 0
+            e = None if (e is None or e < 0) else b + e
+        if s <= 0:
+            raise KilnError(f"strided_slice: a stride of {s} over an axis of unknown size (axis {d}) is not "
+                            "supported (positive strides only)")
+        zero = T.const(0, n.dtype)
+
+        def clamp(v):
+            if v is None:
+                return None
+            if v < 0:
+                return T.max(n + T.const(v, n.dtype), zero)
+            return T.min(T.const(v, n.dtype), n) if v < 2 ** 31 - 1 else n  # INT32/INT64_MAX: "to the end"
+        start = clamp(b) if b else zero
+        stop = clamp(e) if e is not None else n
+        out.append((d, start, T.floordiv(T.max(stop - start + T.const(s - 1, n.dtype), zero), T.const(s, n.dtype))))
+    return out
 
 
 def checked_indices(indices, n: int, what: str = "take"):
