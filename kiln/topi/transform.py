@@ -400,6 +400,34 @@ def checked_indices(indices, n: int, what: str = "take"):
     return te.extern(shape, [indices], body, name="T_checked_indices", dtype=dt, tag="checked_indices")
 
 
+def checked_dim(data, axis: int, value: int, what: str):
+    """``data`` with its unknown (symbolic) ``axis`` fixed to the static ``value``: a copy whose kernel first
+    checks the run-time size, failing the call with a message naming ``what`` when it differs (an AssertStmt,
+    reported through the kernel's error return). A static axis is checked here and ``data`` returned as is.
+
+    For VM kernels whose operand has an unknown dim that another operand fixes (``nn.dense``'s K when only the
+    weight's is known): the computes after it see the static size."""
+    shape = list(get_const_tuple(data.shape))
+    axis = normalize_axis(axis, len(shape), "checked_dim axis")
+    n = shape[axis]
+    if isinstance(n, int):
+        if n != value:
+            raise KilnError(f"{what}: axis {axis} has size {n}, expected {value}")
+        return data
+    out_shape = list(shape)
+    out_shape[axis] = value
+
+    def body(ins, outs):
+        src, dst = ins[0], outs[0]
+        loop_vars = [te.var(f"i{d}") for d in range(len(out_shape))]
+        stmt = S.BufferStore(dst, src[loop_vars], loop_vars)
+        for var, extent in reversed(list(zip(loop_vars, out_shape))):
+            stmt = S.For(var, 0, extent, S.ForKind.SERIAL, stmt)
+        msg = f"{what}: axis {axis} of the input must have size {value} at run time"
+        return S.AssertStmt(E.EQ(n, T.const(value, n.dtype)), msg, stmt)
+    return te.extern(out_shape, [data], body, name="T_checked_dim", dtype=data.dtype, tag="checked_dim")
+
+
 def take(a, indices, axis=None, batch_dims: int = 0, mode: str = "clip"):
     """Gather along ``axis`` (flattened if None); ``mode``: "clip", "wrap", "fast" (no bounds handling) or,
     a kiln extension, "raise" (negative indices count from the end; an index out of range fails the call
