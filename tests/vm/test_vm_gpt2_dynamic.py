@@ -93,6 +93,45 @@ def test_gpt2_dynamic_batch_and_seq_vs_pytorch(attn):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
+def test_bert_encoder_dynamic_batch_and_seq_vs_pytorch():
+    """The same import path on BERT (reshapes to heads, position ids sliced from a buffer, extended mask)."""
+    tf = _transformers()
+    torch.manual_seed(1)
+    model = tf.BertModel(tf.BertConfig(vocab_size=97, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                       intermediate_size=96, max_position_embeddings=64)).eval()
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, ids, mask):
+            return self.m(input_ids=ids, attention_mask=mask, return_dict=False)[0]
+    enc = Encoder().eval()
+    buf = io.BytesIO()
+    axes = {0: "batch", 1: "seq"}
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(enc, (torch.randint(0, 97, (2, 7)), torch.ones(2, 7, dtype=torch.int64)), buf,
+                          input_names=["input_ids", "attention_mask"], output_names=["hidden"],
+                          dynamic_axes={"input_ids": axes, "attention_mask": axes, "hidden": axes},
+                          opset_version=14, dynamo=False)
+    mod, params = relay.frontend.from_onnx(onnx.load_from_string(buf.getvalue()))
+    assert not _calls(mod, "dyn.reshape")
+    for d in _calls(mod, "nn.dense"):
+        assert _static(d.args[0].checked_type.shape[-1]), d.args[0].checked_type
+    vm = _vm(mod, params)
+    rng = np.random.default_rng(7)
+    for batch, seq in [(1, 5), (2, 17), (3, 32)]:
+        ids = rng.integers(0, 97, (batch, seq)).astype("int64")
+        mask = np.ones((batch, seq), "int64")
+        mask[-1, seq - seq // 3:] = 0
+        with torch.no_grad():
+            want = enc(torch.from_numpy(ids), torch.from_numpy(mask)).numpy()
+        np.testing.assert_allclose(vm.run(ids, mask).numpy(), want, rtol=1e-4, atol=1e-4)
+
+
 # -- the import mechanisms, one ONNX graph each ---------------------------------------------------------------
 def _model(nodes, inputs, outputs, inits=(), opset=14):
     graph = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits])
