@@ -132,6 +132,46 @@ def test_bert_encoder_dynamic_batch_and_seq_vs_pytorch():
         np.testing.assert_allclose(vm.run(ids, mask).numpy(), want, rtol=1e-4, atol=1e-4)
 
 
+class _BiasBufferAttention(torch.nn.Module):
+    """Attention as GPT-2 wrote it before transformers' mask utilities: position ids from ``arange(s)``, q/k/v
+    unbound from one projection (Split + Squeeze), a causal bias buffer sliced to the sequence
+    (``bias[:, :, :s, :s]``, a run-time end) and the heads merged back with ``reshape(b, s, 8)``."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.register_buffer("bias", torch.tril(torch.ones(16, 16, dtype=torch.bool)).view(1, 1, 16, 16))
+        self.wpe = torch.nn.Embedding(16, 8)
+        self.qkv = torch.nn.Linear(8, 24)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        x = x + self.wpe(torch.arange(s).unsqueeze(0))
+        q, k, v = self.qkv(x).view(b, s, 3, 2, 4).permute(2, 0, 3, 1, 4)
+        w = torch.where(self.bias[:, :, :s, :s], q @ k.transpose(-1, -2), torch.tensor(-1e4))
+        return (w.softmax(-1) @ v).transpose(1, 2).reshape(b, s, 8)
+
+
+def test_causal_bias_buffer_sliced_to_the_sequence():
+    model = _BiasBufferAttention().eval()
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.randn(2, 5, 8),), buf, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "b", 1: "s"}, "y": {0: "b", 1: "s"}}, opset_version=14, dynamo=False)
+    mod, params = relay.frontend.from_onnx(onnx.load_from_string(buf.getvalue()))
+    # the slice of the buffer keeps its run-time end (dyn); every reshape is static (the slice's clamped
+    # length min(s, 16) broadcast against s is s)
+    assert {c.op.name for c in _calls(mod, "dyn.")} == {"dyn.strided_slice"}
+    assert mod["main"].ret_type.astext() == "Tensor[(?, ?, 8), float32]"
+    vm = _vm(mod, params)
+    for b, s in [(1, 1), (2, 7), (3, 16)]:
+        x = torch.randn(b, s, 8)
+        with torch.no_grad():
+            want = model(x).numpy()
+        np.testing.assert_allclose(vm.run(x.numpy()).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
 # -- the import mechanisms, one ONNX graph each ---------------------------------------------------------------
 def _model(nodes, inputs, outputs, inits=(), opset=14):
     graph = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits])

@@ -75,7 +75,7 @@ class _Sym:
     def simp(self, d):
         if isinstance(d, (int, np.integer)):
             return int(d)
-        r = self.ana.simplify(d)
+        r = _absorb(self, self.ana.simplify(d))
         s = _int(r)
         return s if s is not None else r
 
@@ -151,6 +151,8 @@ class _Sym:
             out = self._traced(call)
         elif name == "arange":
             out = self._arange_shape(call)
+        elif name == "dyn.strided_slice":
+            out = self._slice_shape(call)
         if out is None or not isinstance(ty, TensorType) or len(out) != len(ty.shape):
             return self._merge(self.fresh(ty), out, ty)
         return tuple(_int(t) if _int(t) is not None else self.simp(d) for t, d in zip(ty.shape, out))
@@ -168,6 +170,41 @@ class _Sym:
         if isinstance(stop, int):
             return (-(-stop // step),)
         return (stop if step == 1 else self.simp(T.floordiv(_expr(stop) + (step - 1), _expr(step))),)
+
+    def _slice_shape(self, call: Call):
+        """``dyn.strided_slice`` with known (possibly symbolic) begin/end and positive static strides: the
+        clamped lengths (``bias[:, :, :s, :s]`` of a ``(1, 1, 16, 16)`` buffer is ``(1, 1, min(s, 16), ...)``)."""
+        if getattr(call.attrs, "slice_mode", "end") != "end":
+            return None
+        shape = self.shape_of(call.args[0])
+        vals = [self.value.get(id(a)) for a in call.args[1:4]]
+        if not isinstance(shape, tuple) or (shape and shape[0] == "tuple") or any(v is None for v in vals):
+            return None
+        begin, end, strides = (v[0] for v in vals)
+        if not len(begin) == len(end) == len(strides) == len(shape):
+            return None
+        out = []
+        for dim, b, e, st in zip(shape, begin, end, strides):
+            if not (isinstance(st, int) and not isinstance(st, bool) and st > 0) or \
+                    isinstance(b, bool) or isinstance(e, bool):
+                return None
+            start, stop = self._clamp(b, dim, 0), self._clamp(e, dim, dim)
+            if start is None or stop is None:
+                return None
+            n = _expr(stop) - _expr(start) + (st - 1)
+            out.append(self.simp(T.floordiv(T.max(n, _expr(0)), _expr(st))))
+        return tuple(out)
+
+    def _clamp(self, v, dim, whole):
+        """A slice bound clamped to ``[0, dim]`` (negative ints count from the end; INT32/INT64_MAX is
+        ``whole``); a symbolic bound must be a non-negative dim expression."""
+        if isinstance(v, int):
+            if v >= 2 ** 31 - 1:
+                return whole
+            if v < 0:
+                return self.simp(T.max(_expr(dim) + v, _expr(0)))
+            return self.simp(T.min(_expr(v), _expr(dim))) if not isinstance(dim, int) else min(v, dim)
+        return self.simp(T.min(_expr(v), _expr(dim))) if _nonneg(v) else None
 
     def _merge(self, fresh, out, ty):
         if isinstance(ty, TupleType) and isinstance(out, list) and len(out) == len(ty.fields):
@@ -308,6 +345,21 @@ class _Sym:
             else:
                 return None
         return (out, (len(out),) if max(len(x[1]), len(y[1])) else ())
+
+
+def _absorb(sym: "_Sym", e):
+    """``max(min(a, c), a)`` is ``a`` and ``min(max(a, c), a)`` is ``a`` (the simplifier keeps both): a clamped
+    slice of a buffer broadcast against the unclamped size (a causal bias ``bias[:s, :s]`` against the scores)."""
+    from ...tir import expr as E
+    if isinstance(e, (E.Max, E.Min)):
+        inner = E.Min if isinstance(e, E.Max) else E.Max
+        a, b = _absorb(sym, e.a), _absorb(sym, e.b)
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, inner) and (sym.equal(x.a, y) or sym.equal(x.b, y)):
+                return y
+        if a is not e.a or b is not e.b:
+            return type(e)(a, b)
+    return e
 
 
 def _monomial(e):
