@@ -309,3 +309,22 @@ def test_dense_with_unknown_k_is_checked_at_run_time():
     y = relay.var("y", shape=(relay.Any(), 7), dtype="float32")
     with pytest.raises(tvm.KilnError, match="K=7"):
         relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([y], relay.nn.dense(y, relay.const(w)))))
+
+
+def test_squeeze_unsqueeze_with_constant_axes_over_unknown_dims():
+    """Constant axes: static squeeze/expand_dims even with unknown dims elsewhere; squeezing an axis whose size
+    is unknown is checked at run time (the run-time-axes converter)."""
+    nodes = [helper.make_node("Unsqueeze", ["x", "ax"], ["u"]), helper.make_node("Squeeze", ["u", "sq"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1, "m"])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "n", "m", 1])],
+                   [_i64("ax", [0, 4]), _i64("sq", [2])])
+    mod, params = relay.frontend.from_onnx(model)
+    assert not _calls(mod, "dyn.")
+    assert mod["main"].ret_type.astext() == "Tensor[(1, ?, ?, 1), float32]"
+    x = np.random.default_rng(8).standard_normal((3, 1, 5)).astype("float32")
+    np.testing.assert_array_equal(_vm(mod, params).run(x).numpy(), x.reshape(1, 3, 5, 1))
+    nodes = [helper.make_node("Squeeze", ["x", "sq"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1, "m"])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1])], [_i64("sq", [2])])
+    mod, _ = relay.frontend.from_onnx(model)
+    assert _calls(mod, "dyn.reshape")
