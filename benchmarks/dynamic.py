@@ -4,7 +4,8 @@ size, timed in one interleaved run (ratios within the run are what counts on a s
     python -m benchmarks.dynamic [--rounds 7] [--number 5] [--quick]
 
 Models: a small BERT encoder (transformers BertModel, 4 layers, hidden 256, random weights) with dynamic
-(batch, seq), and resnet18 (torchvision, random weights) with a dynamic batch; both exported by
+(batch, seq), resnet18 (torchvision, random weights) with a dynamic batch, and a small GPT-2 (transformers
+GPT2Model, 4 layers, n_embd 256, input ids and attention mask) with dynamic (batch, seq); all exported by
 torch.onnx.export with dynamic_axes and imported with from_onnx (the dynamic one without pinning the axes).
 Writes benchmarks/results/dynamic.{md,json}. Outputs are checked against ONNX Runtime; speed is reported,
 never asserted.
@@ -46,6 +47,29 @@ def _export_bert(path: str, layers: int, hidden: int):
                           opset_version=14, dynamo=False)
 
 
+def _export_gpt2(path: str, layers: int, hidden: int):
+    import torch
+    _stub_torchvision_meta()
+    from transformers import GPT2Config, GPT2Model
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=1000, n_embd=hidden, n_layer=layers, n_head=4, n_positions=256, use_cache=False)
+    model = GPT2Model(cfg).eval()
+
+    class Dec(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, ids, mask):  # with a mask: without one transformers 5 traces aten::diff (no ONNX op)
+            return self.m(input_ids=ids, attention_mask=mask, use_cache=False, return_dict=False)[0]
+    axes = {0: "batch", 1: "seq"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Dec().eval(), (torch.randint(0, 1000, (2, 16)), torch.ones(2, 16, dtype=torch.int64)),
+                          path, input_names=["x", "mask"], output_names=["y"],
+                          dynamic_axes={"x": axes, "mask": axes, "y": axes}, opset_version=14, dynamo=False)
+
+
 def _export_resnet(path: str):
     import torch
     _stub_torchvision_meta()
@@ -58,18 +82,20 @@ def _export_resnet(path: str):
                           dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=13, dynamo=False)
 
 
-def _static(path: str, x: np.ndarray):
-    """A graph-executor build pinned to ``x``'s shape; returns (run, output, build seconds)."""
+def _static(path: str, feeds: dict):
+    """A graph-executor build pinned to the shapes of ``feeds`` (input name -> array); returns (run, output,
+    build seconds)."""
     import onnx
     import kiln
     from kiln import relay
     from kiln.contrib import graph_executor
     t0 = time.perf_counter()
-    mod, params = relay.frontend.from_onnx(onnx.load(path), shape={"x": x.shape})
+    mod, params = relay.frontend.from_onnx(onnx.load(path), shape={k: v.shape for k, v in feeds.items()})
     with kiln.transform.PassContext(opt_level=3):
         lib = relay.build(mod, "llvm", params=params)
     m = graph_executor.GraphModule(lib["default"](kiln.cpu()))
-    m.set_input("x", x)
+    for k, v in feeds.items():
+        m.set_input(k, v)
     m.run()
     return m.run, m.get_output(0).numpy(), time.perf_counter() - t0
 
@@ -87,15 +113,14 @@ def _dynamic(path: str):
     return VirtualMachine(exe, kiln.cpu()), time.perf_counter() - t0
 
 
-def _vm_runner(vm, x: np.ndarray):
+def _vm_runner(vm, feeds: dict):
     """A run of ``x`` on its own VirtualMachine over the shared executable (a VM's stateful input is one per
     function: two sizes on one VM would both run the size set last, which the first version of this
     benchmark did, timing every dynamic size at the largest one)."""
     import kiln
     from kiln.runtime.vm import VirtualMachine
     vm = VirtualMachine(vm.exe, kiln.cpu())
-    arr = kiln.nd.array(x)
-    vm.set_input("main", arr)
+    vm.set_input("main", *[kiln.nd.array(v) for v in feeds.values()])  # the model's input order
 
     def run():
         vm.invoke_stateful("main")
@@ -103,9 +128,9 @@ def _vm_runner(vm, x: np.ndarray):
     return run, vm.get_outputs()[0].numpy()
 
 
-def _ort(path: str, x: np.ndarray) -> np.ndarray:
+def _ort(path: str, feeds: dict) -> np.ndarray:
     import onnxruntime as ort
-    return ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    return ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def main(argv=None):
@@ -113,36 +138,46 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--number", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="fewer sizes (a smoke run)")
-    ap.add_argument("--models", default="bert,resnet18")
+    ap.add_argument("--models", default="bert,resnet18,gpt2")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     tmp = tempfile.mkdtemp()
     rng = np.random.default_rng(0)
-    cases = []  # (model, size label, onnx path, input)
+    cases = []  # (model, size label, onnx path, {input name: array})
     builds = {}
     models = args.models.split(",")
     if "bert" in models:
         p = os.path.join(tmp, "bert.onnx")
         _export_bert(p, layers=4, hidden=256)
         sizes = [(1, 16), (4, 64)] if args.quick else [(1, 16), (1, 64), (4, 64), (8, 32)]
-        cases += [("bert", f"batch {b} seq {s}", p, rng.integers(0, 1000, (b, s)).astype("int64")) for b, s in sizes]
+        cases += [("bert", f"batch {b} seq {s}", p, {"x": rng.integers(0, 1000, (b, s)).astype("int64")})
+                  for b, s in sizes]
     if "resnet18" in models:
         p = os.path.join(tmp, "resnet18.onnx")
         _export_resnet(p)
         sizes = [1, 4] if args.quick else [1, 3, 8]
-        cases += [("resnet18", f"batch {b}", p, rng.standard_normal((b, 3, 112, 112)).astype("float32"))
+        cases += [("resnet18", f"batch {b}", p, {"x": rng.standard_normal((b, 3, 112, 112)).astype("float32")})
                   for b in sizes]
+    if "gpt2" in models:
+        p = os.path.join(tmp, "gpt2.onnx")
+        _export_gpt2(p, layers=4, hidden=256)
+        sizes = [(1, 16), (4, 64)] if args.quick else [(1, 16), (1, 64), (4, 64), (8, 32)]
+        for b, s in sizes:
+            mask = np.ones((b, s), "int64")
+            mask[-1, s - s // 4:] = 0  # right padding in the last sequence
+            cases.append(("gpt2", f"batch {b} seq {s}", p, {"x": rng.integers(0, 1000, (b, s)).astype("int64"),
+                                                             "mask": mask}))
     vms = {}
     contenders, rows_meta = {}, []
-    for model, label, path, x in cases:
+    for model, label, path, feeds in cases:
         if model not in vms:
             vms[model] = _dynamic(path)
             builds[f"{model} dynamic (VM)"] = vms[model][1]
         vm = vms[model][0]
-        run_s, out_s, t_s = _static(path, x)
+        run_s, out_s, t_s = _static(path, feeds)
         builds[f"{model} static {label}"] = t_s
-        run_d, out_d = _vm_runner(vm, x)
-        ref = _ort(path, x)
+        run_d, out_d = _vm_runner(vm, feeds)
+        ref = _ort(path, feeds)
         err_s = float(np.max(np.abs(out_s - ref)))
         err_d = float(np.max(np.abs(out_d - ref)))
         key = f"{model} {label}"

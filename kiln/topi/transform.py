@@ -323,15 +323,55 @@ def strided_slice(a, begin, end, strides=None, axes=None, slice_mode="end"):
     """``a[begin:end:strides]`` per axis, with numpy semantics (negative begin/end/strides allowed)."""
     shape = get_const_tuple(a.shape)
     ndim = len(shape)
-    plan = strided_slice_plan(shape, _const_ints(begin), _const_ints(end), _const_ints(strides), _const_ints(axes),
-                              slice_mode)
+    static = [n if isinstance(n, int) else 0 for n in shape]
+    args = (_const_ints(begin), _const_ints(end), _const_ints(strides), _const_ints(axes), slice_mode)
+    plan = strided_slice_plan(static, *args)
     starts = [p[0] for p in plan]
     steps = [p[2] for p in plan]
     lengths = [len(range(*p)) for p in plan]
+    for d, start, length in _symbolic_slices(shape, *args):  # unknown (VM) dims: run-time start and length
+        starts[d], lengths[d] = start, length
 
     def f(*i):
         return a(*[starts[d] + i[d] * steps[d] for d in range(ndim)])
     return _compute(lengths, f, "T_strided_slice")
+
+
+def _symbolic_slices(shape, begin, end, strides, axes, slice_mode) -> list:
+    """(axis, start, length) for each symbolic dim of ``shape``, with the clamping of
+    :func:`strided_slice_plan` as expressions of the run-time size (positive strides only)."""
+    ndim = len(shape)
+    begin, end, strides = list(begin or ()), list(end or ()), list(strides or ())
+    axes = list(range(len(begin))) if axes is None else [normalize_axis(x, ndim, "strided_slice axis") for x in axes]
+    out = []
+    for d, n in enumerate(shape):
+        if isinstance(n, int):
+            continue
+        if d not in axes:
+            out.append((d, 0, n))
+            continue
+        k = axes.index(d)
+        b = begin[k] if k < len(begin) else None
+        e = end[k] if k < len(end) else None
+        s = strides[k] if k < len(strides) else 1
+        if slice_mode == "size":
+            s, b = 1, b or 0
+            e = None if (e is None or e < 0) else b + e
+        if s <= 0:
+            raise KilnError(f"strided_slice: a stride of {s} over an axis of unknown size (axis {d}) is not "
+                            "supported (positive strides only)")
+        zero = T.const(0, n.dtype)
+
+        def clamp(v):
+            if v is None:
+                return None
+            if v < 0:
+                return T.max(n + T.const(v, n.dtype), zero)
+            return T.min(T.const(v, n.dtype), n) if v < 2 ** 31 - 1 else n  # INT32/INT64_MAX: "to the end"
+        start = clamp(b) if b else zero
+        stop = clamp(e) if e is not None else n
+        out.append((d, start, T.floordiv(T.max(stop - start + T.const(s - 1, n.dtype), zero), T.const(s, n.dtype))))
+    return out
 
 
 def checked_indices(indices, n: int, what: str = "take"):
@@ -358,6 +398,34 @@ def checked_indices(indices, n: int, what: str = "take"):
             stmt = S.For(var, 0, extent, S.ForKind.SERIAL, stmt)
         return stmt
     return te.extern(shape, [indices], body, name="T_checked_indices", dtype=dt, tag="checked_indices")
+
+
+def checked_dim(data, axis: int, value: int, what: str):
+    """``data`` with its unknown (symbolic) ``axis`` fixed to the static ``value``: a copy whose kernel first
+    checks the run-time size, failing the call with a message naming ``what`` when it differs (an AssertStmt,
+    reported through the kernel's error return). A static axis is checked here and ``data`` returned as is.
+
+    For VM kernels whose operand has an unknown dim that another operand fixes (``nn.dense``'s K when only the
+    weight's is known): the computes after it see the static size."""
+    shape = list(get_const_tuple(data.shape))
+    axis = normalize_axis(axis, len(shape), "checked_dim axis")
+    n = shape[axis]
+    if isinstance(n, int):
+        if n != value:
+            raise KilnError(f"{what}: axis {axis} has size {n}, expected {value}")
+        return data
+    out_shape = list(shape)
+    out_shape[axis] = value
+
+    def body(ins, outs):
+        src, dst = ins[0], outs[0]
+        loop_vars = [te.var(f"i{d}") for d in range(len(out_shape))]
+        stmt = S.BufferStore(dst, src[loop_vars], loop_vars)
+        for var, extent in reversed(list(zip(loop_vars, out_shape))):
+            stmt = S.For(var, 0, extent, S.ForKind.SERIAL, stmt)
+        msg = f"{what}: axis {axis} of the input must have size {value} at run time"
+        return S.AssertStmt(E.EQ(n, T.const(value, n.dtype)), msg, stmt)
+    return te.extern(out_shape, [data], body, name="T_checked_dim", dtype=data.dtype, tag="checked_dim")
 
 
 def take(a, indices, axis=None, batch_dims: int = 0, mode: str = "clip"):

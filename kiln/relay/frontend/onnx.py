@@ -32,6 +32,7 @@ from ..expr import Constant, Function, Tuple, TupleGetItem, TupleWrapper, Var, v
 from ...tir.expr import Any
 from ..transform import InferType
 from ..transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
+from ..transform.symbolic_reshape import IncrementalSymbolicReshapes
 
 __all__ = ["from_onnx", "GraphConverter", "supported_ops", "MIN_OPSET", "MAX_OPSET"]
 
@@ -75,6 +76,8 @@ class GraphConverter:
         self.flags: dict = {"graph_inputs": set(), "control_flow": False}
         # source spans (relay.frontend.fill_span): one namer shared with subgraph converters
         self.span_namer = OnnxSpanNamer() if fill_span_enabled() else None
+        # with unknown input dims: reshapes over computed shapes made static as each node converts (docs/vm.md)
+        self.symbolic: IncrementalSymbolicReshapes | None = None
 
     def child(self, table: dict) -> "GraphConverter":
         """A converter for a subgraph (If branch, Loop/Scan body) sharing this one's settings and type cache;
@@ -163,6 +166,17 @@ class GraphConverter:
         # a named (dim_param) or unknown dimension stays dynamic: relay.Any(), run on the VM (docs/vm.md)
         return tuple(_any() if m is None else m for m in model_dims)
 
+    def _dim_names(self, value_info) -> tuple:
+        """The name of each dim of a graph input (``shape=``'s string, else the model's ``dim_param``) or None:
+        unknown dims with the same name are taken as the same size (ONNX IR: equal ``dim_param``s)."""
+        tt = _value_type(value_info).tensor_type
+        model = [d.dim_param or None for d in tt.shape.dim] if tt.HasField("shape") else []
+        given = self.shape.get(value_info.name)
+        if given is None:
+            return tuple(model)
+        return tuple(g if isinstance(g, str) and g not in ("?", "") else (model[k] if k < len(model) else None)
+                     for k, g in enumerate(given))
+
     # -- conversion -----------------------------------------------------------------------------------------------------
     def from_onnx(self, graph):
         from onnx import numpy_helper
@@ -189,6 +203,10 @@ class GraphConverter:
                 continue  # an initializer listed as an input too: its value is the default
             self.flags["graph_inputs"].add(vi.name)
             v = var(vi.name, shape=self._input_shape(vi), dtype=self._input_dtype(vi))
+            if any(isinstance(d, Any) for d in v.type_annotation.shape):
+                if self.symbolic is None:
+                    self.symbolic = IncrementalSymbolicReshapes(self.types.type_of)
+                self.symbolic.declare(v, self._dim_names(vi))
             self.input_vars.append(v)
             self.table[vi.name] = v
         unknown = sorted(set(self.shape) - set(input_names))
@@ -236,6 +254,8 @@ class GraphConverter:
             except KilnError as err:  # a shape operand known only at run time: the dyn.* conversion
                 result = convert_dynamic(node.op_type, inputs, attr, ctx, err)
             outs = self._as_outputs(result, ctx)
+            if self.symbolic is not None:
+                outs = [o if o is None or isinstance(o, Sequence) else self.symbolic.rewrite(o) for o in outs]
             if all(i is None or isinstance(i, Constant) for i in inputs):
                 outs = [o if isinstance(o, Sequence) else self._fold(o) for o in outs]
             for o in outs:

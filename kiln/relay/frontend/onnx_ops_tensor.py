@@ -152,7 +152,22 @@ def _transpose(inputs, attr, ctx):
     return _op.transpose(inputs[0], list(perm) if perm is not None else None)
 
 
+def _is_static(d) -> bool:
+    return isinstance(d, (int, np.integer))
+
+
 def _squeeze(ctx, x, axes):
+    shape = ctx.shape(x, dynamic_ok=True)
+    if axes is not None and not all(_is_static(d) for d in shape):
+        # unknown dims elsewhere: squeeze the named axes when each is a static 1 (an unknown one can only be
+        # checked at run time: ctx.shape raises, and the run-time-shape converter takes the node)
+        axes = sorted({_axis(ctx, a, len(shape)) for a in axes})
+        if not all(_is_static(shape[a]) for a in axes):
+            ctx.shape(x)
+        for a in axes:
+            if shape[a] != 1:
+                raise ctx.error(f"cannot squeeze axis {a} of size {shape[a]}")
+        return _op.squeeze(x, axes)
     shape = ctx.shape(x)
     if axes is None:
         axes = [k for k, d in enumerate(shape) if d == 1]
@@ -164,11 +179,15 @@ def _squeeze(ctx, x, axes):
 
 
 def _unsqueeze(ctx, x, axes):
-    shape = list(ctx.shape(x))
+    shape = list(ctx.shape(x, dynamic_ok=True))
     rank = len(shape) + len(axes)
     norm = sorted(_axis(ctx, a, rank) for a in axes)
     if len(set(norm)) != len(norm):
         raise ctx.error(f"axes {axes} repeat an axis")
+    if not all(_is_static(d) for d in shape):  # unknown dims: new axes one by one, in increasing order
+        for a in norm:
+            x = _op.expand_dims(x, a)
+        return x
     for a in norm:
         shape.insert(a, 1)
     return _op.reshape(x, shape)

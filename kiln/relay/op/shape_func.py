@@ -241,6 +241,9 @@ def where_shape_func(attrs, inputs, out_ndims):
     return broadcast_shape_func(attrs, [shape, inputs[2]], out_ndims)
 
 
+_END_SENTINEL = 2 ** 31 - 1
+
+
 def strided_slice_shape_func(attrs, inputs, out_ndims):
     """Static begin/end/strides over possibly symbolic dims (numpy slice semantics, end clamped)."""
     shape = tuple(inputs[0])
@@ -262,8 +265,9 @@ def strided_slice_shape_func(attrs, inputs, out_ndims):
         e = int(attrs.end[k]) if k < len(attrs.end) and attrs.end[k] is not None else None
         if attrs.slice_mode == "size":
             e = None if e is None or e < 0 else b + e
-        begin = dim_max(dim_min(dim + b if b < 0 else b, dim), 0)
-        end = dim if e is None else dim_max(dim_min(dim + e if e < 0 else e, dim), 0)
+        begin = dim_max(dim_min(dim + b if b < 0 else b, dim), 0) if b else 0
+        # an end at or past 2**31 - 1 (INT32/INT64_MAX: "to the end") is the dim itself (as topi.strided_slice)
+        end = dim if e is None or e >= _END_SENTINEL else dim_max(dim_min(dim + e if e < 0 else e, dim), 0)
         out[ax] = dim_max(end - begin + stride - 1, 0) // stride
     return [tuple(out)]
 

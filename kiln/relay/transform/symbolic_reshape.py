@@ -24,7 +24,7 @@ from ...ir.op import Op
 from ...ir.type import TensorType, TupleType
 from ... import tir
 from ...tir import op as T
-from ..expr import Call, Constant, Tuple, TupleGetItem
+from ..expr import Call, Constant, Tuple, TupleGetItem, Var
 from ..expr_functor import NonPrimitiveMutator, post_order_visit
 from .. import op as O
 
@@ -55,11 +55,17 @@ def fresh_shape(ty, new_dim):
     return None
 
 
-class _Sym:
-    """Symbolic shapes and values of the nodes of one function."""
+def _checked_type(e):
+    return getattr(e, "_checked_type_", None)
 
-    def __init__(self):
+
+class _Sym:
+    """Symbolic shapes and values of the nodes of one function. ``type_of(expr)`` gives a node's Relay type
+    (default: its ``checked_type``; the ONNX importer passes its incremental type cache)."""
+
+    def __init__(self, type_of=None):
         from ...arith import Analyzer
+        self.type_of = type_of or _checked_type
         self.ana = Analyzer()
         self.shape: dict = {}   # id(expr) -> tuple of dims, or ("tuple", [shapes])
         self.value: dict = {}   # id(expr) -> (entries list, shape tuple) for small integer tensors
@@ -69,7 +75,7 @@ class _Sym:
     def simp(self, d):
         if isinstance(d, (int, np.integer)):
             return int(d)
-        r = self.ana.simplify(d)
+        r = _absorb(self, self.ana.simplify(d))
         s = _int(r)
         return s if s is not None else r
 
@@ -91,7 +97,7 @@ class _Sym:
     def shape_of(self, e):
         s = self.shape.get(id(e))
         if s is None:
-            s = self.fresh(getattr(e, "_checked_type_", None))
+            s = self.fresh(self.type_of(e))
             self._set(e, s)
         return s
 
@@ -101,13 +107,14 @@ class _Sym:
 
     # -- per node ---------------------------------------------------------------------------------------
     def visit(self, e) -> None:
-        ty = getattr(e, "_checked_type_", None)
         if isinstance(e, Constant):
             arr = e.numpy()
             self._set(e, tuple(int(d) for d in arr.shape))
-            if arr.dtype.kind in "iu" and arr.ndim <= 1 and arr.size <= _MAX_VALUE_LEN:
-                self.value[id(e)] = ([int(v) for v in arr.reshape(-1)], tuple(arr.shape))
+            if arr.dtype.kind in "iub" and arr.ndim <= 1 and arr.size <= _MAX_VALUE_LEN:
+                cast = bool if arr.dtype.kind == "b" else int  # bool masks select entries (where)
+                self.value[id(e)] = ([cast(v) for v in arr.reshape(-1)], tuple(arr.shape))
             return
+        ty = self.type_of(e)
         if isinstance(e, Tuple):
             self._set(e, ("tuple", [self.shape_of(f) for f in e.fields]))
             return
@@ -142,9 +149,62 @@ class _Sym:
                                 bool(call.attrs.allowzero))
         elif not call.op.get_attr("TShapeDataDependent"):
             out = self._traced(call)
+        elif name == "arange":
+            out = self._arange_shape(call)
+        elif name == "dyn.strided_slice":
+            out = self._slice_shape(call)
         if out is None or not isinstance(ty, TensorType) or len(out) != len(ty.shape):
             return self._merge(self.fresh(ty), out, ty)
         return tuple(_int(t) if _int(t) is not None else self.simp(d) for t, d in zip(ty.shape, out))
+
+    def _arange_shape(self, call: Call):
+        """``(ceil(stop / step),)`` for ``arange(0, stop, step)`` with a dim-valued ``stop`` and a static positive
+        ``step`` (position ids: ``arange(seq)`` has the sequence's symbol, not a fresh one), else None."""
+        vals = [self.value.get(id(a)) for a in call.args[:3]]
+        if any(v is None or v[1] != () for v in vals):
+            return None
+        start, stop, step = (v[0][0] for v in vals)
+        if not (isinstance(start, int) and start == 0 and isinstance(step, int) and step > 0) or \
+                isinstance(stop, bool) or not _nonneg(stop):
+            return None
+        if isinstance(stop, int):
+            return (-(-stop // step),)
+        return (stop if step == 1 else self.simp(T.floordiv(_expr(stop) + (step - 1), _expr(step))),)
+
+    def _slice_shape(self, call: Call):
+        """``dyn.strided_slice`` with known (possibly symbolic) begin/end and positive static strides: the
+        clamped lengths (``bias[:, :, :s, :s]`` of a ``(1, 1, 16, 16)`` buffer is ``(1, 1, min(s, 16), ...)``)."""
+        if getattr(call.attrs, "slice_mode", "end") != "end":
+            return None
+        shape = self.shape_of(call.args[0])
+        vals = [self.value.get(id(a)) for a in call.args[1:4]]
+        if not isinstance(shape, tuple) or (shape and shape[0] == "tuple") or any(v is None for v in vals):
+            return None
+        begin, end, strides = (v[0] for v in vals)
+        if not len(begin) == len(end) == len(strides) == len(shape):
+            return None
+        out = []
+        for dim, b, e, st in zip(shape, begin, end, strides):
+            if not (isinstance(st, int) and not isinstance(st, bool) and st > 0) or \
+                    isinstance(b, bool) or isinstance(e, bool):
+                return None
+            start, stop = self._clamp(b, dim, 0), self._clamp(e, dim, dim)
+            if start is None or stop is None:
+                return None
+            n = _expr(stop) - _expr(start) + (st - 1)
+            out.append(self.simp(T.floordiv(T.max(n, _expr(0)), _expr(st))))
+        return tuple(out)
+
+    def _clamp(self, v, dim, whole):
+        """A slice bound clamped to ``[0, dim]`` (negative ints count from the end; INT32/INT64_MAX is
+        ``whole``); a symbolic bound must be a non-negative dim expression."""
+        if isinstance(v, int):
+            if v >= 2 ** 31 - 1:
+                return whole
+            if v < 0:
+                return self.simp(T.max(_expr(dim) + v, _expr(0)))
+            return self.simp(T.min(_expr(v), _expr(dim))) if not isinstance(dim, int) else min(v, dim)
+        return self.simp(T.min(_expr(v), _expr(dim))) if _nonneg(v) else None
 
     def _merge(self, fresh, out, ty):
         if isinstance(ty, TupleType) and isinstance(out, list) and len(out) == len(ty.fields):
@@ -174,7 +234,7 @@ class _Sym:
             out = fn(call.attrs, shapes, None)
         except Exception:  # noqa: BLE001 - a shape function that needs numbers: fresh symbols
             return None
-        ty = call.checked_type
+        ty = self.type_of(call)
         if isinstance(ty, TupleType):
             return [tuple(o) for o in out]
         return tuple(out[0]) if len(out) == 1 else None
@@ -198,14 +258,15 @@ class _Sym:
                 return (list(s), (len(s),))
             return None
         if name in ("cast", "reshape", "squeeze", "expand_dims", "copy") and vals[0] is not None:
-            return (list(vals[0][0]), tuple(_int(d) for d in call.checked_type.shape))
+            return (list(vals[0][0]), tuple(_int(d) for d in self.type_of(call).shape))
         if name == "take" and vals[0] is not None and vals[1] is not None and len(vals[0][1]) == 1:
             entries = vals[0][0]
             idx = vals[1][0]
             if not all(isinstance(i, int) and -len(entries) <= i < len(entries) for i in idx):
                 return None
             return ([entries[i] for i in idx], vals[1][1])
-        if name == "strided_slice" and vals[0] is not None and len(vals[0][1]) == 1 and attrs.axes is None:
+        if name == "strided_slice" and vals[0] is not None and len(vals[0][1]) == 1 and \
+                (attrs.axes is None or [int(x) for x in attrs.axes] in ([0], [-1])):
             entries = vals[0][0]
             b = list(attrs.begin)[0] if attrs.begin else 0
             en = list(attrs.end)[0] if attrs.end else len(entries)
@@ -284,6 +345,21 @@ class _Sym:
             else:
                 return None
         return (out, (len(out),) if max(len(x[1]), len(y[1])) else ())
+
+
+def _absorb(sym: "_Sym", e):
+    """``max(min(a, c), a)`` is ``a`` and ``min(max(a, c), a)`` is ``a`` (the simplifier keeps both): a clamped
+    slice of a buffer broadcast against the unclamped size (a causal bias ``bias[:s, :s]`` against the scores)."""
+    from ...tir import expr as E
+    if isinstance(e, (E.Max, E.Min)):
+        inner = E.Min if isinstance(e, E.Max) else E.Max
+        a, b = _absorb(sym, e.a), _absorb(sym, e.b)
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, inner) and (sym.equal(x.a, y) or sym.equal(x.b, y)):
+                return y
+        if a is not e.a or b is not e.b:
+            return type(e)(a, b)
+    return e
 
 
 def _monomial(e):
@@ -424,11 +500,11 @@ def _static_newshape(sym: _Sym, in_shape, entries: list, allowzero: bool):
     return codes
 
 
-def _stale_type(data, in_shape) -> bool:
+def _stale_type(sym: _Sym, data, in_shape) -> bool:
     """Whether ``data``'s type says ``?`` where its symbolic shape is a number (it is the output of a reshape
     rewritten in this round): the static reshape's relation would not see that number yet, so the rewrite
     waits for the next round's type inference."""
-    ty = getattr(data, "_checked_type_", None)
+    ty = sym.type_of(data)
     if not isinstance(ty, TensorType) or len(ty.shape) != len(in_shape):
         return True
     return any(_int(t) is None and isinstance(d, int) for t, d in zip(ty.shape, in_shape))
@@ -494,6 +570,46 @@ def _like_source(sym: _Sym, in_shape, target: list, candidates: list):
     return None
 
 
+def _plan(sym: _Sym, call: Call, candidates: list):
+    """How to make the dyn call ``call`` static: ``("codes", newshape)`` (a static reshape), ``("like", y,
+    attrs)`` (``reshape_like``), ``("same",)`` (a ``dyn.broadcast_to`` to the input's own shape), or None."""
+    v = sym.value.get(id(call.args[1]))
+    if v is None:
+        return None
+    in_shape = sym.shape_of(call.args[0])
+    if not isinstance(in_shape, tuple) or (in_shape and in_shape[0] == "tuple"):
+        return None
+    if call.op.name == "dyn.broadcast_to":
+        same = len(v[0]) == len(in_shape) and all(not isinstance(t, bool) and sym.equal(t, d)
+                                                 for t, d in zip(v[0], in_shape))
+        return ("same",) if same else None
+    allowzero = bool(call.attrs.allowzero)
+    codes = _static_newshape(sym, in_shape, v[0], allowzero)
+    target = sym.shape.get(id(call))
+    if codes is None and isinstance(target, tuple) and (not target or target[0] != "tuple") and \
+            sym.equal(_prod(in_shape), _prod(target)):
+        codes = _split_codes(sym, in_shape, list(target))
+        if codes is None:
+            like = _like_source(sym, in_shape, list(target), candidates)
+            if like is not None:
+                return ("like",) + like
+    if codes is not None and not _stale_type(sym, call.args[0], in_shape):
+        return ("codes", codes)
+    return None
+
+
+def _apply(how, call, data, visit):
+    """The static replacement of the dyn ``call`` (with its data operand ``data``) planned as ``how``."""
+    if how[0] == "same":
+        return data
+    if how[0] == "like":
+        return O.reshape_like(data, visit(how[1]), **how[2])
+    return O.reshape(data, how[1], allowzero=bool(call.attrs.allowzero))
+
+
+_REWRITTEN = ("dyn.reshape", "dyn.broadcast_to")
+
+
 class _Rewrite(NonPrimitiveMutator):
     def __init__(self, plan: dict):
         super().__init__()
@@ -505,9 +621,7 @@ class _Rewrite(NonPrimitiveMutator):
         how = self.plan.get(id(call))
         if how is not None and isinstance(new, Call):
             self.changed += 1
-            if how[0] == "like":
-                return O.reshape_like(new.args[0], self.visit(how[1]), **how[2])
-            return O.reshape(new.args[0], how[1], allowzero=bool(call.attrs.allowzero))
+            return _apply(how, call, new.args[0], self.visit)
         return new
 
 
@@ -529,7 +643,7 @@ def symbolic_reshapes(func):
             return
         sym.visit(e)
         order[id(e)] = len(order)
-        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "dyn.reshape":
+        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name in _REWRITTEN:
             calls.append(e)
         if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "shape_of":
             shaped.append(e.args[0])
@@ -538,26 +652,151 @@ def symbolic_reshapes(func):
         sym.shape_of(p)
     post_order_visit(func.body, visit)
     for c in calls:
-        v = sym.value.get(id(c.args[1]))
-        if v is None:
-            continue
-        in_shape = sym.shape_of(c.args[0])
-        allowzero = bool(c.attrs.allowzero)
-        codes = _static_newshape(sym, in_shape, v[0], allowzero)
-        target = sym.shape.get(id(c))
-        if codes is None and isinstance(target, tuple) and (not target or target[0] != "tuple") and \
-                sym.equal(_prod(in_shape), _prod(target)):
-            codes = _split_codes(sym, in_shape, list(target))
-            if codes is None:
-                like = _like_source(sym, in_shape, list(target),
-                                    [t for t in shaped if order.get(id(t), 1 << 60) < order[id(c)]])
-                if like is not None:
-                    plan[id(c)] = ("like",) + like
-                    continue
-        if codes is not None and not _stale_type(c.args[0], in_shape):
-            plan[id(c)] = ("codes", codes)
+        how = _plan(sym, c, [t for t in shaped if order.get(id(t), 1 << 60) < order[id(c)]])
+        if how is not None:
+            plan[id(c)] = how
     if not plan:
         return func
     rw = _Rewrite(plan)
     new = rw.visit(func)
     return new if rw.changed else func
+
+
+class IncrementalSymbolicReshapes:
+    """The same rewrite applied while a frontend builds its graph (the ONNX importer, after each node).
+
+    Converters ask for static dims (``Gemm``'s K, the next reshape's input): a ``dyn.reshape`` left until
+    ``DynamicToStatic`` runs after the import hides them from every converter in between. ``rewrite(expr)``
+    walks only the nodes it has not seen (their operands are already rewritten), keeps the symbolic shapes
+    and values of everything seen in one ``_Sym`` (so the symbols of a graph input's unknown dims are the
+    same across nodes), and returns ``expr`` with each ``dyn.reshape`` / ``dyn.broadcast_to`` whose target is
+    known replaced as :func:`symbolic_reshapes` would. ``type_of`` types a node (the frontend's type cache).
+    Functions, ``If`` and ``Let`` nodes are not entered (their insides are left to ``DynamicToStatic``).
+    """
+
+    def __init__(self, type_of):
+        self.sym = _Sym(type_of)
+        self.memo: dict = {}      # id(node) -> its rewritten node (a rewritten node maps to itself)
+        self.shaped: list = []    # tensors whose shape the graph reads: reshape_like sources
+        self.named: dict = {}     # dim name -> its symbol (declare)
+        self.rewritten = 0
+
+    def declare(self, var, names) -> None:
+        """Give ``var``'s unknown dims the symbols named in ``names`` (None: a fresh one); dims of different
+        graph inputs with the same name are the same size (ONNX's ``dim_param``)."""
+        sym = self.sym
+        ty = sym.type_of(var)
+        if not isinstance(ty, TensorType) or len(names) != len(ty.shape):
+            return
+        dims = []
+        for d, name in zip(ty.shape, names):
+            if _int(d) is not None:
+                dims.append(_int(d))
+            elif name:
+                if name not in self.named:
+                    self.named[name] = tir.SizeVar(f"{name}", "int64")
+                dims.append(self.named[name])
+            else:
+                dims.append(sym._new_dim())
+        sym._set(var, tuple(dims))
+
+    def rewrite(self, expr):
+        if expr is None or id(expr) in self.memo:
+            return None if expr is None else self.memo[id(expr)]
+        stack = [(expr, False)]
+        while stack:
+            e, ready = stack.pop()
+            if id(e) in self.memo:
+                continue
+            kids = _operands(e)
+            if not ready:
+                stack.append((e, True))
+                stack.extend((k, False) for k in kids if id(k) not in self.memo)
+                continue
+            new = _rebuilt(e, [self.memo[id(k)] for k in kids])
+            new = self._visit(new)
+            self.memo[id(e)] = self.memo[id(new)] = new
+            self.sym.keep.append(e)
+        return self.memo[id(expr)]
+
+    def _visit(self, e):
+        sym = self.sym
+        if _small_int_call(sym, e) and all(isinstance(a, Constant) for a in e.args):
+            from .fold_constant import fold_constant
+            folded = fold_constant(e)  # shape arithmetic over constants (a converter's axes mask)
+            if isinstance(folded, Constant):
+                e = folded
+        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name.startswith("dyn."):
+            static = _static_call(e)
+            if static is not None:
+                self.rewritten += 1
+                return self._visit(static)
+        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name in _REWRITTEN:
+            sym.type_of(e)
+            sym.visit(e)
+            how = _plan(sym, e, self.shaped)
+            if how is None:
+                return e
+            self.rewritten += 1
+            new = _apply(how, e, e.args[0], lambda x: x)
+            if new is not e.args[0]:
+                sym.type_of(new)
+                sym.visit(new)
+            return new
+        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "equal":
+            sym.type_of(e)
+            v = sym.equal_value(e)
+            sym.visit(e)
+            if v is not None:
+                sym.value[id(e)] = v
+            return e
+        if isinstance(e, (Call, Tuple, TupleGetItem, Constant)):
+            sym.type_of(e)
+            sym.visit(e)
+        if isinstance(e, Var) or isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "shape_of":
+            self.shaped.append(e if isinstance(e, Var) else e.args[0])
+        return e
+
+
+def _static_call(call: Call):
+    """DynamicToStatic's rewrite of a dyn call with constant shape operands; a ``dyn.strided_slice`` of data
+    with unknown dims too when its strides are positive (the static kernel clamps those at run time)."""
+    from .dynamic_to_static import _const_args, _static, _vals
+    if call.op.name == "dyn.strided_slice":
+        if not _const_args(call, [1, 2, 3]) or min(_vals(call.args[3]) or [1]) <= 0:
+            return None
+        a = call.args
+        return O.strided_slice(a[0], _vals(a[1]), _vals(a[2]), _vals(a[3]), slice_mode=call.attrs.slice_mode)
+    return _static(call)
+
+
+def _small_int_call(sym: _Sym, e) -> bool:
+    """An op call giving a small integer or bool tensor (shape arithmetic, not data)."""
+    if not (isinstance(e, Call) and isinstance(e.op, Op)):
+        return False
+    ty = sym.type_of(e)
+    if not isinstance(ty, TensorType) or not str(ty.dtype).startswith(("int", "uint", "bool")):
+        return False
+    dims = [_int(d) for d in ty.shape]
+    return None not in dims and int(np.prod(dims)) <= _MAX_VALUE_LEN
+
+
+def _operands(e) -> list:
+    if isinstance(e, Call):
+        return list(e.args)
+    if isinstance(e, Tuple):
+        return list(e.fields)
+    if isinstance(e, TupleGetItem):
+        return [e.tuple_value]
+    return []
+
+
+def _rebuilt(e, kids: list):
+    """``e`` over the rewritten operands ``kids`` (``e`` itself when none changed)."""
+    if all(a is b for a, b in zip(_operands(e), kids)):
+        return e
+    if isinstance(e, Call):
+        return Call(e.op, kids, e.attrs, e.type_args, e.span)
+    if isinstance(e, Tuple):
+        return Tuple(kids, e.span)
+    return TupleGetItem(kids[0], e.index)

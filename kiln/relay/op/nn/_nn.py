@@ -10,7 +10,7 @@ from ....ir.op import OpPattern
 from ....ir.type import TensorType, TupleType
 from .. import op_attrs as A
 from .._define import define_op
-from ..type_relations import normalize_axis, shape_text, tensor_arg
+from ..type_relations import dims_compatible, normalize_axis, shape_text, tensor_arg
 
 _P = OpPattern
 
@@ -22,7 +22,8 @@ def dense_rel(arg_types, attrs):
     if len(data.shape) < 1 or len(weight.shape) != 2:
         raise TypeInferenceError(f"dense: expects data [..., K] and weight [units, K], got {shape_text(data.shape)} "
                                  f"and {shape_text(weight.shape)}")
-    if data.shape[-1] != weight.shape[1]:
+    # an unknown K on one side is checked at run time (the kernel's K is the static one: docs/vm.md)
+    if not dims_compatible(data.shape[-1], weight.shape[1]):
         raise TypeInferenceError(f"dense: data {shape_text(data.shape)} has K={data.shape[-1]} but weight "
                                  f"{shape_text(weight.shape)} has K={weight.shape[1]}")
     if attrs.units is not None and attrs.units != weight.shape[0]:

@@ -196,8 +196,23 @@ def conv2d_transpose_strategy(attrs, inputs, out_type, target):
 @override_native_generic_func("dense_strategy")
 def dense_strategy(attrs, inputs, out_type, target):
     def compute(attrs, inputs, out_type):
-        return [topi_fn("nn.dense", "nn.dense")(inputs[0], inputs[1], None, attrs.out_dtype or out_type.dtype)]
+        return [topi_fn("nn.dense", "nn.dense")(dense_data(inputs[0], inputs[1]), inputs[1], None,
+                                                attrs.out_dtype or out_type.dtype)]
     return _one("dense", "nn.dense", compute, "schedule_dense")
+
+
+def dense_data(data, weight):
+    """``nn.dense``'s data operand for a compute: an unknown K (a VM kernel whose data came out of a reshape
+    the importer could not make static) is fixed to the weight's static K with a run-time check
+    (``topi.checked_dim``), so the dense schedules see the static reduction they are written for. Weights
+    ``[N, K]`` and pre-packed ``[N/bn, K, bn]`` both keep K at index 1."""
+    from ....topi.transform import checked_dim
+    if len(weight.shape) not in (2, 3) or not data.shape:
+        return data
+    kw, kd = getattr(weight.shape[1], "value", weight.shape[1]), getattr(data.shape[-1], "value", data.shape[-1])
+    if isinstance(kw, int) and not isinstance(kd, int):
+        return checked_dim(data, -1, kw, "nn.dense (data's last dim is the weight's in_features)")
+    return data
 
 
 @override_native_generic_func("dense_pack_strategy")

@@ -34,7 +34,8 @@ def _dense_pack_compute(attrs, inputs, out_type):
     nb, _, bn = (int(d) for d in inputs[1].shape)
     units = None if attrs.units is None or int(attrs.units) == nb * bn else int(attrs.units)
     extra = () if units is None else (units,)  # the workload of an unpadded weight stays TVM's 4 arguments
-    return [topi_x86.dense_pack(inputs[0], inputs[1], None, attrs.out_dtype or out_type.dtype, *extra)]
+    return [topi_x86.dense_pack(G.dense_data(inputs[0], inputs[1]), inputs[1], None,
+                                attrs.out_dtype or out_type.dtype, *extra)]
 
 
 @G.dense_pack_strategy.register("cpu")
@@ -231,7 +232,8 @@ def dense_strategy_cpu(attrs, inputs, out_type, target):
         return strategy
     if len(inputs[0].shape) == 2:
         def compute(attrs, inputs, out_type):
-            return [topi_x86.dense_pack(inputs[0], inputs[1], None, attrs.out_dtype or out_type.dtype)]
+            return [topi_x86.dense_pack(G.dense_data(inputs[0], inputs[1]), inputs[1], None,
+                                        attrs.out_dtype or out_type.dtype)]
         strategy.add_implementation(compute, _wrap(topi_x86.schedule_dense_pack), name="dense_pack.x86",
                                     plevel=X86_PLEVEL)
     return strategy

@@ -49,8 +49,10 @@ class _RowsHint:
     """A dense data type whose unknown dims read as their size hint (``topi.x86.utils.size_hint``), for the
     layout choice only."""
 
-    def __init__(self, t):
+    def __init__(self, t, k=None):
         self.shape = tuple(size_hint(d) for d in t.shape)
+        if k is not None and self.shape:  # an unknown K is the weight's (checked at run time: dense_data)
+            self.shape = self.shape[:-1] + (k,)
         self.dtype = t.dtype
 
     @staticmethod
@@ -259,7 +261,7 @@ def dense_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     if _is_dynamic([d_t]):
         # unknown rows (a VM model): the weight is still packed at compile time, the choice made for a
         # representative row count (the dense_pack kernel runs any row count)
-        d_t = _RowsHint(d_t)
+        d_t = _RowsHint(d_t, _shape(w_t)[1] if len(w_t.shape) == 2 else None)
     if len(d_t.shape) != 2 or len(w_t.shape) != 2 or str(d_t.dtype) != "float32":
         return None
     units, k = _shape(w_t)
