@@ -73,7 +73,9 @@ OPTIMIZE_PASSES = ("RemoveUnusedFunctions", "SimplifyInference", "EliminateCommo
 
 
 def _optimize_passes() -> list:
-    passes = [_qnn_legalize()]  # QNN ops become integer Relay ops first, at every opt level (TVM's pass prefix)
+    # As TVM's pass prefix: QNN ops become integer Relay ops first, at every opt level; then the general
+    # Legalize (FTVMLegalize, opt level 1; TVM runs it for one-target builds, the only kind kiln has)
+    passes = [_qnn_legalize(), T.Legalize()]
     for name in OPTIMIZE_PASSES:
         factory = getattr(T, name, None)
         if factory is None:

@@ -16,7 +16,7 @@ EXPECTED_PATTERNS = {
     "nn.conv2d": OpPattern.OUT_ELEMWISE_FUSABLE, "nn.dense": OpPattern.OUT_ELEMWISE_FUSABLE,
     "nn.batch_matmul": OpPattern.OUT_ELEMWISE_FUSABLE, "nn.max_pool2d": OpPattern.OUT_ELEMWISE_FUSABLE,
     "nn.bias_add": OpPattern.BROADCAST, "nn.relu": OpPattern.ELEMWISE, "nn.softmax": OpPattern.OUT_ELEMWISE_FUSABLE,
-    "nn.batch_norm": OpPattern.OPAQUE, "nn.pad": OpPattern.INJECTIVE, "nn.batch_flatten": OpPattern.INJECTIVE,
+    "nn.batch_norm": OpPattern.OUT_ELEMWISE_FUSABLE, "nn.pad": OpPattern.INJECTIVE, "nn.batch_flatten": OpPattern.INJECTIVE,
     "layout_transform": OpPattern.INJECTIVE, "image.resize2d": OpPattern.INJECTIVE, "nn.dropout": OpPattern.OPAQUE,
 }
 

@@ -156,7 +156,7 @@ def _batch_norm_ref(attrs, inputs, out_type):
 
 
 define_op("nn.batch_norm", num_inputs=5, args=("data", "gamma", "beta", "moving_mean", "moving_var"),
-          attrs=A.BatchNormAttrs, rel=batch_norm_rel, rel_name="BatchNorm", pattern=_P.OPAQUE,
+          attrs=A.BatchNormAttrs, rel=batch_norm_rel, rel_name="BatchNorm", pattern=_P.OUT_ELEMWISE_FUSABLE,
           reference=_batch_norm_ref, level=1)
 
 
