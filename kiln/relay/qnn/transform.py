@@ -2,7 +2,7 @@
 
 ``CanonicalizeOps`` rewrites each ``qnn.*`` call through the op's ``FTVMQnnCanonicalize`` hook
 (``fn(attrs, args, arg_types) -> Expr``); ``Legalize`` first applies target legalizations
-(``FTVMQnnLegalize``, none registered yet) and then canonicalizes. ``relay.build`` runs ``Legalize``
+(``FTVMQnnLegalize``: the x86 int8 forms of ``qnn.conv2d`` and ``qnn.dense``, ``x86_legalize.py``) and then canonicalizes. ``relay.build`` runs ``Legalize``
 before its optimization passes, as TVM does, so QNN graphs compile with the ordinary kernels.
 """
 from __future__ import annotations
