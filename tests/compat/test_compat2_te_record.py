@@ -49,3 +49,30 @@ def test_failed_primitive_is_not_recorded_and_default_is_off():
     except tvm.error.ScheduleError:
         pass
     assert s.primitive_record == ["vanilla"]
+
+
+def test_relay_lowering_attaches_the_schedule_with_its_record():
+    """As TVM's TE compiler: under te.keep_schedule_record a lowered kernel's PrimFunc carries attrs["schedule"],
+    whose schedule_record shows the strategy's steps; without the config it carries none. The build is unchanged."""
+    from kiln import relay
+    from kiln.contrib import graph_executor
+    from kiln.relay.backend.te_compiler import lower_primitive
+    x, w = relay.var("x", shape=(5, 37)), relay.var("w", shape=(16, 37))
+    prim = relay.Function([x, w], relay.nn.relu(relay.nn.dense(x, w)))
+    prim = relay.transform.InferType()(tvm.IRModule.from_expr(prim))["main"].with_attr("Primitive", 1)
+    with tvm.transform.PassContext(opt_level=3, config={"te.keep_schedule_record": True}):
+        cached = lower_primitive(prim, "llvm")
+    sch = cached.prim_func.attrs["schedule"]
+    assert isinstance(sch, te.Schedule) and sch.primitive_record[0] == "vanilla" and len(sch.primitive_record) > 1
+    assert len(sch.schedule_record) == len(sch.primitive_record)
+    assert "schedule" not in (lower_primitive(prim, "llvm").prim_func.attrs or {})
+    mod = tvm.IRModule.from_expr(relay.Function([x, w], relay.nn.relu(relay.nn.dense(x, w))))
+    with tvm.transform.PassContext(opt_level=3, config={"te.keep_schedule_record": True}):
+        lib = relay.build(mod, "llvm")
+    g = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    rng = np.random.RandomState(1)
+    xv, wv = rng.randn(5, 37).astype("float32"), rng.randn(16, 37).astype("float32")
+    g.set_input("x", xv)
+    g.set_input("w", wv)
+    g.run()
+    np.testing.assert_allclose(g.get_output(0).numpy(), np.maximum(xv @ wv.T, 0), rtol=1e-5, atol=1e-5)

@@ -152,6 +152,11 @@ def select_implementation(op: Op, attrs, inputs: list, out_type, target, use_aut
     return chosen, outputs[chosen]
 
 
+def _keep_schedule_record() -> bool:
+    from ...transform import PassContext
+    return bool(PassContext.current().get_config("te.keep_schedule_record", False))
+
+
 def _is_wanted(op: Op, wanted_ops) -> bool:
     return op in wanted_ops or op.name in [getattr(o, "name", o) for o in wanted_ops]
 
@@ -347,6 +352,9 @@ class TECompiler:
             prim = te.schedule_to_primfunc(sch, all_inputs + outputs, name=name)
         prim = prim.with_attr({"global_symbol": name, "tir.noalias": True})
         prim = apply_parallel_policy(prim)
+        if _keep_schedule_record():
+            # TVM's te_compiler: the schedule (with its schedule_record) rides on the PrimFunc for inspection
+            prim = prim.with_attr({"schedule": sch})
         return CachedFunc(name, prim, all_inputs, outputs, builder.const_inputs, anchor.op.name,
                           anchor.implementation.name)
 
