@@ -17,3 +17,4 @@ from .resize import (bilinear_resize_python, resize1d_python, resize2d_python, r
 from .layout import layout_transform_numpy, parse_layout
 from .te_run import run_te
 from .deformable_conv2d_python import deformable_conv2d_nchw_python
+from .roi_align_python import roi_align_nchw_python

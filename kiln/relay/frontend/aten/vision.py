@@ -1,4 +1,5 @@
-"""torchvision's TorchScript ops (``torchvision::<name>`` nodes): deform_conv2d -> ``nn.deformable_conv2d``."""
+"""torchvision's TorchScript ops (``torchvision::<name>`` nodes): deform_conv2d -> ``nn.deformable_conv2d``,
+roi_align -> ``vision.roi_align``."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,3 +27,17 @@ def _deform_conv2d(ctx, args):
     if b is not None and not np.asarray(b).any():
         return out
     return op.nn.bias_add(out, ctx.cast(bias, ctx.dtype(x)), axis=1)
+
+
+@register("torchvision::roi_align")
+def _roi_align(ctx, args):
+    """(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned): rois [K, 5] rows
+    (batch index, x1, y1, x2, y2), Relay's layout. ``aligned=True`` (pixel centres shifted by half a pixel, no
+    1x1 minimum ROI size) has no Relay counterpart: TVM's ROIAlign is torchvision's ``aligned=False``."""
+    x, rois = args[0], args[1]
+    scale = float(ctx.scalar(args[2]))
+    ph, pw, ratio = (int(ctx.scalar(v)) for v in args[3:6])
+    if len(args) > 6 and bool(ctx.scalar(args[6])):
+        raise OpNotImplemented("torchvision::roi_align with aligned=True is not supported: relay.vision.roi_align "
+                               "has the semantics of aligned=False (TVM's ROIAlign)")
+    return op.vision.roi_align(x, ctx.cast(rois, ctx.dtype(x)), (ph, pw), scale, ratio)

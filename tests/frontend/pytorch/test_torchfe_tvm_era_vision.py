@@ -1,0 +1,173 @@
+"""TVM v0.13's test_forward_roi_align and test_custom_conversion_map, re-expressed for kiln.
+
+Both trace ``torchvision::roi_align``. torchvision's C++ ops may not load against this environment's torch (then
+``torchvision.ops.roi_align`` traces its Python fallback instead of the op), so the op is declared here with
+torchvision's schema when missing and computed in PyTorch from ``grid_sample`` (``torch_roi_align``): the
+reference for the converter, for ``relay.vision.roi_align`` and for kiln's numpy reference alike."""
+import math
+
+import numpy as np
+import pytest
+
+from torch_frontend_util import torch
+
+import kiln
+from kiln import relay
+from kiln.contrib import graph_executor
+from kiln.error import KilnError, OpNotImplemented
+from kiln.topi.testing import roi_align_nchw_python
+
+_SCHEMA = ("roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width, "
+           "int sampling_ratio, bool aligned) -> Tensor")
+
+
+def torch_roi_align(x, rois, scale, ph, pw, ratio, aligned):
+    """torchvision's C++ roi_align kernel in PyTorch: per ROI, bilinear samples from ``grid_sample`` (border
+    padding, align_corners=True: coordinates clamped into the image, torchvision's rule) zeroed beyond one pixel
+    outside, averaged per bin. (torchvision's own pure-Python fallback ``_roi_align`` does not zero those samples,
+    so it differs from the C++ op for ROIs past the edges; TVM's test compares with the C++ op.)"""
+    F = torch.nn.functional
+    n, c, h, w = x.shape
+    out = torch.zeros(rois.shape[0], c, ph, pw, dtype=x.dtype)
+    off = 0.5 if aligned else 0.0
+    for k, roi in enumerate(rois.tolist()):
+        x1, y1, x2, y2 = (v * scale - off for v in roi[1:])
+        rh, rw = y2 - y1, x2 - x1
+        if not aligned:
+            rh, rw = max(rh, 1.0), max(rw, 1.0)
+        gh = ratio if ratio > 0 else math.ceil(rh / ph)
+        gw = ratio if ratio > 0 else math.ceil(rw / pw)
+        if gh <= 0 or gw <= 0:  # an empty ROI (aligned=True, x2 < x1): no samples, 0 as torchvision
+            continue
+        ys = y1 + (torch.arange(ph * gh, dtype=torch.float64) + 0.5) * (rh / ph / gh)  # bin i, sample s: i*gh+s
+        xs = x1 + (torch.arange(pw * gw, dtype=torch.float64) + 0.5) * (rw / pw / gw)
+        gy, gx = torch.meshgrid(ys, xs, indexing="ij")
+        valid = ((gy >= -1) & (gy <= h) & (gx >= -1) & (gx <= w)).to(x.dtype)
+        grid = torch.stack([2 * gx.clamp(min=0) / (w - 1) - 1, 2 * gy.clamp(min=0) / (h - 1) - 1], -1)
+        s = F.grid_sample(x[int(roi[0])][None], grid[None].to(x.dtype), mode="bilinear", padding_mode="border",
+                          align_corners=True)[0] * valid
+        out[k] = s.reshape(c, ph, gh, pw, gw).mean(dim=(2, 4))
+    return out
+
+
+def roi_align_op():
+    """``torch.ops.torchvision.roi_align``, declared (with a PyTorch implementation) if torchvision's C++ library
+    did not load."""
+    try:
+        return torch.ops.torchvision.roi_align
+    except (AttributeError, RuntimeError):
+        pass
+    lib = torch.library.Library("torchvision", "FRAGMENT")
+    lib.define(_SCHEMA)
+    lib.impl("roi_align", torch_roi_align, "CPU")
+    roi_align_op.lib = lib  # keeps the registration alive
+    return torch.ops.torchvision.roi_align
+
+
+class ROIAlign(torch.nn.Module):
+    """TVM's ROIAlign test module: what ``torchvision.ops.roi_align`` calls when the C++ ops are loaded."""
+
+    def __init__(self, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False):
+        super().__init__()
+        self.output_size = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+        self.spatial_scale, self.sampling_ratio, self.aligned = spatial_scale, sampling_ratio, aligned
+
+    def forward(self, x, rois):
+        return roi_align_op()(x, rois, self.spatial_scale, self.output_size[0], self.output_size[1],
+                              self.sampling_ratio, self.aligned)
+
+
+def _run(model, inputs, custom_convert_map=None):
+    with torch.no_grad():
+        traced = torch.jit.trace(model, tuple(inputs))
+    assert "torchvision::roi_align" in str(traced.graph)
+    infos = [(f"input{i}", tuple(x.shape)) for i, x in enumerate(inputs)]
+    mod, params = relay.frontend.from_pytorch(traced, infos, custom_convert_map)
+    assert "vision.roi_align" in mod.astext()
+    with kiln.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm", params=params)
+    m = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    for i, x in enumerate(inputs):
+        m.set_input(f"input{i}", x.numpy())
+    m.run()
+    return m.get_output(0).numpy()
+
+
+def _boxes(n, lo, hi, batch, seed):
+    rng = np.random.default_rng(seed)
+    boxes = rng.uniform(lo, hi, size=(n, 4)).astype("float32")  # x2 < x1 happens: a 1-pixel ROI, as torchvision
+    index = rng.integers(0, batch, size=(n, 1)).astype("float32")
+    return torch.from_numpy(np.concatenate([index, boxes], 1))
+
+
+# TVM: data (1, 8, 100, 100), 35 boxes in [0, 100]; ROIAlign(7), ((10, 10), 0.7, 5), (15, 0.9, 3). kiln: smaller
+# odd-sized data, two images, boxes reaching past the edges.
+CASES = [(7, 1.0, -1), ((10, 10), 0.7, 5), (15, 0.9, 3), ((3, 5), 0.5, -1), (2, 1.3, 0)]
+
+
+@pytest.mark.parametrize("output_size, scale, ratio", CASES)
+def test_forward_roi_align(output_size, scale, ratio):
+    x = torch.rand(2, 5, 23, 19, generator=torch.Generator().manual_seed(0))
+    rois = _boxes(13, -4.0, 30.0, 2, seed=1)
+    model = ROIAlign(output_size, scale, ratio).eval()
+    with torch.no_grad():
+        expected = model(x, rois).numpy()
+    np.testing.assert_allclose(_run(model, [x, rois]), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(roi_align_nchw_python(x.numpy(), rois.numpy(), model.output_size, scale, ratio),
+                               expected, rtol=1e-5, atol=1e-5)
+
+
+def test_roi_align_aligned_is_refused():
+    x, rois = torch.rand(1, 2, 8, 8), _boxes(3, 0.0, 8.0, 1, seed=2)
+    traced = torch.jit.trace(ROIAlign(2, aligned=True), (x, rois))
+    with pytest.raises(OpNotImplemented, match="aligned=True"):
+        relay.frontend.from_pytorch(traced, [("x", (1, 2, 8, 8)), ("rois", (3, 5))])
+
+
+def test_roi_align_relation_checks_rois():
+    data, rois = relay.var("d", shape=(1, 2, 8, 8)), relay.var("r", shape=(3, 4))
+    with pytest.raises(KilnError, match=r"rois must have shape \[num_roi, 5\]"):
+        relay.transform.InferType()(kiln.IRModule.from_expr(relay.vision.roi_align(data, rois, (2, 2), 1.0)))
+
+
+def test_roi_align_max_mode_matches_reference():
+    """TVM's mode="max" (no torchvision counterpart): the maximum of each bin's samples."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 3, 9, 11)).astype("float32")
+    rois = np.array([[0, 1.5, 0.5, 8.0, 7.5], [0, -2.0, 3.0, 12.0, 6.0]], "float32")
+    d, r = relay.var("d", shape=x.shape), relay.var("r", shape=rois.shape)
+    mod = kiln.IRModule.from_expr(relay.Function([d, r], relay.vision.roi_align(d, r, (3, 2), 0.8, -1,
+                                                                                  mode="max")))
+    with kiln.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm")
+    m = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    m.set_input("d", x)
+    m.set_input("r", rois)
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), roi_align_nchw_python(x, rois, (3, 2), 0.8, -1, "max"),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_custom_conversion_map():
+    """TVM's test: a user converter for ``torchvision::roi_align`` given as ``custom_convert_map``; it is called
+    as ``fn(inputs, input_types)`` with the node's inputs (Relay expressions, Python numbers) and their types."""
+    pool_size = 5
+    x = torch.rand(2, 2 * pool_size ** 2, 10, 10, generator=torch.Generator().manual_seed(4))
+    rois = torch.tensor([[0, 0, 0, 9, 9], [0, 0, 5, 4, 9], [0, 5, 5, 9, 9], [1, 0, 0, 9, 9]], dtype=torch.float)
+    seen = []
+
+    def convert_roi_align():
+        def _impl(inputs, input_types):
+            seen.append(list(input_types))
+            spatial_scale = inputs[2]
+            pooled_size = (inputs[3], inputs[4])
+            sampling_ratio = inputs[5]
+            return relay.op.vision.roi_align(inputs[0], inputs[1], pooled_size, spatial_scale, sampling_ratio)
+        return _impl
+
+    model = ROIAlign(pool_size, spatial_scale=1, sampling_ratio=-1).eval()
+    with torch.no_grad():
+        expected = model(x, rois).numpy()
+    got = _run(model, [x, rois], {"torchvision::roi_align": convert_roi_align()})
+    assert seen and seen[0][:2] == ["float32", "float32"]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
