@@ -18,3 +18,4 @@ from .layout import layout_transform_numpy, parse_layout
 from .te_run import run_te
 from .deformable_conv2d_python import deformable_conv2d_nchw_python
 from .roi_align_python import roi_align_nchw_python
+from .nms_python import non_max_suppression_python

@@ -1,9 +1,11 @@
-"""TVM v0.13's test_forward_roi_align and test_custom_conversion_map, re-expressed for kiln.
+"""TVM v0.13's test_forward_nms, test_forward_roi_align and test_custom_conversion_map, re-expressed for kiln.
 
-Both trace ``torchvision::roi_align``. torchvision's C++ ops may not load against this environment's torch (then
+The last two trace ``torchvision::roi_align``. torchvision's C++ ops may not load against this environment's torch (then
 ``torchvision.ops.roi_align`` traces its Python fallback instead of the op), so the op is declared here with
 torchvision's schema when missing and computed in PyTorch from ``grid_sample`` (``torch_roi_align``): the
-reference for the converter, for ``relay.vision.roi_align`` and for kiln's numpy reference alike."""
+reference for the converter, for ``relay.vision.roi_align`` and for kiln's numpy reference alike.
+``torchvision::nms`` (which has no Python fallback) is declared the same way, computed by a greedy loop in
+PyTorch."""
 import math
 
 import numpy as np
@@ -171,3 +173,90 @@ def test_custom_conversion_map():
     got = _run(model, [x, rois], {"torchvision::roi_align": convert_roi_align()})
     assert seen and seen[0][:2] == ["float32", "float32"]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+# -- nms ------------------------------------------------------------------------------------------
+_NMS_SCHEMA = "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
+
+
+def torch_nms(boxes, scores, iou_threshold):
+    """torchvision's nms: boxes by decreasing score, each kept unless a kept box overlaps it with IoU > thr."""
+    order = torch.argsort(scores, descending=True, stable=True)
+    area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    keep = []
+    for i in order.tolist():
+        if keep:
+            k = torch.tensor(keep)
+            w = (torch.minimum(boxes[k, 2], boxes[i, 2]) - torch.maximum(boxes[k, 0], boxes[i, 0])).clamp(min=0)
+            h = (torch.minimum(boxes[k, 3], boxes[i, 3]) - torch.maximum(boxes[k, 1], boxes[i, 1])).clamp(min=0)
+            inter = w * h
+            if bool((inter / (area[k] + area[i] - inter) > iou_threshold).any()):
+                continue
+        keep.append(i)
+    return torch.tensor(keep, dtype=torch.int64)
+
+
+def nms_op():
+    try:
+        return torch.ops.torchvision.nms
+    except (AttributeError, RuntimeError):
+        pass
+    lib = torch.library.Library("torchvision", "FRAGMENT")
+    lib.define(_NMS_SCHEMA)
+    lib.impl("nms", torch_nms, "CPU")
+    nms_op.lib = lib
+    return torch.ops.torchvision.nms
+
+
+class NonMaxSuppression(torch.nn.Module):
+    """TVM's NonMaxSupression module: ``torchvision.ops.nms(boxes, scores, iou_threshold)``."""
+
+    def __init__(self, iou_threshold):
+        super().__init__()
+        self.iou_threshold = iou_threshold
+
+    def forward(self, boxes, scores):
+        return nms_op()(boxes, scores, self.iou_threshold)
+
+
+def _nms_inputs(num_boxes, seed):
+    """TVM's _gen_rand_inputs: boxes with corners in [0, 0.5] + extent [0, 0.5]; distinct shuffled scores."""
+    gen = torch.Generator().manual_seed(seed)
+    boxes = torch.rand(num_boxes, 4, generator=gen) * 0.5
+    boxes[:, 2] += boxes[:, 0]
+    boxes[:, 3] += boxes[:, 1]
+    scores = np.linspace(0, 1, num=num_boxes).astype("float32")
+    np.random.default_rng(seed).shuffle(scores)
+    return boxes, torch.from_numpy(scores)
+
+
+@pytest.mark.parametrize("num_boxes, iou_threshold", [(10, 0.3), (100, 0.5), (500, 0.9), (1, 0.5), (37, 0.0)])
+def test_forward_nms(num_boxes, iou_threshold):
+    """TVM's cases (10, 0.3), (100, 0.5), (500, 0.9), traced and run on the VM (the result's length depends on
+    the data), plus a single box and a zero threshold (any overlap suppresses)."""
+    from kiln.runtime.vm import VirtualMachine
+    boxes, scores = _nms_inputs(num_boxes, seed=num_boxes)
+    model = NonMaxSuppression(iou_threshold).eval()
+    with torch.no_grad():
+        expected = model(boxes, scores).numpy()
+        traced = torch.jit.trace(model, (boxes, scores))
+    assert "torchvision::nms" in str(traced.graph)
+    mod, params = relay.frontend.from_pytorch(traced, [("i0", ((num_boxes, 4), "float32")),
+                                                       ("i1", ((num_boxes,), "float32"))])
+    assert "vision.non_max_suppression" in mod.astext()
+    with kiln.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod, "llvm", params=params)
+    got = VirtualMachine(exe, kiln.cpu()).run(boxes.numpy(), scores.numpy()).numpy()
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, expected)
+    if iou_threshold <= 0.5 and num_boxes > 1:
+        assert len(expected) < num_boxes  # boxes were suppressed: the run-time length is exercised
+
+
+def test_nms_python_reference_matches_torch():
+    from kiln.topi.testing import non_max_suppression_python
+    boxes, scores = _nms_inputs(61, seed=5)
+    data = torch.cat([scores[:, None], boxes], 1)[None].numpy()
+    out, count = non_max_suppression_python(data, np.array([61]), np.arange(61)[None], -1, 0.4, True, -1, 1, 0, -1)
+    np.testing.assert_array_equal(out[0, :count[0, 0]], torch_nms(boxes, scores, 0.4).numpy())
+    assert (out[0, count[0, 0]:] == -1).all()
