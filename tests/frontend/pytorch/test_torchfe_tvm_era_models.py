@@ -1,16 +1,27 @@
 """TVM v0.13's model tests of the PyTorch frontend (test_resnet18 ... test_mobilenet_v2, test_segmentation_models,
-test_3d_models), re-expressed for kiln: TVM loads torchvision's pretrained weights, which need the network; here the
-same torchvision architectures are built with ``weights=None`` (random weights, seeded; BatchNorm statistics
-calibrated on random images, see ``calibrate``). Each model is traced,
-imported, built at opt level 3 for llvm, run on the graph executor and compared with PyTorch at TVM's tolerance
-(1e-4). Batch 1 as in TVM; the image sizes are smaller than TVM's (224/299/300) to keep CI fast — the architectures
-do not depend on the size — and the full-size runs are the slow-marked ones."""
+test_3d_models), re-expressed for kiln. TVM loads torchvision's pretrained weights, which need the network; here
+the same torchvision architectures are built with ``weights=None`` (random weights, seeded; BatchNorm statistics
+calibrated on random images, see ``calibrate``). Each model is traced, imported, built at opt level 3 for llvm,
+run on the graph executor and compared with PyTorch at TVM's tolerance (1e-4, or 3x PyTorch's own float32 error
+where random weights make that larger: ``_float32_tolerance``). Batch 1 as in TVM; the images are smaller than
+TVM's (224, 299, 300, 56) to keep the runs short (the architectures do not depend on the size). All are marked
+slow (tens of seconds to two minutes each, mostly compilation)."""
 import copy
 
 import pytest
 
 from torch_frontend_util import import_torchvision, torch
 from torchfe_tvm_era_util import check
+
+
+def _float32_tolerance(model, x):
+    """TVM's 1e-4, or 3x PyTorch's own float32 error (against float64) where that is larger: with random weights
+    the outputs are larger and worse conditioned than with pretrained ones (e.g. fcn_resnet101: PyTorch's float32
+    result is 3.6e-4 off its float64 one; inception_v3's logits reach ~40), so float32 rounding alone can exceed
+    TVM's 1e-4."""
+    with torch.no_grad():
+        err = (model(x).double() - copy.deepcopy(model).double()(x.double())).abs().max().item()
+    return max(1e-4, 3 * err)
 
 
 def _image(size, channels_mean_std=((0.485, 0.229), (0.456, 0.224), (0.406, 0.225)), seed=0):
@@ -62,7 +73,9 @@ CLASSIFICATION = [
 @pytest.mark.parametrize("name, kwargs, size", [c[1:] for c in CLASSIFICATION], ids=[c[0] for c in CLASSIFICATION])
 def test_classification_model(name, kwargs, size):
     mean_std = ((0.5, 0.5),) * 3 if name.startswith("inception") else ((0.485, 0.229), (0.456, 0.224), (0.406, 0.225))
-    check(_model(name, size, **kwargs), [_image(size, mean_std)], rtol=1e-4, atol=1e-4)
+    model, x = _model(name, size, **kwargs), _image(size, mean_std)
+    tol = _float32_tolerance(model, x)
+    check(model, [x], rtol=tol, atol=tol)
 
 
 class SegmentationOut(torch.nn.Module):
@@ -88,19 +101,11 @@ def test_segmentation_models(name):
     check(wrapped, [x], rtol=tol, atol=tol)
 
 
-def _float32_tolerance(model, x):
-    """TVM's 1e-4, or 3x PyTorch's own float32 error (against float64) where that is larger: with random weights
-    a 101-layer dilated ResNet's float32 rounding alone reaches ~4e-4 on these outputs (pretrained ones stay
-    within 1e-4)."""
-    with torch.no_grad():
-        err = (model(x).double() - copy.deepcopy(model).double()(x.double())).abs().max().item()
-    return max(1e-4, 3 * err)
-
-
 @pytest.mark.slow
 def test_3d_models():
     tv = import_torchvision()
     torch.manual_seed(0)
     model = calibrate(tv.models.video.r3d_18(weights=None), 28, depth=4)
     x = torch.rand(1, 3, 4, 28, 28, generator=torch.Generator().manual_seed(2))  # TVM: (1, 3, 4, 56, 56)
-    check(model, [x], rtol=1e-4, atol=1e-4)
+    tol = _float32_tolerance(model, x)
+    check(model, [x], rtol=tol, atol=tol)
