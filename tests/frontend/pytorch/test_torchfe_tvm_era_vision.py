@@ -260,3 +260,42 @@ def test_nms_python_reference_matches_torch():
     out, count = non_max_suppression_python(data, np.array([61]), np.arange(61)[None], -1, 0.4, True, -1, 1, 0, -1)
     np.testing.assert_array_equal(out[0, :count[0, 0]], torch_nms(boxes, scores, 0.4).numpy())
     assert (out[0, count[0, 0]:] == -1).all()
+
+
+def test_nms_relay_op_graph_and_interpreter():
+    """``relay.vision.non_max_suppression`` itself: class ids (no force_suppress), a valid_count below N, top_k and
+    max_output_size, compiled (graph executor) and interpreted (its numpy reference), against the reference."""
+    from kiln.topi.testing import non_max_suppression_python
+    rng = np.random.default_rng(7)
+    b, n = 2, 23
+    boxes = rng.random((b, n, 4)) * 0.5
+    boxes[..., 2:] += boxes[..., :2]
+    boxes[1, :3] = boxes[1, :3][:, [2, 3, 0, 1]]  # corners given in the other order
+    data = np.concatenate([rng.integers(0, 2, (b, n, 1)), rng.permutation(np.linspace(0, 1, b * n)).reshape(b, n, 1),
+                           boxes], -1).astype("float32")
+    valid, idx = np.array([n, 17], "int32"), np.tile(np.arange(n, dtype="int32")[::-1], (b, 1))
+    d = relay.var("d", shape=data.shape)
+    v, i = relay.var("v", shape=(b,), dtype="int32"), relay.var("i", shape=(b, n), dtype="int32")
+    out = relay.vision.non_max_suppression(d, v, i, max_output_size=6, iou_threshold=0.2, top_k=15)
+    mod = kiln.IRModule.from_expr(relay.Function([d, v, i], relay.Tuple([out[0], out[1]])))
+    want = non_max_suppression_python(data, valid, idx, 6, 0.2, False, 15, 2, 1, 0)
+    with kiln.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm")
+    m = graph_executor.GraphModule(lib["default"](kiln.cpu(0)))
+    for name, value in (("d", data), ("v", valid), ("i", idx)):
+        m.set_input(name, value)
+    m.run()
+    for k in range(2):
+        np.testing.assert_array_equal(m.get_output(k).numpy(), want[k])
+    interp = relay.create_executor("debug", mod=mod, device=kiln.cpu(0), target="llvm").evaluate()(data, valid, idx)
+    for k in range(2):
+        np.testing.assert_array_equal(interp[k].numpy(), want[k])
+    assert 0 < want[1].min() and want[1].max() <= 6
+
+
+def test_nms_return_indices_false_is_refused():
+    d = relay.var("d", shape=(1, 4, 6))
+    v, i = relay.var("v", shape=(1,), dtype="int32"), relay.var("i", shape=(1, 4), dtype="int32")
+    out = relay.vision.non_max_suppression(d, v, i, return_indices=False)
+    with pytest.raises(KilnError, match="return_indices=True only"):
+        relay.transform.InferType()(kiln.IRModule.from_expr(out))
