@@ -14,7 +14,7 @@ from .scan import cumsum, cumprod, scanop  # noqa: F401
 from .sort import argsort, sort, topk  # noqa: F401
 from .scatter_elements import scatter_elements  # noqa: F401
 from .shape_ops import collapse_sum, ndarray_size, slice_like  # noqa: F401
-from . import nn, image, generic, testing  # noqa: F401
+from . import nn, image, vision, generic, testing  # noqa: F401
 from .nn.dilate import dilate  # noqa: F401
 from . import x86  # noqa: F401,E402  (registers the "cpu" implementations of topi.generic's schedules)
 
