@@ -6,7 +6,12 @@ import pytest
 
 import kiln
 from kiln import te, topi
+from kiln import tir
 from kiln.runtime.cpu_features import host_features
+from kiln.tir import transform as T
+from kiln.tir.interpreter import run_primfunc
+
+from tir_helpers import loop, make_func
 
 TARGET = "llvm -mcpu=core-avx2"   # the code is compiled for AVX2 and run only where the host has it
 
@@ -90,3 +95,25 @@ def test_guarded_integer_division():
     got = _run(f, [x, y], (n,), "int32")
     if got is not None:
         np.testing.assert_array_equal(got, ref)
+
+
+def test_guard_on_an_inner_loop_variable_keeps_the_blend():
+    """A guard that uses a variable bound inside the vectorized body (an inner loop) cannot be tested outside it:
+    no interior path, the blend alone, and the interpreter's result unchanged."""
+    A = tir.decl_buffer((11,), "float32", "A")
+    B = tir.decl_buffer((3, 8), "float32", "B")
+    i, k = tir.Var("i"), tir.Var("k")
+    g = tir.if_then_else(tir.all(i + k >= 2, i + k < 12), A[i + k - 2], tir.const(-1.0))
+    f = make_func([A, B], loop(i, 8, loop(k, 3, tir.BufferStore(B, g, [k, i])), tir.ForKind.VECTORIZED))
+    v = T.VectorizeLoop()(f)
+    text = str(v)
+    assert "T.Ramp" in text and "T.Select" in text
+    x = np.random.default_rng(4).standard_normal(11).astype("float32")
+    outs = []
+    for fn in (f, v):
+        arrays = [x.copy(), np.zeros((3, 8), "float32")]
+        run_primfunc(fn, arrays)
+        outs.append(arrays[1])
+    np.testing.assert_array_equal(outs[0], outs[1])
+    ref = np.array([[x[i + k - 2] if 2 <= i + k < 12 else -1.0 for i in range(8)] for k in range(3)], "float32")
+    np.testing.assert_array_equal(outs[1], ref)

@@ -352,6 +352,27 @@ def _lane_guards(body, var) -> dict:
     return found
 
 
+def _bound_vars(body) -> set:
+    """ids of the variables that ``body`` binds itself (inner loops, lets)."""
+    out = set()
+
+    class V(StmtExprVisitor):
+        def visit_For(self, n):
+            out.add(id(n.loop_var))
+            self.generic_visit(n)
+
+        def visit_LetStmt(self, n):
+            out.add(id(n.var))
+            self.generic_visit(n)
+
+        def visit_Let(self, n):
+            out.add(id(n.var))
+            self.generic_visit(n)
+
+    V()(body)
+    return out
+
+
 def _conjuncts(c) -> list:
     out, stack = [], [c]
     while stack:
@@ -498,6 +519,9 @@ class LoopVectorizer(StmtExprMutator):
         guards = _lane_guards(body, s.loop_var)
         if not guards:
             return guarded
+        inner = _bound_vars(body)
+        if any(uses_var(call.args[0], lambda v: id(v) in inner) for call in guards.values()):
+            return guarded   # the test would sit outside the body, where the condition's variables are unbound
         ana = Analyzer()
         tests = []
         for call in guards.values():
