@@ -389,6 +389,8 @@ def _conjuncts(c) -> list:
 def _linear_in(t, var, ana) -> bool:
     """``t`` does not use ``var``, or is an inequality whose sides differ by a linear function of it
     (monotone: true on every lane of a ramp iff true on its first and last lanes)."""
+    if not _safe_to_evaluate(t):
+        return False   # a term that reads memory is not hoisted in front of the body
     if not uses_var(t, var):
         return True
     if not isinstance(t, (E.LT, E.LE, E.GT, E.GE)) or _int_bits(t.a.dtype) is None:
