@@ -46,6 +46,12 @@ _X86_MINMAX = {
     ("float64", 128): ("defined(__SSE4_1__) && (defined(__x86_64__) || defined(__i386__))", "__m128d", "_mm_{}_pd",
                        "_mm_blendv_pd", "_mm_cmpunord_pd({0}, {0})"),
 }
+# integer lanes (no NaN: one instruction, vpminsd / vpmaxub ...; gcc keeps the compare + blend form otherwise)
+for _t, _sfx in (("int8", "epi8"), ("int16", "epi16"), ("int32", "epi32"), ("uint8", "epu8"), ("uint16", "epu16"),
+                 ("uint32", "epu32")):
+    _X86_MINMAX[(_t, 256)] = ("defined(__AVX2__)", "__m256i", "_mm256_{}_" + _sfx, None, None)
+    _X86_MINMAX[(_t, 128)] = ("defined(__SSE4_1__) && (defined(__x86_64__) || defined(__i386__))", "__m128i",
+                              "_mm_{}_" + _sfx, None, None)
 
 
 # C helpers a ``call_extern``/``call_pure_extern`` may name (micro-kernels written with the compiler's
@@ -363,7 +369,9 @@ class CSupport:
             return self.helper(name, f"static inline {vt} {name}({vt} a, {vt} b) {{ {generic} }}")
         guard, reg, fn, blend, unord = intrin
         self.uses_x86_intrinsics = True
-        if b_not_nan:
+        if blend is None:   # integers
+            fast = f"  return ({vt}){fn.format(which)}(({reg})a, ({reg})b);"
+        elif b_not_nan:
             fast = f"  return ({vt}){fn.format(which)}(({reg})b, ({reg})a);"
         else:
             fast = (f"  {reg} r = {fn.format(which)}(({reg})a, ({reg})b);\n"

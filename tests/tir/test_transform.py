@@ -148,15 +148,20 @@ def test_vectorize_in_place_update_and_inner_reduction():
     _same(f, g, [(8,), (8, 5)])
 
 
-def test_vectorize_if_then_else_with_load_falls_back_pure_select_vectorizes():
+def test_vectorize_if_then_else_with_load_guards_it_pure_select_vectorizes():
     A = tir.decl_buffer((8,), "float32", "A")
     B = tir.decl_buffer((8,), "float32", "B")
     i = tir.Var("i")
     guarded = tir.if_then_else(i >= 1, A[i - 1], tir.const(0.0))
     f = make_func([A, B], loop(i, 8, tir.BufferStore(B, guarded, [i]), K.VECTORIZED))
     g = T.VectorizeLoop()(f)
-    assert not _nodes(g, tir.Ramp)
+    assert _nodes(g, tir.Ramp) and _nodes(g, tir.expr.Select)   # the load's index clamped, then a blend
     _same(f, g, [(8,), (8,)])
+    n = tir.Var("n")   # a buffer of symbolic shape may be empty: element 0 is not known to exist
+    An = tir.decl_buffer((n,), "float32", "An")
+    fn = make_func([An, B], loop(i, 8, tir.BufferStore(B, tir.if_then_else(i >= 1, An[i - 1], tir.const(0.0)),
+                                                       [i]), K.VECTORIZED))
+    assert not _nodes(T.VectorizeLoop()(fn), tir.Ramp)
     pure = tir.if_then_else(i >= 4, tir.Cast("float32", i), tir.const(-1.0))
     f2 = make_func([A, B], loop(i, 8, tir.BufferStore(B, pure + A[i], [i]), K.VECTORIZED))
     g2 = T.VectorizeLoop()(f2)

@@ -1,7 +1,11 @@
 """VectorizeLoop: turn ``T.vectorized`` loops into vector expressions, or else into serial loops.
 
 The loop variable becomes ``Ramp(min, 1, lanes)``, loop-invariant operands are broadcast and
-loads/stores with a lane-dependent index become vector accesses. When the body cannot be
+loads/stores with a lane-dependent index become vector accesses. An ``if_then_else`` whose lane-dependent
+condition guards a load (a padded input) becomes a blend: the guarded load's indices are clamped to element 0 on
+the rejected lanes (a gather), and where the condition is a conjunction of inequalities linear in the loop
+variable, an iteration whose first and last lanes pass it takes a copy with plain vector loads (the interior of
+a padded input; the border keeps the blend). When the body cannot be
 expressed lane-parallel without changing its meaning — a branch on the loop variable, a
 store of a lane-dependent value into one location (a reduction), reads of a location another
 lane writes, side-effecting calls, nested allocations, loops whose bounds depend on the lane
@@ -167,11 +171,13 @@ class _Vectorizer:
     def e_Call(self, e):
         if e.op == "tir.if_then_else":
             c = self.expr(e.args[0])
-            t, f = self.expr(e.args[1]), self.expr(e.args[2])
             if _lanes(c) > 1:
-                if not (_safe_to_evaluate(e.args[1]) and _safe_to_evaluate(e.args[2])):
-                    raise CannotVectorize("if_then_else on the loop variable guards a memory access")
+                # every lane evaluates both branches: a load or an integer division that the condition
+                # guards gets a safe operand on the lanes where its branch is not taken, then a blend
+                t = self.expr(_guard_branch(e.args[1], e.args[0]))
+                f = self.expr(_guard_branch(e.args[2], E.Not(e.args[0])))
                 return E.Select(c, self.bcast(t), self.bcast(f))
+            t, f = self.expr(e.args[1]), self.expr(e.args[2])
             if _lanes(t) == 1 and _lanes(f) == 1:
                 return e if (c, t, f) == tuple(e.args) else E.Call(e.dtype, e.op, [c, t, f])
             return E.Call(_vec_dtype(e.dtype, self.lanes), e.op, [c, self.bcast(t), self.bcast(f)])
@@ -267,13 +273,16 @@ def _operands(e) -> tuple:
     return ()
 
 
-def _safe_to_evaluate(e) -> bool:
-    """No memory access or call that could fault or have effects."""
+def _safe_to_evaluate(e, allow_loads: bool = False) -> bool:
+    """No memory access or call that could fault or have effects (``allow_loads``: loads already
+    guarded, only calls and divisions count)."""
     bad = []
 
     class V(StmtExprVisitor):
         def visit_BufferLoad(self, n):
-            bad.append(n)
+            if not allow_loads:
+                bad.append(n)
+            self.generic_visit(n)
 
         def visit_Call(self, n):
             if n.op not in _PURE_CALLS and n.op not in ("tir.likely", "tir.if_then_else") \
@@ -282,7 +291,8 @@ def _safe_to_evaluate(e) -> bool:
             self.generic_visit(n)
 
         def visit_Div(self, n):
-            if parse_dtype(n.dtype).element_of().is_integral:
+            if parse_dtype(n.dtype).element_of().is_integral and not (
+                    allow_loads and (_nonzero_const(n.b) or isinstance(n.b, E.Select))):
                 bad.append(n)
             self.generic_visit(n)
 
@@ -290,6 +300,104 @@ def _safe_to_evaluate(e) -> bool:
 
     V()(e)
     return not bad
+
+
+def _guard_branch(e, cond):
+    """``e`` (one branch of an ``if_then_else`` on ``cond``) made safe to evaluate where ``cond`` is false:
+    each load's indices become ``select(cond, index, 0)`` (element 0 of a buffer with a constant, nonzero
+    shape: always in bounds) and each integer divisor ``select(cond, divisor, 1)``. The branch's value on
+    those lanes is discarded by the blend. Raises CannotVectorize for what cannot be made safe (a call
+    with effects, a load of a buffer whose shape is not a positive constant)."""
+    if _safe_to_evaluate(e):
+        return e
+
+    class G(StmtExprMutator):
+        def visit_BufferLoad(self, n):
+            n = self.generic_visit(n)
+            if not all(isinstance(d, E.IntImm) and d.value > 0 for d in n.buffer.shape):
+                raise CannotVectorize(f"a guarded load of {n.buffer.name}, whose shape is not constant")
+            return E.BufferLoad(n.buffer, [i if isinstance(i, E.IntImm)
+                                           else E.Select(cond, i, E.IntImm(i.dtype, 0)) for i in n.indices])
+
+        def visit_Div(self, n):
+            n = self.generic_visit(n)
+            if parse_dtype(n.dtype).element_of().is_integral and not _nonzero_const(n.b):
+                return type(n)(n.a, E.Select(cond, n.b, E.IntImm(n.b.dtype, 1)))
+            return n
+
+        visit_Mod = visit_FloorDiv = visit_FloorMod = visit_Div
+
+    out = G()(e)
+    if not _safe_to_evaluate(out, allow_loads=True):
+        raise CannotVectorize("if_then_else on the loop variable guards a call with effects")
+    return out
+
+
+def _nonzero_const(e) -> bool:
+    return isinstance(e, E.IntImm) and e.value not in (0, -1)
+
+
+def _lane_guards(body, var) -> dict:
+    """id -> call of each ``if_then_else`` whose condition depends on ``var`` and whose taken branch
+    is not safe to evaluate on every lane (it reads memory or divides)."""
+    found = {}
+
+    class V(StmtExprVisitor):
+        def visit_Call(self, n):
+            if n.op == "tir.if_then_else" and uses_var(n.args[0], var) and not _safe_to_evaluate(n.args[1]):
+                found[id(n)] = n
+            self.generic_visit(n)
+
+    V()(body)
+    return found
+
+
+def _bound_vars(body) -> set:
+    """ids of the variables that ``body`` binds itself (inner loops, lets)."""
+    out = set()
+
+    class V(StmtExprVisitor):
+        def visit_For(self, n):
+            out.add(id(n.loop_var))
+            self.generic_visit(n)
+
+        def visit_LetStmt(self, n):
+            out.add(id(n.var))
+            self.generic_visit(n)
+
+        def visit_Let(self, n):
+            out.add(id(n.var))
+            self.generic_visit(n)
+
+    V()(body)
+    return out
+
+
+def _conjuncts(c) -> list:
+    out, stack = [], [c]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, E.And):
+            stack += [x.a, x.b]
+        elif isinstance(x, E.Call) and x.op == "tir.likely":
+            stack.append(x.args[0])
+        else:
+            out.append(x)
+    return out
+
+
+def _linear_in(t, var, ana) -> bool:
+    """``t`` does not use ``var``, or is an inequality whose sides differ by a linear function of it
+    (monotone: true on every lane of a ramp iff true on its first and last lanes)."""
+    if not _safe_to_evaluate(t):
+        return False   # a term that reads memory is not hoisted in front of the body
+    if not uses_var(t, var):
+        return True
+    if not isinstance(t, (E.LT, E.LE, E.GT, E.GE)) or _int_bits(t.a.dtype) is None:
+        return False
+    d = _push_int_casts(t.a - t.b)
+    step = ana.simplify(_push_int_casts(_sub_var(d, var, 1)) - d)
+    return isinstance(step, E.IntImm)
 
 
 def _affine_ramp(kind, a, b):
@@ -400,9 +508,49 @@ class LoopVectorizer(StmtExprMutator):
         try:
             _check_memory_dependencies(body, s.loop_var, lanes, s.min)
             out = _Vectorizer(s.loop_var, s.min, lanes).stmt(body)
+            out = self._interior_fast_path(body, s, lanes, out)
         except CannotVectorize:
             return serial
         return simplify_stmt(out)
+
+    @staticmethod
+    def _interior_fast_path(body, s, lanes, guarded):
+        """Where every lane-dependent guard of a memory access is linear in the loop variable (a padded
+        input's bounds test), an iteration whose first and last lane pass the guards takes a copy of the
+        body with the guarded branches unguarded (contiguous vector loads instead of blended gathers)."""
+        guards = _lane_guards(body, s.loop_var)
+        if not guards:
+            return guarded
+        inner = _bound_vars(body)
+        if any(uses_var(call.args[0], lambda v: id(v) in inner) for call in guards.values()):
+            return guarded   # the test would sit outside the body, where the condition's variables are unbound
+        ana = Analyzer()
+        tests = []
+        for call in guards.values():
+            terms = _conjuncts(call.args[0])
+            if not all(_linear_in(t, s.loop_var, ana) for t in terms):
+                return guarded
+            last = s.min + (lanes - 1)
+            lane_dependent = False
+            for t in terms:
+                if uses_var(t, s.loop_var):
+                    lane_dependent = True
+                    tests += [substitute(t, {s.loop_var: s.min}), substitute(t, {s.loop_var: last})]
+                else:
+                    tests.append(t)   # the whole condition must hold, lane-invariant terms included
+            if not lane_dependent:
+                return guarded
+        test = tests[0]
+        for t in tests[1:]:
+            test = E.And(test, t)
+
+        class Take(StmtExprMutator):
+            def visit_Call(self, n):
+                n2 = self.generic_visit(n)
+                return n2.args[1] if id(n) in guards else n2
+
+        fast = _Vectorizer(s.loop_var, s.min, lanes).stmt(Take()(body))
+        return S.IfThenElse(test, fast, guarded)
 
 
 def vectorize_func(func, mod=None, ctx=None, enable=True):

@@ -72,31 +72,40 @@ def _define_space(cfg, c: int, ow: int, kw: int, stride_w: int, bn: int | None) 
         cfg["unroll_kw"] = autotvm.task.OtherOptionEntity(kw <= 5)
 
 
+def _check_dw_kernel(task: str, data, kernel, blocks=None) -> tuple:
+    """The shapes of a depthwise conv's operands (fp32 and int8 templates): NCHW{bn}c data with an OIHW1i{bn}o
+    kernel, or NCHW data with a [C, 1, KH, KW] kernel; channel multiplier 1. Returns ``(n, c, h, w, kh, kw,
+    bn)``, ``bn`` None for plain NCHW; ``blocks``: the channel blocks the template supports (any when None)."""
+    d_shape, k_shape = get_const_tuple(data.shape), get_const_tuple(kernel.shape)
+    if len(d_shape) == 4 and len(k_shape) == 4:
+        n, c, h, w = d_shape
+        kc, mult, kh, kw = k_shape
+        bn = None
+    elif len(d_shape) == 5 and len(k_shape) == 6:
+        n, cc, h, w, bn = d_shape
+        kcc, mult, kh, kw, one, kbn = k_shape
+        c, kc = cc * bn, kcc * kbn
+        if one != 1 or kbn != bn or (blocks is not None and bn not in blocks):
+            blk = "" if blocks is None else f" ({' or '.join(map(str, blocks))} channels a block)"
+            raise KilnError(f"{task}: the kernel must be OIHW1i{bn}o for NCHW{bn}c data{blk}, got kernel shape "
+                            f"{k_shape} for data {d_shape}")
+    else:
+        raise KilnError(f"{task}: expects NCHW{{x}}c data with an OIHW1i{{x}}o kernel (or NCHW data with a "
+                        f"[C, 1, KH, KW] kernel), got shapes {d_shape} and {k_shape}")
+    if kc != c or mult != 1:
+        raise KilnError(f"{task}: needs a kernel with {c} channels and channel multiplier 1, got kernel shape "
+                        f"{k_shape} for data {d_shape}")
+    return n, c, h, w, kh, kw, bn
+
+
 @autotvm.register_topi_compute(TASK)
 def depthwise_conv2d_NCHWc(cfg, data, kernel, strides, padding, dilation, layout, out_layout,  # noqa: N802
                            out_dtype="float32"):
     """Depthwise conv2d (multiplier 1) of NCHW{bn}c data and an OIHW1i{bn}o kernel -> NCHW{bn}c; plain NCHW data
     with a [C, 1, KH, KW] kernel is packed inside with the config's channel block."""
     out_dtype = out_dtype or data.dtype
-    d_shape, k_shape = get_const_tuple(data.shape), get_const_tuple(kernel.shape)
-    if len(d_shape) == 4 and len(k_shape) == 4:
-        n, c, h, w = d_shape
-        kc, mult, kh, kw = k_shape
-        packed = False
-    elif len(d_shape) == 5 and len(k_shape) == 6:
-        n, cc, h, w, bn = d_shape
-        kcc, mult, kh, kw, one, kbn = k_shape
-        c, kc = cc * bn, kcc * kbn
-        if one != 1 or kbn != bn:
-            raise KilnError(f"{TASK}: the kernel must be OIHW1i{bn}o for NCHW{bn}c data, got kernel shape {k_shape} "
-                            f"for data {d_shape}")
-        packed = True
-    else:
-        raise KilnError(f"{TASK}: expects NCHW{{x}}c data with an OIHW1i{{x}}o kernel (or NCHW data with a "
-                        f"[C, 1, KH, KW] kernel), got shapes {d_shape} and {k_shape}")
-    if kc != c or mult != 1:
-        raise KilnError(f"{TASK}: needs a kernel with {c} channels and channel multiplier 1, got kernel shape "
-                        f"{k_shape} for data {d_shape}")
+    n, c, h, w, kh, kw, bn = _check_dw_kernel(TASK, data, kernel)
+    packed = bn is not None
     s_h, s_w, d_h, d_w, (pt, pl, pb, pr), dk_h, dk_w = _params(strides, dilation, padding, kh, kw)
     oh = _out_size(h, pt + pb, dk_h, s_h, "depthwise_conv2d_NCHWc")
     ow = _out_size(w, pl + pr, dk_w, s_w, "depthwise_conv2d_NCHWc")

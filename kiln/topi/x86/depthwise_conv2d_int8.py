@@ -21,12 +21,11 @@ channel blocks x rows); the knobs are the same (``tile_ow``, ``unroll_kw``).
 from __future__ import annotations
 
 from ... import autotvm, te
-from ...error import KilnError
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..utils import get_const_tuple
 from .conv2d_int8 import check_u8s8, oc_block, vectorize_int32_epilogue
-from .depthwise_conv2d import _define_space, _schedule_inputs, dw_row_tile
+from .depthwise_conv2d import _check_dw_kernel, _define_space, _schedule_inputs, dw_row_tile
 from .utils import nchwc_output_axes, schedule_anchored, simd_width, worth_parallel
 
 TASK = "depthwise_conv2d_NCHWc_int8.x86"
@@ -41,10 +40,8 @@ def depthwise_conv2d_NCHWc_int8(cfg, data, kernel, strides, padding, dilation, l
     are packed inside with bn = 16 or 8, channels zero-padded)."""
     out_dtype = out_dtype or "int32"
     check_u8s8(TASK, data, kernel, out_dtype)
-    d_shape, k_shape = get_const_tuple(data.shape), get_const_tuple(kernel.shape)
-    if len(d_shape) == 4 and len(k_shape) == 4:
-        n, c, h, w = d_shape
-        kc, mult, kh, kw = k_shape
+    n, c, h, w, kh, kw, packed_bn = _check_dw_kernel(TASK, data, kernel, BLOCKS)
+    if packed_bn is None:
         bn = oc_block(c)
         cp = -(-c // bn) * bn
         zd, zk = T.const(0, "uint8"), T.const(0, "int8")
@@ -59,20 +56,9 @@ def depthwise_conv2d_NCHWc_int8(cfg, data, kernel, strides, padding, dilation, l
                     T.if_then_else(ch < c, kernel[T.min(ch, c - 1), i, y, x], zk))
         data_vec = te.compute((n, cp // bn, h, w, bn), fdata, name="data_vec", tag="dw_pack_data")
         kernel_vec = te.compute((cp // bn, 1, kh, kw, 1, bn), fkernel, name="kernel_vec", tag="dw_pack_kernel")
-    elif len(d_shape) == 5 and len(k_shape) == 6:
-        n, cc, h, w, bn = d_shape
-        kcc, mult, kh, kw, one, kbn = k_shape
-        c, kc, cp = cc * bn, kcc * kbn, cc * bn
-        if one != 1 or kbn != bn or bn not in BLOCKS:
-            raise KilnError(f"{TASK}: the kernel must be OIHW1i{bn}o for NCHW{bn}c data, got kernel shape {k_shape} "
-                            f"for data {d_shape}")
-        data_vec, kernel_vec = data, kernel
     else:
-        raise KilnError(f"{TASK}: expects NCHW{{x}}c data with an OIHW1i{{x}}o kernel (or NCHW data with a "
-                        f"[C, 1, KH, KW] kernel), got shapes {d_shape} and {k_shape}")
-    if kc != c or mult != 1:
-        raise KilnError(f"{TASK}: needs a kernel with {c} channels and channel multiplier 1, got kernel shape "
-                        f"{k_shape} for data {d_shape}")
+        bn, cp = packed_bn, c
+        data_vec, kernel_vec = data, kernel
     s_h, s_w, d_h, d_w, (pt, pl, pb, pr), dk_h, dk_w = _params(strides, dilation, padding, kh, kw)
     oh = _out_size(h, pt + pb, dk_h, s_h, TASK)
     ow = _out_size(w, pl + pr, dk_w, s_w, TASK)
@@ -162,6 +148,9 @@ def _schedule_dw_int8(s, cfg, C, O) -> None:
         vec = bn
     parallel = worth_parallel(2 * n * cc * oh * ow * bn * kh * int(rx.dom.extent.value))
     _schedule_inputs(s, C.op, parallel)
+    for t in C.op.input_tensors:
+        if t.op.name == "kernel_f32":   # the weights as float32, converted on every call: a vector of channels
+            s[t].vectorize(s[t].op.axis[-1])
     CC = s.cache_write(C, "global") if C.op is O else C
     b, co, y, x, ci = nchwc_output_axes(s, O, bn, TASK)
     yo, yi = s[O].split(y, factor=oh_t)
