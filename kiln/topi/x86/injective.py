@@ -60,6 +60,13 @@ def schedule_stage_loops(s, op) -> None:
         outer_last, inner = stage.split(axes[-1], factor=lanes)
         axes = axes[:-1] + [outer_last]
         extents = extents[:-1] + [extents[-1] // lanes]
+    elif symbolic[-1] and not reduce_axes:
+        # a VM kernel's unknown row length: split by the lanes all the same; the split guards the last
+        # partial vector with likely(i < n), which LoopPartition peels into a guard-free vector main loop
+        # and a scalar tail (TVM's split + vectorize over a non-divisible extent)
+        outer_last, inner = stage.split(axes[-1], factor=lanes)
+        axes = axes[:-1] + [outer_last]
+        extents = extents[:-1] + [max(1, -(-extents[-1] // lanes))]
     total = 1
     for e in extents:
         total *= e
