@@ -102,7 +102,31 @@ def test_nan_and_inf_propagate_as_in_the_static_build(gelu_vm):
     assert np.isnan(out[0, [0, 33]]).all()
 
 
-def test_two_unknown_rows_broadcast_inside_the_vector_loop():
+def test_flattened_unknown_extent_is_a_vector_loop():
+    z = relay.var("z", shape=(A, 256))
+    mod = kiln.IRModule.from_expr(relay.Function([z], relay.reshape(relay.sigmoid(z), (-1,))))
+    body = _kernel(_vm_compile(mod, "llvm -mcpu=core-avx2").lib.get_source())
+    assert "kiln_vstore_f32x8" in body and "kiln_gather" not in body
+    vm = VirtualMachine(_vm_compile(mod, "llvm"), kiln.cpu())
+    for n in (0, 1, 3):
+        x = rng.standard_normal((n, 256)).astype("float32")
+        np.testing.assert_allclose(vm.run(x).numpy(), (1 / (1 + np.exp(-x))).ravel(), rtol=1e-5, atol=1e-6)
+
+
+def test_unknown_rows_that_may_broadcast_or_divide_keep_the_scalar_loop():
+    # a (n == 1) ? 0 : i read or an index divided by a run-time extent would be a gather per vector
+    body = _kernel(_vm_compile(_bcast_mod(), "llvm -mcpu=core-avx2").lib.get_source())
+    assert "kiln_gather" not in body and "kiln_vstore" not in body
+    z = relay.var("z", shape=(A, 3))
+    mod = kiln.IRModule.from_expr(relay.Function([z], relay.reshape(relay.transpose(z) + relay.const(1.0), (-1,))))
+    body = _kernel(_vm_compile(mod, "llvm -mcpu=core-avx2").lib.get_source())
+    assert "kiln_div_i32x8" not in body and "kiln_gather" not in body
+    vm = VirtualMachine(_vm_compile(mod, "llvm"), kiln.cpu())
+    x = rng.standard_normal((37, 3)).astype("float32")
+    np.testing.assert_allclose(vm.run(x).numpy(), (x.T + 1).ravel(), rtol=1e-6)
+
+
+def test_two_unknown_rows_broadcast():
     vm = VirtualMachine(_vm_compile(_bcast_mod(), "llvm"), kiln.cpu())
     for nx, ny in ((37, 37), (1, 19), (17, 1), (8, 8), (0, 0)):
         x = rng.standard_normal((1, nx)).astype("float32")
