@@ -113,10 +113,15 @@ def test_flattened_unknown_extent_is_a_vector_loop():
         np.testing.assert_allclose(vm.run(x).numpy(), (1 / (1 + np.exp(-x))).ravel(), rtol=1e-5, atol=1e-6)
 
 
-def test_unknown_rows_that_may_broadcast_or_divide_keep_the_scalar_loop():
-    # a (n == 1) ? 0 : i read or an index divided by a run-time extent would be a gather per vector
+def test_broadcast_between_unknown_rows_is_unswitched_into_vector_loops():
+    # (n == 1) ? 0 : i reads: one vector body per case under if (any_dim == 1), no gathers
     body = _kernel(_vm_compile(_bcast_mod(), "llvm -mcpu=core-avx2").lib.get_source())
-    assert "kiln_gather" not in body and "kiln_vstore" not in body
+    assert "kiln_gather" not in body and "kiln_vstore_f32x8" in body
+    assert re.search(r"if \(any_dim\d == 1\)", body)
+
+
+def test_index_divided_by_unknown_extent_keeps_the_scalar_loop():
+    # vectorized it would divide lane by lane and gather
     z = relay.var("z", shape=(A, 3))
     mod = kiln.IRModule.from_expr(relay.Function([z], relay.reshape(relay.transpose(z) + relay.const(1.0), (-1,))))
     body = _kernel(_vm_compile(mod, "llvm -mcpu=core-avx2").lib.get_source())
@@ -128,7 +133,7 @@ def test_unknown_rows_that_may_broadcast_or_divide_keep_the_scalar_loop():
 
 def test_two_unknown_rows_broadcast():
     vm = VirtualMachine(_vm_compile(_bcast_mod(), "llvm"), kiln.cpu())
-    for nx, ny in ((37, 37), (1, 19), (17, 1), (8, 8), (0, 0)):
+    for nx, ny in ((37, 37), (1, 19), (17, 1), (1, 1), (8, 8), (0, 0), (1, 0)):
         x = rng.standard_normal((1, nx)).astype("float32")
         y = rng.standard_normal((1, ny)).astype("float32")
         x.flat[::5] = np.nan if nx > 3 else x.flat[::5]

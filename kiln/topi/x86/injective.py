@@ -45,9 +45,9 @@ def _lane_affine(op, var) -> bool:
     """Whether vectorizing ``op`` along ``var`` (a symbolic innermost axis) gives lane-wise cheap code: no
     division by a run-time value of an index that depends on ``var`` (a reshape/transpose copy over an
     unknown extent: AVX2 has no vector integer division, the lanes would be divided one by one) and no
-    choice between a broadcast and a contiguous read made by a run-time dim (``(n == 1) ? 0 : i`` of a
-    broadcast between two unknown extents: a gather per vector, slower than the scalar loop). Such kernels
-    keep the scalar loop over the unknown extent."""
+    ``if_then_else`` choice between a broadcast and a contiguous read made by a run-time dim (a gather per
+    vector, slower than the scalar loop; the ``Select`` form, ``(n == 1) ? 0 : i`` of a broadcast between two
+    unknown extents, is unswitched by VectorizeLoop instead). Such kernels keep the scalar loop."""
     ok = [True]
 
     def visit(n):
@@ -55,9 +55,6 @@ def _lane_affine(op, var) -> bool:
             return
         if isinstance(n, (E.Div, E.Mod, E.FloorDiv, E.FloorMod)) and not isinstance(n.b, E.IntImm) \
                 and _uses(n.a, var):
-            ok[0] = False
-        elif isinstance(n, E.Select) and not _uses(n.condition, var) and \
-                (_uses(n.true_value, var) or _uses(n.false_value, var)):
             ok[0] = False
         elif isinstance(n, E.Call) and str(getattr(n.op, "name", n.op)) == "tir.if_then_else" and \
                 not _uses(n.args[0], var) and any(_uses(a, var) for a in n.args[1:]):
