@@ -488,6 +488,64 @@ def _sub_var(e, var, delta):
     return substitute(e, {var: var + delta})
 
 
+_MAX_UNSWITCH = 2   # invariant conditions versioned per vectorized loop (2**k vector bodies)
+
+
+def _invariant_selects(body, var) -> list:
+    """Conditions of ``Select`` nodes in ``body`` that do not depend on the loop (``var`` or anything bound
+    inside the body) while a branch depends on ``var``: the ``(n == 1) ? 0 : i`` index of a broadcast between
+    two run-time extents. Vectorized as they stand they are a gather per vector; see :func:`_unswitch`."""
+    bound, conds = {var}, []
+
+    class B(StmtExprVisitor):
+        def visit_For(self, st):
+            bound.add(st.loop_var)
+            yield from self.generic_visit_iter(st)
+
+        def visit_LetStmt(self, st):
+            bound.add(st.var)
+            yield from self.generic_visit_iter(st)
+
+        def visit_Let(self, e):
+            bound.add(e.var)
+            return self.generic_visit(e)
+    B()(body)
+
+    def free(e) -> bool:
+        return not any(uses_var(e, v) for v in bound)
+
+    class V(StmtExprVisitor):
+        def visit_Select(self, e):
+            if free(e.condition) and (not free(e.true_value) or not free(e.false_value)) and \
+                    not any(structural_equal(e.condition, c) for c in conds):
+                conds.append(e.condition)
+            return self.generic_visit(e)
+    V()(body)
+    return conds
+
+
+class _FixSelect(StmtExprMutator):
+    def __init__(self, cond, value: bool):
+        self.cond, self.value = cond, value
+
+    def visit_Select(self, e):
+        if structural_equal(e.condition, self.cond):
+            return self.visit(e.true_value if self.value else e.false_value)
+        return self.generic_visit(e)
+
+
+def _unswitch(body, conds):
+    """``body`` once per truth assignment of ``conds`` (loop-invariant), under an if/else on them: each
+    version reads contiguously or broadcasts, so it vectorizes without gathers."""
+    if not conds:
+        return [(body, [])]
+    out = []
+    for value in (True, False):
+        fixed = _FixSelect(conds[0], value)(body)
+        out += [(b, [(conds[0], value)] + path) for b, path in _unswitch(fixed, conds[1:])]
+    return out
+
+
 class LoopVectorizer(StmtExprMutator):
     def __init__(self, enable: bool = True):
         self.enable = enable
@@ -505,13 +563,25 @@ class LoopVectorizer(StmtExprMutator):
         lanes = s.extent.value
         if lanes == 1:
             return substitute(body, {s.loop_var: s.min})
+        conds = _invariant_selects(body, s.loop_var)
+        if not conds or len(conds) > _MAX_UNSWITCH:
+            conds = []
         try:
             _check_memory_dependencies(body, s.loop_var, lanes, s.min)
-            out = _Vectorizer(s.loop_var, s.min, lanes).stmt(body)
-            out = self._interior_fast_path(body, s, lanes, out)
+            versions = []
+            for b, _ in _unswitch(body, conds):
+                out = _Vectorizer(s.loop_var, s.min, lanes).stmt(b)
+                versions.append(simplify_stmt(self._interior_fast_path(b, s, lanes, out)))
         except CannotVectorize:
             return serial
-        return simplify_stmt(out)
+        return self._branch(conds, versions)
+
+    def _branch(self, conds, versions):
+        if not conds:
+            return versions[0]
+        half = len(versions) // 2
+        return S.IfThenElse(conds[0], self._branch(conds[1:], versions[:half]),
+                            self._branch(conds[1:], versions[half:]))
 
     @staticmethod
     def _interior_fast_path(body, s, lanes, guarded):

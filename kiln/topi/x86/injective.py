@@ -35,6 +35,35 @@ def fuse_short_inner(stage, axes, extents, lanes: int):
     return axes, extents
 
 
+def _uses(e, var) -> bool:
+    hit = [False]
+    post_order_visit(e, lambda n: hit.__setitem__(0, hit[0] or (isinstance(n, E.Var) and n is var)))
+    return hit[0]
+
+
+def _lane_affine(op, var) -> bool:
+    """Whether vectorizing ``op`` along ``var`` (a symbolic innermost axis) gives lane-wise cheap code: no
+    division by a run-time value of an index that depends on ``var`` (a reshape/transpose copy over an
+    unknown extent: AVX2 has no vector integer division, the lanes would be divided one by one) and no
+    ``if_then_else`` choice between a broadcast and a contiguous read made by a run-time dim (a gather per
+    vector, slower than the scalar loop; the ``Select`` form, ``(n == 1) ? 0 : i`` of a broadcast between two
+    unknown extents, is unswitched by VectorizeLoop instead). Such kernels keep the scalar loop."""
+    ok = [True]
+
+    def visit(n):
+        if not ok[0]:
+            return
+        if isinstance(n, (E.Div, E.Mod, E.FloorDiv, E.FloorMod)) and not isinstance(n.b, E.IntImm) \
+                and _uses(n.a, var):
+            ok[0] = False
+        elif isinstance(n, E.Call) and str(getattr(n.op, "name", n.op)) == "tir.if_then_else" and \
+                not _uses(n.args[0], var) and any(_uses(a, var) for a in n.args[1:]):
+            ok[0] = False
+    for b in getattr(op, "body", []) or []:
+        post_order_visit(b, visit)
+    return ok[0]
+
+
 def schedule_stage_loops(s, op) -> None:
     """Parallelize and vectorize one compute stage in place."""
     axes = list(s[op].op.axis)
@@ -60,6 +89,13 @@ def schedule_stage_loops(s, op) -> None:
         outer_last, inner = stage.split(axes[-1], factor=lanes)
         axes = axes[:-1] + [outer_last]
         extents = extents[:-1] + [extents[-1] // lanes]
+    elif symbolic[-1] and not reduce_axes and _lane_affine(stage.op, axes[-1].var):
+        # a VM kernel's unknown row length: split by the lanes all the same; the split guards the last
+        # partial vector with likely(i < n), which LoopPartition peels into a guard-free vector main loop
+        # and a scalar tail (TVM's split + vectorize over a non-divisible extent)
+        outer_last, inner = stage.split(axes[-1], factor=lanes)
+        axes = axes[:-1] + [outer_last]
+        extents = extents[:-1] + [max(1, -(-extents[-1] // lanes))]
     total = 1
     for e in extents:
         total *= e
