@@ -1,4 +1,4 @@
-"""x86 legalization of qnn.conv2d / qnn.dense (TVM's ``qnn/op/legalizations.py`` for Intel CPUs): the forms
+"""x86 legalization of qnn.conv2d / qnn.dense / qnn.batch_matmul (TVM's ``qnn/op/legalizations.py`` for Intel CPUs): the forms
 the int8 kernels of ``kiln.topi.x86`` compute, ``uint8`` data x ``int8`` weights -> ``int32``.
 
 For a constant weight ``w`` with zero point ``zw`` and data ``x`` with a scalar constant zero point ``zx``::
@@ -256,5 +256,40 @@ def legalize_dense(attrs, args, ts):
     return out
 
 
+def _int16_operand(x, t, zp, zt):
+    """``cast(x, int16) - zp`` for 8-bit ``x`` and a scalar zero point that keeps the difference in int16 (a
+    constant in range, or a run-time value cast from an 8-bit type); None otherwise."""
+    if t.dtype not in ("int8", "uint8"):
+        return None
+    if len(zt.shape) > 1 or (len(zt.shape) == 1 and zt.shape[0] != 1) or not _zero_point_fits_int16(zp):
+        return None
+    x16 = op_call("cast", [x], dtype="int16")
+    value = const_value(zp)
+    if value is not None:
+        z = int(np.asarray(value).reshape(()))
+        return x16 if z == 0 else op_call("subtract", [x16, const(np.int16(z))])
+    return op_call("subtract", [x16, op_call("reshape", [op_call("cast", [zp], dtype="int16")], newshape=[])])
+
+
+def legalize_batch_matmul(attrs, args, ts):
+    """qnn.batch_matmul on 8-bit operands -> ``nn.batch_matmul(cast(x, int16) - zx, cast(y, int16) - zy)`` with an
+    int32 output (``batch_matmul_int16.x86``, ``vpmaddwd``): both differences lie within +-255 (zero points
+    within int8 / uint8 range, more generally any that keeps them in int16), so every product and pair sum is
+    exact and there is no zero-point correction. Taken on every x86 target with int8 support (there is no 8-bit
+    batch_matmul kernel for any mode); None (the generic canonicalization) for other dtypes, per-channel zero
+    points, or a rank other than 3."""
+    if not _x86_int8_target() or (attrs.out_dtype or "int32") != "int32":
+        return None
+    if len(ts[0].shape) != 3 or len(ts[1].shape) != 3:
+        return None
+    x16 = _int16_operand(args[0], ts[0], args[2], ts[2])
+    y16 = _int16_operand(args[1], ts[1], args[3], ts[3])
+    if x16 is None or y16 is None:
+        return None
+    return op_call("nn.batch_matmul", [x16, y16], out_dtype="int32", transpose_a=bool(attrs.transpose_a),
+                   transpose_b=bool(attrs.transpose_b))
+
+
 register_op_attr("qnn.conv2d", "FTVMQnnLegalize", legalize_conv2d)
+register_op_attr("qnn.batch_matmul", "FTVMQnnLegalize", legalize_batch_matmul)
 register_op_attr("qnn.dense", "FTVMQnnLegalize", legalize_dense)

@@ -19,6 +19,7 @@ from .conv2d_int8 import (conv2d_NCHWc_int8, schedule_conv2d_NCHWc_int8, conv2d_
                           schedule_conv2d_nchw_int8)
 from .dense_int8 import dense_int8, schedule_dense_int8
 from .dense_int16 import dense_int16, schedule_dense_int16
+from .batch_matmul_int16 import batch_matmul_int16, schedule_batch_matmul_int16
 from .depthwise_conv2d_int8 import (depthwise_conv2d_NCHWc_int8, schedule_depthwise_conv2d_NCHWc_int8,
                                     depthwise_conv2d_nchw_int8, schedule_depthwise_conv2d_nchw_int8)
 from . import fixed_point_int8  # noqa: F401 (registers the requantize helper)

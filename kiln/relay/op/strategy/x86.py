@@ -8,7 +8,7 @@ on a generic strategy of ``generic.py`` (``@G.conv2d_strategy.register("cpu")``)
   only where a tuning record is faster), ``nn.contrib_conv2d_winograd_without_weight_transform`` -> its packed
   form;
 * dense (2-D data) -> ``dense_pack.x86``; ``nn.contrib_dense_pack`` (weight pre-packed by AlterOpLayout);
-  batch_matmul -> ``batch_matmul.x86``;
+  batch_matmul -> ``batch_matmul.x86`` (int16 x int16 -> int32 also ``batch_matmul_int16.x86``);
 * softmax, fast_softmax -> ``topi.x86.softmax_x86`` (vectorizable row reductions, fast exp); tanh, erf ->
   vectorizable computes (``topi.fast_tanh``, ``topi.fast_erf``).
 
@@ -239,9 +239,24 @@ def dense_strategy_cpu(attrs, inputs, out_type, target):
     return strategy
 
 
+def _static(inputs) -> bool:
+    try:
+        return all(isinstance(int(d), int) for t in inputs for d in t.shape)
+    except (TypeError, ValueError):
+        return False
+
+
 @G.batch_matmul_strategy.register("cpu")
 def batch_matmul_strategy_cpu(attrs, inputs, out_type, target):
     strategy = G.batch_matmul_strategy.fdefault(attrs, inputs, out_type, target)
+    if (str(inputs[0].dtype) == "int16" and str(inputs[1].dtype) == "int16" and str(out_type.dtype) == "int32"
+            and int8_supported(target) and _static(inputs)):
+        # the exact 8-bit qnn.batch_matmul (x86 QNN legalization): vpmaddwd on int16 operands, y packed per batch
+        def compute_int16(attrs, inputs, out_type):
+            return [topi_x86.batch_matmul_int16(inputs[0], inputs[1], None, "int32", bool(attrs.transpose_a),
+                                                bool(attrs.transpose_b))]
+        strategy.add_implementation(compute_int16, _wrap(topi_x86.schedule_batch_matmul_int16),
+                                    name="batch_matmul_int16.x86", plevel=X86_PLEVEL + 1)
 
     def compute(attrs, inputs, out_type):
         return [topi_x86.batch_matmul(inputs[0], inputs[1], None, attrs.out_dtype or out_type.dtype,
