@@ -100,6 +100,7 @@ def test_qnn_batch_matmul_constant_y_and_runtime_zero_points():
     x, zx = relay.var("x", shape=xs, dtype="uint8"), relay.var("zx", shape=(), dtype="uint8")
     _, opt, lib = build(qbmm(x, relay.const(yd), relay.cast(zx, "int32"), -3), [x, zx])
     assert bmm_inputs(opt) == [("int16", "int16")]
+    assert "batch_matmul_int16" in lib.get_lib().get_source()  # the int16 implementation, not batch_matmul.x86
     xd = data("uint8", xs)
     for z in (0, 131, 255):
         np.testing.assert_array_equal(run(lib, x=xd, zx=np.uint8(z)), ref(xd, yd, z, -3))

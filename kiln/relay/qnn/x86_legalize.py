@@ -277,11 +277,13 @@ def legalize_batch_matmul(attrs, args, ts):
     within int8 / uint8 range, more generally any that keeps them in int16), so every product and pair sum is
     exact and there is no zero-point correction. Taken on every x86 target with int8 support (there is no 8-bit
     batch_matmul kernel for any mode); None (the generic canonicalization) for other dtypes, per-channel zero
-    points, or a rank other than 3."""
+    points, a rank other than 3, or symbolic dims."""
     if not _x86_int8_target() or (attrs.out_dtype or "int32") != "int32":
         return None
     if len(ts[0].shape) != 3 or len(ts[1].shape) != 3:
         return None
+    if not all(isinstance(d, (int, np.integer)) for t in ts[:2] for d in t.shape):
+        return None  # a symbolic dim (a VM kernel): the int16 kernel is static-shape only
     x16 = _int16_operand(args[0], ts[0], args[2], ts[2])
     y16 = _int16_operand(args[1], ts[1], args[3], ts[3])
     if x16 is None or y16 is None:
