@@ -174,3 +174,24 @@ def test_batch_matmul_int16_refuses_other_dtypes_and_shapes():
         x16 = te.placeholder((2, 7, 12), "int16", name="x")
         with pytest.raises(kiln.error.KilnError, match="do not multiply"):
             batch_matmul_int16(x16, y)
+
+
+@needs_avx2
+def test_batch_matmul_int16_every_tile_m_is_exact():
+    """The AutoTVM template (``tile_m`` knob, extracted from a qnn.batch_matmul graph): every configuration of
+    an odd shape computes the exact product (padded row tiles, a broadcast y batch)."""
+    x, y = relay.var("x", shape=(3, 7, 37), dtype="int8"), relay.var("y", shape=(1, 17, 37), dtype="uint8")
+    mod = kiln.IRModule.from_expr(relay.Function([x, y], qbmm(x, y, -128, 255)))
+    tasks = kiln.autotvm.task.extract_from_program(mod, {}, AVX2)
+    (task,) = [t for t in tasks if t.name == "batch_matmul_int16.x86"]
+    assert len(task.config_space) > 1
+    xd = RNG.integers(-255, 256, (3, 7, 37)).astype("int16")
+    yd = RNG.integers(-255, 256, (1, 17, 37)).astype("int16")
+    want = np.matmul(xd.astype(np.int64), yd.astype(np.int64).transpose(0, 2, 1))
+    for i in range(len(task.config_space)):
+        with kiln.target.Target(AVX2):
+            s, (out, a, b) = task.instantiate(task.config_space.get(i))
+            f = kiln.build(s, [a, b, out], AVX2)
+        res = kiln.nd.array(np.zeros((3, 7, 17), "int32"))
+        f(kiln.nd.array(xd), kiln.nd.array(yd), res)
+        np.testing.assert_array_equal(res.numpy(), want)
