@@ -19,6 +19,7 @@ from .fast_math import FastMath
 from .defuse_ops import DefuseOps
 from .annotate_spans import AnnotateSpans
 from .dynamic_to_static import DynamicToStatic
+from .sink_reshape import SinkReshape
 from ..qnn.fake_quantization import FakeQuantizationToInteger as _fq2i
 
 
