@@ -6,8 +6,9 @@ Frontends (ONNX / PyTorch MatMul on 3-D data) emit ``dense`` on ``[b*s, K]`` fol
 TVM's) fuses only elementwise / broadcast consumers into an out-elementwise-fusable anchor, so the
 injective ``reshape`` cuts the epilogue off into a kernel of its own that re-reads the anchor's output.
 
-The rewrite, for ``r = reshape(d)`` where ``d`` is the only use of an out-elementwise-fusable call's
-result, the reshape keeps the last axis and only merges / splits the leading ones:
+The rewrite, for ``r = reshape(d)`` where ``r`` is the only use of ``d``, ``d`` is an out-elementwise-fusable
+call or ends a chain of elementwise / broadcast ops after one (e.g. PyTorch's dense + bias add), and the
+reshape keeps the last axis and only merges / splits the leading ones:
 
 - the region grows from ``r`` through consumers that are elementwise / broadcast ops (no axis, shape or
   layout attributes) whose output has ``r``'s shape and whose other operands either broadcast along the
@@ -113,6 +114,25 @@ def _operand_kind(arg, out_shape: tuple, members: set):
     return None
 
 
+def _ends_anchor_chain(g: _Graph, d) -> bool:
+    """Whether ``d`` is an out-elementwise-fusable call (dense, batch_matmul, conv) or the end of an
+    elementwise / broadcast chain after one, each link used once: what FuseOps puts in the anchor's kernel."""
+    stack, seen = [d], set()
+    while stack:
+        n = stack.pop()
+        if n in seen or not isinstance(n, Call) or not isinstance(n.op, Op):
+            continue
+        seen.add(n)
+        if n is not d and len(g.users.get(n, ())) != 1:
+            continue
+        pat = op_pattern(n.op)
+        if pat == OpPattern.OUT_ELEMWISE_FUSABLE:
+            return True
+        if pat <= OpPattern.BROADCAST:
+            stack.extend(n.args)
+    return False
+
+
 class _Region:
     def __init__(self, reshape, members: list, flat_shape: tuple, out_shape: tuple):
         self.reshape = reshape
@@ -133,9 +153,7 @@ def _find_region(g: _Graph, r, claimed: set):
         return None
     if out_shape[-1] != in_shape[-1] or _prod(out_shape) != _prod(in_shape) or out_shape == in_shape:
         return None
-    if not (isinstance(d, Call) and isinstance(d.op, Op) and op_pattern(d.op) == OpPattern.OUT_ELEMWISE_FUSABLE):
-        return None
-    if g.users.get(d) != [r]:
+    if g.users.get(d) != [r] or not _ends_anchor_chain(g, d):
         return None
     members = {r}
     grown = [r]
