@@ -65,11 +65,11 @@ def create_executor(kind: str = "debug", mod=None, device=None, target="llvm", p
 
 
 # -- relay.build -----------------------------------------------------------------------------------------
-#: The optimization pipeline of relay.build, in TVM's order. Each pass runs only if the current
+#: The optimization pipeline of relay.build, in TVM's order (plus kiln's SinkReshape before the last FoldConstant). Each pass runs only if the current
 #: PassContext enables it (its opt level, required_pass, disabled_pass); FuseOps always runs.
 OPTIMIZE_PASSES = ("RemoveUnusedFunctions", "SimplifyInference", "EliminateCommonSubexpr", "CombineParallelConv2D",
                    "CombineParallelDense", "FoldConstant", "FoldScaleAxis", "SimplifyExpr", "CanonicalizeOps",
-                   "InferType", "AlterOpLayout", "FoldConstant")
+                   "InferType", "AlterOpLayout", "SinkReshape", "FoldConstant")
 
 
 def _optimize_passes() -> list:

@@ -20,6 +20,7 @@ from .defuse_ops import DefuseOps
 from .annotate_spans import AnnotateSpans
 from .dynamic_to_static import DynamicToStatic
 from .legalize import Legalize
+from .sink_reshape import SinkReshape
 from ..qnn.fake_quantization import FakeQuantizationToInteger as _fq2i
 
 
