@@ -92,15 +92,21 @@ class Analyzer:
             self.var_bounds, self.var_ranges, self.facts = saved
 
     def _assume(self, cond):
-        cond = self.simplify(cond)
-        if isinstance(cond, E.Call) and cond.op == "tir.likely":
-            cond = cond.args[0]
-        if isinstance(cond, E.And):
-            self._assume(cond.a)
-            self._assume(cond.b)
-            return
-        if isinstance(cond, E.IntImm):
-            return
+        """Record ``cond`` (and each conjunct of it) as a fact. Conjunctions are taken apart from a work list:
+        a condition built by folding hundreds of terms with ``And`` costs no interpreter stack."""
+        todo = [self.simplify(cond)]  # simplified once: its conjuncts are simplified already
+        while todo:
+            cond = todo.pop()
+            if isinstance(cond, E.Call) and cond.op == "tir.likely":
+                cond = cond.args[0]
+            if isinstance(cond, E.And):
+                todo.append(cond.b)
+                todo.append(cond.a)  # a first, as the recursive form did
+                continue
+            if not isinstance(cond, E.IntImm):
+                self._assume_atom(cond)
+
+    def _assume_atom(self, cond):
         simp = Simplifier(self)
         self.facts[simp.key(cond)] = True
         neg = self.simplify(E.Not(cond)) if cond.dtype == "bool" else None

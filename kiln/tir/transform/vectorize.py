@@ -489,6 +489,8 @@ def _sub_var(e, var, delta):
 
 
 _MAX_UNSWITCH = 2   # invariant conditions versioned per vectorized loop (2**k vector bodies)
+_MAX_FAST_GUARDS = 8  # guarded accesses an interior fast path may unguard (a padded load has one; a concatenate
+                      # of hundreds of inputs has one per input, mutually exclusive: no interior exists)
 
 
 def _invariant_selects(body, var) -> list:
@@ -589,7 +591,7 @@ class LoopVectorizer(StmtExprMutator):
         input's bounds test), an iteration whose first and last lane pass the guards takes a copy of the
         body with the guarded branches unguarded (contiguous vector loads instead of blended gathers)."""
         guards = _lane_guards(body, s.loop_var)
-        if not guards:
+        if not guards or len(guards) > _MAX_FAST_GUARDS:
             return guarded
         inner = _bound_vars(body)
         if any(uses_var(call.args[0], lambda v: id(v) in inner) for call in guards.values()):
