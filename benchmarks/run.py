@@ -164,7 +164,8 @@ def bench_one(key: str, args, tmpdir: str) -> dict:
                                                                    "chunks_by_caller", "chunks_by_workers")}
         for name, t in timings.items():
             row["results"][name] = {"median_ms": t["median_s"] * 1e3, "min_ms": t["best_s"] * 1e3,
-                                    "compile_s": compile_s[name], "max_abs_err": errors[name]}
+                                    "compile_s": compile_s[name], "max_abs_err": errors[name],
+                                    "settle_ms": [round(w * 1e3, 1) for w in t.get("settle_s", [])]}
     return row
 
 
@@ -214,6 +215,15 @@ def to_markdown(data: dict) -> str:
             lines.append(f"- {desc}: {p['jobs']} jobs, {p['wakeups'] / p['jobs']:.2f} wake-ups per job, "
                          f"{100 * p['chunks_by_workers'] / max(1, chunks):.0f}% of chunks by workers, "
                          f"{p['caller_waits']} caller sleeps")
+    settles = [(r["description"], {c: res["settle_ms"] for c, res in r["results"].items() if res.get("settle_ms")})
+               for r in data["rows"]]
+    settles = [(d, s) for d, s in settles if s]
+    if settles:
+        lines += ["", "Pause before each contender's block (benchmarks.common.settle: until the threads the previous "
+                  "contender left spinning are idle), median / max ms:"]
+        for desc, s in settles:
+            lines.append(f"- {desc}: " + ", ".join(f"{c} {sorted(v)[len(v) // 2]:.0f} / {max(v):.0f}"
+                                                   for c, v in s.items()))
     if notes:
         lines += ["", "Not measured:", *notes]
     return "\n".join(lines) + "\n"
