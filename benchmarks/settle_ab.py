@@ -5,10 +5,12 @@ after :func:`benchmarks.common.settle` (at least 50 ms, then until the process's
     python -m benchmarks.settle_ab [--models mlp_b64,resnet50] [--rounds 15] [--number 5] [--threads 2]
                                    [--out settle_ab]
 
-The order in a round is ORT, kiln (fixed pause), ORT, kiln (settle), so kiln always follows ONNX Runtime, as in
-benchmarks.run's column order. Reports per workload: median and min ms of each, kiln / ONNX Runtime (median of
-the per-round ratios, with the range of the middle half), the CPU time the process's *other* threads used
-during kiln's timed block (ONNX Runtime's spinning worker shows up here), and the pauses taken.
+The order in a round is ORT, kiln (fixed pause), ORT, kiln (settle), kiln (settle), so kiln follows ONNX
+Runtime as in benchmarks.run's column order. Reports per workload: median and min ms of each, kiln / ONNX Runtime (median of
+the per-round ratios, with the range of the middle half), the CPU time ONNX Runtime's threads and kiln's worker
+used during kiln's timed block (ONNX Runtime's spinning worker shows up here), and the pauses taken. A third
+kiln block per round follows kiln's own (no ONNX Runtime before it): kiln in the benchmark's process as if
+alone.
 Writes benchmarks/results/<NAME>.{md,json} unless ``--out ''``.
 """
 from __future__ import annotations
@@ -22,11 +24,6 @@ import threading
 import time
 
 from .common import SETTLE_S, machine_info, machine_line, settle, thread_counts, write_results
-
-
-def _thread_cpu_s() -> float:
-    """CPU seconds of the calling thread."""
-    return time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
 
 
 def _tasks() -> set:
@@ -56,7 +53,14 @@ def _quartiles(xs: list) -> tuple:
     return xs[len(xs) // 4], xs[(3 * len(xs)) // 4]
 
 
+ARMS = (("ort_fixed", "fixed", "ort"), ("kiln_fixed", "fixed", "kiln"), ("ort_settle", "settle", "ort"),
+        ("kiln_settle", "settle", "kiln"), ("kiln_again", "settle", "kiln"))
+RATIOS = (("kiln_fixed", "ort_fixed"), ("kiln_settle", "ort_settle"), ("kiln_again", "ort_settle"),
+          ("kiln_settle", "kiln_again"))
+
+
 def measure(key: str, args, tmpdir: str) -> dict:
+    from kiln.runtime import thread_pool
     from .models import MODELS
     from .run import _kiln_build, _onnxruntime
     model, inputs = MODELS[key][1]()
@@ -69,59 +73,68 @@ def measure(key: str, args, tmpdir: str) -> dict:
     run_k()
     _KILN_WORKERS.update(_tasks() - before)  # the pool's workers start on the first parallel loop
     pauses = {"fixed": lambda: (time.sleep(SETTLE_S), SETTLE_S)[1], "settle": settle}
-    ms = {f"{c}_{p}": [] for p in pauses for c in ("ort", "kiln")}
-    others = {p: [] for p in pauses}
-    ort_spin = {p: [] for p in pauses}
-    kiln_worker = {p: [] for p in pauses}
-    waits = {p: [] for p in pauses}
+    fns = {"ort": run_o, "kiln": run_k}
+    ms = {arm: [] for arm, _, _ in ARMS}
+    ort_share = {arm: [] for arm, _, c in ARMS if c == "kiln"}
+    worker_share = {arm: [] for arm in ort_share}
+    waits = {arm: [] for arm, _, _ in ARMS}
+    pool = {arm: {"jobs": 0, "wakeups": 0, "caller_waits": 0} for arm in ort_share}
     for fn in (run_k, run_o, run_k, run_o):
         fn()
     for _ in range(args.rounds):
-        for pname, pause in pauses.items():
-            for cname, fn in (("ort", run_o), ("kiln", run_k)):
-                w = pause()
+        for arm, pname, cname in ARMS:
+            fn = fns[cname]
+            waits[arm].append(pauses[pname]() * 1e3)
+            fn()
+            s0 = thread_pool.pool_stats()
+            o0, w0 = _cpu_s(ort_threads), _cpu_s(_KILN_WORKERS)
+            t0 = time.perf_counter()
+            for _ in range(args.number):
                 fn()
-                p0, m0 = time.process_time(), _thread_cpu_s()
-                o0, w0 = _cpu_s(ort_threads), _cpu_s(_KILN_WORKERS)
-                t0 = time.perf_counter()
-                for _ in range(args.number):
-                    fn()
-                wall = time.perf_counter() - t0
-                other = (time.process_time() - p0) - (_thread_cpu_s() - m0)
-                o1, w1 = _cpu_s(ort_threads), _cpu_s(_KILN_WORKERS)
-                ms[f"{cname}_{pname}"].append(wall / args.number * 1e3)
-                if cname == "kiln":
-                    others[pname].append(other / wall)
-                    ort_spin[pname].append((o1 - o0) / wall)
-                    kiln_worker[pname].append((w1 - w0) / wall)
-                    waits[pname].append(w * 1e3)
-    out = {"workload": key, "description": MODELS[key][0], "ms": ms, "others_share": others, "pause_ms": waits,
-           "ort_threads_share": ort_spin, "kiln_worker_share": kiln_worker}
-    for pname in pauses:
-        ratios = [k / o for k, o in zip(ms[f"kiln_{pname}"], ms[f"ort_{pname}"])]
-        out[f"ratio_{pname}"] = {"median": statistics.median(ratios), "iqr": _quartiles(ratios)}
+            wall = time.perf_counter() - t0
+            o1, w1 = _cpu_s(ort_threads), _cpu_s(_KILN_WORKERS)
+            s1 = thread_pool.pool_stats()
+            ms[arm].append(wall / args.number * 1e3)
+            if arm in ort_share:
+                ort_share[arm].append((o1 - o0) / wall)
+                worker_share[arm].append((w1 - w0) / wall)
+                for k in pool[arm]:
+                    pool[arm][k] += s1.get(k, 0) - s0.get(k, 0)
+    out = {"workload": key, "description": MODELS[key][0], "ms": ms, "pause_ms": waits,
+           "ort_threads_share": ort_share, "kiln_worker_share": worker_share, "kiln_pool": pool, "ratios": {}}
+    for num, den in RATIOS:
+        ratios = [a / b for a, b in zip(ms[num], ms[den])]
+        out["ratios"][f"{num} / {den}"] = {"median": statistics.median(ratios), "iqr": _quartiles(ratios)}
     return out
 
 
 def to_markdown(data: dict) -> str:
     lines = ["# Pause before each block: fixed 50 ms vs settle (until the process's threads are idle)", "",
              machine_line(data["machine"], data["thread_counts"]), "",
-             f"One process, {data['rounds']} rounds of: ORT, kiln (fixed pause), ORT, kiln (settle); {data['number']} "
-             "calls per block after one untimed call. ms per call: median (min). Ratio: kiln / ORT, median of the "
-             "per-round ratios [middle half]. During kiln's timed block: CPU used by ONNX Runtime's threads and by "
-             "kiln's pool worker, in cores (CPU seconds / wall seconds), median [max]. Pause: ms, median [max].", "",
-             "| workload | pause | ORT | kiln | kiln / ORT | ORT threads during kiln | kiln worker | pause |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"One process, {data['rounds']} rounds of: ORT, kiln after a fixed 50 ms pause (`_fixed`); ORT, kiln "
+             f"after `settle` (`_settle`); kiln again after `settle`, this time following kiln (`kiln_again`). "
+             f"{data['number']} calls per block after one untimed call. ms per call: median (min). During kiln's "
+             "timed block: CPU used by ONNX Runtime's threads and by kiln's pool worker, in cores (CPU seconds / "
+             "wall seconds), median [max]; kiln's pool: worker wake-ups from sleep per job, caller sleeps. "
+             "Pause: ms, median [max].", "",
+             "| workload | arm | ms | ORT threads during kiln | kiln worker | wake-ups / job, caller sleeps | pause |",
+             "|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
-        for p in ("fixed", "settle"):
-            o, k = r["ms"][f"ort_{p}"], r["ms"][f"kiln_{p}"]
-            rt = r[f"ratio_{p}"]
-            sh, kw = r["ort_threads_share"][p], r["kiln_worker_share"][p]
-            pw = r["pause_ms"][p]
-            lines.append(f"| {r['description']} | {p} | {statistics.median(o):.3f} ({min(o):.3f}) | "
-                         f"{statistics.median(k):.3f} ({min(k):.3f}) | {rt['median']:.2f} [{rt['iqr'][0]:.2f}-"
-                         f"{rt['iqr'][1]:.2f}] | {statistics.median(sh):.2f} [{max(sh):.2f}] | "
-                         f"{statistics.median(kw):.2f} [{max(kw):.2f}] | {statistics.median(pw):.0f} [{max(pw):.0f}] |")
+        for arm, _, cname in ARMS:
+            m, pw = r["ms"][arm], r["pause_ms"][arm]
+            cells = [f"{statistics.median(m):.3f} ({min(m):.3f})"]
+            if cname == "kiln":
+                sh, kw, pl = r["ort_threads_share"][arm], r["kiln_worker_share"][arm], r["kiln_pool"][arm]
+                cells += [f"{statistics.median(sh):.2f} [{max(sh):.2f}]", f"{statistics.median(kw):.2f} [{max(kw):.2f}]",
+                          f"{pl['wakeups'] / max(1, pl['jobs']):.2f}, {pl['caller_waits']}"]
+            else:
+                cells += ["", "", ""]
+            cells.append(f"{statistics.median(pw):.0f} [{max(pw):.0f}]")
+            lines.append(f"| {r['description']} | {arm} | " + " | ".join(cells) + " |")
+    lines += ["", "Per-round ratios, median [middle half]:", ""]
+    for r in data["rows"]:
+        lines.append(f"- {r['description']}: " + "; ".join(f"{k} {v['median']:.2f} [{v['iqr'][0]:.2f}-{v['iqr'][1]:.2f}]"
+                                                           for k, v in r["ratios"].items()))
     return "\n".join(lines) + "\n"
 
 
