@@ -5,6 +5,7 @@ import json
 import os
 import platform
 import statistics
+import threading
 import time
 from typing import Callable
 
@@ -74,12 +75,74 @@ def time_call(fn: Callable[[], object], number: int) -> float:
 
 
 SETTLE_S = 0.05
+QUIET_WINDOW_S = 0.01
+QUIET_SHARE = 0.1
+SETTLE_MAX_S = 1.0
 
 
-def interleaved(contenders: dict, rounds: int = 7, number: int = 3, warmup: int = 2) -> dict:
+def other_threads_runnable() -> int | None:
+    """How many threads of this process besides the calling one are running or waiting for a CPU (state R in
+    /proc/self/task/*/stat); None where that cannot be read. A spinning thread that another process has
+    descheduled uses no CPU for a while but stays runnable."""
+    try:
+        me = threading.get_native_id()
+        count = 0
+        for tid in os.listdir("/proc/self/task"):
+            if int(tid) == me:
+                continue
+            try:
+                with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                    text = f.read()
+            except OSError:  # the thread ended
+                continue
+            if text[text.rindex(b")") + 2:][:1] == b"R":
+                count += 1
+        return count
+    except (OSError, ValueError):
+        return None
+
+
+def settle(min_s: float = SETTLE_S, window_s: float = QUIET_WINDOW_S, share: float = QUIET_SHARE,
+           max_s: float = SETTLE_MAX_S, cpu_clock: Callable[[], float] = time.process_time,
+           clock: Callable[[], float] = time.perf_counter, sleep: Callable[[float], None] = time.sleep,
+           runnable: Callable[[], int | None] = other_threads_runnable) -> float:
+    """Pause before a contender's block until the threads the previous contenders left behind have gone idle.
+
+    Sleeps ``min_s``, then ``window_s`` at a time until, in one window, this process (whose calling thread is
+    asleep meanwhile) used less than ``share`` of one core's time and at its end no other thread of the process
+    is runnable (:func:`other_threads_runnable`), or ``max_s`` in all has passed. Returns the seconds waited.
+    Why: a library's pool keeps spinning after its last call, and in one process those threads take cores
+    from whoever runs next. ONNX Runtime's worker spins about 50 ms of CPU time after a call (100-200 ms of
+    wall time on a busy 2-core VM), longer than the fixed ``SETTLE_S`` pause used before, so the contender
+    timed after it (kiln, in benchmarks.run's column order) ran with one core for much of its block. Waiting
+    for quiet treats every contender alike (kiln's pool, OpenMP's workers and ONNX Runtime's all count) and
+    changes nothing where no pool spins."""
+    start = clock()
+    sleep(min_s)
+    while clock() - start < max_s:
+        c0, t0 = cpu_clock(), clock()
+        sleep(window_s)
+        used, wall = cpu_clock() - c0, clock() - t0
+        if used < share * max(wall, window_s) and not runnable():
+            break
+    return clock() - start
+
+
+def fixed_pause(s: float = SETTLE_S) -> float:
+    """The pause before each block until session 9: a fixed sleep (kept for A/B runs: ``--pause fixed``)."""
+    time.sleep(s)
+    return s
+
+
+PAUSES = {"settle": settle, "fixed": fixed_pause}
+
+
+def interleaved(contenders: dict, rounds: int = 7, number: int = 3, warmup: int = 2,
+                pause: Callable[[], float] = settle) -> dict:
     """Time each contender ``rounds`` times, alternating between them so that machine noise hits all
     alike. ``contenders`` maps a name to a zero-argument callable, or to a callable ``(number) ->
-    mean seconds`` when it is a tuple ("timer", fn). Returns name -> {median_s, best_s, runs_s}."""
+    mean seconds`` when it is a tuple ("timer", fn). Returns name -> {median_s, best_s, runs_s, settle_s}
+    (``settle_s``: the pauses before its blocks, see :func:`settle`)."""
     def run(entry, n):
         if isinstance(entry, tuple):
             return entry[1](n)
@@ -88,15 +151,17 @@ def interleaved(contenders: dict, rounds: int = 7, number: int = 3, warmup: int 
     for entry in contenders.values():
         run(entry, warmup)
     runs: dict = {name: [] for name in contenders}
+    waits: dict = {name: [] for name in contenders}
     for _ in range(rounds):
         for name, entry in contenders.items():
-            # The previous contender's thread pool may still be spinning (ONNX Runtime's and OpenMP's
-            # workers spin a while after a run before they sleep) and would take this one's cores: let it
-            # settle, then wake this contender's own pool with one untimed call.
-            time.sleep(SETTLE_S)
+            # The previous contender's thread pool may still be spinning (ONNX Runtime's workers spin ~50 ms of
+            # CPU after a run, OpenMP's a while) and would take this one's cores: wait until the process is
+            # idle, then wake this contender's own pool with one untimed call.
+            waits[name].append(pause())
             run(entry, 1)
             runs[name].append(run(entry, number))
-    return {name: {"median_s": statistics.median(r), "best_s": min(r), "runs_s": r} for name, r in runs.items()}
+    return {name: {"median_s": statistics.median(r), "best_s": min(r), "runs_s": r, "settle_s": waits[name]}
+            for name, r in runs.items()}
 
 
 def paired_speedup(base: list, new: list, resamples: int = 2000, seed: int = 0) -> dict:

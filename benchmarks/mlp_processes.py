@@ -8,8 +8,9 @@ property of the process (bimodal across processes) or of the moment (the machine
 Each process builds the same ONNX graph (random weights, seed 0; ``Gemm`` + ``Relu``, no PyTorch import, so a
 process starts in about a second) for kiln (``relay.frontend.from_onnx``, opt_level 3, target ``llvm``) and for
 ONNX Runtime (``intra_op_num_threads=--threads``), checks kiln's output against ONNX Runtime's, then times
-both interleaved: ``--rounds`` blocks of ``--number`` calls each, kiln and ONNX Runtime in turn (a 20 ms pause
-and one untimed call before each block, as in benchmarks.common.interleaved). Reports per process: kiln's and
+both interleaved: ``--rounds`` blocks of ``--number`` calls each, kiln and ONNX Runtime in turn (before each block
+``benchmarks.common.settle``'s pause, until the threads the other contender left spinning are idle, and one
+untimed call, as in benchmarks.common.interleaved). Reports per process: kiln's and
 ONNX Runtime's median and min ms per call, kiln / ONNX Runtime (median of the per-round ratios), the thread
 count kiln's policy had in each block (blocks run at 1 and at 2 threads are summarised apart), the others'
 busy cores the adaptive policy measured, and kiln's thread-pool counters. ``--env K=V`` is set in every child
@@ -56,6 +57,17 @@ def onnx_mlp(batch: int):
     return model
 
 
+def _settle():
+    """benchmarks.common.settle, loaded from the file beside this one (the child runs this file as a plain module,
+    with another kiln checkout possibly first on sys.path)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
+    spec = importlib.util.spec_from_file_location("mlp_processes_common", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.settle
+
+
 def child(args) -> dict:
     """One process: build both, check, time interleaved; returns the summary (printed as JSON)."""
     import numpy as np
@@ -82,8 +94,10 @@ def child(args) -> dict:
     if not err < 1e-3:
         raise AssertionError(f"kiln differs from ONNX Runtime by {err}")
 
+    settle = _settle()
+
     def block(fn):
-        time.sleep(0.02)
+        settle()  # until ONNX Runtime's spinning worker is idle (it outlasted the 20 ms pause used before)
         fn()
         t0 = time.perf_counter()
         for _ in range(args.number):

@@ -18,6 +18,9 @@ import statistics
 import time
 
 
+from .common import settle
+
+
 def measure(args) -> dict:
     """Build, then time; the process's thread policy, thread count and spin time are left as found."""
     from kiln.runtime import library, set_num_threads, set_thread_policy, thread_policy
@@ -61,7 +64,7 @@ def _measure(args) -> dict:
                 fn = g.run if s is not None else (lambda: sess.run(None, feed))
                 if s is not None:
                     thread_pool.set_spin_us(s)
-                time.sleep(0.01)
+                settle()  # until ONNX Runtime's spinning worker is idle (it outlasted the 10 ms pause used before)
                 fn()
                 before = thread_pool.pool_stats()
                 t0 = time.perf_counter()

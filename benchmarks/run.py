@@ -3,9 +3,11 @@
     python -m benchmarks.run [--models mlp_b1,resnet18,...] [--rounds 7] [--number 3] [--tuning-log FILE]
                              [--skip torch_compile,onnxruntime] [--threads N] [--no-write]
                              [--targets "llvm" "llvm -mcpu=core-avx2"]   # one kiln column per target
+                             [--pause settle|fixed]
 
 For each workload: fp32, every contender with the same thread count, a warm-up, then ``rounds`` interleaved
-rounds of ``number`` calls (median and min per call), compile time, and the max abs error against PyTorch eager.
+rounds of ``number`` calls (median and min per call; before each block a pause until the threads the previous
+contender left spinning are idle, ``benchmarks.common.settle``, then one untimed call), compile time, and the max abs error against PyTorch eager.
 kiln's path for models is the PyTorch frontend -> relay.build (opt_level 3, under the llvm target so the x86
 AlterOpLayout hooks run) -> graph executor; a workload whose path fails shows "n/a" with the reason.
 ``--targets`` (or ``--target``, repeatable) builds kiln once per target string, each a column timed in the same
@@ -24,7 +26,7 @@ import traceback
 
 import numpy as np
 
-from .common import interleaved, machine_info, machine_line, thread_counts, write_results
+from .common import PAUSES, interleaved, machine_info, machine_line, thread_counts, write_results
 from .models import MODELS
 
 CONTENDERS = ("pytorch", "torch_compile", "onnxruntime", "kiln", "kiln_tuned")
@@ -157,14 +159,16 @@ def bench_one(key: str, args, tmpdir: str) -> dict:
     if contenders:
         from kiln.runtime import thread_pool
         before = thread_pool.pool_stats()
-        timings = interleaved(contenders, rounds=args.rounds, number=args.number, warmup=args.warmup)
+        timings = interleaved(contenders, rounds=args.rounds, number=args.number, warmup=args.warmup,
+                              pause=PAUSES[args.pause])
         after = thread_pool.pool_stats()
         if before:  # kiln's pool while every contender was timed: did its workers sleep between jobs?
             row["kiln_pool"] = {k: after[k] - before[k] for k in ("jobs", "wakeups", "caller_waits",
                                                                    "chunks_by_caller", "chunks_by_workers")}
         for name, t in timings.items():
             row["results"][name] = {"median_ms": t["median_s"] * 1e3, "min_ms": t["best_s"] * 1e3,
-                                    "compile_s": compile_s[name], "max_abs_err": errors[name]}
+                                    "compile_s": compile_s[name], "max_abs_err": errors[name],
+                                    "settle_ms": [round(w * 1e3, 1) for w in t.get("settle_s", [])]}
     return row
 
 
@@ -185,7 +189,7 @@ def to_markdown(data: dict) -> str:
     th = data["thread_counts"]
     lines = ["# kiln benchmark", "", machine_line(m, th), "",
              f"fp32; {data['rounds']} interleaved rounds of {data['number']} calls after {data['warmup']} warm-up "
-             f"calls; OpenMP wait policy {data.get('openmp', {}).get('policy') or 'libgomp default'} (shared by kiln "
+             f"calls; pause before each block: {data.get('pause', 'fixed')}; OpenMP wait policy {data.get('openmp', {}).get('policy') or 'libgomp default'} (shared by kiln "
              f"and PyTorch); kiln columns: " + ", ".join(f"`{kiln_column('kiln', t, data['targets'])}` = target "
                                                        f"`{t}`" for t in data["targets"]) + ".",
              "", "Median ms per call (min ms) [compile s] {max abs error vs PyTorch}.", "",
@@ -214,6 +218,15 @@ def to_markdown(data: dict) -> str:
             lines.append(f"- {desc}: {p['jobs']} jobs, {p['wakeups'] / p['jobs']:.2f} wake-ups per job, "
                          f"{100 * p['chunks_by_workers'] / max(1, chunks):.0f}% of chunks by workers, "
                          f"{p['caller_waits']} caller sleeps")
+    settles = [(r["description"], {c: res["settle_ms"] for c, res in r["results"].items() if res.get("settle_ms")})
+               for r in data["rows"]]
+    settles = [(d, s) for d, s in settles if s]
+    if settles:
+        lines += ["", "Pause before each contender's block (benchmarks.common.settle: until the threads the previous "
+                  "contender left spinning are idle), median / max ms:"]
+        for desc, s in settles:
+            lines.append(f"- {desc}: " + ", ".join(f"{c} {sorted(v)[len(v) // 2]:.0f} / {max(v):.0f}"
+                                                   for c, v in s.items()))
     if notes:
         lines += ["", "Not measured:", *notes]
     return "\n".join(lines) + "\n"
@@ -240,6 +253,10 @@ def main(argv=None) -> dict:
                    help="kiln's thread-count policy (default: $KILN_THREAD_POLICY, else adaptive)")
     p.add_argument("--tuning-log", default=None, help="AutoTVM log: adds a 'kiln_tuned' column")
     p.add_argument("--skip", default="", help="comma list of contenders to leave out")
+    p.add_argument("--pause", choices=sorted(PAUSES), default="settle",
+                   help="before each block: 'settle' (until the threads the previous contender left spinning are "
+                        "idle; the default) or 'fixed' (50 ms, as before session 9: unfair to whoever follows "
+                        "ONNX Runtime)")
     p.add_argument("--out", default="run", help="results file stem under benchmarks/results/")
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--verbose", action="store_true")
@@ -268,7 +285,7 @@ def main(argv=None) -> dict:
             rows.append(bench_one(key, args, tmpdir))
     data = {"machine": machine_info(args.targets), "threads": args.threads, "targets": args.targets,
             "thread_counts": thread_counts(ort_intra_op=args.threads), "thread_policy": thread_status(),
-            "rounds": args.rounds, "number": args.number,
+            "rounds": args.rounds, "number": args.number, "pause": args.pause,
             "warmup": args.warmup, "tuning_log": args.tuning_log, "openmp": openmp_status(),
             "versions": {"torch": torch.__version__, "numpy": np.__version__}, "rows": rows}
     try:
