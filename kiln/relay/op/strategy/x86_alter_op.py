@@ -206,41 +206,34 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
                 **common)
 
 
-def _alter_dense_int8(attrs, inputs, tinfos, out_type, target):
-    """uint8 x int8 dense on ``dense_int8.x86`` -> ``nn.contrib_dense_pack`` over an NC16n4c weight (TVM's int8
-    packing, done once by FoldConstant); only when 4 divides K. Rows that 16 does not divide (the 1000-class
-    classifier) are zero-padded first (``nn.pad``, also folded) and the packed dense keeps ``units``."""
+def _alter_dense_panels(attrs, inputs, tinfos, out_type, target, task: str, group: int):
+    """A dense on the packed int kernel ``task`` -> ``nn.contrib_dense_pack`` over an NC16n{group}c weight (packed
+    once by FoldConstant); only when ``group`` divides K. Rows that 16 does not divide are zero-padded first
+    (``nn.pad``, also folded) and the packed dense keeps ``units``."""
     _, _, workload, _ = _select("nn.dense", attrs, tinfos[:2], out_type, target)
-    if workload is None or workload[0] != "dense_int8.x86":
+    if workload is None or workload[0] != task:
         return None
     units, k = _shape(tinfos[1])
-    if k % 4:
+    if k % group:
         return None
     pad = -units % N_BN
     weight = inputs[1]
     if pad:
         weight = relay_nn.pad(weight, ((0, pad), (0, 0)))
-    weight = layout_transform(weight, "NC", f"NC{N_BN}n4c")
+    weight = layout_transform(weight, "NC", f"NC{N_BN}n{group}c")
     return contrib_dense_pack(inputs[0], weight, units=units if pad else None, out_dtype=attrs.out_dtype,
-                              weight_layout=f"NC{N_BN}n4c")
+                              weight_layout=f"NC{N_BN}n{group}c")
+
+
+def _alter_dense_int8(attrs, inputs, tinfos, out_type, target):
+    """uint8 x int8 dense on ``dense_int8.x86`` -> NC16n4c (TVM's int8 packing; the 1000-class classifier is padded
+    to 1008 rows)."""
+    return _alter_dense_panels(attrs, inputs, tinfos, out_type, target, "dense_int8.x86", 4)
 
 
 def _alter_dense_int16(attrs, inputs, tinfos, out_type, target):
-    """int16 x int16 dense on ``dense_int16.x86`` -> ``nn.contrib_dense_pack`` over an NC16n2c weight (packed once
-    by FoldConstant); only when 2 divides K. Rows that 16 does not divide are zero-padded (``units`` kept)."""
-    _, _, workload, _ = _select("nn.dense", attrs, tinfos[:2], out_type, target)
-    if workload is None or workload[0] != "dense_int16.x86":
-        return None
-    units, k = _shape(tinfos[1])
-    if k % 2:
-        return None
-    pad = -units % N_BN
-    weight = inputs[1]
-    if pad:
-        weight = relay_nn.pad(weight, ((0, pad), (0, 0)))
-    weight = layout_transform(weight, "NC", f"NC{N_BN}n2c")
-    return contrib_dense_pack(inputs[0], weight, units=units if pad else None, out_dtype=attrs.out_dtype,
-                              weight_layout=f"NC{N_BN}n2c")
+    """int16 x int16 dense on ``dense_int16.x86`` -> NC16n2c."""
+    return _alter_dense_panels(attrs, inputs, tinfos, out_type, target, "dense_int16.x86", 2)
 
 
 @_alter_layout.dense_alter_layout.register("cpu")
