@@ -4,7 +4,8 @@ batch is the int16 dense of :mod:`kiln.topi.x86.dense_int16` (``vpmaddwd``: two 
 an int32 lane, no zero-point correction left).
 
 ``y`` is usually an activation (attention's keys / values), so it is packed per batch inside the kernel
-(``[B, N/16, K/2, 16, 2]``, zero-padded; from ``[B, N, K]`` with ``transpose_b`` or ``[B, K, N]`` without), and
+(``[B, N/16, K/2, 16, 2]``, zero-padded; from ``[B, N, K]`` with ``transpose_b`` or ``[B, K, N]`` without); a
+constant ``y`` arrives packed already (AlterOpLayout's ``nn.contrib_batch_matmul_pack``, folded at compile time), and
 ``x`` read as ``[B, M, K]`` (a transposing copy where ``transpose_a``, zero columns where K is odd). A batch of 1
 on either side broadcasts, as ``nn.batch_matmul`` defines.
 """
@@ -39,23 +40,36 @@ def _pack_y(y, transpose_b: bool, n: int, k: int):
 
 
 @autotvm.register_topi_compute("batch_matmul_int16.x86")
-def batch_matmul_int16(cfg, x, y, out_shape=None, out_dtype="int32", transpose_a=False, transpose_b=True):
+def batch_matmul_int16(cfg, x, y, out_shape=None, out_dtype="int32", transpose_a=False, transpose_b=True, units=None):
     """int16 ``x`` [B, M, K] (``[B, K, M]`` with transpose_a) x int16 ``y`` [B, N, K] (``[B, K, N]`` without
-    transpose_b) -> int32 [B, M, N]."""
+    transpose_b; or packed ``[B, N/16, ceil(K/2), 16, 2]``, ``transpose_b`` then ignored, AlterOpLayout's form of
+    a constant ``y``) -> int32 [B, M, N]; ``units`` (packed ``y`` only): the real N when the last panel is
+    zero-padded."""
     out_dtype = out_dtype or "int32"
     if str(x.dtype) != "int16" or str(y.dtype) != "int16" or out_dtype != "int32":
         raise KilnError(f"batch_matmul_int16.x86: computes int16 x int16 -> int32, got {x.dtype} x {y.dtype} -> "
                         f"{out_dtype}")
     xs, ys = get_const_tuple(x.shape), get_const_tuple(y.shape)
-    if len(xs) != 3 or len(ys) != 3 or not all(isinstance(d, int) for d in xs + ys):
-        raise KilnError(f"batch_matmul_int16.x86: needs static 3-D inputs, got {xs} and {ys}")
+    packed = len(ys) == 5
+    if len(xs) != 3 or len(ys) not in (3, 5) or not all(isinstance(d, int) for d in xs + ys):
+        raise KilnError(f"batch_matmul_int16.x86: needs static 3-D inputs (y may be packed 5-D), got {xs} and {ys}")
     bx, (m, k) = xs[0], ((xs[2], xs[1]) if transpose_a else xs[1:])
-    by, (n, ky) = ys[0], (ys[1:] if transpose_b else (ys[2], ys[1]))
+    if packed:
+        by, n, ky = ys[0], ys[1] * N_BN, k
+        if ys[3:] != (N_BN, K_PAIR) or not ys[2] * K_PAIR - K_PAIR < k <= ys[2] * K_PAIR:
+            raise KilnError(f"batch_matmul_int16.x86: a packed y must be [B, N/16, ceil(K/2), 16, 2] for K={k}, "
+                            f"got {ys}")
+        if units is not None:
+            if not n - N_BN < int(units) <= n:
+                raise KilnError(f"batch_matmul_int16.x86: units={units} does not fit the packed y {ys}")
+            n = int(units)
+    else:
+        by, (n, ky) = ys[0], (ys[1:] if transpose_b else (ys[2], ys[1]))
     if ky != k or (bx != by and 1 not in (bx, by)):
         raise KilnError(f"batch_matmul_int16.x86: shapes {xs} and {ys} do not multiply (transpose_a={transpose_a}, "
                         f"transpose_b={transpose_b})")
     batch = max(bx, by)
-    y_vec = _pack_y(y, transpose_b, n, k)
+    y_vec = y if packed else _pack_y(y, transpose_b, n, k)
     kp = get_const_tuple(y_vec.shape)[2] * K_PAIR
     d = x
     if transpose_a or kp != k:

@@ -15,6 +15,8 @@ build Relay calls; the layout decisions themselves (channel blocks, packing widt
   ``nn.contrib_dense_pack`` over ``layout_transform(weight, "NC", "NC{bn}n")`` (``bn`` tuned or default); rows
   that ``bn`` does not divide (GPT-2's 50257-word LM head) are zero-padded first (``nn.pad``) and the packed
   dense keeps ``units``.
+* ``nn.batch_matmul`` on int16 with a constant ``y`` (``batch_matmul_int16.x86``) -> ``nn.contrib_batch_matmul_pack``
+  over ``y`` packed ``[B, N/16, ceil(K/2), 16, 2]`` (FoldConstant packs it once).
 
 The layout rewriter places ``layout_transform`` where values cross layouts (graph boundaries, ops that must
 see NCHW); FoldConstant then packs constant weights once at compile time.
@@ -33,7 +35,9 @@ from ...backend.te_compiler import select_implementation
 from ..nn import _alter_layout
 from ..nn import nn as relay_nn
 from ..nn._dense_pack import contrib_dense_pack
+from ..nn._batch_matmul_pack import contrib_batch_matmul_pack
 from ..transform import layout_transform
+from .. import transform as _transform
 from .generic import _conv_args
 from ....topi.x86.utils import size_hint
 from ....ir.type import TensorType
@@ -280,3 +284,32 @@ def dense_alter_layout_cpu(attrs, inputs, tinfos, out_type):
         weight = relay_nn.pad(weight, ((0, pad), (0, 0)))
     weight = layout_transform(weight, "NC", f"NC{bn}n")
     return contrib_dense_pack(inputs[0], weight, units=units, out_dtype=attrs.out_dtype, weight_layout=f"NC{bn}n")
+
+
+@_alter_layout.batch_matmul_alter_layout.register("cpu")
+def batch_matmul_alter_layout_cpu(attrs, inputs, tinfos, out_type):
+    """An int16 ``nn.batch_matmul`` on ``batch_matmul_int16.x86`` whose ``y`` is a constant (QNN weights) ->
+    ``nn.contrib_batch_matmul_pack`` over ``y`` packed ``[B, N/16, ceil(K/2), 16, 2]`` by Relay ops (transpose,
+    pad, reshape) that FoldConstant computes once; the kernel then skips its per-call packing. An activation
+    ``y`` keeps the call (the kernel packs it per batch, in cache)."""
+    from ...expr import Constant
+    target = Target.current()
+    x_t, y_t = tinfos[0], tinfos[1]
+    if not isinstance(inputs[1], Constant) or _is_dynamic([x_t, y_t]) or len(y_t.shape) != 3:
+        return None
+    if str(x_t.dtype) != "int16" or str(y_t.dtype) != "int16" or str(out_type.dtype) != "int32":
+        return None
+    _, _, workload, _ = _select("nn.batch_matmul", attrs, tinfos[:2], out_type, target)
+    if workload is None or workload[0] != "batch_matmul_int16.x86":
+        return None
+    y = inputs[1]
+    if not attrs.transpose_b:
+        y = _transform.transpose(y, (0, 2, 1))
+    b, n, k = _shape(y_t) if attrs.transpose_b else (_shape(y_t)[0], _shape(y_t)[2], _shape(y_t)[1])
+    pad_n, pad_k = -n % N_BN, -k % 2
+    if pad_n or pad_k:
+        y = relay_nn.pad(y, ((0, 0), (0, pad_n), (0, pad_k)))
+    y = _transform.reshape(y, (b, (n + pad_n) // N_BN, N_BN, (k + pad_k) // 2, 2))
+    y = _transform.transpose(y, (0, 1, 3, 2, 4))
+    return contrib_batch_matmul_pack(inputs[0], y, units=n if pad_n else None, out_dtype="int32",
+                                     transpose_a=bool(attrs.transpose_a))
