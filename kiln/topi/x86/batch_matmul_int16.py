@@ -15,9 +15,9 @@ from ... import autotvm, te
 from ...error import KilnError
 from ...tir import op as T
 from ..utils import get_const_tuple
-from .conv2d_int8 import int8_lanes, vectorize_int32_epilogue
-from .dense_int8 import N_BN
-from .dense_int16 import K_PAIR, _fallback_tile_m, _tile_budget
+from .conv2d_int8 import vectorize_int32_epilogue
+from .dense_int8 import N_BN, _tile, plain_reduction, tile_rows
+from .dense_int16 import K_PAIR, define_tile_m
 from .tensor_intrin import dot_s16s16_intrin
 from .utils import reduction_flops, schedule_anchored, worth_parallel
 
@@ -78,13 +78,7 @@ def batch_matmul_int16(cfg, x, y, out_shape=None, out_dtype="int32", transpose_a
             v = x[b, jj, i] if transpose_a else x[b, i, jj]
             return v if kp == k else T.if_then_else(j < k, v, T.const(0, "int16"))
         d = te.compute((bx, m, kp), fx, name="x_pad", tag="injective,pad")
-    lanes = int8_lanes()
-    budget = _tile_budget(lanes)
-    cfg.define_knob("tile_m", list(range(1, min(m, budget) + 1)))
-    if cfg.is_fallback:
-        cfg["tile_m"] = autotvm.task.OtherOptionEntity(_fallback_tile_m(m, budget))
-    tm = int(cfg["tile_m"].val)
-    mp = -(-m // tm) * tm  # rows padded to whole tiles: the padding rows re-read the last row, never stored
+    lanes, mp = define_tile_m(cfg, m)
     ko = te.reduce_axis((0, kp // K_PAIR), name="ko")
     k2 = te.reduce_axis((0, K_PAIR), name="k2")
     cfg.add_flop(2 * batch * m * n * k)
@@ -109,13 +103,7 @@ def _schedule(s, cfg, C, O) -> None:
     """Per batch, dense_int16's register tile (``tile_m`` rows x 16 columns, reduction outside, the 8- or
     16-lane ``vpmaddwd`` step tensorized); the packing stages parallel over the batch."""
     lanes = int(C.op.attrs["int8_lanes"])
-    mp = get_const_tuple(C.shape)[1]
-    try:
-        tm = int(cfg["tile_m"].val)
-    except (KeyError, TypeError, AttributeError):
-        tm = 1
-    if tm < 1 or mp % tm:
-        tm = 1
+    tm = tile_rows(cfg, get_const_tuple(C.shape)[1])
     par_ok = worth_parallel(reduction_flops(C))
     for t in C.op.input_tensors:
         if hasattr(t.op, "axis") and t.op.input_tensors:
@@ -123,9 +111,7 @@ def _schedule(s, cfg, C, O) -> None:
                 s[t.op].parallel(s[t.op].op.axis[0])
     n = get_const_tuple(O.output(0).shape)[2]
     if n < N_BN:  # fewer columns than one panel: a plain reduction (a tensorized region must be whole)
-        cb, ci, cno, cni = s[C].op.axis
-        ko, k2 = s[C].op.reduce_axis
-        s[C].reorder(cb, ci, cno, ko, k2, cni)
+        plain_reduction(s, C)
         return
     b, i, j = s[O].op.axis
     io, ii = s[O].split(i, factor=tm)
@@ -137,14 +123,7 @@ def _schedule(s, cfg, C, O) -> None:
     s[O].unroll(ii)
     vectorize_int32_epilogue(s[O], ji, N_BN)
     s[C].compute_at(s[O], par)
-    cb, ci, cno, cni = s[C].op.axis
-    ko, k2 = s[C].op.reduce_axis
-    cio, cii = s[C].split(ci, factor=tm)
-    cvo, cvi = s[C].split(cni, factor=lanes)
-    s[C].reorder(cb, cio, cno, ko, cii, cvo, cvi, k2)
-    s[C].unroll(cii)
-    s[C].unroll(cvo)
-    s[C].tensorize(cvi, dot_s16s16_intrin(lanes))
+    _tile(s, C, tm, lanes, dot_s16s16_intrin(lanes))
 
 
 @autotvm.register_topi_schedule("batch_matmul_int16.x86")

@@ -47,6 +47,19 @@ def _fallback_tile_m(m: int, budget: int) -> int:
     return min(range(1, min(m, budget) + 1), key=lambda t: (-(-m // t) * t * (1 + 1 / t), -t))
 
 
+def define_tile_m(cfg, m: int) -> tuple:
+    """The ``tile_m`` knob of the int16 kernels (rows of the register tile, fallback :func:`_fallback_tile_m`):
+    ``(lanes, rows padded to whole tiles)``. The padding rows re-read the last data row (a clamped index, no guard
+    in the reduction) and are never stored (the output keeps M rows)."""
+    lanes = int8_lanes()
+    budget = _tile_budget(lanes)
+    cfg.define_knob("tile_m", list(range(1, min(m, budget) + 1)))
+    if cfg.is_fallback:
+        cfg["tile_m"] = autotvm.task.OtherOptionEntity(_fallback_tile_m(m, budget))
+    tm = int(cfg["tile_m"].val)
+    return lanes, -(-m // tm) * tm
+
+
 @autotvm.register_topi_compute("dense_int16.x86")
 def dense_int16(cfg, data, weight, bias=None, out_dtype="int32", units=None):
     """int16 [M, K] x int16 [N, K] (or packed [N/16, ceil(K/2), 16, 2]) -> int32 [M, N]; ``units`` (packed weights
@@ -55,15 +68,7 @@ def dense_int16(cfg, data, weight, bias=None, out_dtype="int32", units=None):
     m, k, n, d, w_vec = dense_operands("dense_int16.x86", data, weight, out_dtype, units, ("int16", "int16"), K_PAIR,
                                        pack_int16_weight)
     kp = get_const_tuple(w_vec.shape)[1] * K_PAIR
-    lanes = int8_lanes()
-    budget = _tile_budget(lanes)
-    cfg.define_knob("tile_m", list(range(1, min(m, budget) + 1)))
-    if cfg.is_fallback:
-        cfg["tile_m"] = autotvm.task.OtherOptionEntity(_fallback_tile_m(m, budget))
-    tm = int(cfg["tile_m"].val)
-    # rows padded to whole tiles: the padding rows re-read the last data row (a clamped index, no guard in the
-    # reduction) and are never stored (the output keeps M rows)
-    mp = -(-m // tm) * tm
+    lanes, mp = define_tile_m(cfg, m)
     ko = te.reduce_axis((0, kp // K_PAIR), name="ko")
     k2 = te.reduce_axis((0, K_PAIR), name="k2")
     cfg.add_flop(2 * m * n * k)

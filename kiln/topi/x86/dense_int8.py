@@ -117,13 +117,7 @@ def _schedule(s, cfg, C, O, intrin=None):
     if intrin is None:
         mode = C.op.attrs["int8_mode"]
         intrin = dot_u8s8_intrin(lanes, getattr(mode, "value", mode))
-    m = get_const_tuple(C.shape)[0]
-    try:
-        tm = int(cfg["tile_m"].val)
-    except (KeyError, TypeError, AttributeError):
-        tm = 1
-    if tm < 1 or m % tm:  # C's rows are whole tiles (dense_int16 pads them; the output may have fewer)
-        tm = 1
+    tm = tile_rows(cfg, get_const_tuple(C.shape)[0])
     for t in C.op.input_tensors:
         if hasattr(t.op, "axis") and t.op.input_tensors and t.op is not C.op:
             ax = s[t.op].op.axis
@@ -133,9 +127,7 @@ def _schedule(s, cfg, C, O, intrin=None):
     if n < N_BN:
         # fewer columns than one panel: the consumer's bounds cut the panel short of the intrinsic's width (a
         # tensorized region must be whole), so such a layer (a handful of outputs) keeps a plain reduction
-        ci, cno, cni = s[C].op.axis
-        ko, k4 = s[C].op.reduce_axis
-        s[C].reorder(ci, cno, ko, k4, cni)
+        plain_reduction(s, C)
         return
     i, j = s[O].op.axis
     io, ii = s[O].split(i, factor=tm)
@@ -150,13 +142,32 @@ def _schedule(s, cfg, C, O, intrin=None):
     _tile(s, C, tm, lanes, intrin)
 
 
+def tile_rows(cfg, rows: int) -> int:
+    """The config's ``tile_m`` where it divides ``rows`` (the product's rows are whole tiles: dense_int16 pads
+    them, the output may have fewer), else 1."""
+    try:
+        tm = int(cfg["tile_m"].val)
+    except (KeyError, TypeError, AttributeError):
+        tm = 1
+    return tm if tm >= 1 and rows % tm == 0 else 1
+
+
+def plain_reduction(s, C) -> None:
+    """``C`` (``[..., rows, N/16, 16]`` over the (K/group, group) reduction) as a plain reduction with the 16
+    columns innermost: for fewer columns than one panel, where the intrinsic's region would not be whole."""
+    *outer, ci, cno, cni = s[C].op.axis
+    ko, kk = s[C].op.reduce_axis
+    s[C].reorder(*outer, ci, cno, ko, kk, cni)
+
+
 def _tile(s, C, tm: int, lanes: int, intrin) -> None:
-    """The register tile of ``tm`` rows x 16 columns, reduction outside, the (lanes x 4) step tensorized."""
-    ci, cno, cni = s[C].op.axis
-    ko, k4 = s[C].op.reduce_axis
+    """The register tile of ``tm`` rows x 16 columns (per leading batch index), reduction outside, the
+    (lanes x group) step tensorized."""
+    *outer, ci, cno, cni = s[C].op.axis
+    ko, kk = s[C].op.reduce_axis
     cio, cii = s[C].split(ci, factor=tm)
     cvo, cvi = s[C].split(cni, factor=lanes)
-    s[C].reorder(cio, cno, ko, cii, cvo, cvi, k4)
+    s[C].reorder(*outer, cio, cno, ko, cii, cvo, cvi, kk)
     s[C].unroll(cii)
     s[C].unroll(cvo)
     s[C].tensorize(cvi, intrin)
