@@ -68,26 +68,38 @@ def _settle():
     return module.settle
 
 
-def child(args) -> dict:
-    """One process: build both, check, time interleaved; returns the summary (printed as JSON)."""
+def build_mlp(batch: int, threads: int, kiln_threads: int | None = None) -> tuple:
+    """The MLP (random weights, input seed 1) built by kiln (``relay.frontend.from_onnx``, opt_level 3, target
+    ``llvm``) and by ONNX Runtime (``intra_op_num_threads=threads``): ``(GraphModule with its input set, session,
+    feed)``. ``kiln_threads``: kiln's thread count, set after the build and before the executor is made. Here,
+    not in benchmarks.common: the fresh processes load this file alone (their kiln may be another checkout)."""
     import numpy as np
+    import onnxruntime as ort
     import kiln as tvm
     from kiln import relay
-    from kiln.runtime import thread_pool, thread_status
     from kiln.runtime.graph_executor import GraphModule
-    import onnxruntime as ort
-    model = onnx_mlp(args.batch)
-    x = np.random.default_rng(1).standard_normal((args.batch, DIMS[0])).astype("float32")
+    model = onnx_mlp(batch)
+    x = np.random.default_rng(1).standard_normal((batch, DIMS[0])).astype("float32")
     mod, params = relay.frontend.from_onnx(model, {"input0": x.shape})
     with tvm.transform.PassContext(opt_level=3):
         lib = relay.build(mod, target="llvm", params=params)
+    if kiln_threads is not None:
+        from kiln.runtime import set_num_threads
+        set_num_threads(kiln_threads)
     g = GraphModule(lib["default"](tvm.cpu(0)))
     g.set_input("input0", tvm.nd.array(x))
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = args.threads
+    opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    feed = {"input0": x}
+    return g, sess, {"input0": x}
+
+
+def child(args) -> dict:
+    """One process: build both, check, time interleaved; returns the summary (printed as JSON)."""
+    import numpy as np
+    from kiln.runtime import thread_pool, thread_status
+    g, sess, feed = build_mlp(args.batch, args.threads)
     g.run()
     want = sess.run(None, feed)[0]
     err = float(np.abs(g.get_output(0).numpy() - want).max())

@@ -34,26 +34,9 @@ def measure(args) -> dict:
 
 
 def _measure(args) -> dict:
-    import numpy as np
-    import onnxruntime as ort
-    import kiln as tvm
-    from kiln import relay
-    from kiln.runtime import set_num_threads, thread_pool
-    from kiln.runtime.graph_executor import GraphModule
-    from .mlp_processes import DIMS, onnx_mlp
-    model = onnx_mlp(args.batch)
-    x = np.random.default_rng(1).standard_normal((args.batch, DIMS[0])).astype("float32")
-    mod, params = relay.frontend.from_onnx(model, {"input0": x.shape})
-    with tvm.transform.PassContext(opt_level=3):
-        lib = relay.build(mod, target="llvm", params=params)
-    set_num_threads(args.threads)
-    g = GraphModule(lib["default"](tvm.cpu(0)))
-    g.set_input("input0", tvm.nd.array(x))
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = args.threads
-    opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    feed = {"input0": x}
+    from kiln.runtime import thread_pool
+    from .mlp_processes import build_mlp
+    g, sess, feed = build_mlp(args.batch, args.threads, kiln_threads=args.threads)
     spins = [int(s) for s in args.spins.split(",")]
     ms = {s: [] for s in spins}
     ort_ms, wake = [], {s: [0, 0] for s in spins}

@@ -15,6 +15,7 @@ has just looked up; the thread pool's ``runtime/`` copy is never removed.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -37,6 +38,15 @@ def cache_root(create: bool = False) -> str:
     if create:
         os.makedirs(path, exist_ok=True)
     return path
+
+
+def file_sha256(path: str) -> str:
+    """The hex SHA-256 of a file's bytes, read in 1 MiB chunks (cache entries' records, export manifests)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def max_bytes() -> int:

@@ -23,6 +23,7 @@ from .benchmark import BenchmarkResult, measure
 from .device import Device, device as _as_device
 from .kernel import KernelFunction
 from .cpu_features import check_runnable, missing_features
+from .disk_cache import file_sha256
 from .library import Library, UnrunnableLibrary, append_trailer, read_blob_from_file, verify_file
 from .registry import get_global_func, register_func
 
@@ -396,18 +397,10 @@ def check_blob_runnable(data: bytes, path: str) -> None:
 
 
 # -- loading -----------------------------------------------------------------------------------
-def _file_digest(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _write_manifest(folder: str, files: list) -> str:
     manifest = {"format": "kiln-tar", "version": 1,
                 "objects": [os.path.basename(f) for f in files],
-                "sha256": {os.path.basename(f): _file_digest(f) for f in files}}
+                "sha256": {os.path.basename(f): file_sha256(f) for f in files}}
     path = os.path.join(folder, MANIFEST_NAME)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1)

@@ -26,6 +26,7 @@ from typing import Iterable, Sequence
 
 from ..error import CompileError, KilnError
 from ..runtime import disk_cache
+from ..runtime.disk_cache import file_sha256
 
 DEFAULT_CFLAGS = ("-O3", "-fPIC", "-fopenmp", "-std=gnu11")
 
@@ -135,21 +136,13 @@ def _digest(*parts) -> str:
     return h.hexdigest()
 
 
-def _file_digest(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _record_path(entry: str) -> str:
     return entry + ".sha256"
 
 
 def _record_entry(entry: str) -> None:
     """Write ``<entry>.sha256`` (size and digest of the entry now in place), atomically."""
-    size, digest = os.path.getsize(entry), _file_digest(entry)
+    size, digest = os.path.getsize(entry), file_sha256(entry)
     _atomic_write_bytes(_record_path(entry), f"{size} {digest}\n".encode("ascii"))
     st = os.stat(entry)
     with _lock:
@@ -185,7 +178,7 @@ def _entry_is_intact(entry: str) -> bool:
         size = int(size_text)
     except (OSError, ValueError, UnicodeDecodeError):
         return False
-    if size <= 0 or size != st.st_size or _file_digest(entry) != digest:
+    if size <= 0 or size != st.st_size or file_sha256(entry) != digest:
         return False
     with _lock:
         _verified[entry] = sig
@@ -396,7 +389,7 @@ def link_cached(objects: Sequence[str], ldflags: Iterable[str] = ()) -> str:
     cc = find_compiler()
     ldflags = list(ldflags)
     key = _digest("shared", compiler_identity(cc), "\0".join(list(DEFAULT_LDFLAGS) + ldflags),
-                  *[_file_digest(o) for o in objects])
+                  *[file_sha256(o) for o in objects])
     out = _cache_path("lib", key, ".so")
     if _cache_hit(out):
         return out

@@ -24,6 +24,10 @@ from .tensor import ExternOp, PlaceholderOp, Tensor
 from ..tir import op as tir_op
 
 
+VIEW_OF_INPUT = "kiln.view_of_input"
+"""ExternOp attr: the op's output is a view of input ``attrs[VIEW_OF_INPUT]`` (same memory, no copy)."""
+
+
 def _is_zero(e) -> bool:
     return isinstance(e, E.IntImm) and e.value == 0
 
@@ -50,6 +54,8 @@ class _TensorToBuffer(StmtExprMutator):
         if b is not None:
             return b
         b = self.local.get(key)
+        if b is None and isinstance(key.op, ExternOp) and VIEW_OF_INPUT in key.op.attrs:
+            return self._view_buffer(key)
         if b is None:
             if isinstance(key.op, PlaceholderOp):
                 raise LoweringError(
@@ -59,8 +65,22 @@ class _TensorToBuffer(StmtExprMutator):
             self.local[key] = b
         return b
 
+    def _view_buffer(self, key):
+        """The buffer of an extern op's output that is a view of one of its inputs (attr ``VIEW_OF_INPUT``: its
+        index): the input's memory and strides under the output's shape (the op's body only checks that the shapes
+        agree, e.g. ``topi.checked_dim``). Registered like an argument's, so nothing is allocated for it."""
+        real = self.buffer_of(key.op.inputs[int(key.op.attrs[VIEW_OF_INPUT])])
+        if len(real.shape) != len(key.shape):
+            raise LoweringError(f"{key.name}: a view of rank {len(key.shape)} over an input of rank {len(real.shape)}")
+        b = Buffer(real.data, key.dtype, list(key.shape), list(real.strides) or None, real.elem_offset,
+                   name=key.name, scope=real.scope())
+        self.extern[key] = b
+        return b
+
     def visit_ProducerRealize(self, s):
         key = self._key(s.producer)
+        if key not in self.extern and isinstance(key.op, ExternOp) and VIEW_OF_INPUT in key.op.attrs:
+            self._view_buffer(key)  # a view: realized by its input, nothing allocated
         if key in self.extern:
             return self.visit(s.body)
         buf = self.buffer_of(s.producer, s.storage_scope)
@@ -286,6 +306,10 @@ def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None) ->
     for t, b in binds.items():
         if isinstance(t, Tensor) and t not in extern:
             extern[t] = b
+    for t in extern:
+        if isinstance(t.op, ExternOp) and VIEW_OF_INPUT in t.op.attrs:
+            raise LoweringError(f"'{t.name}' is a view of another tensor (no memory of its own): it cannot be an "
+                                "argument of the function; compute a copy of it instead")
     body = _TensorToBuffer(_canonical_tensors(sch), extern)(stmt)
     return PrimFunc(params, body, None, buffer_map, {"global_symbol": name, "tir.noalias": True})
 

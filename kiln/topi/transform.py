@@ -5,6 +5,7 @@ import math as _math
 
 from .. import te
 from ..error import KilnError
+from ..te.lower import VIEW_OF_INPUT
 from ..tir import expr as E, op as T, stmt as S
 from . import tag
 from .broadcast import broadcast_index, broadcast_shape
@@ -401,12 +402,13 @@ def checked_indices(indices, n: int, what: str = "take"):
 
 
 def checked_dim(data, axis: int, value: int, what: str):
-    """``data`` with its unknown (symbolic) ``axis`` fixed to the static ``value``: a copy whose kernel first
-    checks the run-time size, failing the call with a message naming ``what`` when it differs (an AssertStmt,
-    reported through the kernel's error return). A static axis is checked here and ``data`` returned as is.
+    """``data`` with its unknown (symbolic) ``axis`` fixed to the static ``value``: a view of the same memory (no
+    copy) whose kernel first checks the run-time size, failing the call with a message naming ``what`` when it
+    differs (an AssertStmt, reported through the kernel's error return). A static axis is checked here and
+    ``data`` returned as is.
 
     For VM kernels whose operand has an unknown dim that another operand fixes (``nn.dense``'s K when only the
-    weight's is known): the computes after it see the static size."""
+    weight's is known): the computes after it see the static size (static strides)."""
     shape = list(get_const_tuple(data.shape))
     axis = normalize_axis(axis, len(shape), "checked_dim axis")
     n = shape[axis]
@@ -418,14 +420,10 @@ def checked_dim(data, axis: int, value: int, what: str):
     out_shape[axis] = value
 
     def body(ins, outs):
-        src, dst = ins[0], outs[0]
-        loop_vars = [te.var(f"i{d}") for d in range(len(out_shape))]
-        stmt = S.BufferStore(dst, src[loop_vars], loop_vars)
-        for var, extent in reversed(list(zip(loop_vars, out_shape))):
-            stmt = S.For(var, 0, extent, S.ForKind.SERIAL, stmt)
         msg = f"{what}: axis {axis} of the input must have size {value} at run time"
-        return S.AssertStmt(E.EQ(n, T.const(value, n.dtype)), msg, stmt)
-    return te.extern(out_shape, [data], body, name="T_checked_dim", dtype=data.dtype, tag="checked_dim")
+        return S.AssertStmt(E.EQ(n, T.const(value, n.dtype)), msg, S.Evaluate(T.const(0, "int32")))
+    return te.extern(out_shape, [data], body, name="T_checked_dim", dtype=data.dtype, tag="checked_dim",
+                     attrs={VIEW_OF_INPUT: 0})
 
 
 def take(a, indices, axis=None, batch_dims: int = 0, mode: str = "clip"):

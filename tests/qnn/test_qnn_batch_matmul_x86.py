@@ -40,12 +40,12 @@ def ref(xd, yd, zx, zy, ta=False, tb=True):
     return np.matmul(a, b).astype(np.int32)
 
 
-def bmm_inputs(opt):
-    """(op name, input dtypes) of every nn.batch_matmul in the optimized module."""
+def bmm_inputs(opt, op_name="nn.batch_matmul"):
+    """The input dtypes of every ``op_name`` call in the optimized module."""
     found = []
     relay.analysis.post_order_visit(opt["main"], lambda e: found.append(
         tuple(a.checked_type.dtype for a in e.args)) if isinstance(e, relay.Call)
-        and getattr(e.op, "name", "") == "nn.batch_matmul" else None)
+        and getattr(e.op, "name", "") == op_name else None)
     return found
 
 
@@ -93,13 +93,13 @@ def test_qnn_batch_matmul_int16_exact(bx, by, m, n, k, ta, tb, xt, yt, zx, zy):
 
 @needs_avx2
 def test_qnn_batch_matmul_constant_y_and_runtime_zero_points():
-    """A constant y (packed at run time all the same) and uint8 zero points known only at run time (cast to int32,
-    as DynamicQuantizeLinear gives them): still the int16 form, still exact."""
+    """A constant y (packed once at compile time: nn.contrib_batch_matmul_pack) and uint8 zero points known only at
+    run time (cast to int32, as DynamicQuantizeLinear gives them): still the int16 form, still exact."""
     xs, ys = (3, 7, 37), (3, 17, 37)
     yd = data("int8", ys)
     x, zx = relay.var("x", shape=xs, dtype="uint8"), relay.var("zx", shape=(), dtype="uint8")
     _, opt, lib = build(qbmm(x, relay.const(yd), relay.cast(zx, "int32"), -3), [x, zx])
-    assert bmm_inputs(opt) == [("int16", "int16")]
+    assert bmm_inputs(opt, "nn.contrib_batch_matmul_pack") == [("int16", "int16")]
     assert "batch_matmul_int16" in lib.get_lib().get_source()  # the int16 implementation, not batch_matmul.x86
     xd = data("uint8", xs)
     for z in (0, 131, 255):

@@ -109,7 +109,7 @@ def test_records_are_written_atomically_beside_entries(cache):
     for kind in ("obj", "lib"):
         for entry in _entries(cache, kind):
             size, digest = open(entry + ".sha256").read().split()
-            assert int(size) == os.path.getsize(entry) and digest == compiler._file_digest(entry)
+            assert int(size) == os.path.getsize(entry) and digest == compiler.file_sha256(entry)
     leftovers = [f for d, _, fs in os.walk(str(cache)) for f in fs if f.endswith(".tmp")]
     assert not leftovers
 

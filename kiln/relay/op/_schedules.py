@@ -144,6 +144,7 @@ _NN_STRATEGIES = {
     "nn.contrib_conv2d_winograd_without_weight_transform": G.conv2d_winograd_without_weight_transform_strategy,
     "nn.contrib_conv2d_winograd_weight_transform": G.conv2d_winograd_weight_transform_strategy,
     "nn.contrib_dense_pack": G.dense_pack_strategy,
+    "nn.contrib_batch_matmul_pack": G.batch_matmul_pack_strategy,
     "tanh": G.tanh_strategy,
     "erf": G.erf_strategy,
     "nn.conv2d_transpose": G.conv2d_transpose_strategy,

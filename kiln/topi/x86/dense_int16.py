@@ -17,11 +17,10 @@ those of :mod:`kiln.topi.x86.dense_int8`.
 from __future__ import annotations
 
 from ... import autotvm, te
-from ...error import KilnError
 from ...tir import op as T
 from ..utils import get_const_tuple
 from .conv2d_int8 import int8_lanes
-from .dense_int8 import N_BN, _schedule
+from .dense_int8 import N_BN, _schedule, dense_operands, pack_weight_panels, unpack_panels
 from .tensor_intrin import dot_s16s16_intrin
 from .utils import schedule_anchored
 
@@ -30,16 +29,7 @@ K_PAIR = 2
 
 def pack_int16_weight(weight, name: str = "weight_vec"):
     """[N, K] -> [N/16, K/2, 16, 2] (zero-padded)."""
-    n, k = get_const_tuple(weight.shape)
-    np_, kp = -(-n // N_BN) * N_BN, -(-k // K_PAIR) * K_PAIR
-    zero = T.const(0, weight.dtype)
-
-    def f(no, ko, ni, k2):
-        row, col = no * N_BN + ni, ko * K_PAIR + k2
-        if np_ == n and kp == k:
-            return weight[row, col]
-        return T.if_then_else(T.all(row < n, col < k), weight[T.min(row, n - 1), T.min(col, k - 1)], zero)
-    return te.compute((np_ // N_BN, kp // K_PAIR, N_BN, K_PAIR), f, name=name, tag="dense_int16_weight_pack")
+    return pack_weight_panels(weight, K_PAIR, name, "dense_int16_weight_pack")
 
 
 def _tile_budget(lanes: int) -> int:
@@ -57,45 +47,28 @@ def _fallback_tile_m(m: int, budget: int) -> int:
     return min(range(1, min(m, budget) + 1), key=lambda t: (-(-m // t) * t * (1 + 1 / t), -t))
 
 
-@autotvm.register_topi_compute("dense_int16.x86")
-def dense_int16(cfg, data, weight, bias=None, out_dtype="int32", units=None):
-    """int16 [M, K] x int16 [N, K] (or packed [N/16, ceil(K/2), 16, 2]) -> int32 [M, N]; ``units`` (packed weights
-    only): the real N when the last panel is zero-padded."""
-    out_dtype = out_dtype or "int32"
-    if str(data.dtype) != "int16" or str(weight.dtype) != "int16" or out_dtype != "int32":
-        raise KilnError(f"dense_int16.x86: computes int16 data x int16 weight -> int32, got {data.dtype} x "
-                        f"{weight.dtype} -> {out_dtype}")
-    m, k = get_const_tuple(data.shape)
-    w_shape = get_const_tuple(weight.shape)
-    if len(w_shape) == 2:
-        n, wk = w_shape
-        if wk != k:
-            raise KilnError(f"dense_int16.x86: data has {k} columns but the weight {wk}")
-        w_vec = pack_int16_weight(weight)
-    elif len(w_shape) == 4 and w_shape[2:] == (N_BN, K_PAIR) and w_shape[1] * K_PAIR - K_PAIR < k <= w_shape[1] * K_PAIR:
-        n = w_shape[0] * N_BN
-        if units is not None:
-            if not n - N_BN < int(units) <= n:
-                raise KilnError(f"dense_int16.x86: units={units} does not fit the packed weight {w_shape}")
-            n = int(units)
-        w_vec = weight
-    else:
-        raise KilnError(f"dense_int16.x86: weight must be [N, K] or packed [N/16, ceil(K/2), 16, 2] for K={k}, "
-                        f"got {w_shape}")
-    kp = get_const_tuple(w_vec.shape)[1] * K_PAIR
-    d = data
-    if kp != k:
-        d = te.compute((m, kp), lambda i, j: T.if_then_else(j < k, data[i, T.min(j, k - 1)], T.const(0, "int16")),
-                       name="data_pad", tag="injective,pad")
+def define_tile_m(cfg, m: int) -> tuple:
+    """The ``tile_m`` knob of the int16 kernels (rows of the register tile, fallback :func:`_fallback_tile_m`):
+    ``(lanes, rows padded to whole tiles)``. The padding rows re-read the last data row (a clamped index, no guard
+    in the reduction) and are never stored (the output keeps M rows)."""
     lanes = int8_lanes()
     budget = _tile_budget(lanes)
     cfg.define_knob("tile_m", list(range(1, min(m, budget) + 1)))
     if cfg.is_fallback:
         cfg["tile_m"] = autotvm.task.OtherOptionEntity(_fallback_tile_m(m, budget))
     tm = int(cfg["tile_m"].val)
-    # rows padded to whole tiles: the padding rows re-read the last data row (a clamped index, no guard in the
-    # reduction) and are never stored (the output keeps M rows)
-    mp = -(-m // tm) * tm
+    return lanes, -(-m // tm) * tm
+
+
+@autotvm.register_topi_compute("dense_int16.x86")
+def dense_int16(cfg, data, weight, bias=None, out_dtype="int32", units=None):
+    """int16 [M, K] x int16 [N, K] (or packed [N/16, ceil(K/2), 16, 2]) -> int32 [M, N]; ``units`` (packed weights
+    only): the real N when the last panel is zero-padded."""
+    out_dtype = out_dtype or "int32"
+    m, k, n, d, w_vec = dense_operands("dense_int16.x86", data, weight, out_dtype, units, ("int16", "int16"), K_PAIR,
+                                       pack_int16_weight)
+    kp = get_const_tuple(w_vec.shape)[1] * K_PAIR
+    lanes, mp = define_tile_m(cfg, m)
     ko = te.reduce_axis((0, kp // K_PAIR), name="ko")
     k2 = te.reduce_axis((0, K_PAIR), name="k2")
     cfg.add_flop(2 * m * n * k)
@@ -106,12 +79,7 @@ def dense_int16(cfg, data, weight, bias=None, out_dtype="int32", units=None):
                    lambda i, no, ni: te.sum(T.cast(d[row(i), ko * K_PAIR + k2], "int32")
                                             * T.cast(w_vec[no, ko, ni, k2], "int32"), axis=[ko, k2]),
                    name="dense_int16", tag="dense_int16", attrs={"int8_lanes": lanes})
-    out = te.compute((m, n), lambda i, j: c[i, j // N_BN, j % N_BN], name="dense_int16_unpack",
-                     tag="injective,unpack")
-    if bias is not None:
-        out = te.compute((m, n), lambda i, j: out[i, j] + T.cast(bias[j], "int32"), name="bias_add",
-                         tag="injective,broadcast")
-    return out
+    return unpack_panels(c, m, n, bias, "dense_int16_unpack")
 
 
 @autotvm.register_topi_schedule("dense_int16.x86")

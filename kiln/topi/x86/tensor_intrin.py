@@ -55,15 +55,36 @@ def _scalar_body(mode: str, lanes: int) -> str:
             f"  for (int i = 0; i < {lanes}; ++i) {{ {pair} }}\n  return acc;")
 
 
+def _simd(lanes: int) -> tuple:
+    """(vector type, intrinsic prefix, preprocessor condition of the base ISA) of ``lanes`` int32 lanes."""
+    if lanes == 16:
+        return "__m512i", "_mm512", "defined(__AVX512BW__)"
+    return "__m256i", "_mm256", "defined(__AVX2__)"
+
+
+def _vector_head(v: str, p: str) -> str:
+    """The helpers' opening: the 4-byte data broadcast, the weights and the accumulator as vectors."""
+    return (f"  {v} va = {p}_set1_epi32(a);\n  {v} vb; memcpy(&vb, &b, sizeof(vb));\n"
+            f"  {v} vc; memcpy(&vc, &acc, sizeof(vc));\n")
+
+
+_VECTOR_TAIL = "  memcpy(&acc, &vc, sizeof(vc));\n  return acc;"
+
+
+def _helper_c(name: str, lanes: int, w_ctype: str, cond: str, body: str, scalar: str) -> str:
+    """A static inline helper ``acc_t name(acc_t acc, int32_t a, w_t b)`` on GCC vector types: ``body`` where the
+    compiler has the ISA (``cond``), ``scalar`` otherwise."""
+    ti, tb = f"{name}_acc_t", f"{name}_w_t"
+    return (f"typedef int32_t {ti} __attribute__((vector_size({4 * lanes})));\n"
+            f"typedef {w_ctype} {tb} __attribute__((vector_size({4 * lanes})));\n"
+            f"static inline __attribute__((always_inline)) {ti} {name}({ti} acc, int32_t a, {tb} b) {{\n"
+            f"#if {cond}\n{body}\n#else\n{scalar}\n#endif\n}}")
+
+
 def _x86_body(mode: str, lanes: int, asm_step: bool = False) -> tuple:
     """(preprocessor condition, body) of the intrinsic (or asm-step) form of ``mode`` at ``lanes`` int32 lanes."""
-    if lanes == 16:
-        v, p = "__m512i", "_mm512"
-        base = "defined(__AVX512BW__)"
-    else:
-        v, p = "__m256i", "_mm256"
-        base = "defined(__AVX2__)"
-    head = f"  {v} va = {p}_set1_epi32(a);\n  {v} vb; memcpy(&vb, &b, sizeof(vb));\n  {v} vc; memcpy(&vc, &acc, sizeof(vc));\n"
+    v, p, base = _simd(lanes)
+    head = _vector_head(v, p)
     if mode == "vnni":
         if lanes == 16:
             cond = "defined(__AVX512VNNI__)"
@@ -91,19 +112,14 @@ def _x86_body(mode: str, lanes: int, asm_step: bool = False) -> tuple:
               f"  {v} tl = {p}_madd_epi16({p}_maddubs_epi16(lo, vb), {p}_set1_epi16(1));\n"
               f"  {v} th = {p}_madd_epi16({p}_maddubs_epi16(hi, vb), {p}_set1_epi16(16));\n"
               f"  vc = {p}_add_epi32(vc, {p}_add_epi32(tl, th));\n")
-    return cond, head + op + "  memcpy(&acc, &vc, sizeof(vc));\n  return acc;"
+    return cond, head + op + _VECTOR_TAIL
 
 
 def helper_code(mode: str, lanes: int, asm_step: bool = False) -> str:
     """The C of the helper: intrinsics (or one asm statement) where the compiler has the ISA, a scalar loop
     otherwise."""
-    name = helper_name(mode, lanes, asm_step)
-    ti, tb = f"{name}_acc_t", f"{name}_w_t"
     cond, body = _x86_body(mode, lanes, asm_step)
-    return (f"typedef int32_t {ti} __attribute__((vector_size({4 * lanes})));\n"
-            f"typedef int8_t {tb} __attribute__((vector_size({4 * lanes})));\n"
-            f"static inline __attribute__((always_inline)) {ti} {name}({ti} acc, int32_t a, {tb} b) {{\n"
-            f"#if {cond}\n{body}\n#else\n{_scalar_body(mode, lanes)}\n#endif\n}}")
+    return _helper_c(helper_name(mode, lanes, asm_step), lanes, "int8_t", cond, body, _scalar_body(mode, lanes))
 
 
 for _m in MODES:
@@ -119,28 +135,33 @@ def dot_u8s8_intrin(lanes: int, mode: str, asm_step: bool = False):
     if mode not in MODES or lanes not in (8, 16):
         raise ValueError(f"dot_u8s8_intrin: mode must be one of {MODES} and lanes 8 or 16, got {mode!r}, {lanes}")
     asm_step = bool(asm_step) and (mode, lanes) in ASM_STEP
-    a = te.placeholder((4,), "uint8", name="a")
-    b = te.placeholder((lanes, 4), "int8", name="b")
-    k = te.reduce_axis((0, 4), name="k")
+    return _dot_intrin(lanes, 4, "uint8", "int8", helper_name(mode, lanes, asm_step))
+
+
+def _dot_intrin(lanes: int, group: int, a_dtype: str, b_dtype: str, fname: str):
+    """``c[i] += sum_{k<group} a[k] * b[i, k]`` (int32 c, ``i < lanes``) replaced by the C helper ``fname``
+    (``acc = fname(acc, a as one int32, b)``): the declaration the int8 and int16 intrinsics share."""
+    a = te.placeholder((group,), a_dtype, name="a")
+    b = te.placeholder((lanes, group), b_dtype, name="b")
+    k = te.reduce_axis((0, group), name="k")
     c = te.compute((lanes,), lambda i: te.sum(T.cast(a[k], "int32") * T.cast(b[i, k], "int32"), axis=k),
                    name="c")
-    ab = decl_buffer((4,), "uint8", name="a_buf", offset_factor=1, strides=[1])
-    bb = decl_buffer((lanes, 4), "int8", name="b_buf", offset_factor=1, strides=[4, 1])
+    ab = decl_buffer((group,), a_dtype, name="a_buf", offset_factor=1, strides=[1])
+    bb = decl_buffer((lanes, group), b_dtype, name="b_buf", offset_factor=1, strides=[group, 1])
     cb = decl_buffer((lanes,), "int32", name="c_buf", offset_factor=1, strides=[1])
-    fname = helper_name(mode, lanes, asm_step)
 
     def fcompute(ins, outs):
         a_buf, b_buf = ins
         c_buf = outs[0]
         acc_t = f"int32x{lanes}"
-        a4 = T.reinterpret("int32", E.BufferLoad(a_buf, [E.Ramp(T.const(0, "int32"), T.const(1, "int32"), 4)]))
-        w = E.BufferLoad(b_buf, [T.const(0, "int32"), E.Ramp(T.const(0, "int32"), T.const(1, "int32"), 4 * lanes)])
+        a_word = T.reinterpret("int32", E.BufferLoad(a_buf, [E.Ramp(T.const(0, "int32"), T.const(1, "int32"), group)]))
+        w = E.BufferLoad(b_buf, [T.const(0, "int32"), E.Ramp(T.const(0, "int32"), T.const(1, "int32"), group * lanes)])
         ramp = E.Ramp(T.const(0, "int32"), T.const(1, "int32"), lanes)
         acc = E.BufferLoad(c_buf, [ramp])
-        update = c_buf.vstore([ramp], T.call_pure_extern(acc_t, fname, acc, a4, w))
+        update = c_buf.vstore([ramp], T.call_pure_extern(acc_t, fname, acc, a_word, w))
         zero = E.Broadcast(T.const(0, "int32"), lanes)
         reset = c_buf.vstore([ramp], zero)
-        body = c_buf.vstore([ramp], T.call_pure_extern(acc_t, fname, zero, a4, w))
+        body = c_buf.vstore([ramp], T.call_pure_extern(acc_t, fname, zero, a_word, w))
         return body, reset, update
 
     return te.decl_tensor_intrin(c.op, fcompute, name=fname, binds={a: ab, b: bb, c: cb})
@@ -155,26 +176,15 @@ def dot2_helper_code(lanes: int) -> str:
     """``acc[i] += a[0] * b[i, 0] + a[1] * b[i, 1]`` (int16 a, b; int32 acc): one ``vpmaddwd`` and one add. Exact:
     a pair sum of int16 products is at most 2^31 in magnitude (only -32768 * -32768 * 2 reaches it, and the int8
     kernels' operands stay within +-255)."""
-    name = dot2_helper_name(lanes)
-    ti, tb = f"{name}_acc_t", f"{name}_w_t"
-    if lanes == 16:
-        v, p, cond = "__m512i", "_mm512", "defined(__AVX512BW__)"
-    else:
-        v, p, cond = "__m256i", "_mm256", "defined(__AVX2__)"
+    v, p, cond = _simd(lanes)
     # the empty asm keeps the weight vector in a register: GCC would otherwise fold its load into every
     # vpmaddwd of the tile (one load per row instead of one per panel: the loop then waits on the load ports)
-    body = (f"  {v} va = {p}_set1_epi32(a);\n  {v} vb; memcpy(&vb, &b, sizeof(vb));\n"
-            f"  {v} vc; memcpy(&vc, &acc, sizeof(vc));\n"
-            f"  __asm__(\"\" : \"+v\"(vb));\n"
-            f"  vc = {p}_add_epi32(vc, {p}_madd_epi16(va, vb));\n"
-            "  memcpy(&acc, &vc, sizeof(vc));\n  return acc;")
+    body = (_vector_head(v, p) + "  __asm__(\"\" : \"+v\"(vb));\n"
+            f"  vc = {p}_add_epi32(vc, {p}_madd_epi16(va, vb));\n" + _VECTOR_TAIL)
     scalar = ("  int16_t pa[2]; memcpy(pa, &a, sizeof(pa)); const int16_t* w = (const int16_t*)&b;\n"
               f"  for (int i = 0; i < {lanes}; ++i) acc[i] += (int32_t)((uint32_t)((int32_t)pa[0] * w[2 * i]) + "
               "(uint32_t)((int32_t)pa[1] * w[2 * i + 1]));\n  return acc;")
-    return (f"typedef int32_t {ti} __attribute__((vector_size({4 * lanes})));\n"
-            f"typedef int16_t {tb} __attribute__((vector_size({4 * lanes})));\n"
-            f"static inline __attribute__((always_inline)) {ti} {name}({ti} acc, int32_t a, {tb} b) {{\n"
-            f"#if {cond}\n{body}\n#else\n{scalar}\n#endif\n}}")
+    return _helper_c(dot2_helper_name(lanes), lanes, "int16_t", cond, body, scalar)
 
 
 for _l in (8, 16):
@@ -186,28 +196,4 @@ def dot_s16s16_intrin(lanes: int):
     int8 dense of targets without VNNI on int16 operands (``vpmaddwd``, :mod:`kiln.topi.x86.dense_int16`)."""
     if lanes not in (8, 16):
         raise ValueError(f"dot_s16s16_intrin: lanes must be 8 or 16, got {lanes}")
-    a = te.placeholder((2,), "int16", name="a")
-    b = te.placeholder((lanes, 2), "int16", name="b")
-    k = te.reduce_axis((0, 2), name="k")
-    c = te.compute((lanes,), lambda i: te.sum(T.cast(a[k], "int32") * T.cast(b[i, k], "int32"), axis=k),
-                   name="c")
-    ab = decl_buffer((2,), "int16", name="a_buf", offset_factor=1, strides=[1])
-    bb = decl_buffer((lanes, 2), "int16", name="b_buf", offset_factor=1, strides=[2, 1])
-    cb = decl_buffer((lanes,), "int32", name="c_buf", offset_factor=1, strides=[1])
-    fname = dot2_helper_name(lanes)
-
-    def fcompute(ins, outs):
-        a_buf, b_buf = ins
-        c_buf = outs[0]
-        acc_t = f"int32x{lanes}"
-        a2 = T.reinterpret("int32", E.BufferLoad(a_buf, [E.Ramp(T.const(0, "int32"), T.const(1, "int32"), 2)]))
-        w = E.BufferLoad(b_buf, [T.const(0, "int32"), E.Ramp(T.const(0, "int32"), T.const(1, "int32"), 2 * lanes)])
-        ramp = E.Ramp(T.const(0, "int32"), T.const(1, "int32"), lanes)
-        acc = E.BufferLoad(c_buf, [ramp])
-        update = c_buf.vstore([ramp], T.call_pure_extern(acc_t, fname, acc, a2, w))
-        zero = E.Broadcast(T.const(0, "int32"), lanes)
-        reset = c_buf.vstore([ramp], zero)
-        body = c_buf.vstore([ramp], T.call_pure_extern(acc_t, fname, zero, a2, w))
-        return body, reset, update
-
-    return te.decl_tensor_intrin(c.op, fcompute, name=fname, binds={a: ab, b: bb, c: cb})
+    return _dot_intrin(lanes, 2, "int16", "int16", dot2_helper_name(lanes))

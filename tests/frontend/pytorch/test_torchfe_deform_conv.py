@@ -4,7 +4,7 @@ sample per kernel tap: an independent reference for both the converter and the R
 import numpy as np
 import pytest
 
-from torch_frontend_util import torch
+from torch_frontend_util import torch, torchvision_op
 
 import kiln
 from kiln import relay
@@ -49,15 +49,7 @@ def torch_deform_conv2d(x, weight, offset, mask, bias, sh, sw, ph, pw, dh, dw, g
 
 
 def _declare():
-    try:
-        return torch.ops.torchvision.deform_conv2d
-    except (AttributeError, RuntimeError):
-        pass
-    lib = torch.library.Library("torchvision", "FRAGMENT")
-    lib.define(_SCHEMA)
-    lib.impl("deform_conv2d", torch_deform_conv2d, "CPU")
-    _declare.lib = lib  # keeps the registration alive
-    return torch.ops.torchvision.deform_conv2d
+    return torchvision_op("deform_conv2d", _SCHEMA, torch_deform_conv2d)
 
 
 class DeformConv(torch.nn.Module):

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from torch_frontend_util import torch
+from torch_frontend_util import torch, torchvision_op
 
 import kiln
 from kiln import relay
@@ -55,15 +55,7 @@ def torch_roi_align(x, rois, scale, ph, pw, ratio, aligned):
 def roi_align_op():
     """``torch.ops.torchvision.roi_align``, declared (with a PyTorch implementation) if torchvision's C++ library
     did not load."""
-    try:
-        return torch.ops.torchvision.roi_align
-    except (AttributeError, RuntimeError):
-        pass
-    lib = torch.library.Library("torchvision", "FRAGMENT")
-    lib.define(_SCHEMA)
-    lib.impl("roi_align", torch_roi_align, "CPU")
-    roi_align_op.lib = lib  # keeps the registration alive
-    return torch.ops.torchvision.roi_align
+    return torchvision_op("roi_align", _SCHEMA, torch_roi_align)
 
 
 class ROIAlign(torch.nn.Module):
@@ -197,15 +189,7 @@ def torch_nms(boxes, scores, iou_threshold):
 
 
 def nms_op():
-    try:
-        return torch.ops.torchvision.nms
-    except (AttributeError, RuntimeError):
-        pass
-    lib = torch.library.Library("torchvision", "FRAGMENT")
-    lib.define(_NMS_SCHEMA)
-    lib.impl("nms", torch_nms, "CPU")
-    nms_op.lib = lib
-    return torch.ops.torchvision.nms
+    return torchvision_op("nms", _NMS_SCHEMA, torch_nms)
 
 
 class NonMaxSuppression(torch.nn.Module):

@@ -30,6 +30,23 @@ def import_torchvision():
     return pytest.importorskip("torchvision")
 
 
+_DECLARED: dict = {}
+
+
+def torchvision_op(name: str, schema: str, impl):
+    """``torch.ops.torchvision.<name>``; where torchvision's C++ library did not load (it may not match this torch),
+    the op declared with torchvision's ``schema`` and computed on CPU by ``impl`` (a PyTorch reference)."""
+    try:
+        return getattr(torch.ops.torchvision, name)
+    except (AttributeError, RuntimeError):
+        pass
+    lib = torch.library.Library("torchvision", "FRAGMENT")
+    lib.define(schema)
+    lib.impl(name, impl, "CPU")
+    _DECLARED[name] = lib  # keeps the registration alive
+    return getattr(torch.ops.torchvision, name)
+
+
 def _flatten(value) -> list:
     if isinstance(value, (list, tuple)):
         out = []

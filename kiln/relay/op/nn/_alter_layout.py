@@ -10,7 +10,7 @@ from __future__ import annotations
 from ....target.generic_func import generic_func
 from ..op import register_alter_op_layout
 
-__all__ = ["conv2d_alter_layout", "dense_alter_layout"]
+__all__ = ["conv2d_alter_layout", "dense_alter_layout", "batch_matmul_alter_layout"]
 
 
 @generic_func
@@ -25,5 +25,12 @@ def dense_alter_layout(attrs, inputs, tinfos, out_type):
     return None
 
 
+@generic_func
+def batch_matmul_alter_layout(attrs, inputs, tinfos, out_type):
+    """The layout one ``nn.batch_matmul`` call computes in (kiln: a constant ``y`` packed once); None keeps it."""
+    return None
+
+
 register_alter_op_layout("nn.conv2d", conv2d_alter_layout)
 register_alter_op_layout("nn.dense", dense_alter_layout)
+register_alter_op_layout("nn.batch_matmul", batch_matmul_alter_layout)

@@ -25,7 +25,7 @@ __all__ = ["wrap_topi_schedule", "schedule_by_name", "wrap_compute_conv2d",
            "wrap_compute_dense", "wrap_compute_batch_matmul", "wrap_compute_softmax", "conv2d_generic_compute",
            "conv2d_strategy", "conv2d_NCHWc_strategy", "depthwise_conv2d_NCHWc_strategy", "conv2d_transpose_strategy",
            "conv2d_winograd_without_weight_transform_strategy", "conv2d_winograd_weight_transform_strategy",
-           "dense_strategy", "dense_pack_strategy", "matmul_strategy", "batch_matmul_strategy", "softmax_strategy",
+           "dense_strategy", "dense_pack_strategy", "batch_matmul_pack_strategy", "matmul_strategy", "batch_matmul_strategy", "softmax_strategy",
            "fast_softmax_strategy", "log_softmax_strategy", "pool_strategy", "global_pool_strategy",
            "adaptive_pool_strategy", "layer_norm_strategy", "group_norm_strategy", "batch_norm_strategy",
            "tanh_strategy", "erf_strategy"]
@@ -218,6 +218,11 @@ def dense_data(data, weight):
 @override_native_generic_func("dense_pack_strategy")
 def dense_pack_strategy(attrs, inputs, out_type, target):
     raise OpNotImplemented(f"nn.contrib_dense_pack has an implementation for CPU targets only, not {target}")
+
+
+@override_native_generic_func("batch_matmul_pack_strategy")
+def batch_matmul_pack_strategy(attrs, inputs, out_type, target):
+    raise OpNotImplemented(f"nn.contrib_batch_matmul_pack has an implementation for CPU targets only, not {target}")
 
 
 @override_native_generic_func("matmul_strategy")

@@ -266,6 +266,23 @@ def batch_matmul_strategy_cpu(attrs, inputs, out_type, target):
     return strategy
 
 
+@G.batch_matmul_pack_strategy.register("cpu")
+def batch_matmul_pack_strategy_cpu(attrs, inputs, out_type, target):
+    """The packed-y form of ``batch_matmul_int16.x86`` (AlterOpLayout's rewrite of a constant int16 ``y``)."""
+    if str(inputs[0].dtype) != "int16" or str(inputs[1].dtype) != "int16" or len(inputs[1].shape) != 5:
+        raise OpNotImplemented(f"nn.contrib_batch_matmul_pack: implemented for int16 x and a packed int16 y, got "
+                               f"{inputs[0].dtype} x {inputs[1].dtype}")
+    strategy = OpStrategy()
+
+    def compute(a, ins, t):
+        nb, bn = int(ins[1].shape[1]), int(ins[1].shape[3])
+        extra = () if a.units is None or int(a.units) == nb * bn else (int(a.units),)
+        return [topi_x86.batch_matmul_int16(ins[0], ins[1], None, "int32", bool(a.transpose_a), True, *extra)]
+    strategy.add_implementation(compute, _wrap(topi_x86.schedule_batch_matmul_int16), name="batch_matmul_int16.x86",
+                                plevel=X86_PLEVEL)
+    return strategy
+
+
 # -- vectorizable computes ----------------------------------------------------------------------------------------
 # Elementwise ops whose CPU compute is a vectorizable expression instead of a libm call (which the C code runs lane
 # by lane): float32 tanh / erf by the rational approximations of topi.fast_tanh / fast_erf (within 3.5e-7 / 4.2e-7

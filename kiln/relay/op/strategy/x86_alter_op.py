@@ -15,6 +15,8 @@ build Relay calls; the layout decisions themselves (channel blocks, packing widt
   ``nn.contrib_dense_pack`` over ``layout_transform(weight, "NC", "NC{bn}n")`` (``bn`` tuned or default); rows
   that ``bn`` does not divide (GPT-2's 50257-word LM head) are zero-padded first (``nn.pad``) and the packed
   dense keeps ``units``.
+* ``nn.batch_matmul`` on int16 with a constant ``y`` (``batch_matmul_int16.x86``) -> ``nn.contrib_batch_matmul_pack``
+  over ``y`` packed ``[B, N/16, ceil(K/2), 16, 2]`` (FoldConstant packs it once).
 
 The layout rewriter places ``layout_transform`` where values cross layouts (graph boundaries, ops that must
 see NCHW); FoldConstant then packs constant weights once at compile time.
@@ -33,7 +35,9 @@ from ...backend.te_compiler import select_implementation
 from ..nn import _alter_layout
 from ..nn import nn as relay_nn
 from ..nn._dense_pack import contrib_dense_pack
+from ..nn._batch_matmul_pack import contrib_batch_matmul_pack
 from ..transform import layout_transform
+from .. import transform as _transform
 from .generic import _conv_args
 from ....topi.x86.utils import size_hint
 from ....ir.type import TensorType
@@ -206,41 +210,34 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
                 **common)
 
 
-def _alter_dense_int8(attrs, inputs, tinfos, out_type, target):
-    """uint8 x int8 dense on ``dense_int8.x86`` -> ``nn.contrib_dense_pack`` over an NC16n4c weight (TVM's int8
-    packing, done once by FoldConstant); only when 4 divides K. Rows that 16 does not divide (the 1000-class
-    classifier) are zero-padded first (``nn.pad``, also folded) and the packed dense keeps ``units``."""
+def _alter_dense_panels(attrs, inputs, tinfos, out_type, target, task: str, group: int):
+    """A dense on the packed int kernel ``task`` -> ``nn.contrib_dense_pack`` over an NC16n{group}c weight (packed
+    once by FoldConstant); only when ``group`` divides K. Rows that 16 does not divide are zero-padded first
+    (``nn.pad``, also folded) and the packed dense keeps ``units``."""
     _, _, workload, _ = _select("nn.dense", attrs, tinfos[:2], out_type, target)
-    if workload is None or workload[0] != "dense_int8.x86":
+    if workload is None or workload[0] != task:
         return None
     units, k = _shape(tinfos[1])
-    if k % 4:
+    if k % group:
         return None
     pad = -units % N_BN
     weight = inputs[1]
     if pad:
         weight = relay_nn.pad(weight, ((0, pad), (0, 0)))
-    weight = layout_transform(weight, "NC", f"NC{N_BN}n4c")
+    weight = layout_transform(weight, "NC", f"NC{N_BN}n{group}c")
     return contrib_dense_pack(inputs[0], weight, units=units if pad else None, out_dtype=attrs.out_dtype,
-                              weight_layout=f"NC{N_BN}n4c")
+                              weight_layout=f"NC{N_BN}n{group}c")
+
+
+def _alter_dense_int8(attrs, inputs, tinfos, out_type, target):
+    """uint8 x int8 dense on ``dense_int8.x86`` -> NC16n4c (TVM's int8 packing; the 1000-class classifier is padded
+    to 1008 rows)."""
+    return _alter_dense_panels(attrs, inputs, tinfos, out_type, target, "dense_int8.x86", 4)
 
 
 def _alter_dense_int16(attrs, inputs, tinfos, out_type, target):
-    """int16 x int16 dense on ``dense_int16.x86`` -> ``nn.contrib_dense_pack`` over an NC16n2c weight (packed once
-    by FoldConstant); only when 2 divides K. Rows that 16 does not divide are zero-padded (``units`` kept)."""
-    _, _, workload, _ = _select("nn.dense", attrs, tinfos[:2], out_type, target)
-    if workload is None or workload[0] != "dense_int16.x86":
-        return None
-    units, k = _shape(tinfos[1])
-    if k % 2:
-        return None
-    pad = -units % N_BN
-    weight = inputs[1]
-    if pad:
-        weight = relay_nn.pad(weight, ((0, pad), (0, 0)))
-    weight = layout_transform(weight, "NC", f"NC{N_BN}n2c")
-    return contrib_dense_pack(inputs[0], weight, units=units if pad else None, out_dtype=attrs.out_dtype,
-                              weight_layout=f"NC{N_BN}n2c")
+    """int16 x int16 dense on ``dense_int16.x86`` -> NC16n2c."""
+    return _alter_dense_panels(attrs, inputs, tinfos, out_type, target, "dense_int16.x86", 2)
 
 
 @_alter_layout.dense_alter_layout.register("cpu")
@@ -287,3 +284,32 @@ def dense_alter_layout_cpu(attrs, inputs, tinfos, out_type):
         weight = relay_nn.pad(weight, ((0, pad), (0, 0)))
     weight = layout_transform(weight, "NC", f"NC{bn}n")
     return contrib_dense_pack(inputs[0], weight, units=units, out_dtype=attrs.out_dtype, weight_layout=f"NC{bn}n")
+
+
+@_alter_layout.batch_matmul_alter_layout.register("cpu")
+def batch_matmul_alter_layout_cpu(attrs, inputs, tinfos, out_type):
+    """An int16 ``nn.batch_matmul`` on ``batch_matmul_int16.x86`` whose ``y`` is a constant (QNN weights) ->
+    ``nn.contrib_batch_matmul_pack`` over ``y`` packed ``[B, N/16, ceil(K/2), 16, 2]`` by Relay ops (transpose,
+    pad, reshape) that FoldConstant computes once; the kernel then skips its per-call packing. An activation
+    ``y`` keeps the call (the kernel packs it per batch, in cache)."""
+    from ...expr import Constant
+    target = Target.current()
+    x_t, y_t = tinfos[0], tinfos[1]
+    if not isinstance(inputs[1], Constant) or _is_dynamic([x_t, y_t]) or len(y_t.shape) != 3:
+        return None
+    if str(x_t.dtype) != "int16" or str(y_t.dtype) != "int16" or str(out_type.dtype) != "int32":
+        return None
+    _, _, workload, _ = _select("nn.batch_matmul", attrs, tinfos[:2], out_type, target)
+    if workload is None or workload[0] != "batch_matmul_int16.x86":
+        return None
+    y = inputs[1]
+    if not attrs.transpose_b:
+        y = _transform.transpose(y, (0, 2, 1))
+    b, n, k = _shape(y_t) if attrs.transpose_b else (_shape(y_t)[0], _shape(y_t)[2], _shape(y_t)[1])
+    pad_n, pad_k = -n % N_BN, -k % 2
+    if pad_n or pad_k:
+        y = relay_nn.pad(y, ((0, 0), (0, pad_n), (0, pad_k)))
+    y = _transform.reshape(y, (b, (n + pad_n) // N_BN, N_BN, (k + pad_k) // 2, 2))
+    y = _transform.transpose(y, (0, 1, 3, 2, 4))
+    return contrib_batch_matmul_pack(inputs[0], y, units=n if pad_n else None, out_dtype="int32",
+                                     transpose_a=bool(attrs.transpose_a))
