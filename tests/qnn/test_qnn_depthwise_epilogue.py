@@ -175,3 +175,18 @@ def test_fused_depthwise_compiles_for_avx512_and_vnni(target):
         m.set_input(x=d, y=other)
         m.run()
         np.testing.assert_array_equal(m.get_output(0).numpy(), want)
+
+
+@needs_avx2
+def test_epilogue_parameters_are_loaded_once_per_tile():
+    # the per-channel bias / multiplier / shift vectors are copied to locals before the tile's stores (a uint8 store
+    # may alias any memory, so read from the parameter pointers GCC reloads them and redoes the helper's constant
+    # arithmetic for every 8 outputs); the locals become registers
+    d, other, body, want = make_graph(32, 11, 9, 1, 1, "uint8", 0, False)
+    _, lib = build(body, d, other, AVX2)
+    src = lib.get_lib().get_source()
+    start = src.index("depthwise_conv2d_NCHWc")
+    body_src = src[start:]
+    locals_ = {line.split()[-1].rstrip(";") for line in body_src.splitlines()
+               if line.strip().startswith("kiln_i32x8 p") and "_local" in line}
+    assert len(locals_) >= 3, locals_   # bias, multiplier, shift (at least) per tile
