@@ -190,3 +190,30 @@ def test_epilogue_parameters_are_loaded_once_per_tile():
     locals_ = {line.split()[-1].rstrip(";") for line in body_src.splitlines()
                if line.strip().startswith("kiln_i32x8 p") and "_local" in line}
     assert len(locals_) >= 3, locals_   # bias, multiplier, shift (at least) per tile
+
+
+@needs_avx2
+def test_int8_1x1_conv_epilogue_parameters_are_loaded_once_per_tile():
+    # the same copy in the int8 conv's schedule (mobilenet's expand / project 1x1 convs), exact against numpy
+    ic, oc = 48, 32
+    d = RNG.integers(0, 256, (1, ic, 7, 9)).astype("uint8")
+    w = RNG.integers(-60, 61, (oc, ic, 1, 1)).astype("int8")
+    s_w = RNG.uniform(0.004, 0.02, oc).astype("float32")
+    bias = RNG.integers(-3000, 3000, oc).astype("int32")
+    s_acc = (np.float32(S_DATA) * s_w).astype("float32")
+
+    def body(x, y):
+        acc = qnn.op.conv2d(x, relay.const(w), 0, 0, S_DATA, relay.const(s_w), kernel_size=(1, 1), channels=oc)
+        acc = relay.nn.bias_add(acc, relay.const(bias))
+        q = qnn.op.requantize(acc, relay.const(s_acc), 0, S_OUT, ZP_OUT, axis=1, out_dtype="int32")
+        return relay.cast(relay.clip(q, ZP_OUT, 200), "uint8")
+    other = np.zeros((1, 1, 1, 1), "uint8")
+    opt, lib = build(body, d, other, AVX2)
+    src = lib.get_lib().get_source()
+    assert any(line.strip().startswith("kiln_i32x8 p") and "_local" in line for line in src.splitlines())
+    acc = np.einsum("nchw,oc->nohw", d.astype(np.int64), w[:, :, 0, 0].astype(np.int64)) + bias[None, :, None, None]
+    want = np.clip(requantize_ref(acc, s_acc, 0, S_OUT, ZP_OUT, -2**31, 2**31), ZP_OUT, 200).astype("uint8")
+    m = graph_executor.GraphModule(lib["default"](kiln.cpu()))
+    m.set_input(x=d, y=other)
+    m.run()
+    np.testing.assert_array_equal(m.get_output(0).numpy(), want)
