@@ -205,6 +205,22 @@ def _models(name: str, size: int, tmp: str):
     return f32, q, x
 
 
+def _parallel_kernels(lib) -> tuple:
+    """(kernels with a parallel loop, kernels) in the build's generated C: a kernel left serial by the parallel
+    policy (``relay.backend.parallel_min_work``) runs on one core whatever the thread count."""
+    import re
+    mod = lib.get_lib()
+    src = "\n".join(m.get_source() or "" for m in [mod] + list(getattr(mod, "imported_modules", [])))
+    starts = [(m.start(), m.group(1)) for m in re.finditer(r"^int32_t (tvmgen_\w+)\(", src, re.M)]
+    kernels, par = set(), set()
+    for i, (pos, name) in enumerate(starts):
+        body = src[pos:starts[i + 1][0] if i + 1 < len(starts) else len(src)]
+        kernels.add(name)
+        if re.search(rf"kiln_par_{name}_\d+[,(]", src) or "#pragma omp parallel" in body:  # pool closure / OpenMP
+            par.add(name)
+    return len(par), len(kernels)
+
+
 def profile_model(name: str, size: int, tmp: str, top: int = 25) -> str:
     """Per-kernel times of kiln int8 and kiln fp32 (debug executor, each kernel timed on its own, minimum of 5
     repeats): totals by op type and the slowest kernels, as markdown."""
@@ -227,7 +243,9 @@ def profile_model(name: str, size: int, tmp: str, top: int = 25) -> str:
             by_type[kind] = by_type.get(kind, 0.0) + t
             rows.append((t, node["attrs"]["func_name"]))
         total = float(np.sum(times))
-        out.append(f"\n### {cname}: {total * 1e3:.2f} ms in {len(nodes)} kernels\n\n| op type | ms | % |\n|---|---|---|")
+        par, kernels = _parallel_kernels(lib)
+        out.append(f"\n### {cname}: {total * 1e3:.2f} ms in {len(nodes)} kernels ({par} of {kernels} distinct "
+                   f"kernels have a parallel loop)\n\n| op type | ms | % |\n|---|---|---|")
         for kind, t in sorted(by_type.items(), key=lambda kv: -kv[1])[:top]:
             out.append(f"| {kind} | {t * 1e3:.3f} | {100 * t / total:.1f} |")
         out.append(f"\nslowest kernels:\n\n| kernel | ms |\n|---|---|")

@@ -21,6 +21,7 @@ statement (``tensor_intrin`` ``asm_step``) and the register tile follows :func:`
 from __future__ import annotations
 
 from ... import autotvm, te
+from ...te import schedule as te_schedule
 from ...error import KilnError
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
@@ -257,6 +258,41 @@ def vectorize_int32_epilogue(stage, axis, extent: int) -> None:
         stage.vectorize(axis)
 
 
+def cache_channel_params(s, O, at) -> None:
+    """Copy each per-channel parameter of a fused epilogue (bias, requantize multiplier and shifts: inputs of the
+    output stage ``O`` whose dims other than ``channel_axes`` are 1) into a local buffer at loop ``at``.
+
+    Why: the uint8 output store goes through a ``char`` pointer, which may alias anything, so GCC reloads every
+    parameter after each store and recomputes what the requantize helper derives from it (the rounding constant,
+    the shift, the odd-lane multiplier) once per 8 outputs; inside a parallel loop's closure the pointers' ``restrict``
+    does not help. A local copy cannot be aliased: loaded once per tile, the derived constants are hoisted."""
+    if not isinstance(O, te.ComputeOp):
+        return
+    out_ndim = len(O.output(0).shape)
+    channel_axes = (1, 4) if out_ndim == 5 else (1,)
+    readers: dict = {}   # placeholder -> the ops (O or stages inlined into it) that read it
+    work, seen = [O], set()
+    while work:
+        op = work.pop()
+        for t in op.input_tensors:
+            if isinstance(t.op, te.PlaceholderOp):
+                readers.setdefault(t, [])
+                if op not in readers[t]:
+                    readers[t].append(op)
+            elif t.op not in seen and t.op in s.stage_map and s[t.op].attach_type == te_schedule.kInline:
+                seen.add(t.op)
+                work.append(t.op)
+    for t, ops in readers.items():
+        shape = get_const_tuple(t.shape)
+        if len(shape) != out_ndim or all(d == 1 for d in shape):
+            continue
+        if any(d != 1 for i, d in enumerate(shape) if i not in channel_axes):
+            continue
+        local = s.cache_read(t, "local", ops)
+        s[local].compute_at(s[O], at)
+        s[local].vectorize(s[local].op.axis[-1])
+
+
 def _schedule_conv(s, cfg, C, O):
     """Register tile ``tile_oh x tile_ow`` pixels x ``oc_bn`` channels (a cache_write stage), reduction outside,
     the (16 channels x 4) step tensorized; the output stage (with any fused epilogue) vectorized."""
@@ -297,6 +333,7 @@ def _schedule_conv(s, cfg, C, O):
     s[O].unroll(xi)
     vectorize_int32_epilogue(s[O], ocb, oc_bn)
     s[CC].compute_at(s[O], xo)
+    cache_channel_params(s, s[O].op, xo)
     _, _, cy, cx, cocb = s[CC].op.axis
     icc, ry, rx, ic4, k4 = s[CC].op.reduce_axis
     cyo, cyi = s[CC].split(cy, factor=oh_t)

@@ -24,7 +24,7 @@ from ... import autotvm, te
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..utils import get_const_tuple
-from .conv2d_int8 import check_u8s8, oc_block, vectorize_int32_epilogue
+from .conv2d_int8 import cache_channel_params, check_u8s8, oc_block, vectorize_int32_epilogue
 from .depthwise_conv2d import _check_dw_kernel, _define_space, _schedule_inputs, dw_row_tile
 from .utils import nchwc_output_axes, schedule_anchored, simd_width, worth_parallel
 
@@ -164,6 +164,7 @@ def _schedule_dw_int8(s, cfg, C, O) -> None:
     s[O].unroll(xi)
     vectorize_int32_epilogue(s[O], cii, vec)
     s[CC].compute_at(s[O], cio)
+    cache_channel_params(s, s[O].op, cio)
     _, _, cy, cx, cci = s[CC].op.axis
     cry, crx = s[CC].op.reduce_axis
     s[CC].reorder(cry, crx, cy, cx, cci)
