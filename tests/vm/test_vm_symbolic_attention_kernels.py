@@ -139,3 +139,28 @@ def test_row_subtract_over_fused_unknown_rows_divides_once_per_row():
     for shape in ((3, 13, 256), (1, 1, 256), (2, 7, 256)):
         v = rng.standard_normal(shape).astype("float32")
         np.testing.assert_allclose(vm.run(v).numpy(), v - v.mean(-1, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+def _attention_bmm_mod(transpose_b: bool):
+    a = relay.var("a", shape=(A(), A(), 64) if transpose_b else (A(), A(), A()))
+    b = relay.var("b", shape=(A(), A(), 64))
+    return kiln.IRModule.from_expr(relay.Function([a, b], relay.nn.batch_matmul(a, b, transpose_b=transpose_b)))
+
+
+def test_attention_batch_matmul_packs_whole_panels_without_guards():
+    # QKᵀ: N = seq is unknown; the per-call pack of K into 16-column panels runs whole panels unguarded
+    # (LoopPartition on likely(z*16 + x < N)), only the last panel is zero-padded under the test
+    body = _kernel(_vm_compile(_attention_bmm_mod(True), "llvm -mcpu=core-avx2").lib.get_source(),
+                   "fused_nn_batch_matmul")
+    packs = re.findall(r"packed_b\[[^\n]*", body)
+    assert any("?" not in p for p in packs) and any("?" in p for p in packs), packs
+
+
+@pytest.mark.parametrize("transpose_b", [True, False])
+def test_attention_batch_matmul_at_odd_sizes(transpose_b):
+    vm = VirtualMachine(_vm_compile(_attention_bmm_mod(transpose_b)), kiln.cpu())
+    for bh, s in ((3, 1), (12, 7), (3, 13), (4, 17), (16, 64)):
+        a = rng.standard_normal((bh, s, 64 if transpose_b else s)).astype("float32")
+        b = rng.standard_normal((bh, s, 64)).astype("float32")
+        ref = a.astype("float64") @ (b.transpose(0, 2, 1) if transpose_b else b).astype("float64")
+        np.testing.assert_allclose(vm.run(a, b).numpy(), ref, rtol=1e-4, atol=1e-4)
