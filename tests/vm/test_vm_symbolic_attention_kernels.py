@@ -164,3 +164,21 @@ def test_attention_batch_matmul_at_odd_sizes(transpose_b):
         b = rng.standard_normal((bh, s, 64)).astype("float32")
         ref = a.astype("float64") @ (b.transpose(0, 2, 1) if transpose_b else b).astype("float64")
         np.testing.assert_allclose(vm.run(a, b).numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_head_split_transpose_divides_by_run_time_extents_once_per_row():
+    # (b, s, 256) -> (b, s, 4, 64) -> (b, 4, s, 64) * scale -> (b*4, s, 64): the fused (b*4, s) loop divides by s,
+    # the short static row (8 vectors) stays an inner loop (before: fused too, a division by s per vector)
+    x = relay.var("x", shape=(A(), A(), 256))
+    y = relay.transpose(relay.reshape(x, (0, 0, 4, 64)), (0, 2, 1, 3)) * relay.const(0.35)
+    mod = kiln.IRModule.from_expr(relay.Function([x], relay.reshape(y, (-3, 0, 0))))
+    body = _kernel(_vm_compile(mod, "llvm -mcpu=core-avx2").lib.get_source(), "fused_reshape_transpose_multiply_reshape")
+    store = next(line for line in body.splitlines() if "kiln_vstore_f32x8(T_reshape" in line)
+    loops = re.findall(r"for \(int32_t (\w+) = 0; \1 < (\w+);", body)
+    assert ("i2_outer", "8") in loops, loops          # the static row is a loop of its own inside
+    assert "i2_outer" in store and re.search(r"/ any_dim\d", store)  # divisions by s index the row, not each vector
+    vm = VirtualMachine(_vm_compile(mod), kiln.cpu())
+    for b, s in ((1, 1), (3, 7), (2, 13)):
+        v = rng.standard_normal((b, s, 256)).astype("float32")
+        ref = (v.reshape(b, s, 4, 64).transpose(0, 2, 1, 3) * np.float32(0.35)).reshape(b * 4, s, 64)
+        np.testing.assert_allclose(vm.run(v).numpy(), ref, rtol=1e-6)

@@ -109,9 +109,13 @@ def schedule_stage_loops(s, op) -> None:
         # a symbolic extent may be 1 at run time (batch 1): it counts as 1 here, so the next axes join the
         # parallel loop (dividing the fused index by run-time extents costs once per outer iteration)
         fused, prod = [axes[0]], 1 if symbolic[0] else extents[0]
+        divides = False  # whether the fused index is divided by a run-time extent (an inner symbolic axis)
         for ax, e, sym in zip(axes[1:fusable], extents[1:fusable], symbolic[1:fusable]):
             if prod >= 64:
                 break
+            if divides and not sym and e < 64:
+                break  # a short static axis stays an inner loop: the run-time divisions once per its run
+            divides = divides or sym
             fused.append(ax)
             prod *= 1 if sym else e
         if len(fused) == len(axes) and reduce_axes and inner is None:
