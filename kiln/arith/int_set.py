@@ -265,10 +265,12 @@ class IntSetEvaluator:
                 return _div(a[0], c, cls), _div(a[1], c, cls)
             return _div(a[1], c, cls), _div(a[0], c, cls)
         if _is_point(b):
+            # a divisor known non-negative (a SizeVar extent) is positive wherever the division is evaluated
+            # (division by zero is undefined), so the bounds of a fused index split by run-time extents hold
             s = self._sign(b[0])
-            if s == 1 and self._nonneg(a[0]):
+            if s in (1, 2) and self._nonneg(a[0]):
                 # a >= 0, b > 0: [a.min // b, a.max // b]
-                return _div(a[0], b[0], cls), _div(a[1], b[0], cls)
+                return _div_sym(a[0], b[0], cls), _div_sym(a[1], b[0], cls)
         return self._everything(e)
 
     def _nonneg(self, x):
@@ -298,7 +300,7 @@ class IntSetEvaluator:
                 if self.s.same(qa, qb):
                     return self.s.simplify(E.FloorMod(a[0], c)), self.s.simplify(E.FloorMod(a[1], c))
             return E.IntImm(e.dtype, 0), E.IntImm(e.dtype, c.value - 1)
-        if _is_point(b) and self._sign(b[0]) == 1:
+        if _is_point(b) and self._sign(b[0]) in (1, 2) and (cls is E.FloorMod or self._nonneg(a[0])):
             return E.IntImm(e.dtype, 0), _sub(b[0], E.IntImm(e.dtype, 1))
         return self._everything(e)
 
@@ -400,6 +402,38 @@ def _div(x, c, cls):
     if x.dtype != c.dtype:
         x, c = _op._match(x, c)
     return cls(x, c)
+
+
+def _drop_factor(m, b):
+    """``m / b`` when ``m`` is a product with the factor ``b`` (the same node), else None."""
+    if isinstance(m, E.Mul):
+        if m.b is b:
+            return m.a
+        if m.a is b:
+            return m.b
+        for k, other in ((0, m.b), (1, m.a)):
+            inner = _drop_factor(m.a if k == 0 else m.b, b)
+            if inner is not None:
+                return E.Mul(inner, other) if k == 0 else E.Mul(other, inner)
+    return None
+
+
+def _div_sym(x, b, cls):
+    """An endpoint divided by a positive run-time ``b``: ``0 // b`` is 0, ``(P*b) // b`` is ``P`` and
+    ``(P*b - 1) // b`` is ``P - 1`` (the last value of a loop over ``P*b`` fused iterations), else the quotient."""
+    if not _is_inf(x) and isinstance(b, E.Var):
+        if isinstance(x, E.IntImm) and x.value == 0:
+            return x
+        m, k = x, 0
+        if isinstance(x, E.Sub) and isinstance(x.b, E.IntImm):
+            m, k = x.a, x.b.value
+        elif isinstance(x, E.Add) and isinstance(x.b, E.IntImm):
+            m, k = x.a, -x.b.value
+        if k in (0, 1):
+            q = _drop_factor(m, b)
+            if q is not None:
+                return q if k == 0 else _op.sub(q, 1)
+    return _div(x, b, cls)
 
 
 def _min(x, y):

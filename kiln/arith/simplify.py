@@ -343,7 +343,31 @@ class Simplifier:
                         ls.iadd(self.lin(fm), -k)
                         changed = True
                         break
+            if not changed:
+                changed = self._finish_symbolic(ls)
         return ls
+
+    def _finish_symbolic(self, ls: LinearSum) -> bool:
+        """``(x//y)*y*c + (x%y)*c -> x*c`` for a run-time divisor ``y`` (floor division, any ``y != 0``): the
+        index of a loop fused over run-time extents, unravelled and raveled again, is the loop variable."""
+        mods = {}
+        for k, (a, c) in ls.terms.items():
+            if type(a) is E.FloorMod and type(a.b) is not E.IntImm:
+                mods[(self.key(a.a), self.key(a.b))] = (k, a, c)
+        if not mods:
+            return False
+        for k1, (a, c1) in ls.terms.items():
+            if type(a) is not E.Mul:
+                continue
+            for fd, y in ((a.a, a.b), (a.b, a.a)):
+                if type(fd) is E.FloorDiv and self.same(fd.b, y):
+                    m = mods.get((self.key(fd.a), self.key(y)))
+                    if m is not None and m[2] == c1:
+                        del ls.terms[k1]
+                        del ls.terms[m[0]]
+                        ls.iadd(self.lin(fd.a), c1)
+                        return True
+        return False
 
     # ---------------------------------------------------------------------------------------
     # bounds

@@ -52,8 +52,11 @@ def batch_matmul(cfg, tensor_a, tensor_b, out_shape=None, out_dtype=None, transp
         packed = te.compute((bb, nb, K, bn), lambda b, z, k, x: b_at(b, z * bn + x, k), name="packed_b",
                             tag="batch_matmul_pack")
     else:
+        # likely(): LoopPartition gives the whole panels (z < N // bn) a loop without the test; the clamped
+        # index keeps a vectorized read of the last panel inside the tensor
         packed = te.compute((bb, nb, K, bn), lambda b, z, k, x: T.if_then_else(
-            z * bn + x < N, b_at(b, T.min(z * bn + x, N - 1), k), zero), name="packed_b", tag="batch_matmul_pack")
+            T.likely(z * bn + x < N), b_at(b, T.min(z * bn + x, N - 1), k), zero), name="packed_b",
+            tag="batch_matmul_pack")
     k = te.reduce_axis((0, K), name="k")
 
     def body(b, i, j):
@@ -85,7 +88,10 @@ def schedule_batch_matmul(cfg, outs):
             if t.op.tag == "batch_matmul_pack":
                 packed = t
         if packed is not None and worth_parallel(reduction_flops(op.output(0))):
-            s[packed].parallel(s[packed].fuse(packed.op.axis[0], packed.op.axis[1]))
+            if is_static(packed.shape[1]):
+                s[packed].parallel(s[packed].fuse(packed.op.axis[0], packed.op.axis[1]))
+            else:  # panels over a run-time N: the panel loop stays inside, for LoopPartition (see the compute)
+                s[packed].parallel(packed.op.axis[0])
         schedule_gemm_block(s, cfg, op.output(0), outs[0].op, n_batch=1, staged=padded_units(op) is not None)
     traverse_inline(s, outs[0].op, callback)
     return s

@@ -101,13 +101,21 @@ def schedule_stage_loops(s, op) -> None:
         total *= e
     if reduce_axes and inner is not None:
         stage.reorder(*axes, *reduce_axes, inner)
+    # the outer part of a split symbolic row stays a loop of its own inside the parallel loop: fused into it,
+    # the split's tail guard would be inside the fused loop (LoopPartition cannot peel it, the vectorizer sees
+    # a guarded body) and every 8 elements would divide the fused index by run-time extents
+    fusable = len(axes) - 1 if symbolic[-1] and inner is not None and len(axes) > 1 else len(axes)
     if total * (lanes if inner is not None else 1) >= PARALLEL_MIN_ELEMENTS // 4 and len(axes) >= 1:
         # a symbolic extent may be 1 at run time (batch 1): it counts as 1 here, so the next axes join the
         # parallel loop (dividing the fused index by run-time extents costs once per outer iteration)
         fused, prod = [axes[0]], 1 if symbolic[0] else extents[0]
-        for ax, e, sym in zip(axes[1:], extents[1:], symbolic[1:len(axes)]):
+        divides = False  # whether the fused index is divided by a run-time extent (an inner symbolic axis)
+        for ax, e, sym in zip(axes[1:fusable], extents[1:fusable], symbolic[1:fusable]):
             if prod >= 64:
                 break
+            if divides and not sym and e < 64:
+                break  # a short static axis stays an inner loop: the run-time divisions once per its run
+            divides = divides or sym
             fused.append(ax)
             prod *= 1 if sym else e
         if len(fused) == len(axes) and reduce_axes and inner is None:

@@ -29,16 +29,54 @@ from .utils import as_list, simd_width
 MAX_LANES, MAX, EXP, SUM_LANES, SUM, RECIP, NORM = ("T_softmax_maxelem_lanes", "T_softmax_maxelem", "T_softmax_exp",
                                                      "T_softmax_expsum_lanes", "T_softmax_expsum",
                                                      "T_softmax_recip", "T_softmax_norm")
+# a symbolic row: the whole vectors' partials reduced (``*_main``), the last ``n % L`` elements (``*_tail``)
+MAX_MAIN, MAX_TAIL, SUM_MAIN, SUM_TAIL = ("T_softmax_maxelem_main", "T_softmax_maxelem_tail",
+                                          "T_softmax_expsum_main", "T_softmax_expsum_tail")
 
 
 def lane_split_applies(shape, axis: int, dtype: str, lanes: int) -> bool:
-    """Whether :func:`softmax_x86` uses the lane-split reductions for this input."""
-    if dtype != "float32" or not shape:
-        return False
-    if any(not isinstance(d, int) for d in shape):
+    """Whether :func:`softmax_x86` uses the lane-split reductions for this input (a static row that the
+    lanes divide, or a symbolic row length: see :func:`_softmax_symbolic_row`)."""
+    if dtype != "float32" or not shape or axis != len(shape) - 1:
         return False
     n = shape[axis]
-    return axis == len(shape) - 1 and n >= lanes and n % lanes == 0
+    if not isinstance(n, int):
+        return True
+    return n >= lanes and n % lanes == 0
+
+
+def _row_max_sum(rows, n, lanes, load, reducer, init, names):
+    """The reduction of one row of symbolic length ``n`` (``load(i, k)`` reads element ``k`` of row ``i``):
+    ``L`` vector partials over the whole vectors, the partials reduced, the last ``n % L`` elements reduced,
+    both combined (order: whole vectors first, as the static lane split; then the tail)."""
+    lanes_name, main_name, tail_name, name = names
+    nv = T.floordiv(n, lanes)
+    ko = te.reduce_axis((0, nv), name="ko")
+    part = te.compute(rows + [lanes], lambda *i: reducer(load(i[:-1], ko * lanes + i[-1]), axis=ko), name=lanes_name)
+    lr = te.reduce_axis((0, lanes), name="lr")
+    main = te.compute(rows, lambda *i: reducer(part[tuple(i) + (lr,)], axis=lr), name=main_name)
+    kt = te.reduce_axis((0, n - nv * lanes), name="kt")
+    tail = te.compute(rows, lambda *i: reducer(load(i, nv * lanes + kt), axis=kt), name=tail_name)
+    if reducer is T.max:
+        return te.compute(rows, lambda *i: T.max(main(*i), tail(*i)), name=name)
+    return te.compute(rows, lambda *i: main(*i) + tail(*i), name=name)
+
+
+def _softmax_symbolic_row(x, shape):
+    """Softmax along a symbolic last axis (a VM kernel over an unknown sequence): the lane-split reductions of
+    :func:`softmax_x86` over the whole vectors of the row plus a scalar tail, and the reciprocal of the sum
+    (before: a scalar max and sum over the row and a vector division per 8 outputs, 4x the static kernel)."""
+    lanes = simd_width(x.dtype)
+    n = x.shape[-1]
+    rows = list(x.shape[:-1])
+    mx = _row_max_sum(rows, n, lanes, lambda i, k: x[tuple(i) + (k,)], T.max, None,
+                      (MAX_LANES, MAX_MAIN, MAX_TAIL, MAX))
+    ex = te.compute(x.shape, lambda *i: fast_exp_expr(x(*i) - mx(*i[:-1])), name=EXP)
+    sm = _row_max_sum(rows, n, lanes, lambda i, k: ex[tuple(i) + (k,)], T.sum, None,
+                      (SUM_LANES, SUM_MAIN, SUM_TAIL, SUM))
+    rc = te.compute(rows, lambda *i: T.const(1.0, x.dtype) / sm(*i), name=RECIP)
+    return te.compute(x.shape, lambda *i: ex(*i) * rc(*i[:-1]), name=NORM, tag="softmax_output",
+                      attrs={"axis": len(shape) - 1})
 
 
 def softmax_x86(x, axis: int = -1):
@@ -49,6 +87,8 @@ def softmax_x86(x, axis: int = -1):
     lanes = simd_width(x.dtype)
     if not lane_split_applies(shape, axis, x.dtype, lanes):
         return fast_softmax(x, axis)
+    if not isinstance(shape[-1], int):
+        return _softmax_symbolic_row(x, shape)
     n = shape[-1]
     rows = list(shape[:-1])
     ko1 = te.reduce_axis((0, n // lanes), name="ko1")
@@ -145,7 +185,7 @@ def schedule_softmax(outs):
     row = rows[0] if len(rows) == 1 else stage.fuse(*rows)
     stage.parallel(row)
     lanes = simd_width(norm.output(0).dtype)
-    for name in (MAX_LANES, MAX, EXP, SUM_LANES, SUM, RECIP):
+    for name in (MAX_LANES, MAX_MAIN, MAX_TAIL, MAX, EXP, SUM_LANES, SUM_MAIN, SUM_TAIL, SUM, RECIP):
         op = stages.get(name)
         if op is not None and s[op].attach_type not in (kInline, kInlinedAlready):
             s[op].compute_at(stage, row)
