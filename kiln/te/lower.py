@@ -265,6 +265,25 @@ def _canonical_tensors(sch) -> dict:
     return canon
 
 
+REQUIRES = "kiln.requires"
+"""A compute's attribute: ``[(condition, message), ...]`` that must hold at run time (unknown extents, e.g. two
+that must broadcast); each becomes an AssertStmt before the kernel's loops, so a call whose shapes break one fails
+with the message instead of reading out of bounds."""
+
+
+def _with_requirements(sch: Schedule, stmt):
+    """``stmt`` behind an AssertStmt per run-time condition a stage's op requires (attr ``kiln.requires``:
+    ``[(condition, message)]``, e.g. unknown extents that must broadcast): checked once, before any loop."""
+    seen = set()
+    for st in reversed(sch.stages):
+        for cond, msg in st.origin_op.attrs.get(REQUIRES, ()) if hasattr(st.origin_op, "attrs") else ():
+            key = (str(cond), msg)
+            if key not in seen:
+                seen.add(key)
+                stmt = S.AssertStmt(cond, msg, stmt)
+    return stmt
+
+
 def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None) -> PrimFunc:
     """Lower ``sch`` to a PrimFunc with parameters ``args`` (Tensors, Buffers or scalar Vars).
 
@@ -310,7 +329,7 @@ def schedule_to_primfunc(sch: Schedule, args, name: str = "main", binds=None) ->
         if isinstance(t.op, ExternOp) and VIEW_OF_INPUT in t.op.attrs:
             raise LoweringError(f"'{t.name}' is a view of another tensor (no memory of its own): it cannot be an "
                                 "argument of the function; compute a copy of it instead")
-    body = _TensorToBuffer(_canonical_tensors(sch), extern)(stmt)
+    body = _TensorToBuffer(_canonical_tensors(sch), extern)(_with_requirements(sch, stmt))
     return PrimFunc(params, body, None, buffer_map, {"global_symbol": name, "tir.noalias": True})
 
 

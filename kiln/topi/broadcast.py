@@ -6,6 +6,7 @@ from ..error import KilnError
 from ..tir import expr as E, op as T
 from . import tag
 from .utils import get_const_tuple
+from ..te.lower import REQUIRES
 from ..te.tensor import register_tensor_binop
 
 
@@ -31,6 +32,41 @@ def broadcast_shape(shape1, shape2, what: str = "broadcast") -> list:
         else:  # two different unknown extents (VM kernels): either may be 1 at run time
             out.append(T.max(a, b))
     return out
+
+
+def broadcast_requirements(input_shapes, out_shape, what: str = "broadcast") -> list:
+    """The run-time conditions of a broadcast over unknown extents: every input extent is 1 or the output's.
+    Static dims were checked by :func:`broadcast_shape`; an extent that is the output's own needs nothing."""
+    out = list(get_const_tuple(out_shape))
+    conds = []
+    for shape in input_shapes:
+        shape = list(get_const_tuple(shape))
+        offset = len(out) - len(shape)
+        for d, n in enumerate(shape):
+            o = out[offset + d]
+            if isinstance(n, int) or _same_dim(n, o):  # static dims were checked by broadcast_shape
+                continue
+            o = T.const(o, n.dtype) if isinstance(o, int) else T.cast(o, n.dtype)
+            conds.append((T.logical_or(E.EQ(n, T.const(1, n.dtype)), E.EQ(n, o)),
+                          f"{what}: operand shapes do not broadcast at run time (each dimension must equal the "
+                          f"other operand's or be 1)"))
+    return conds
+
+
+def equal_requirement(a, b, what: str) -> list:
+    """``[(a == b, message)]`` for two extents that must agree at run time (a reduction's K from two operands)
+    when they are not provably equal; ``[]`` when they are (static dims are checked by the caller)."""
+    if (isinstance(a, int) and isinstance(b, int)) or _same_dim(a, b):
+        return []
+    x = a if not isinstance(a, int) else b
+    a = T.const(a, x.dtype) if isinstance(a, int) else T.cast(a, x.dtype)
+    b = T.const(b, x.dtype) if isinstance(b, int) else T.cast(b, x.dtype)
+    return [(E.EQ(a, b), f"{what}: the two operands' sizes of this dimension differ at run time")]
+
+
+def _requires_attrs(input_shapes, out_shape, what: str):
+    conds = broadcast_requirements(input_shapes, out_shape, what)
+    return {REQUIRES: conds} if conds else None
 
 
 def _same_dim(a, b) -> bool:
@@ -79,7 +115,8 @@ def _binary(fn, name):
 
         def f(*i):
             return fn(lhs(*broadcast_index(lhs, i, out_shape)), rhs(*broadcast_index(rhs, i, out_shape)))
-        return te.compute(out_shape, f, name=f"T_{name}", tag=tag.BROADCAST)
+        return te.compute(out_shape, f, name=f"T_{name}", tag=tag.BROADCAST,
+                          attrs=_requires_attrs([lhs.shape, rhs.shape], out_shape, name))
     op.__name__ = name
     op.__doc__ = f"Broadcasting ``{name}`` of two tensors (or a tensor and a scalar)."
     return op
@@ -181,7 +218,8 @@ def broadcast_to(data, shape):
     out = broadcast_shape(data.shape, shape, "broadcast_to")
     if [int(x) if isinstance(x, int) else x for x in out] != shape:
         raise KilnError(f"broadcast_to: cannot broadcast shape {get_const_tuple(data.shape)} to {tuple(shape)}")
-    return te.compute(shape, lambda *i: data(*broadcast_index(data, i)), name="T_broadcast_to", tag=tag.BROADCAST)
+    return te.compute(shape, lambda *i: data(*broadcast_index(data, i)), name="T_broadcast_to", tag=tag.BROADCAST,
+                      attrs=_requires_attrs([data.shape], shape, "broadcast_to"))
 
 __all__ = [_n for _n, _v in list(globals().items())
            if callable(_v) and getattr(_v, "__module__", None) == __name__ and not _n.startswith("_")]

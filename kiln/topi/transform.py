@@ -8,7 +8,7 @@ from ..error import KilnError
 from ..te.lower import VIEW_OF_INPUT
 from ..tir import expr as E, op as T, stmt as S
 from . import tag
-from .broadcast import broadcast_index, broadcast_shape
+from .broadcast import REQUIRES, broadcast_index, broadcast_requirements, broadcast_shape
 from .utils import get_const_tuple, normalize_axis, prod, ravel_index, unravel_index
 from .testing.layout import parse_layout
 
@@ -521,7 +521,8 @@ def where(condition, x, y):
         c = val(condition, i)
         c = c if c.dtype == "bool" else T.not_equal(c, T.const(0, c.dtype))
         return T.Select(c, val(x, i), val(y, i))
-    return te.compute(out, f, name="T_where", tag=tag.BROADCAST)
+    conds = broadcast_requirements([shp(t) for t in (condition, x, y) if hasattr(t, "shape")], out, "where")
+    return te.compute(out, f, name="T_where", tag=tag.BROADCAST, attrs={REQUIRES: conds} if conds else None)
 
 
 def full(shape, dtype, fill_value):

@@ -4,6 +4,8 @@ from __future__ import annotations
 from ... import te
 from ...error import KilnError
 from ...tir import op as T
+from ...te.lower import REQUIRES
+from ..broadcast import equal_requirement
 from ..utils import get_const_tuple
 
 
@@ -64,7 +66,6 @@ def batch_matmul(tensor_a, tensor_b, oshape=None, out_dtype=None, transpose_a=Fa
     if len(a_shape) != 3 or len(b_shape) != 3:
         raise KilnError(f"batch_matmul: needs 3-D inputs, got {a_shape} and {b_shape}")
     ba, bb = a_shape[0], b_shape[0]
-    # symbolic sizes (VM kernels) were matched by type inference (Any against Any): they are taken as equal
     static = isinstance(ba, int) and isinstance(bb, int)
     if static and ba != bb and 1 not in (ba, bb):
         raise KilnError(f"batch_matmul: batch sizes {ba} and {bb} do not broadcast")
@@ -72,9 +73,13 @@ def batch_matmul(tensor_a, tensor_b, oshape=None, out_dtype=None, transpose_a=Fa
     n, kb = (b_shape[1], b_shape[2]) if transpose_b else (b_shape[2], b_shape[1])
     if isinstance(ka, int) and isinstance(kb, int) and ka != kb:
         raise KilnError(f"batch_matmul: reduction sizes differ ({ka} vs {kb}) for {a_shape} and {b_shape}")
+    # unknown sizes are checked when the kernel runs (batches broadcast, K agrees): never a read out of bounds
+    out_b = max(ba, bb) if static else (bb if isinstance(ba, int) and ba == 1 else ba)
+    # (this compute broadcasts a batch only where it is the static 1: an unknown batch must equal the other)
+    requires = [] if 1 in (ba, bb) else equal_requirement(ba, bb, "batch_matmul batch")
+    requires += equal_requirement(ka, kb, "batch_matmul reduction (K)")
     if not isinstance(ka, int) and isinstance(kb, int):
         ka = kb
-    out_b = max(ba, bb) if static else (bb if isinstance(ba, int) and ba == 1 else ba)
     k = te.reduce_axis((0, ka), name="k")
 
     def body(b, i, j):
@@ -83,4 +88,5 @@ def batch_matmul(tensor_a, tensor_b, oshape=None, out_dtype=None, transpose_a=Fa
         a = tensor_a[a_b, k, i] if transpose_a else tensor_a[a_b, i, k]
         w = tensor_b[b_b, j, k] if transpose_b else tensor_b[b_b, k, j]
         return T.sum(T.cast(a, out_dtype) * T.cast(w, out_dtype), axis=k)
-    return te.compute((out_b, m, n), body, name="T_batch_matmul", tag="batch_matmul")
+    return te.compute((out_b, m, n), body, name="T_batch_matmul", tag="batch_matmul",
+                      attrs={REQUIRES: requires} if requires else None)

@@ -14,7 +14,8 @@ from ...tir import op as T
 from ..utils import get_const_tuple
 from .dense import _ceil_div, _define_dense_space, padded_units, schedule_gemm_block
 from .utils import as_list, is_static, reduction_flops, size_hint, traverse_inline, worth_parallel
-from ..broadcast import broadcast_index, broadcast_shape
+from ...te.lower import REQUIRES
+from ..broadcast import broadcast_index, broadcast_requirements, broadcast_shape, equal_requirement
 
 
 class _Batch:
@@ -39,6 +40,10 @@ def batch_matmul(cfg, tensor_a, tensor_b, out_shape=None, out_dtype=None, transp
     N, kb = (b_shape[1], b_shape[2]) if transpose_b else (b_shape[2], b_shape[1])
     if is_static(K) and is_static(kb) and K != kb:
         raise KilnError(f"batch_matmul.x86: reduction sizes differ ({K} vs {kb}) for {a_shape} and {b_shape}")
+    # unknown sizes are checked when the kernel runs (on the pack stage): batches broadcast, K agrees
+    requires = (broadcast_requirements([[ba], [bb]], [batch], "batch_matmul.x86 batch")
+                + equal_requirement(K, kb, "batch_matmul.x86 reduction (K)"))
+    req = {REQUIRES: requires} if requires else None
     _define_dense_space(cfg, M, N, K)
     bn = cfg["tile_x"].size[-1]
     static_n = is_static(N)
@@ -50,13 +55,13 @@ def batch_matmul(cfg, tensor_a, tensor_b, out_shape=None, out_dtype=None, transp
 
     if static_n and N % bn == 0:
         packed = te.compute((bb, nb, K, bn), lambda b, z, k, x: b_at(b, z * bn + x, k), name="packed_b",
-                            tag="batch_matmul_pack")
+                            tag="batch_matmul_pack", attrs=req)
     else:
         # likely(): LoopPartition gives the whole panels (z < N // bn) a loop without the test; the clamped
         # index keeps a vectorized read of the last panel inside the tensor
         packed = te.compute((bb, nb, K, bn), lambda b, z, k, x: T.if_then_else(
             T.likely(z * bn + x < N), b_at(b, T.min(z * bn + x, N - 1), k), zero), name="packed_b",
-            tag="batch_matmul_pack")
+            tag="batch_matmul_pack", attrs=req)
     k = te.reduce_axis((0, K), name="k")
 
     def body(b, i, j):

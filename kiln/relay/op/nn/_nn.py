@@ -10,7 +10,7 @@ from ....ir.op import OpPattern
 from ....ir.type import TensorType, TupleType
 from .. import op_attrs as A
 from .._define import define_op
-from ..type_relations import dims_compatible, normalize_axis, shape_text, tensor_arg
+from ..type_relations import dims_compatible, merge_dim, normalize_axis, shape_text, tensor_arg
 
 _P = OpPattern
 
@@ -71,6 +71,10 @@ define_op("nn.matmul", num_inputs=2, args=("tensor_a", "tensor_b"), attrs=A.Matm
           rel_name="Matmul", pattern=_P.OUT_ELEMWISE_FUSABLE, reference=_matmul_ref, level=1)
 
 
+def _is_one(d) -> bool:
+    return isinstance(d, int) and d == 1
+
+
 def batch_matmul_rel(arg_types, attrs):
     x = tensor_arg(arg_types, 0, "tensor_a")
     y = tensor_arg(arg_types, 1, "tensor_b")
@@ -78,16 +82,18 @@ def batch_matmul_rel(arg_types, attrs):
         raise TypeInferenceError(f"batch_matmul: expects 3-D operands, got {shape_text(x.shape)} and "
                                  f"{shape_text(y.shape)}")
     bx, by = x.shape[0], y.shape[0]
-    if bx != by and bx != 1 and by != 1:
+    if not (dims_compatible(bx, by) or bx == 1 or by == 1):
         raise TypeInferenceError(f"batch_matmul: batch sizes {bx} and {by} differ ({shape_text(x.shape)} vs "
                                  f"{shape_text(y.shape)})")
     m, kx = (x.shape[2], x.shape[1]) if attrs.transpose_a else (x.shape[1], x.shape[2])
     n, ky = (y.shape[1], y.shape[2]) if attrs.transpose_b else (y.shape[2], y.shape[1])
-    if kx != ky:
+    if not dims_compatible(kx, ky):
         raise TypeInferenceError(f"batch_matmul: reduction dimensions differ: {shape_text(x.shape)} "
                                  f"(transpose_a={attrs.transpose_a}) vs {shape_text(y.shape)} "
                                  f"(transpose_b={attrs.transpose_b})")
-    return TensorType((max(bx, by), m, n), attrs.out_dtype or x.dtype)
+    # a batch of 1 broadcasts; otherwise the known one of two compatible batch dims (an Any matches anything)
+    batch = by if _is_one(bx) else bx if _is_one(by) else merge_dim(bx, by)
+    return TensorType((batch, m, n), attrs.out_dtype or x.dtype)
 
 
 def _batch_matmul_ref(attrs, inputs, out_type):
