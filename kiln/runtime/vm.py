@@ -416,7 +416,11 @@ class VirtualMachine:
 
     # -- public API ---------------------------------------------------------------------------------
     def invoke(self, func_name: str = "main", *args, **kwargs):
+        """Runs ``func_name`` on ``args``/``kwargs``; with none, on the inputs of an earlier ``set_input``
+        (TVM's ``invoke``)."""
         index = self._func(func_name)
+        if not args and not kwargs and func_name in self._inputs:
+            return self._run_function(index, self._inputs[func_name])
         values = self._convert_args(index, args, kwargs)
         return self._run_function(index, values)
 
@@ -479,6 +483,9 @@ class VirtualMachine:
         if len(values) > len(f.params):
             raise ArgumentError(f"{f.name} takes {len(f.params)} arguments ({', '.join(f.params)}), "
                                 f"got {len(values)}")
+        unknown = sorted(k for k in kwargs if k not in f.params[len(values):])
+        if unknown:
+            raise ArgumentError(f"{f.name}: unknown inputs {unknown} (inputs: {', '.join(f.params)})")
         for name in f.params[len(values):]:
             if name not in kwargs:
                 raise ArgumentError(f"{f.name}: missing input {name!r} (inputs: {', '.join(f.params)})")
@@ -499,6 +506,10 @@ class VirtualMachine:
             return ADT(0, [VirtualMachine._to_value(x, t, fname, pname) for x, t in zip(v, fields)])
         if ty is not None and ty[0] == "tensor":
             shape, dtype = ty[1], ty[2]
+            if isinstance(v, (NDArray, np.ndarray, np.generic)) and str(v.dtype) != dtype:
+                # as kiln.cli and GraphModule.set_input: never convert an array silently
+                raise ArgumentError(f"{fname}: input {pname!r} expects dtype {dtype}, got an array of dtype "
+                                    f"{v.dtype}; convert it first (e.g. x.astype({dtype!r}))")
             arr = v if isinstance(v, NDArray) else nd.array(np.asarray(v, dtype=dtype))
             if arr.dtype != dtype or len(arr.shape) != len(shape) or any(
                     s >= 0 and s != g for s, g in zip(shape, arr.shape)):

@@ -1,0 +1,91 @@
+"""Found by a new-user review of issue 18: VM call conventions, dtype checks, shape functions of common ops,
+full_like and dyn.image.resize2d over unknown dims."""
+import numpy as np
+import pytest
+
+import kiln as tvm
+from kiln import relay
+from kiln.error import ArgumentError
+from kiln.runtime import vm as vm_rt
+
+A = relay.Any
+
+
+def _vm(expr):
+    mod = tvm.IRModule.from_expr(relay.Function(relay.analysis.free_vars(expr), expr))
+    return vm_rt.VirtualMachine(relay.vm.compile(mod, target="llvm"), tvm.cpu())
+
+
+def test_invoke_without_args_uses_set_input():
+    x = relay.var("x", shape=(A(), 3))
+    vm = _vm(x * relay.const(2.0))
+    a = np.random.rand(5, 3).astype("float32")
+    vm.set_input("main", x=a)
+    np.testing.assert_allclose(vm.invoke("main").numpy(), a * 2)
+    np.testing.assert_allclose(vm.run().numpy(), a * 2)
+    fresh = _vm(x * relay.const(2.0))
+    with pytest.raises(ArgumentError, match="missing input 'x'"):
+        fresh.run()
+
+
+def test_wrong_dtype_and_unknown_name_are_refused():
+    x = relay.var("x", shape=(A(), 3))
+    vm = _vm(x + relay.const(1.0))
+    with pytest.raises(ArgumentError, match="float32.*float64.*astype"):
+        vm.run(np.zeros((2, 3)))
+    with pytest.raises(ArgumentError, match="float32.*int32"):
+        vm.run(tvm.nd.array(np.zeros((2, 3), "int32")))
+    with pytest.raises(ArgumentError, match=r"unknown inputs \['y'\]"):
+        vm.set_input("main", y=np.zeros((2, 3), "float32"))
+    # python lists are data, not arrays with a dtype: converted to the input's dtype
+    np.testing.assert_allclose(vm.run([[1, 2, 3]]).numpy(), [[2, 3, 4]])
+
+
+_Y = np.random.RandomState(0).randn(7, 5).astype("float32")
+_X = np.random.RandomState(1).randn(3, 8, 5, 6).astype("float32")
+
+
+@pytest.mark.parametrize("name,make,inp,ref", [
+    ("pad", lambda y: relay.nn.pad(y, ((0, 1), (2, 0))), _Y, lambda a: np.pad(a, ((0, 1), (2, 0)))),
+    ("tile", lambda y: relay.tile(y, (2, 1)), _Y, lambda a: np.tile(a, (2, 1))),
+    ("topk", lambda y: relay.topk(y, 2, ret_type="values"), _Y, lambda a: -np.sort(-a, 1)[:, :2]),
+    ("sort", lambda y: relay.sort(y), _Y, lambda a: np.sort(a, 1)),
+    ("argsort", lambda y: relay.argsort(y, dtype="int32"), _Y, lambda a: np.argsort(a, 1, kind="stable").astype("int32")),
+    ("repeat", lambda y: relay.repeat(y, 3, 0), _Y, lambda a: np.repeat(a, 3, 0)),
+    ("variance", lambda y: relay.variance(y, axis=[1]), _Y, lambda a: a.var(1)),
+    ("cast_like", lambda y: relay.cast_like(y, relay.const(np.int32(1))), _Y, lambda a: a.astype("int32")),
+    ("full_like", lambda y: relay.full_like(y, relay.const(1.5)), _Y, lambda a: np.full_like(a, 1.5)),
+    ("one_hot", lambda y: relay.one_hot(relay.cast(y > relay.const(0.0), "int32"), relay.const(1.0),
+                                        relay.const(0.0), 2, -1, "float32"), _Y,
+     lambda a: np.eye(2, dtype="float32")[(a > 0).astype(int)]),
+    ("upsampling", lambda x: relay.nn.upsampling(x, 2, 3), _X, lambda a: a.repeat(2, 2).repeat(3, 3)),
+    ("resize2d", lambda x: relay.image.resize2d(x, (10, 12), method="nearest_neighbor",
+                                                 coordinate_transformation_mode="asymmetric"), _X,
+     lambda a: a.repeat(2, 2).repeat(2, 3)),
+    ("depth_to_space", lambda x: relay.nn.depth_to_space(x, 2, mode="DCR"), _X,
+     lambda a: a.reshape(-1, 2, 2, 2, 5, 6).transpose(0, 3, 4, 1, 5, 2).reshape(-1, 2, 10, 12)),
+])
+def test_shape_funcs_of_common_ops(name, make, inp, ref):
+    var = relay.var("v", shape=(A(),) + inp.shape[1:])
+    vm = _vm(make(var))
+    for n in (inp.shape[0], 1, 0):
+        want = ref(inp[:n])
+        got = vm.run(inp[:n]).numpy()
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("method,mode", [("nearest_neighbor", "asymmetric"), ("linear", "half_pixel"),
+                                         ("linear", "align_corners")])
+def test_dyn_resize2d_with_unknown_input_hw(method, mode):
+    x = relay.var("x", shape=(1, 2, A(), A()))
+    size = relay.var("size", shape=(2,), dtype="int64")
+    vm = _vm(relay.image.resize2d(x, size, method=method, coordinate_transformation_mode=mode))
+    for h, w, oh, ow in ((4, 6, 8, 12), (5, 3, 7, 2)):
+        data = np.random.rand(1, 2, h, w).astype("float32")
+        xs = relay.var("xs", shape=(1, 2, h, w))
+        ref = relay.create_executor("graph", mod=tvm.IRModule.from_expr(relay.Function(
+            [xs], relay.image.resize2d(xs, (oh, ow), method=method, coordinate_transformation_mode=mode))),
+            device=tvm.cpu(), target="llvm").evaluate()(data).numpy()
+        got = vm.run(data, np.array([oh, ow], "int64")).numpy()
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
