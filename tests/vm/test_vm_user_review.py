@@ -89,3 +89,42 @@ def test_dyn_resize2d_with_unknown_input_hw(method, mode):
             device=tvm.cpu(), target="llvm").evaluate()(data).numpy()
         got = vm.run(data, np.array([oh, ow], "int64")).numpy()
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_relay_exports_tvm_adt_names():
+    """TVM v0.13 spells these ``relay.Match``, ``relay.Clause``, ``relay.PatternConstructor``, ..."""
+    from kiln.relay import adt
+    from kiln.relay.prelude import Prelude
+    for name in ("Pattern", "PatternWildcard", "PatternVar", "PatternConstructor", "PatternTuple", "Constructor",
+                 "TypeData", "Clause", "Match"):
+        assert getattr(relay, name) is getattr(adt, name)
+    mod = tvm.IRModule()
+    p = Prelude(mod)
+    _, cons, nil = p.mod.get_type("List")
+    a = relay.var("a")
+    lst = cons(relay.const(4), cons(relay.const(5), nil()))
+    mod["main"] = relay.Function([], relay.Match(lst, [
+        relay.Clause(relay.PatternConstructor(cons, [relay.PatternVar(a), relay.PatternWildcard()]), a),
+        relay.Clause(relay.PatternConstructor(nil, []), relay.const(-1))]))
+    assert relay.create_executor("vm", mod=mod, device=tvm.cpu(), target="llvm").evaluate()().numpy() == 4
+    assert relay.scalar_type("int8") == relay.TensorType((), "int8")
+
+
+def test_onnx_resize_with_run_time_hw_and_size():
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+    node = helper.make_node("Resize", ["x", "", "", "sz"], ["y"], mode="linear")
+    graph = helper.make_graph([node], "resize", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "h", "w"]),
+        helper.make_tensor_value_info("sz", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, "oh", "ow"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    mod, params = relay.frontend.from_onnx(model, freeze_params=True)
+    vm = vm_rt.VirtualMachine(relay.vm.compile(mod, "llvm", params=params), tvm.cpu())
+    sess = ort.InferenceSession(model.SerializeToString())
+    for (h, w), size in (((4, 5), (1, 1, 8, 3)), ((3, 3), (1, 1, 6, 6)), ((1, 7), (1, 1, 2, 7))):
+        feeds = {"x": np.random.rand(1, 1, h, w).astype("float32"), "sz": np.array(size, "int64")}
+        np.testing.assert_allclose(vm.run(feeds["x"], feeds["sz"]).numpy(), sess.run(None, feeds)[0],
+                                   rtol=1e-5, atol=1e-6)
