@@ -128,3 +128,17 @@ def test_onnx_resize_with_run_time_hw_and_size():
         feeds = {"x": np.random.rand(1, 1, h, w).astype("float32"), "sz": np.array(size, "int64")}
         np.testing.assert_allclose(vm.run(feeds["x"], feeds["sz"]).numpy(), sess.run(None, feeds)[0],
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_broadcast_of_two_unknown_dims_that_disagree_is_refused():
+    """(3, 4) + (2, 4) through two unknown batch dims: an error naming the shapes, never an out-of-bounds read."""
+    a = relay.var("a", shape=(A(), 4))
+    b = relay.var("b", shape=(A(), 4))
+    vm = _vm(a + b)
+    x, y = np.random.rand(3, 4).astype("float32"), np.random.rand(1, 4).astype("float32")
+    np.testing.assert_allclose(vm.run(x, y).numpy(), x + y, rtol=1e-6)
+    np.testing.assert_allclose(vm.run(y, x).numpy(), x + y, rtol=1e-6)
+    np.testing.assert_allclose(vm.run(x, x).numpy(), x + x, rtol=1e-6)
+    with pytest.raises(ArgumentError, match=r"\(3, 4\), \(2, 4\) do not broadcast"):
+        vm.run(x, np.random.rand(2, 4).astype("float32"))
+    np.testing.assert_allclose(vm.run(x, y).numpy(), x + y, rtol=1e-6)  # the VM is still usable
