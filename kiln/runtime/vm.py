@@ -170,6 +170,21 @@ class Executable:
     def primitive_ops(self) -> list:
         return list(self.packed_names)
 
+    def get_function_arity(self, func_name: str) -> int:
+        """Number of parameters of ``func_name`` (TVM's ``Executable.get_function_arity``; -1 if absent)."""
+        k = self.func_index.get(func_name)
+        return -1 if k is None else len(self.functions[k].params)
+
+    def get_function_param_name(self, func_name: str, index: int) -> str:
+        """Name of parameter ``index`` of ``func_name`` (TVM's ``Executable.get_function_param_name``)."""
+        k = self.func_index.get(func_name)
+        if k is None:
+            raise ArgumentError(f"the VM executable has no function {func_name!r} (it has {self.globals})")
+        params = self.functions[k].params
+        if not 0 <= index < len(params):
+            raise ArgumentError(f"{func_name} has {len(params)} parameters; index {index} is out of range")
+        return params[index]
+
     def get_lib(self):
         return self.lib
 
@@ -428,6 +443,7 @@ class VirtualMachine:
         # straight-line functions replay with per-instruction memory (vm_replay.py); None: general loop
         self._replay = [ReplayRunner(self, f) if is_straight_line(f) else None for f in exe.functions]
         self._inputs: dict = {}
+        self._partial: set = set()   # functions with inputs still missing after set_one_input
         self._outputs = None
 
     # -- public API ---------------------------------------------------------------------------------
@@ -436,7 +452,7 @@ class VirtualMachine:
         (TVM's ``invoke``)."""
         index = self._func(func_name)
         if not args and not kwargs and func_name in self._inputs:
-            return self._run_function(index, self._inputs[func_name])
+            return self._run_function(index, self._set_inputs(func_name))
         values = self._convert_args(index, args, kwargs)
         return self._run_function(index, values)
 
@@ -446,11 +462,41 @@ class VirtualMachine:
     def set_input(self, func_name: str, *args, **kwargs) -> None:
         index = self._func(func_name)
         self._inputs[func_name] = self._convert_args(index, args, kwargs)
+        self._partial.discard(func_name)
+
+    def _set_inputs(self, func_name: str) -> list:
+        if func_name in self._partial:
+            f = self.exe.functions[self._func(func_name)]
+            missing = [p for p, v in zip(f.params, self._inputs[func_name]) if v is None]
+            raise ArgumentError(f"{func_name}: inputs {missing} were never set (set_input / set_one_input)")
+        return self._inputs[func_name]
 
     def invoke_stateful(self, func_name: str = "main") -> None:
         if func_name not in self._inputs:
             raise ArgumentError(f"invoke_stateful({func_name!r}): call set_input({func_name!r}, ...) first")
-        self._outputs = self._run_function(self._func(func_name), self._inputs[func_name])
+        self._outputs = self._run_function(self._func(func_name), self._set_inputs(func_name))
+
+    def set_one_input(self, func_name: str, key, value) -> None:
+        """Sets one input of ``func_name`` by position or name (TVM's ``set_one_input``); the others keep
+        the values of an earlier ``set_input``/``set_one_input``."""
+        index = self._func(func_name)
+        f = self.exe.functions[index]
+        pos = key if isinstance(key, int) else (f.params.index(key) if key in f.params else -1)
+        if not 0 <= pos < len(f.params):
+            raise ArgumentError(f"{f.name}: no input {key!r} (inputs: {', '.join(f.params)})")
+        types = f.param_types or [None] * len(f.params)
+        values = self._inputs.get(func_name) or [None] * len(f.params)
+        values = list(values)
+        values[pos] = self._to_value(value, types[pos], f.name, f.params[pos])
+        self._inputs[func_name] = values
+        if any(v is None for v in values):
+            self._partial.add(func_name)
+        else:
+            self._partial.discard(func_name)
+
+    def get_num_outputs(self) -> int:
+        """Number of outputs of the last ``invoke_stateful`` (TVM's ``get_num_outputs``)."""
+        return len(self.get_outputs())
 
     def get_outputs(self) -> list:
         if self._outputs is None:
@@ -468,9 +514,9 @@ class VirtualMachine:
         from .benchmark import BenchmarkResult
         if args or kwargs:
             self.set_input(func_name, *args, **kwargs)
-        values = self._inputs.get(func_name)
-        if values is None:
+        if func_name not in self._inputs:
             raise ArgumentError("benchmark: give the inputs, or call set_input first")
+        values = self._set_inputs(func_name)
         index = self._func(func_name)
         self._run_function(index, values)  # warm up
         results = []

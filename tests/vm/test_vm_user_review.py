@@ -142,3 +142,23 @@ def test_broadcast_of_two_unknown_dims_that_disagree_is_refused():
     with pytest.raises(ArgumentError, match=r"\(3, 4\), \(2, 4\) do not broadcast"):
         vm.run(x, np.random.rand(2, 4).astype("float32"))
     np.testing.assert_allclose(vm.run(x, y).numpy(), x + y, rtol=1e-6)  # the VM is still usable
+
+
+def test_tvm_helpers_set_one_input_arity_param_names_num_outputs():
+    a = relay.var("a", shape=(A(), 2))
+    b = relay.var("b", shape=(A(), 2))
+    mod = tvm.IRModule.from_expr(relay.Function([a, b], relay.Tuple([a + b, a * b])))
+    exe = relay.vm.compile(mod, target="llvm")
+    assert exe.get_function_arity("main") == 2 and exe.get_function_arity("nope") == -1
+    assert [exe.get_function_param_name("main", i) for i in range(2)] == ["a", "b"]
+    vm = vm_rt.VirtualMachine(exe, tvm.cpu())
+    x, y = np.random.rand(3, 2).astype("float32"), np.random.rand(3, 2).astype("float32")
+    vm.set_one_input("main", 0, x)
+    with pytest.raises(ArgumentError, match=r"inputs \['b'\] were never set"):
+        vm.invoke_stateful("main")
+    vm.set_one_input("main", "b", y)
+    vm.invoke_stateful("main")
+    assert vm.get_num_outputs() == 2
+    np.testing.assert_allclose(vm.get_outputs()[1].numpy(), x * y, rtol=1e-6)
+    with pytest.raises(ArgumentError, match="no input 'c'"):
+        vm.set_one_input("main", "c", y)
