@@ -509,22 +509,40 @@ class VirtualMachine:
         return params.index(input_name) if input_name in params else -1
 
     def benchmark(self, device=None, *args, func_name: str = "main", repeat: int = 5, number: int = 5,
-                  min_repeat_ms=None, end_to_end: bool = False, **kwargs):
-        """Times ``invoke(func_name, *args)`` (TVM's ``vm.benchmark``); returns a BenchmarkResult."""
+                  min_repeat_ms=None, limit_zero_time_iterations: int = 100, end_to_end: bool = False,
+                  cooldown_interval_ms: int = 0, repeats_to_cooldown: int = 1, **kwargs):
+        """Times ``invoke(func_name, *args)`` (TVM's ``vm.benchmark``); returns a BenchmarkResult.
+
+        ``min_repeat_ms``: each repeat runs at least that long (``number`` grows as in TVM's time evaluator);
+        ``cooldown_interval_ms`` sleeps after every ``repeats_to_cooldown`` repeats. Inputs live on the CPU, so
+        ``end_to_end`` (copying inputs in each run) times the same thing."""
         from .benchmark import BenchmarkResult
         if args or kwargs:
             self.set_input(func_name, *args, **kwargs)
         if func_name not in self._inputs:
             raise ArgumentError("benchmark: give the inputs, or call set_input first")
+        if repeat < 1 or number < 1:
+            raise ArgumentError(f"benchmark: repeat ({repeat}) and number ({number}) must be at least 1")
         values = self._set_inputs(func_name)
         index = self._func(func_name)
         self._run_function(index, values)  # warm up
         results = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            for _ in range(number):
-                self._run_function(index, values)
-            results.append((time.perf_counter() - start) / number)
+        zero_runs = 0
+        for k in range(repeat):
+            while True:
+                start = time.perf_counter()
+                for _ in range(number):
+                    self._run_function(index, values)
+                elapsed = time.perf_counter() - start
+                if elapsed == 0.0 and zero_runs < limit_zero_time_iterations:
+                    zero_runs += 1
+                    continue
+                if not min_repeat_ms or elapsed * 1e3 >= min_repeat_ms:
+                    break
+                number = max(number + 1, int(number * min(10.0, 1.618 * min_repeat_ms / max(elapsed * 1e3, 1e-3))))
+            results.append(elapsed / number)
+            if cooldown_interval_ms and (k + 1) % max(repeats_to_cooldown, 1) == 0:
+                time.sleep(cooldown_interval_ms / 1e3)
         return BenchmarkResult(results)
 
     @property

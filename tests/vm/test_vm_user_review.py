@@ -162,3 +162,14 @@ def test_tvm_helpers_set_one_input_arity_param_names_num_outputs():
     np.testing.assert_allclose(vm.get_outputs()[1].numpy(), x * y, rtol=1e-6)
     with pytest.raises(ArgumentError, match="no input 'c'"):
         vm.set_one_input("main", "c", y)
+
+
+def test_benchmark_takes_tvm_keywords():
+    x = relay.var("x", shape=(A(), 8))
+    vm = _vm(relay.exp(x))
+    data = np.random.rand(4, 8).astype("float32")
+    res = vm.benchmark(tvm.cpu(), data, func_name="main", repeat=2, number=1, min_repeat_ms=5,
+                       limit_zero_time_iterations=10, end_to_end=True, cooldown_interval_ms=1, repeats_to_cooldown=1)
+    assert len(res.results) == 2 and all(r > 0 for r in res.results)
+    with pytest.raises(ArgumentError, match="at least 1"):
+        vm.benchmark(tvm.cpu(), data, repeat=0)
