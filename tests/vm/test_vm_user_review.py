@@ -173,3 +173,20 @@ def test_benchmark_takes_tvm_keywords():
     assert len(res.results) == 2 and all(r > 0 for r in res.results)
     with pytest.raises(ArgumentError, match="at least 1"):
         vm.benchmark(tvm.cpu(), data, repeat=0)
+
+
+def test_vm_compiler_tvm_methods():
+    """TVM's ``VMCompiler``: set_params, lower(mod, target, target_host), optimize, codegen, get_exec."""
+    x = relay.var("x", shape=(A(), 3))
+    w = relay.var("w", shape=(3,))
+    mod = tvm.IRModule.from_expr(relay.Function([x, w], relay.nn.relu(x * w)))
+    wv = np.array([1.0, -2.0, 3.0], "float32")
+    c = relay.vm.VMCompiler()
+    c.set_params({"w": wv})
+    opt, params = c.optimize(mod, "llvm")
+    assert [p.name_hint for p in opt["main"].params] == ["x"] and params == {}
+    c.lower(mod, "llvm", None)
+    exe = c.get_exec()
+    data = np.random.randn(4, 3).astype("float32")
+    out = vm_rt.VirtualMachine(exe, tvm.cpu()).run(data).numpy()
+    np.testing.assert_allclose(out, np.maximum(data * wv, 0), rtol=1e-6)
