@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from .cmd_compile import add_model_arguments
-from .common import (CLIError, add_threads_argument, apply_threads, load_model, parse_input_shapes, parse_target,
+from .common import (CLIError, add_threads_argument, apply_threads, load_model, parse_input_shapes, require_static_shapes, parse_target,
                      random_input)
 from ..runtime import cpu, num_threads, set_thread_policy, thread_status
 from ..runtime.graph_executor import GraphModule
@@ -110,7 +110,7 @@ def run(args) -> int:
         fmt = "compiled"
     else:
         target = parse_target(args.target)
-        model = load_model(args.model, args.model_format, parse_input_shapes(args.input_shapes), args.params)
+        model = load_model(args.model, args.model_format, _static_specs(parse_input_shapes(args.input_shapes)), args.params)
         lib, compile_s, _ = build_model(model, target, args.opt_level, args.tuning_records)
         gmod = GraphModule(lib["default"](cpu(0)))
         fmt = model.fmt
@@ -172,3 +172,8 @@ def run(args) -> int:
             if name != "kiln":
                 print(f"speedup of kiln over {name}: {r['median_s'] / base:.2f}x (median; > 1 means kiln is faster)")
     return 0
+
+
+def _static_specs(specs: list) -> list:
+    require_static_shapes(specs, "bench")
+    return specs

@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from .cmd_compile import add_layout_argument, add_model_arguments
-from .common import (CLIError, add_threads_argument, apply_threads, info, load_model, parse_input_shapes,
+from .common import (CLIError, add_threads_argument, apply_threads, info, load_model, parse_input_shapes, require_static_shapes,
                      parse_target)
 from .plot import check_plot_path, save_curves
 from .. import transform
@@ -133,6 +133,7 @@ def run(args) -> int:
     apply_threads(args.threads)   # the measuring processes inherit it
     target = parse_target(args.target)
     specs = parse_input_shapes(args.input_shapes)
+    require_static_shapes(specs, 'tune')
     out_dir = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(out_dir):
         raise CLIError(f"-o {args.output!r}: the folder {out_dir!r} does not exist")

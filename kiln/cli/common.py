@@ -77,11 +77,46 @@ def _parse_dims(dims: str, entry: str) -> tuple:
         parts = dims.lower().split("x")
     shape = []
     for p in parts:
-        if not re.fullmatch(r"\d+", p.strip()):
-            raise CLIError(f"--input-shapes entry {entry!r}: dimension {p!r} is not a non-negative integer; "
-                           "write shapes as NAME:1x3x224x224 or NAME:[1,3,224,224]")
+        p = p.strip()
+        if p == "?" or re.fullmatch(r"-\d+", p):  # tvmc: a negative dimension is unknown (relay.Any)
+            shape.append(UNKNOWN_DIM)
+            continue
+        if not re.fullmatch(r"\d+", p):
+            raise CLIError(f"--input-shapes entry {entry!r}: dimension {p!r} is not an integer; write shapes as "
+                           "NAME:1x3x224x224 or NAME:[1,3,224,224] (-1 or ? for a dimension left dynamic)")
         shape.append(int(p))
     return tuple(shape)
+
+
+UNKNOWN_DIM = -1  # an --input-shapes dimension given as -1 or ?: compiled for the VM
+
+
+def has_unknown_dims(specs: list) -> list:
+    """Names of the specs with a dimension left dynamic (-1 / ?)."""
+    return [s.name for s in specs if any(d == UNKNOWN_DIM for d in s.shape)]
+
+
+def require_static_shapes(specs: list, command: str) -> None:
+    """``kiln tune``/``bench`` measure one shape: refuse -1 / ? dimensions with the fix."""
+    names = has_unknown_dims(specs)
+    if names:
+        raise CLIError(f"--input-shapes leaves input(s) {names} dynamic (-1 or ?); `kiln {command}` measures one "
+                       "shape, so give every dimension a size")
+
+
+def _any_dims(shape, names=None) -> tuple:
+    """An --input-shapes shape for a frontend: -1 becomes the model's own name for that dim (ONNX dim_param,
+    so inputs sharing it stay equal) or relay.Any()."""
+    from ..tir.expr import Any  # lazy: kiln.tir is part of the compiler
+    out = []
+    for k, d in enumerate(shape):
+        if d != UNKNOWN_DIM:
+            out.append(d)
+        elif names is not None and k < len(names) and isinstance(names[k], str) and names[k] != "?":
+            out.append(names[k])
+        else:
+            out.append(Any())
+    return tuple(out)
 
 
 def parse_input_shapes(text: str | None) -> list:
@@ -221,7 +256,11 @@ def _load_onnx(path: str, specs: list):
     shape = {}
     for name, vi in by_name.items():
         if name in given:
-            shape[name] = given[name].shape
+            dims = _onnx_dims(vi)
+            if len(dims) != len(given[name].shape) and has_unknown_dims([given[name]]):
+                raise CLIError(f"--input-shapes gives input {name!r} {len(given[name].shape)} dimensions, but the "
+                               f"ONNX model declares {len(dims)}")
+            shape[name] = _any_dims(given[name].shape, dims)
             want = given[name].dtype
             elem = vi.type.tensor_type.elem_type
             have = str(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else None
@@ -258,7 +297,7 @@ def _load_pytorch(path: str, specs: list):
     if len(specs) != len(arg_names):
         raise CLIError(f"the TorchScript module's forward() takes {len(arg_names)} input(s) "
                        f"({', '.join(arg_names)}) but --input-shapes gives {len(specs)}")
-    infos = [(s.name, (s.shape, _torch_input_dtype(module, s))) for s in specs]
+    infos = [(s.name, (_any_dims(s.shape), _torch_input_dtype(module, s))) for s in specs]
     from ..relay.frontend import from_pytorch  # lazy: heavy compiler package (fast `kiln --help`)
     try:
         return from_pytorch(module, infos)

@@ -68,6 +68,10 @@ _LAZY_NAMES = {
     # the Relay text parser under TVM v0.13's relay names (kiln/parser)
     "parse": "kiln.parser:parse",
     "parse_expr": "kiln.parser:parse_expr",
+    # algebraic data types under TVM v0.13's relay names (relay.Match, relay.Clause, ...)
+    **{n: f"kiln.relay.adt:{n}" for n in ("Pattern", "PatternWildcard", "PatternVar", "PatternConstructor",
+                                          "PatternTuple", "Constructor", "TypeData", "Clause", "Match")},
+    "scalar_type": "kiln.relay.ty:scalar_type",
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import struct
+import re
 import time
 import weakref
 
@@ -169,6 +170,21 @@ class Executable:
     def primitive_ops(self) -> list:
         return list(self.packed_names)
 
+    def get_function_arity(self, func_name: str) -> int:
+        """Number of parameters of ``func_name`` (TVM's ``Executable.get_function_arity``; -1 if absent)."""
+        k = self.func_index.get(func_name)
+        return -1 if k is None else len(self.functions[k].params)
+
+    def get_function_param_name(self, func_name: str, index: int) -> str:
+        """Name of parameter ``index`` of ``func_name`` (TVM's ``Executable.get_function_param_name``)."""
+        k = self.func_index.get(func_name)
+        if k is None:
+            raise ArgumentError(f"the VM executable has no function {func_name!r} (it has {self.globals})")
+        params = self.functions[k].params
+        if not 0 <= index < len(params):
+            raise ArgumentError(f"{func_name} has {len(params)} parameters; index {index} is out of range")
+        return params[index]
+
     def get_lib(self):
         return self.lib
 
@@ -266,13 +282,20 @@ def _regs_of(ins: list) -> list:
     return []
 
 
+_BROADCAST_MAX = re.compile(r"\bmax\((\w+), (\w+)\)")
+
+
 class _ShapeFunc:
     """A kernel's output shapes from its input shapes: the output-shape expressions of its ABI metadata."""
 
     def __init__(self, meta: dict):
         name = meta.get("name", "?")
+        self.name = name
         self.binders = []   # (arg position among inputs, axis, var)
         self.outputs = []   # per output: list of ("int", v) | ("var", name) | ("expr", code)
+        # an output extent max(a, b) of two shape variables is a broadcast of two unknown dims (topi.broadcast):
+        # at run time they must be equal or one of them 1, else the kernel would read past the smaller operand
+        self.broadcasts = set()
         pos = 0
         for a in meta.get("args", []):
             if a.get("kind", "buffer") != "buffer":
@@ -285,6 +308,8 @@ class _ShapeFunc:
                     dims.append(("var", d))
                 else:
                     dims.append(("expr", _compile_extent(d["expr"], name, a.get("name", "?"))[0]))
+                    if a.get("output"):
+                        self.broadcasts.update(_BROADCAST_MAX.findall(d["expr"]))
             if a.get("output"):
                 self.outputs.append(dims)
             else:
@@ -297,6 +322,12 @@ class _ShapeFunc:
         env = {}
         for pos, axis, var in self.binders:
             env.setdefault(var, inputs[pos]._shape[axis])
+        for x, y in self.broadcasts:
+            a, b = env.get(x), env.get(y)
+            if a is not None and b is not None and a != b and a != 1 and b != 1:
+                shapes = ", ".join(str(tuple(t._shape)) for t in inputs)
+                raise ArgumentError(f"{self.name}: operands of shapes {shapes} do not broadcast (an unknown "
+                                    f"dimension is {a} in one and {b} in the other; they must be equal or 1)")
         out = []
         for dims in self.outputs:
             shape = []
@@ -412,11 +443,16 @@ class VirtualMachine:
         # straight-line functions replay with per-instruction memory (vm_replay.py); None: general loop
         self._replay = [ReplayRunner(self, f) if is_straight_line(f) else None for f in exe.functions]
         self._inputs: dict = {}
+        self._partial: set = set()   # functions with inputs still missing after set_one_input
         self._outputs = None
 
     # -- public API ---------------------------------------------------------------------------------
     def invoke(self, func_name: str = "main", *args, **kwargs):
+        """Runs ``func_name`` on ``args``/``kwargs``; with none, on the inputs of an earlier ``set_input``
+        (TVM's ``invoke``)."""
         index = self._func(func_name)
+        if not args and not kwargs and func_name in self._inputs:
+            return self._run_function(index, self._set_inputs(func_name))
         values = self._convert_args(index, args, kwargs)
         return self._run_function(index, values)
 
@@ -426,11 +462,41 @@ class VirtualMachine:
     def set_input(self, func_name: str, *args, **kwargs) -> None:
         index = self._func(func_name)
         self._inputs[func_name] = self._convert_args(index, args, kwargs)
+        self._partial.discard(func_name)
+
+    def _set_inputs(self, func_name: str) -> list:
+        if func_name in self._partial:
+            f = self.exe.functions[self._func(func_name)]
+            missing = [p for p, v in zip(f.params, self._inputs[func_name]) if v is None]
+            raise ArgumentError(f"{func_name}: inputs {missing} were never set (set_input / set_one_input)")
+        return self._inputs[func_name]
 
     def invoke_stateful(self, func_name: str = "main") -> None:
         if func_name not in self._inputs:
             raise ArgumentError(f"invoke_stateful({func_name!r}): call set_input({func_name!r}, ...) first")
-        self._outputs = self._run_function(self._func(func_name), self._inputs[func_name])
+        self._outputs = self._run_function(self._func(func_name), self._set_inputs(func_name))
+
+    def set_one_input(self, func_name: str, key, value) -> None:
+        """Sets one input of ``func_name`` by position or name (TVM's ``set_one_input``); the others keep
+        the values of an earlier ``set_input``/``set_one_input``."""
+        index = self._func(func_name)
+        f = self.exe.functions[index]
+        pos = key if isinstance(key, int) else (f.params.index(key) if key in f.params else -1)
+        if not 0 <= pos < len(f.params):
+            raise ArgumentError(f"{f.name}: no input {key!r} (inputs: {', '.join(f.params)})")
+        types = f.param_types or [None] * len(f.params)
+        values = self._inputs.get(func_name) or [None] * len(f.params)
+        values = list(values)
+        values[pos] = self._to_value(value, types[pos], f.name, f.params[pos])
+        self._inputs[func_name] = values
+        if any(v is None for v in values):
+            self._partial.add(func_name)
+        else:
+            self._partial.discard(func_name)
+
+    def get_num_outputs(self) -> int:
+        """Number of outputs of the last ``invoke_stateful`` (TVM's ``get_num_outputs``)."""
+        return len(self.get_outputs())
 
     def get_outputs(self) -> list:
         if self._outputs is None:
@@ -443,22 +509,40 @@ class VirtualMachine:
         return params.index(input_name) if input_name in params else -1
 
     def benchmark(self, device=None, *args, func_name: str = "main", repeat: int = 5, number: int = 5,
-                  min_repeat_ms=None, end_to_end: bool = False, **kwargs):
-        """Times ``invoke(func_name, *args)`` (TVM's ``vm.benchmark``); returns a BenchmarkResult."""
+                  min_repeat_ms=None, limit_zero_time_iterations: int = 100, end_to_end: bool = False,
+                  cooldown_interval_ms: int = 0, repeats_to_cooldown: int = 1, **kwargs):
+        """Times ``invoke(func_name, *args)`` (TVM's ``vm.benchmark``); returns a BenchmarkResult.
+
+        ``min_repeat_ms``: each repeat runs at least that long (``number`` grows as in TVM's time evaluator);
+        ``cooldown_interval_ms`` sleeps after every ``repeats_to_cooldown`` repeats. Inputs live on the CPU, so
+        ``end_to_end`` (copying inputs in each run) times the same thing."""
         from .benchmark import BenchmarkResult
         if args or kwargs:
             self.set_input(func_name, *args, **kwargs)
-        values = self._inputs.get(func_name)
-        if values is None:
+        if func_name not in self._inputs:
             raise ArgumentError("benchmark: give the inputs, or call set_input first")
+        if repeat < 1 or number < 1:
+            raise ArgumentError(f"benchmark: repeat ({repeat}) and number ({number}) must be at least 1")
+        values = self._set_inputs(func_name)
         index = self._func(func_name)
         self._run_function(index, values)  # warm up
         results = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            for _ in range(number):
-                self._run_function(index, values)
-            results.append((time.perf_counter() - start) / number)
+        zero_runs = 0
+        for k in range(repeat):
+            while True:
+                start = time.perf_counter()
+                for _ in range(number):
+                    self._run_function(index, values)
+                elapsed = time.perf_counter() - start
+                if elapsed == 0.0 and zero_runs < limit_zero_time_iterations:
+                    zero_runs += 1
+                    continue
+                if not min_repeat_ms or elapsed * 1e3 >= min_repeat_ms:
+                    break
+                number = max(number + 1, int(number * min(10.0, 1.618 * min_repeat_ms / max(elapsed * 1e3, 1e-3))))
+            results.append(elapsed / number)
+            if cooldown_interval_ms and (k + 1) % max(repeats_to_cooldown, 1) == 0:
+                time.sleep(cooldown_interval_ms / 1e3)
         return BenchmarkResult(results)
 
     @property
@@ -479,6 +563,9 @@ class VirtualMachine:
         if len(values) > len(f.params):
             raise ArgumentError(f"{f.name} takes {len(f.params)} arguments ({', '.join(f.params)}), "
                                 f"got {len(values)}")
+        unknown = sorted(k for k in kwargs if k not in f.params[len(values):])
+        if unknown:
+            raise ArgumentError(f"{f.name}: unknown inputs {unknown} (inputs: {', '.join(f.params)})")
         for name in f.params[len(values):]:
             if name not in kwargs:
                 raise ArgumentError(f"{f.name}: missing input {name!r} (inputs: {', '.join(f.params)})")
@@ -499,6 +586,10 @@ class VirtualMachine:
             return ADT(0, [VirtualMachine._to_value(x, t, fname, pname) for x, t in zip(v, fields)])
         if ty is not None and ty[0] == "tensor":
             shape, dtype = ty[1], ty[2]
+            if isinstance(v, (NDArray, np.ndarray, np.generic)) and str(v.dtype) != dtype:
+                # as kiln.cli and GraphModule.set_input: never convert an array silently
+                raise ArgumentError(f"{fname}: input {pname!r} expects dtype {dtype}, got an array of dtype "
+                                    f"{v.dtype}; convert it first (e.g. x.astype({dtype!r}))")
             arr = v if isinstance(v, NDArray) else nd.array(np.asarray(v, dtype=dtype))
             if arr.dtype != dtype or len(arr.shape) != len(shape) or any(
                     s >= 0 and s != g for s, g in zip(shape, arr.shape)):

@@ -525,12 +525,22 @@ def where(condition, x, y):
     return te.compute(out, f, name="T_where", tag=tag.BROADCAST, attrs={REQUIRES: conds} if conds else None)
 
 
+def _fill(fill_value, dtype):
+    """The fill value as an expression: a number, or a 0-d tensor (a Relay constant the TE compiler did not
+    fold, as in the VM's symbolic lowering) read and cast."""
+    if isinstance(fill_value, te.Tensor):
+        fill_value = fill_value()
+    if isinstance(fill_value, E.PrimExpr):
+        return T.cast(fill_value, dtype) if str(fill_value.dtype) != dtype else fill_value
+    return T.const(fill_value, dtype)
+
+
 def full(shape, dtype, fill_value):
-    return te.compute(list(shape), lambda *i: T.const(fill_value, dtype), name="T_full", tag=tag.ELEMWISE)
+    return te.compute(list(shape), lambda *i: _fill(fill_value, dtype), name="T_full", tag=tag.ELEMWISE)
 
 
 def full_like(x, fill_value):
-    return te.compute(x.shape, lambda *i: T.const(fill_value, x.dtype), name="T_full_like", tag=tag.ELEMWISE)
+    return te.compute(x.shape, lambda *i: _fill(fill_value, x.dtype), name="T_full_like", tag=tag.ELEMWISE)
 
 
 def zeros(shape, dtype="float32"):

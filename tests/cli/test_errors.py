@@ -47,7 +47,7 @@ def test_unknown_extension(capsys, tmp_path):
 
 def test_bad_shape_string(capsys, onnx_models):
     _fails(capsys, ["compile", str(onnx_models["conv"]), "--input-shapes", "x:1x3xfoo"],
-           "dimension 'foo' is not a non-negative integer")
+           "dimension 'foo' is not an integer")
     _fails(capsys, ["compile", str(onnx_models["conv"]), "--input-shapes", "1x3x7x9"], "is not NAME:SHAPE")
 
 
@@ -152,7 +152,7 @@ def test_parse_input_shapes(text, expected):
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("a:1x-2", "not a non-negative integer"), ("a:[1,2", "unbalanced"), ("a:1x2,a:3", "twice"),
+    ("a:1x2.5", "is not an integer"), ("a:[1,2", "unbalanced"), ("a:1x2,a:3", "twice"),
     ("a:1x2:complex7", "unknown dtype"), (":1x2", "NAME:SHAPE"), (",", "empty"),
 ])
 def test_parse_input_shapes_errors(text, needle):

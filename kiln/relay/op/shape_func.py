@@ -301,6 +301,85 @@ def split_shape_func(attrs, inputs, out_ndims):
     return [shape[:axis] + (s,) + shape[axis + 1:] for s in sizes]
 
 
+def one_hot_shape_func(attrs, inputs, out_ndims):
+    """``one_hot``: the indices' shape with ``depth`` inserted at ``axis``."""
+    shape = tuple(inputs[0])
+    axis = attrs.axis if attrs.axis >= 0 else len(shape) + 1 + attrs.axis
+    return [shape[:axis] + (int(attrs.depth),) + shape[axis:]]
+
+
+def tile_shape_func(attrs, inputs, out_ndims):
+    """``tile`` with static ``reps`` (numpy's rule: the shorter of shape/reps is padded with 1s)."""
+    shape, reps = tuple(inputs[0]), tuple(int(r) for r in attrs.reps)
+    n = max(len(shape), len(reps))
+    shape, reps = (1,) * (n - len(shape)) + shape, (1,) * (n - len(reps)) + reps
+    return [tuple(d * r if r != 1 else d for d, r in zip(shape, reps))]
+
+
+def repeat_shape_func(attrs, inputs, out_ndims):
+    shape = list(inputs[0])
+    axis = _axes([attrs.axis], len(shape))[0]
+    shape[axis] = shape[axis] * int(attrs.repeats)
+    return [tuple(shape)]
+
+
+def pad_shape_func(attrs, inputs, out_ndims):
+    """``nn.pad`` / ``nn.mirror_pad`` with static widths."""
+    shape = tuple(inputs[0])
+    return [tuple(d + int(lo) + int(hi) if (int(lo), int(hi)) != (0, 0) else d
+                  for d, (lo, hi) in zip(shape, attrs.pad_width))]
+
+
+def topk_shape_func(attrs, inputs, out_ndims):
+    """``topk`` with a static ``k`` (k < 1: the whole axis); one or two outputs as ``ret_type`` says."""
+    shape = list(inputs[0])
+    axis = _axes([attrs.axis], len(shape))[0]
+    if int(attrs.k) >= 1:
+        shape[axis] = int(attrs.k) if not _static(shape[axis]) else min(int(attrs.k), int(shape[axis]))
+    out = tuple(shape)
+    return [out, out] if attrs.ret_type == "both" else [out]
+
+
+def _spatial_axes(layout: str):
+    return layout.index("H"), layout.index("W")
+
+
+def upsampling_shape_func(attrs, inputs, out_ndims):
+    """``nn.upsampling``: H and W times the (float) scales, floored as the type relation does."""
+    shape = list(inputs[0])
+    for a, scale in zip(_spatial_axes(attrs.layout), (attrs.scale_h, attrs.scale_w)):
+        d = shape[a]
+        if float(scale).is_integer():
+            shape[a] = d * int(scale) if int(scale) != 1 else d
+        elif _static(d):
+            shape[a] = int(np.floor(int(d) * float(scale)))
+        else:
+            raise OpNotImplemented(f"nn.upsampling: a non-integer scale ({scale}) over an unknown dimension")
+    return [tuple(shape)]
+
+
+def resize2d_shape_func(attrs, inputs, out_ndims):
+    """``image.resize2d`` with a static ``size``: H and W are the size, the other dims pass through."""
+    shape = list(inputs[0])
+    for a, n in zip(_spatial_axes(attrs.layout), attrs.size):
+        shape[a] = int(n)
+    return [tuple(shape)]
+
+
+def depth_to_space_shape_func(attrs, inputs, out_ndims):
+    shape, b = list(inputs[0]), int(attrs.block_size)
+    c, (h, w) = attrs.layout.index("C"), _spatial_axes(attrs.layout)
+    shape[c], shape[h], shape[w] = shape[c] // (b * b), shape[h] * b, shape[w] * b
+    return [tuple(shape)]
+
+
+def space_to_depth_shape_func(attrs, inputs, out_ndims):
+    shape, b = list(inputs[0]), int(attrs.block_size)
+    c, (h, w) = attrs.layout.index("C"), _spatial_axes(attrs.layout)
+    shape[c], shape[h], shape[w] = shape[c] * (b * b), shape[h] // b, shape[w] // b
+    return [tuple(shape)]
+
+
 def arange_shape_func(attrs, inputs, out_ndims):
     """Data-dependent: the length of ``arange(start, stop, step)`` from the three scalar values."""
     start, stop, step = (float(np.asarray(v).reshape(-1)[0]) for v in inputs)
@@ -335,11 +414,15 @@ _BY_OP = {
     "concatenate": concatenate_shape_func, "stack": stack_shape_func, "take": take_shape_func, "strided_slice": strided_slice_shape_func,
     "squeeze": squeeze_shape_func, "expand_dims": expand_dims_shape_func, "split": split_shape_func,
     "gather": gather_shape_func, "where": where_shape_func, "nn.contrib_dense_pack": dense_pack_shape_func,
+    "one_hot": one_hot_shape_func, "tile": tile_shape_func, "repeat": repeat_shape_func,
+    "nn.pad": pad_shape_func, "nn.mirror_pad": pad_shape_func, "topk": topk_shape_func,
+    "variance": reduce_shape_func, "nn.upsampling": upsampling_shape_func, "image.resize2d": resize2d_shape_func,
+    "nn.depth_to_space": depth_to_space_shape_func, "nn.space_to_depth": space_to_depth_shape_func,
 }
 _IDENTITY_OPS = ("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.bias_add", "nn.relu", "nn.leaky_relu",
                  "nn.prelu", "clip", "cast", "nn.fast_softmax", "fast_exp", "fast_tanh", "fast_erf", "copy",
                  "zeros_like", "ones_like", "nn.instance_norm", "nn.group_norm", "nn.l2_normalize", "cumsum",
-                 "reverse", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "erf", "negative", "abs", "floor",
+                 "reverse", "sort", "argsort", "cast_like", "full_like", "nn.dropout", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "erf", "negative", "abs", "floor",
                  "ceil", "round", "sign", "nn.lrn", "layout_transform_identity")
 
 
@@ -359,6 +442,9 @@ def get_shape_func(op_name: str):
     """(function, data_dependent) of ``op_name``, or a clear error when it has none."""
     op = Op.get(op_name)
     fn = op.get_attr("FShapeFunc")
+    if fn is None:  # an op registered after this module was imported (e.g. ``variance``)
+        _register_all()
+        fn = op.get_attr("FShapeFunc")
     if fn is None:
         raise OpNotImplemented(f"operator {op_name} has no shape function (register_shape_func), so it cannot run "
                                "on tensors with relay.Any() dimensions yet")

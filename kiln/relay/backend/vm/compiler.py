@@ -448,15 +448,40 @@ class VMCompiler:
         return index
 
     # -- driver ---------------------------------------------------------------------------------------
-    def lower(self, mod: IRModule, target=None, params=None) -> None:
-        from ...build_module import _canon_target, _run_optimizations, bind_params_by_name
+    def set_params(self, params: dict) -> None:
+        """Constants to bind to @main's parameters of the same names at ``lower``/``optimize`` (TVM's)."""
+        self._params = dict(params or {})
+
+    def _bound(self, mod, params):
+        from ...build_module import bind_params_by_name
         if not isinstance(mod, IRModule):
             mod = IRModule.from_expr(mod)
         if "main" not in mod:
             raise KilnError("relay.vm.compile: the module has no @main function")
+        params = {**getattr(self, "_params", {}), **(params or {})}
         if params:
             mod = IRModule(dict(mod.functions), getattr(mod, "type_definitions", None))
             mod["main"] = bind_params_by_name(mod["main"], params)
+        return mod
+
+    def optimize(self, mod: IRModule, target=None, target_host=None, params=None):
+        """The Relay passes ``lower`` runs, alone: returns ``(optimized module, params)`` (TVM's)."""
+        from ...build_module import _canon_target, _run_optimizations
+        mod = self._bound(mod, params)
+        with _canon_target(target or "llvm"):
+            return _run_optimizations(T.InferType()(mod)), {}
+
+    def get_exec(self) -> Executable:
+        """The Executable of the last ``lower`` (TVM's ``get_exec``; same as ``codegen``)."""
+        return self.codegen()
+
+    def lower(self, mod: IRModule, target=None, target_host=None, params=None) -> None:
+        """Compiles every function of ``mod`` (TVM's signature; the host is the target's CPU, so
+        ``target_host`` is accepted and unused)."""
+        from ...build_module import _canon_target, _run_optimizations
+        if isinstance(target_host, dict) and params is None:  # kiln's old positional lower(mod, target, params)
+            target_host, params = None, target_host
+        mod = self._bound(mod, params)
         target = _canon_target(target or "llvm")
         with target:
             mod = T.InferType()(mod)
@@ -487,5 +512,5 @@ class VMCompiler:
 def compile(mod, target=None, target_host=None, params=None) -> Executable:  # noqa: A001 - TVM's name
     """Compile ``mod`` to a VM Executable (TVM's ``relay.vm.compile``)."""
     c = VMCompiler()
-    c.lower(mod, target, params)
+    c.lower(mod, target, target_host, params=params)
     return c.codegen()

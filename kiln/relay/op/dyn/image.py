@@ -43,17 +43,22 @@ def _ref(attrs, inputs, out_type):
     return static(_static_attrs(attrs, size), inputs[:1], TensorType(tuple(shape), out_type.dtype))
 
 
+def _as_float(n, dt):
+    """``n`` (a static size or a run-time extent) as a float of ``dt``."""
+    return tir.const(float(n), dt) if isinstance(n, int) else tir.cast(n, dt)
+
+
 def _inx(x, n_in, n_out, mode, dt):
     """Input coordinate of output coordinate ``x`` for a run-time output size ``n_out`` (topi's rule)."""
     xf = tir.cast(x, dt)
-    fin, fout = tir.const(float(n_in), dt), tir.cast(n_out, dt)
+    fin, fout = _as_float(n_in, dt), tir.cast(n_out, dt)
     half = tir.const(0.5, dt)
     if mode == "half_pixel":
         return (xf + half) * fin / fout - half
     if mode == "pytorch_half_pixel":
         return tir.Select(n_out > 1, (xf + half) * fin / fout - half, tir.const(0.0, dt))
     if mode == "align_corners":
-        return tir.Select(n_out > 1, xf * tir.const(float(n_in - 1), dt) / tir.cast(tir.max(n_out - 1, 1), dt),
+        return tir.Select(n_out > 1, xf * _as_float(n_in - 1, dt) / tir.cast(tir.max(n_out - 1, 1), dt),
                           tir.const(0.0, dt))
     if mode == "asymmetric":
         return xf * fin / fout
@@ -66,8 +71,8 @@ def _compute(attrs, inputs, out_type):
     data = inputs[0]
     shape = get_const_tuple(data.shape)
     axes = [attrs.layout.index("H"), attrs.layout.index("W")]
-    if any(not isinstance(shape[a], int) for a in axes):
-        raise TypeInferenceError("dyn.image.resize2d: the input H and W must be static")
+    # a run-time input H/W (an Any dim lowered to a shape variable) is read as an int32 extent
+    shape = [s if isinstance(s, int) else tir.cast(s, "int32") if s.dtype != "int32" else s for s in shape]
     out_shape = list(out_type.shape)
     dt = "float64" if data.dtype == "float64" else "float32"
     method, mode = attrs.method, attrs.coordinate_transformation_mode
