@@ -316,8 +316,8 @@ class _FuncBuilder:
                 raise LoweringError(f"vm compile: operand of {body.op.name} is neither a parameter nor a constant")
         return regs
 
-    _RESHAPE_OPS = frozenset({"reshape", "dyn.reshape", "contrib_reverse_reshape", "squeeze", "dyn.squeeze",
-                              "expand_dims", "dyn.expand_dims", "nn.batch_flatten"})
+    _RESHAPE_OPS = frozenset({"reshape", "reshape_like", "dyn.reshape", "contrib_reverse_reshape", "squeeze",
+                              "dyn.squeeze", "expand_dims", "dyn.expand_dims", "nn.batch_flatten"})
 
     def _reshape_source(self, func: Function, ins: list):
         """The register of the data operand when ``func`` is one row-major reshape of a parameter (the
