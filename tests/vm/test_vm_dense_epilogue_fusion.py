@@ -162,3 +162,73 @@ def test_static_build_unchanged_by_symbolic_shapes():
     names = [sorted(n.op.name for n in _calls(p.body, "add") + _calls(p.body, "nn.contrib_dense_pack") +
                     _calls(p.body, "nn.dense")) for p in prims]
     assert any(len(n) == 3 and n.count("add") == 2 for n in names), names
+
+
+def test_merge_same_dims_unions_the_proven_classes():
+    from kiln.relay.backend.vm.symdims import merge_same_dims
+    ty = lambda *s: relay.TensorType(s, "float32")  # noqa: E731
+    types = [ty(relay.Any(), 256), ty(16, 256, 16), ty(256), ty(relay.Any(), 256)]
+    assert merge_same_dims((0, 1), types, "0.0=3.0") == (0, 0)
+    assert merge_same_dims((0, 1), types, None) == (0, 1)
+    types = [ty(relay.Any(), relay.Any()), ty(relay.Any(), relay.Any())]
+    assert merge_same_dims((0, 1, 2, 3), types, "0.1=1.1") == (0, 1, 2, 1)
+    assert merge_same_dims((0, 1, 2, 3), types, "0.0=1.0,0.1=1.1") == (0, 1, 0, 1)
+    assert merge_same_dims((0, 1, 2), types, "0.0=1.0") == (0, 1, 2)  # counts disagree: unchanged
+
+
+def _bert_onnx(tmp_path):
+    import os
+    import sys
+    import types
+    import warnings
+    torch = pytest.importorskip("torch")
+    sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=128, max_position_embeddings=64)
+    model = transformers.BertModel(cfg).eval()
+    with torch.no_grad():  # non-zero biases: every bias add is real work the kernels must fuse
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0, 0.1)
+
+    class Enc(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, ids):
+            return self.m(input_ids=ids).last_hidden_state
+    path = os.path.join(str(tmp_path), "bert_epilogue.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Enc().eval(), (torch.randint(0, 100, (2, 8)),), path, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "b", 1: "s"}, "y": {0: "b", 1: "s"}},
+                          opset_version=14, dynamo=False)
+    return path
+
+
+@pytest.mark.slow
+def test_bert_vm_dense_kernels_carry_bias_gelu_and_residual(tmp_path):
+    """BERT from ONNX with unknown (batch, seq): every dense kernel carries its bias; FFN1 its GELU; the
+    attention output and FFN2 projections their residual add (the attention output's rows are a different
+    VM expression than the residual's: FuseOps' proven equality makes them one kernel variable)."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    path = _bert_onnx(tmp_path)
+    mod, params = relay.frontend.from_onnx(onnx.load(path))
+    with kiln.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(mod, TARGET, params=params)
+    names = exe.packed_names
+    dense = [n for n in names if "dense" in n]
+    assert dense and all("dense_pack_add" in n for n in dense), dense
+    assert any("dense_pack_add_add" in n for n in dense), dense
+    assert any("dense_pack_add_divide_erf" in n for n in dense), dense
+    assert not [n for n in names if "reshape_like_add" in n or n.endswith("_add_reshape_like")], names
+    vm = VirtualMachine(exe, kiln.cpu())
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    for b, s in [(1, 5), (3, 13), (2, 7), (1, 1), (3, 13)]:
+        ids = rng.integers(0, 100, (b, s)).astype("int64")
+        np.testing.assert_allclose(vm.run(ids).numpy(), sess.run(None, {"x": ids})[0], rtol=1e-4, atol=2e-5)
