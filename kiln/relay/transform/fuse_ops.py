@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ...ir.op import Op, OpPattern
 from ...transform.pass_base import ModulePass, register_pass
+from ...ir.type import TensorType
 from ..expr import Call, Constant, Function, Let, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator, post_order_visit, NonPrimitiveMutator
 from ._util import infer_module, type_of
@@ -175,8 +176,9 @@ class _GroupInfo:
     def __init__(self):
         self.params: list = []
         self.arguments: list = []
+        self.originals: list = []  # the arguments before the rewrite (the symbolic shapes know those nodes)
 
-    def add(self, arg, ty) -> Var:
+    def add(self, arg, ty, original=None) -> Var:
         """The parameter for ``arg``: one per distinct argument expression (TVM's GetOrAllocParam), so
         a value used several times inside a group is passed once."""
         for i, known in enumerate(self.arguments):
@@ -185,7 +187,39 @@ class _GroupInfo:
         v = Var(f"p{len(self.params)}", ty)
         self.params.append(v)
         self.arguments.append(arg)
+        self.originals.append(original)
         return v
+
+
+#: anchors whose fused kernels get FuseOps' proven dim equalities (``kiln.same_dims``)
+_DENSE_ANCHORS = frozenset(("nn.dense", "nn.contrib_dense_pack", "nn.matmul"))
+
+
+def _same_dims(shapes, gi: _GroupInfo):
+    """``"k.j=k.j,..."``: classes of provably equal unknown dims of the group's parameters (parameter k, axis
+    j), or None. The VM's lowering gives each class one variable, so a residual fused into a dense over
+    ``b*s`` rows indexes like the dense's output instead of broadcasting two extents (docs/vm.md)."""
+    dims = []
+    for k, (p, orig) in enumerate(zip(gi.params, gi.originals)):
+        ty = p.type_annotation
+        if orig is None or not isinstance(ty, TensorType) or not ty.is_dynamic():
+            continue
+        s = shapes.of(orig)
+        if s is None:
+            continue
+        dims.extend(((k, j), s[j]) for j, d in enumerate(ty.shape) if not isinstance(getattr(d, "value", d), int))
+    if len(dims) < 2:
+        return None
+    classes: list = []
+    for key, d in dims:
+        for c in classes:
+            if shapes.same((c[0][1],), (d,)):
+                c.append((key, d))
+                break
+        else:
+            classes.append([(key, d)])
+    out = ["=".join(f"{k}.{j}" for (k, j), _ in c) for c in classes if len(c) > 1]
+    return ",".join(out) or None
 
 
 class FuseMutator(NonPrimitiveMutator):
@@ -200,7 +234,9 @@ class FuseMutator(NonPrimitiveMutator):
         self.ginfo: dict = {}
 
     def transform(self, body):
-        graph = IndexedForwardGraph.create(body)
+        from .symbolic_shapes import SymbolicShapes
+        self.shapes = SymbolicShapes(body)  # built only if a type with unknown dims is asked about
+        graph = IndexedForwardGraph.create(body, self.shapes)
         groups = GraphPartitioner(self.fuse_opt_level, self.max_fuse_depth).partition(graph)
         for node, group in zip(graph.post_dfs_order, groups):
             self.gmap[node.ref] = group
@@ -218,7 +254,7 @@ class FuseMutator(NonPrimitiveMutator):
             arg_group = self.gmap[arg].find_root() if arg in self.gmap else None
             new_arg = self.visit(arg)
             if arg_group is not group and not (self.link_params and isinstance(new_arg, Constant)):
-                out.append(self.info(group).add(new_arg, type_of(arg)))
+                out.append(self.info(group).add(new_arg, type_of(arg), arg))
             else:
                 out.append(new_arg)
         return out
@@ -234,6 +270,14 @@ class FuseMutator(NonPrimitiveMutator):
         func = Function(gi.params, body, ret_type, attrs={"Primitive": int(has_call[0])})
         if has_call[0] and _reshape_only(body):
             func = func.with_attr("relay.reshape_only", 1)
+        # only kernels of a dense and its epilogue (a residual over b*s rows must index like the dense's
+        # output); other kernels keep the VM's own dim classes
+        shapes = getattr(self, "shapes", None)
+        anchor = getattr(getattr(group, "anchor_ref", None), "op", None)
+        same = _same_dims(shapes, gi) if has_call[0] and shapes is not None and \
+            getattr(anchor, "name", None) in _DENSE_ANCHORS else None
+        if same:
+            func = func.with_attr("kiln.same_dims", same)
         return Call(func, gi.arguments)
 
     def visit_call(self, call):

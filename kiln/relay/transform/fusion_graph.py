@@ -48,8 +48,10 @@ class IndexedForwardGraph:
         self.post_dfs_order: list = []
 
     @staticmethod
-    def create(body) -> "IndexedForwardGraph":
-        creator = _Creator()
+    def create(body, shapes=None) -> "IndexedForwardGraph":
+        """The graph of ``body``; ``shapes`` (a ``SymbolicShapes`` of ``body``) decides broadcast edges between
+        shapes with unknown dims (default: one built on demand)."""
+        creator = _Creator(body, shapes)
         creator.update(body, None, OPAQUE)
         creator.visit(body)
         return creator.graph
@@ -60,9 +62,28 @@ def _is_tensor(t) -> bool:
 
 
 class _Creator(ExprVisitor):
-    def __init__(self):
+    def __init__(self, body=None, shapes=None):
         super().__init__()
         self.graph = IndexedForwardGraph()
+        self._body = body
+        self._shapes = shapes
+
+    def _same_shape(self, arg, call, atype, rtype) -> bool:
+        """Whether a broadcast operand has the result's shape (the edge is then elementwise). With unknown
+        dims the types' ``?`` say nothing (two ``?`` may be different sizes at run time), so the shapes are
+        compared symbolically: a dense's ``(?, 256)`` output and a residual ``(?, 256)`` are the same shape
+        when both are ``b * s`` rows of the same inputs, and the residual add fuses into the dense's kernel.
+        FuseOps records such equalities on the primitive function (``kiln.same_dims``) for the VM's lowering."""
+        if tuple(atype.shape) == tuple(rtype.shape):
+            return True
+        if len(atype.shape) != len(rtype.shape) or not (atype.is_dynamic() or rtype.is_dynamic()):
+            return False
+        if self._shapes is None:
+            if self._body is None:
+                return False
+            from .symbolic_shapes import SymbolicShapes
+            self._shapes = SymbolicShapes(self._body)
+        return self._shapes.same(self._shapes.of(arg), self._shapes.of(call))
 
     def node(self, expr) -> GraphNode:
         n = self.graph.node_map.get(expr)
@@ -120,7 +141,7 @@ class _Creator(ExprVisitor):
             atype = type_of(arg)
             edge = pattern
             if (edge == BROADCAST and _is_tensor(atype) and _is_tensor(rtype)
-                    and tuple(atype.shape) == tuple(rtype.shape)):
+                    and self._same_shape(arg, call, atype, rtype)):
                 edge = ELEMWISE
             self.update(arg, n, edge)
         super().visit_call(call)

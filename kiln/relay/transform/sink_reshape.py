@@ -19,6 +19,15 @@ reshape keeps the last axis and only merges / splits the leading ones:
   region can become one kernel with the anchor;
 - the members are rebuilt on the anchor's shape and one ``reshape`` to the old shape follows the exit.
 
+Unknown dims (VM builds): the reshape may also be ``reshape_like`` or ``dyn.reshape`` (what the ONNX importer
+leaves for ``(b*s, N) -> (b, s, N)`` when b and s are unknown), or a ``reshape`` whose types hold ``?``. Shapes
+are then compared as symbolic shapes (``symbolic_shapes.SymbolicShapes``: one variable per unknown dim of a
+parameter, the ops' shape functions traced), never by the ``?`` of the types: an operand is taken as "full" only when
+its leading dims are provably the data's (a residual whose batch may be 1 at run time is not), and is
+flattened by ``reshape(.., [-1, N])`` (at most one unknown flat dim) or an existing reshape with the same
+symbolic shape. The reshape after the exit is the original call (op, shape operand, attributes) on the
+flat exit, which has the shape of the original data, so it means what it meant before.
+
 Broadcasting stays the same element for element (operands along the last axis keep their shape, full ones
 are reshaped exactly like the data), so the numbers do not change. A graph without the pattern is returned
 as it was (same object).
@@ -27,17 +36,26 @@ from __future__ import annotations
 
 import heapq
 
+from ...error import InternalError
 from ...ir.op import Op, OpPattern
 from ...transform.pass_base import register_pass
 from ..expr import Call, Function, If, Let, Tuple, TupleGetItem
 from ..expr_functor import ExprMutator, post_order_visit
-from ._util import is_op, op_call, op_pattern, static_shape, typed_function_pass
+from ._util import is_op, op_call, op_pattern, static_shape, tensor_type, typed_function_pass
+from .symbolic_shapes import SymbolicShapes as _Shapes
 
 #: attribute names that tie an op to its operands' rank or layout: such ops are not rebuilt on another shape
 _SHAPE_ATTRS = frozenset(("axis", "axes", "shape", "newshape", "layout", "data_layout", "out_layout",
                           "begin", "end", "strides", "indices", "reps", "repeats", "src_layout", "dst_layout"))
 
 _ROOT = object()  # the pseudo-consumer of the function body
+
+#: ops that only change how a tensor's elements are grouped into axes (the data is their first operand)
+_RESHAPES = ("reshape", "reshape_like", "dyn.reshape")
+
+
+def _is_reshape(node) -> bool:
+    return isinstance(node, Call) and isinstance(node.op, Op) and node.op.name in _RESHAPES
 
 
 def _children(node) -> tuple:
@@ -69,16 +87,14 @@ class _Graph:
     def __init__(self, body):
         self.order: dict = {}
         self.users: dict = {}
-        self.reshapes: dict = {}  # (data, static out shape) -> an existing reshape call
+        self.reshapes: dict = {}  # data -> the reshape-like calls of it, in post order
 
         def visit(node):
             self.order[node] = len(self.order)
             for c in _children(node):
                 self.users.setdefault(c, []).append(node)
-            if is_op(node, "reshape"):
-                out = static_shape(node)
-                if out is not None:
-                    self.reshapes.setdefault((node.args[0], out), node)
+            if _is_reshape(node):
+                self.reshapes.setdefault(node.args[0], []).append(node)
         post_order_visit(body, visit)
         self.users.setdefault(body, []).append(_ROOT)
 
@@ -93,23 +109,28 @@ def _fusable_op(call) -> bool:
     return attrs is None or not (_SHAPE_ATTRS & set(attrs.keys()))
 
 
-def _operand_kind(arg, out_shape: tuple, members: set):
+def _operand_kind(arg, out_shape: tuple, members: set, shapes: _Shapes, flat_ok: bool = True):
     """How a non-member operand is carried over: 'keep', 'last' (reshape to its last dim), 'full'
-    (merge its leading dims like the data), or None (not expressible on the flat shape)."""
+    (merge its leading dims like the data), or None (not expressible on the flat shape). A 'keep' or 'last'
+    operand has a static shape; a 'full' one has the data's leading dims (provably, when unknown) and a
+    static last dim; ``flat_ok`` says whether the flat shape can be written as a reshape target."""
     if arg in members:
         return "member"
-    shape = static_shape(arg)
-    if shape is None:
-        return None
     rank = len(out_shape)
-    if len(shape) > rank:
-        return None
-    if len(shape) <= 1:
-        return "keep"
-    padded = (1,) * (rank - len(shape)) + tuple(shape)
-    if all(d == 1 for d in padded[:-1]):
-        return "last"
-    if padded[:-1] == tuple(out_shape[:-1]) and len(shape) == rank:
+    shape = static_shape(arg)
+    if shape is not None:
+        if len(shape) > rank:
+            return None
+        if len(shape) <= 1:
+            return "keep"
+        padded = (1,) * (rank - len(shape)) + tuple(shape)
+        if all(d == 1 for d in padded[:-1]):
+            return "last"
+    else:
+        shape = shapes.of(arg)
+        if shape is None or not isinstance(shape[-1] if shape else None, int):
+            return None
+    if len(shape) == rank and flat_ok and shapes.same(tuple(shape[:-1]), tuple(out_shape[:-1])):
         return "full"
     return None
 
@@ -145,14 +166,23 @@ class _Region:
         return self.members[-1]
 
 
-def _find_region(g: _Graph, r, claimed: set):
-    out_shape = static_shape(r)
+def _find_region(g: _Graph, r, claimed: set, shapes: _Shapes):
     d = r.args[0]
-    in_shape = static_shape(d)
+    if tensor_type(r) is None or tensor_type(d) is None:
+        return None
+    out_shape, in_shape = shapes.of(r), shapes.of(d)
     if out_shape is None or in_shape is None or not out_shape or not in_shape:
         return None
-    if out_shape[-1] != in_shape[-1] or _prod(out_shape) != _prod(in_shape) or out_shape == in_shape:
+    last = out_shape[-1]
+    if not isinstance(last, int) or not isinstance(in_shape[-1], int) or last != in_shape[-1]:
         return None
+    static = all(isinstance(x, int) for x in out_shape + in_shape)
+    if static and _prod(out_shape) != _prod(in_shape):
+        return None
+    if shapes.same(out_shape, in_shape):
+        return None
+    # a 'full' operand is flattened by a reshape to the flat shape: static, or one unknown dim (-1)
+    flat_ok = sum(not isinstance(x, int) for x in in_shape) <= 1
     if g.users.get(d) != [r] or not _ends_anchor_chain(g, d):
         return None
     members = {r}
@@ -166,12 +196,13 @@ def _find_region(g: _Graph, r, claimed: set):
     push_users(r)
     while heap:
         _, _, c = heapq.heappop(heap)
-        if c in members or c in claimed or not _fusable_op(c) or static_shape(c) != out_shape:
+        if c in members or c in claimed or not _fusable_op(c) or tensor_type(c) is None or \
+                not shapes.same(shapes.of(c), out_shape):
             continue
-        kinds = [_operand_kind(a, out_shape, members) for a in c.args]
+        kinds = [_operand_kind(a, out_shape, members, shapes, flat_ok) for a in c.args]
         if any(k is None for k in kinds):
             continue
-        if any(k == "member" and static_shape(a) != out_shape for a, k in zip(c.args, kinds)):
+        if any(k == "member" and not shapes.same(shapes.of(a), out_shape) for a, k in zip(c.args, kinds)):
             continue
         members.add(c)
         grown.append(c)
@@ -190,44 +221,57 @@ def _find_region(g: _Graph, r, claimed: set):
 
 
 class _Sinker(ExprMutator):
-    def __init__(self, g: _Graph, regions: list):
+    def __init__(self, g: _Graph, regions: list, shapes: _Shapes):
         super().__init__()
         self.g = g
+        self.shapes = shapes
         self.exits = {reg.exit: reg for reg in regions}
-        self.made: dict = {}
+        self.made: list = []  # (original node, flat shape, new reshape)
         self.flat_exits: dict = {}
 
     def _reshaped(self, arg, shape: tuple):
-        """``arg`` (an original node) on ``shape``: the tensor it was reshaped from, an existing reshape of
-        it, or a new reshape."""
-        if is_op(arg, "reshape") and static_shape(arg.args[0]) == shape:
+        """``arg`` (an original node) on ``shape``: the flat value of a region it exits, the tensor it was
+        reshaped from, an existing reshape of it, or a new reshape."""
+        same = self.shapes.same
+        reg = self.exits.get(arg)
+        if reg is not None and same(reg.flat_shape + (reg.out_shape[-1],), shape):
+            return self._flat_exit(reg)
+        if _is_reshape(arg) and same(self.shapes.of(arg.args[0]), shape):
             return self.visit(arg.args[0])
-        existing = self.g.reshapes.get((arg, shape))
-        if existing is not None:
-            return self.visit(existing)
-        key = (arg, shape)
-        if key not in self.made:
-            self.made[key] = op_call("reshape", [self.visit(arg)], newshape=list(shape))
-        return self.made[key]
+        for existing in self.g.reshapes.get(arg, ()):
+            if existing not in self.exits and same(self.shapes.of(existing), shape):
+                return self.visit(existing)
+        for orig, flat, new in self.made:
+            if orig is arg and same(flat, shape):
+                return new
+        unknown = [i for i, x in enumerate(shape) if not isinstance(x, int)]
+        if len(unknown) > 1:  # _find_region admits 'full' operands only with at most one unknown flat dim
+            raise InternalError("SinkReshape: a flat shape with several unknown dims has no reshape target")
+        target = [-1 if i in unknown else int(x) for i, x in enumerate(shape)]
+        new = op_call("reshape", [self.visit(arg)], newshape=target)
+        self.made.append((arg, shape, new))
+        return new
 
     def visit_call(self, call):
         reg = self.exits.get(call)
         if reg is None:
-            if is_op(call, "reshape") and call.args[0] in self.exits:
+            if _is_reshape(call) and call.args[0] in self.exits:
                 return self._reshape_of_exit(call)
             return super().visit_call(call)
-        return op_call("reshape", [self._flat_exit(reg)], newshape=list(reg.out_shape))
+        r = reg.reshape  # the original reshape (op, shape operand, attributes) on the flat exit
+        return Call(r.op, [self._flat_exit(reg)] + [self.visit(a) for a in r.args[1:]], r.attrs, r.type_args,
+                    r.span)
 
     def _reshape_of_exit(self, call):
-        """A reshape of an exit reshapes the exit's flat value directly (no reshape of a reshape)."""
+        """A reshape of an exit reshapes the exit's flat value directly (no reshape of a reshape) when its
+        target is static or the flat shape itself."""
         reg = self.exits[call.args[0]]
-        flat = self._flat_exit(reg)
-        shape = static_shape(call)
-        if shape is None:
-            return super().visit_call(call)
-        if shape == reg.flat_shape + (reg.out_shape[-1],):
-            return flat
-        return op_call("reshape", [flat], newshape=list(shape))
+        shape = self.shapes.of(call)
+        if shape is not None and self.shapes.same(shape, reg.flat_shape + (reg.out_shape[-1],)):
+            return self._flat_exit(reg)
+        if shape is not None and all(isinstance(x, int) for x in shape):
+            return op_call("reshape", [self._flat_exit(reg)], newshape=list(shape))
+        return super().visit_call(call)
 
     def _flat_exit(self, reg):
         if reg in self.flat_exits:
@@ -237,7 +281,7 @@ class _Sinker(ExprMutator):
         for m in reg.members[1:]:
             args = []
             for a in m.args:
-                kind = _operand_kind(a, reg.out_shape, members)
+                kind = _operand_kind(a, reg.out_shape, members, self.shapes)
                 if kind == "member":
                     args.append(flat[a])
                 elif kind == "keep":
@@ -245,7 +289,7 @@ class _Sinker(ExprMutator):
                 elif kind == "last":
                     args.append(self._reshaped(a, (static_shape(a)[-1],)))
                 else:  # "full"
-                    args.append(self._reshaped(a, reg.flat_shape + (static_shape(a)[-1],)))
+                    args.append(self._reshaped(a, reg.flat_shape + (self.shapes.of(a)[-1],)))
             flat[m] = Call(m.op, args, m.attrs, m.type_args, m.span)
         self.flat_exits[reg] = flat[reg.exit]
         return flat[reg.exit]
@@ -254,18 +298,19 @@ class _Sinker(ExprMutator):
 def sink_reshape(func: Function) -> Function:
     """``func`` with each anchor -> reshape -> elementwise chain rewritten (see the module docstring)."""
     g = _Graph(func.body)
+    shapes = _Shapes(func.body, func.params)
     regions, claimed = [], set()
     for node in sorted(g.order, key=g.order.get):
-        if not is_op(node, "reshape") or node in claimed:
+        if not _is_reshape(node) or node in claimed:
             continue
-        reg = _find_region(g, node, claimed)
+        reg = _find_region(g, node, claimed, shapes)
         if reg is None:
             continue
         regions.append(reg)
         claimed.update(reg.members)
     if not regions:
         return func
-    body = _Sinker(g, regions).visit(func.body)
+    body = _Sinker(g, regions, shapes).visit(func.body)
     return Function(func.params, body, None, func.type_params, func.attrs, func.span)
 
 

@@ -21,7 +21,7 @@ from ...adt import Constructor, Match, PatternConstructor, PatternTuple, Pattern
 from ...expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
 from ..te_compiler import _type_of, flatten_type
 from .lower import SymbolicTECompiler
-from .symdims import SymDims, dim_classes, output_shapes
+from .symdims import SymDims, dim_classes, merge_same_dims, output_shapes
 from ...analysis import free_vars
 from ...op.dyn._common import attrs_json
 from ... import transform as T
@@ -316,8 +316,8 @@ class _FuncBuilder:
                 raise LoweringError(f"vm compile: operand of {body.op.name} is neither a parameter nor a constant")
         return regs
 
-    _RESHAPE_OPS = frozenset({"reshape", "dyn.reshape", "contrib_reverse_reshape", "squeeze", "dyn.squeeze",
-                              "expand_dims", "dyn.expand_dims", "nn.batch_flatten"})
+    _RESHAPE_OPS = frozenset({"reshape", "reshape_like", "dyn.reshape", "contrib_reverse_reshape", "squeeze",
+                              "dyn.squeeze", "expand_dims", "dyn.expand_dims", "nn.batch_flatten"})
 
     def _reshape_source(self, func: Function, ins: list):
         """The register of the data operand when ``func`` is one row-major reshape of a parameter (the
@@ -349,7 +349,10 @@ class _FuncBuilder:
             self.emit("shape_of_t", src, str(host.attrs.dtype), dst)
             return dst
         in_shapes = [self.syms.get(r, t) for r, t in zip(ins, in_types)]
-        cached, kidx, const_idx = self.c.kernel(call.op, dim_classes(in_shapes, in_types))
+        classes = dim_classes(in_shapes, in_types)
+        if len(in_types) == len(call.args):  # no tuple operands: parameter k is operand k
+            classes = merge_same_dims(classes, in_types, call.op.get_attr("kiln.same_dims"))
+        cached, kidx, const_idx = self.c.kernel(call.op, classes)
         n_in = len(ins)
         for ci in const_idx:
             r = self.new_reg()

@@ -127,3 +127,34 @@ def output_shapes(kernel_inputs: list, caller_shapes: list, kernel_outputs: list
 def _free_vars(expr) -> set:
     from ....tir.analysis import undefined_vars
     return set(undefined_vars(expr))
+
+
+def merge_same_dims(classes: tuple, types: list, spec) -> tuple:
+    """``classes`` (from :func:`dim_classes`) with the classes of dims that FuseOps proved equal merged
+    (``spec``: the primitive function's ``kiln.same_dims``, ``"k.j=k.j,..."`` over parameter k, axis j).
+    Sound either way: the kernel binds one variable per class and checks every other dim against it at call
+    time, so a wrong equality is an ``ArgumentError``, never a wrong result."""
+    if not spec:
+        return classes
+    pos: dict = {}
+    for k, ty in enumerate(types):
+        for j, td in enumerate(getattr(ty, "shape", ())):
+            if _static(td) is None:
+                pos[(k, j)] = len(pos)
+    out = list(classes)
+    if len(out) != len(pos):
+        return classes
+    for group in str(spec).split(","):
+        idx = []
+        for item in group.split("="):
+            k, _, j = item.partition(".")
+            p = pos.get((int(k), int(j)))
+            if p is not None:
+                idx.append(p)
+        if len(idx) < 2:
+            continue
+        target = min(out[p] for p in idx)
+        merged = {out[p] for p in idx}
+        out = [target if c in merged else c for c in out]
+    renum: dict = {}
+    return tuple(renum.setdefault(c, len(renum)) for c in out)
