@@ -248,7 +248,7 @@ def profile_model(name: str, size: int, tmp: str, top: int = 25) -> str:
                    f"kernels have a parallel loop)\n\n| op type | ms | % |\n|---|---|---|")
         for kind, t in sorted(by_type.items(), key=lambda kv: -kv[1])[:top]:
             out.append(f"| {kind} | {t * 1e3:.3f} | {100 * t / total:.1f} |")
-        out.append(f"\nslowest kernels:\n\n| kernel | ms |\n|---|---|")
+        out.append("\nslowest kernels:\n\n| kernel | ms |\n|---|---|")
         for t, fname in sorted(rows, reverse=True)[:top]:
             out.append(f"| {fname} | {t * 1e3:.3f} |")
     return "\n".join(out)
