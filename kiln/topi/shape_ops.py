@@ -1,6 +1,8 @@
 """Shape-following ops (TVM's ``topi.slice_like``, ``topi.collapse_sum``, ``topi.ndarray_size``)."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import te
 from ..error import KilnError
 from ..tir import op as T
@@ -20,24 +22,34 @@ def slice_like(data, shape_like, axes=None):
     else:
         axes = [normalize_axis(int(a), len(shape), "slice_like axis") for a in axes]
     for a in axes:
-        if a >= len(like) or like[a] > shape[a]:
+        if a >= len(like) or (isinstance(like[a], int) and isinstance(shape[a], int) and like[a] > shape[a]):
             raise KilnError(f"slice_like: shape_like {like} does not fit data {tuple(shape)} on axis {a}")
         shape[a] = like[a]
     return te.compute(shape, lambda *i: data(*i), name="T_slice_like", tag=tag.INJECTIVE)
 
 
+def _int_or_sym(d):
+    v = getattr(d, "value", d)
+    return int(v) if isinstance(v, (int, np.integer)) else d
+
+
 def collapse_axes(shape, target, what: str = "collapse_sum", error=KilnError) -> list:
     """Axes of ``shape`` summed away to give ``target`` (numpy broadcasting run backwards: the leading axes,
     and axes of size 1 in ``target``); ``error`` (naming ``what``) when ``target`` does not broadcast."""
-    shape, target = tuple(int(d) for d in shape), tuple(int(d) for d in target)
+    shape, target = tuple(_int_or_sym(d) for d in shape), tuple(_int_or_sym(d) for d in target)
     lead = len(shape) - len(target)
     if lead < 0:
         raise error(f"{what}: target {target} has more dimensions than data {shape}")
     axes = list(range(lead))
     for i, d in enumerate(target):
-        if d == 1 and shape[lead + i] != 1:
+        s = shape[lead + i]
+        if not isinstance(d, int) or not isinstance(s, int):  # unknown (relay.Any) dims: a target 1 sums the
+            if isinstance(d, int) and d == 1:                   # axis, anything else is taken as equal
+                axes.append(lead + i)
+            continue
+        if d == 1 and s != 1:
             axes.append(lead + i)
-        elif d != shape[lead + i]:
+        elif d != s:
             raise error(f"{what}: data {shape} does not broadcast from {target}")
     return axes
 

@@ -425,6 +425,9 @@ _IDENTITY_OPS = ("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.bias_add",
                  "reverse", "sort", "argsort", "cast_like", "full_like", "nn.dropout", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "erf", "negative", "abs", "floor",
                  "ceil", "round", "sign", "nn.lrn", "layout_transform_identity")
 
+from ._shape_func_more import MORE_BY_OP  # noqa: E402  (it reads this module's helpers)
+_BY_OP.update(MORE_BY_OP)
+
 
 def _register_all() -> None:
     for name in Op.list_op_names():

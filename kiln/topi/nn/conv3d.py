@@ -56,7 +56,7 @@ def group_conv3d_ncdhw(data, kernel, strides, padding, dilation, groups=1, out_d
     pads = get_pad_tuple3d(padding, dks)
     before, after = pads[:3], pads[3:]
     out = [(s + b + a - dk) // t + 1 for s, b, a, dk, t in zip(sizes, before, after, dks, st)]
-    if min(out) <= 0:
+    if all(isinstance(o, int) for o in out) and min(out) <= 0:
         raise KilnError(f"conv3d: input {sizes} with padding {pads} is smaller than the kernel extent {dks}")
     padded = pad(data, [0, 0] + list(before), [0, 0] + list(after), name="pad_temp") if any(pads) else data
     rc = te.reduce_axis((0, cg), name="rc")

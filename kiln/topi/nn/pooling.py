@@ -35,6 +35,10 @@ def pool_impl_nd(data, kernel, stride, dilation, padding, pool_type, ceil_mode, 
     for j, ax in enumerate(axes):
         dk = (kernel[j] - 1) * dilation[j] + 1
         span = shape[ax] + pb[j] + pa[j] - dk
+        if not isinstance(span, int):  # an unknown (relay.Any) extent: ceil mode may read up to stride - 1 past
+            out_shape[ax] = ((span + stride[j] - 1) // stride[j] if ceil_mode else span // stride[j]) + 1
+            extra[j] = stride[j] - 1 if ceil_mode else 0
+            continue
         if span < 0:
             raise KilnError(f"pool: window {dk} is larger than the padded input {shape[ax] + pb[j] + pa[j]}")
         o = (math.ceil(span / stride[j]) if ceil_mode else span // stride[j]) + 1
@@ -117,6 +121,9 @@ def adaptive_pool_impl(data, output_size, pool_type, layout):
     isz = [shape[a] for a in axes]
     max_win = []
     for o, n in zip(osz, isz):
+        if not isinstance(n, int):  # an unknown extent: the widest bin spans at most ceil(n / o) + 1 inputs
+            max_win.append((n + o - 1) // o + 1)
+            continue
         max_win.append(max(((k + 1) * n + o - 1) // o - (k * n) // o for k in range(o)))
     rv = [te.reduce_axis((0, w), name=f"rv{j}") for j, w in enumerate(max_win)]
     out_shape = list(shape)

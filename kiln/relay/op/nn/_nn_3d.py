@@ -13,6 +13,7 @@ from .. import op_attrs as A
 from .._define import define_op, topi_compute
 from ..type_relations import shape_text, tensor_arg
 from ....topi.testing import conv3d_ncdhw_python, conv3d_transpose_ncdhw_python, poolnd_python, adaptive_pool
+from ....topi.utils import get_const_tuple
 
 _P = OpPattern
 
@@ -240,7 +241,7 @@ for _nd, _layout, _attrs in ((1, "NCW", AdaptivePool1DAttrs), (3, "NCDHW", Adapt
                   reference=_adaptive_ref(_nd, _kind, _layout), level=10,
                   compute=topi_compute(f"nn.adaptive_pool{_nd}d", f"nn.adaptive_{_kind}_pool{_nd}d",
                                        lambda a, i, t, _nd=_nd, _kind=_kind, _layout=_layout: [
-                                           i[0], _adaptive_out(a, [int(s) for s in i[0].shape[2:]], _nd), _kind,
+                                           i[0], _adaptive_out(a, list(get_const_tuple(i[0].shape[2:])), _nd), _kind,
                                            _layout]))
 
 del _nd, _layout, _attrs, _kind
