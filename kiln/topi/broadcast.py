@@ -215,10 +215,15 @@ _bind_tensor_operators()
 def broadcast_to(data, shape):
     """Repeat ``data`` along its size-1 (or missing leading) axes to ``shape``."""
     shape = list(get_const_tuple(shape))
-    out = broadcast_shape(data.shape, shape, "broadcast_to")
-    if [int(x) if isinstance(x, int) else x for x in out] != shape:
-        raise KilnError(f"broadcast_to: cannot broadcast shape {get_const_tuple(data.shape)} to {tuple(shape)}")
-    return te.compute(shape, lambda *i: data(*broadcast_index(data, i)), name="T_broadcast_to", tag=tag.BROADCAST,
+    dshape = get_const_tuple(data.shape)
+    # unknown (relay.Any) extents on either side are checked at run time (the kernel's requirement attrs)
+    bad = len(dshape) > len(shape) or any(
+        isinstance(a, int) and isinstance(t, int) and a not in (1, t) or isinstance(t, int) and t == 1 and a != 1
+        for a, t in zip(dshape[::-1], shape[::-1]))
+    if bad:
+        raise KilnError(f"broadcast_to: cannot broadcast shape {dshape} to {tuple(shape)}")
+    return te.compute(shape, lambda *i: data(*broadcast_index(data, i, shape)), name="T_broadcast_to",
+                      tag=tag.BROADCAST,
                       attrs=_requires_attrs([data.shape], shape, "broadcast_to"))
 
 __all__ = [_n for _n, _v in list(globals().items())

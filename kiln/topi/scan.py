@@ -44,7 +44,7 @@ def scanop(data, binop: Callable, identity_value, op_name: str, axis=None, dtype
     shape = get_const_tuple(data.shape)
     axis = normalize_axis(axis, len(shape), f"{op_name} axis")
     n = shape[axis]
-    if n == 0:
+    if isinstance(n, int) and n == 0:
         raise KilnError(f"{op_name}: the scanned axis {axis} of {shape} is empty")
     exclusive = bool(exclusive)
 
@@ -63,7 +63,7 @@ def scanop(data, binop: Callable, identity_value, op_name: str, axis=None, dtype
             return v if v.dtype == dtype else T.cast(v, dtype)
         first = T.const(identity_value, dtype) if exclusive else load(T.const(0, "int32"))
         stmt = S.BufferStore(out, first, index(T.const(0, "int32")))
-        if n > 1:
+        if not isinstance(n, int) or n > 1:  # an unknown extent: a loop of n - 1 (maybe 0) steps
             prev = out[index(j - 1)]
             step = binop(prev, load(j - 1) if exclusive else load(j))
             loop = S.For(j, 1, n - 1, S.ForKind.SERIAL, S.BufferStore(out, step, index(j)))

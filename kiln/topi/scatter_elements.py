@@ -23,14 +23,16 @@ _prod = T.comm_reducer(lambda x, y: x * y, lambda dt: T.const(1, dt), name="prod
 def scatter_elements(data, indices, updates, axis=0, reduction="update"):
     dshape = get_const_tuple(data.shape)
     ishape = get_const_tuple(indices.shape)
-    if get_const_tuple(updates.shape) != ishape or len(ishape) != len(dshape):
+    ushape = get_const_tuple(updates.shape)  # unknown (relay.Any) extents are taken as equal
+    if len(ushape) != len(ishape) or len(ishape) != len(dshape) or any(
+            isinstance(u, int) and isinstance(i, int) and u != i for u, i in zip(ushape, ishape)):
         raise KilnError(f"scatter_elements: indices {ishape} and updates {get_const_tuple(updates.shape)} must have "
                         f"one shape, of the rank of data {dshape}")
     if reduction not in REDUCTIONS:
         raise KilnError(f"scatter_elements: reduction must be one of {REDUCTIONS}, got {reduction!r}")
     nd = len(dshape)
     axis = int(axis) + nd if int(axis) < 0 else int(axis)
-    if ishape[axis] == 0:
+    if isinstance(ishape[axis], int) and ishape[axis] == 0:
         return te.compute(dshape, lambda *o: data(*o), name="scatter_elements", tag="scatter")
     n_axis = dshape[axis]
 
@@ -38,7 +40,8 @@ def scatter_elements(data, indices, updates, axis=0, reduction="update"):
         p = [T.min(o[d], ishape[d] - 1) if d != axis else r for d in range(nd)]
         i = T.cast(indices(*p), "int32")
         i = T.if_then_else(i < 0, i + n_axis, i)
-        conds = [o[d] < ishape[d] for d in range(nd) if d != axis and ishape[d] < dshape[d]]
+        conds = [o[d] < ishape[d] for d in range(nd) if d != axis and not (isinstance(ishape[d], int) and isinstance(dshape[d], int)
+                                                                  and ishape[d] >= dshape[d])]
         return p, T.all(*(conds + [i == o[axis]]))
 
     dt = data.dtype

@@ -22,7 +22,9 @@ def get_inx(x, image_width, target_width, coordinate_transformation_mode, dtype=
     mode = coordinate_transformation_mode
 
     def ratio(num, n_in, n_out):
-        return (num * T.const(float(n_in), dtype)) / T.const(float(n_out), dtype)
+        def f(n):  # a constant, or a cast of a symbolic (relay.Any) extent
+            return T.const(float(n), dtype) if isinstance(n, (int, float)) else T.cast(n, dtype)
+        return (num * f(n_in)) / f(n_out)
     if mode == "half_pixel":
         return ratio(xf + T.const(0.5, dtype), image_width, target_width) - T.const(0.5, dtype)
     if mode == "pytorch_half_pixel":

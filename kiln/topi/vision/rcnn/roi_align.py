@@ -19,12 +19,17 @@ def _mode(mode) -> str:
     return m
 
 
+def _fdim(n, dt):
+    """An extent as a float of ``dt`` (a constant, or a cast of a symbolic relay.Any extent)."""
+    return T.const(float(n), dt) if isinstance(n, int) else T.cast(n, dt)
+
+
 def _bilinear(data, b, c, y, x, height, width, dt):
     """data[b, c] at (y, x) with torchvision's rules: 0 beyond one pixel outside, coordinates clamped at 0,
     the last row/column repeated (every load index is clamped into the tensor)."""
     zero, one = T.const(0.0, dt), T.const(1.0, dt)
-    valid = T.all(y >= T.const(-1.0, dt), y <= T.const(float(height), dt), x >= T.const(-1.0, dt),
-                  x <= T.const(float(width), dt))
+    valid = T.all(y >= T.const(-1.0, dt), y <= _fdim(height, dt), x >= T.const(-1.0, dt),
+                  x <= _fdim(width, dt))
     yc, xc = T.max(y, zero), T.max(x, zero)
     y0 = T.min(T.cast(T.floor(yc), "int32"), height - 1)
     x0 = T.min(T.cast(T.floor(xc), "int32"), width - 1)
@@ -44,9 +49,10 @@ def roi_align_nchw(data, rois, pooled_size, spatial_scale, mode="avg", sample_ra
     (TVM's 0 / 1); ``sample_ratio``: samples per bin side, or <= 0 for ceil(roi size / pooled size)."""
     mode = _mode(mode)
     n, c, h, w = get_const_tuple(data.shape)
-    if len(rois.shape) != 2 or int(rois.shape[1]) != 5:
-        raise KilnError(f"roi_align: rois must have shape [num_roi, 5], got {get_const_tuple(rois.shape)}")
-    num_roi = int(rois.shape[0])
+    rshape = get_const_tuple(rois.shape)
+    if len(rshape) != 2 or rshape[1] != 5:
+        raise KilnError(f"roi_align: rois must have shape [num_roi, 5], got {rshape}")
+    num_roi = rshape[0]  # an int, or a symbolic extent (relay.Any)
     ph, pw = (pooled_size, pooled_size) if isinstance(pooled_size, int) else \
         tuple(int(v) for v in get_const_tuple(pooled_size))
     dt = data.dtype if data.dtype in ("float32", "float64") else "float32"
