@@ -257,3 +257,38 @@ def test_roi_align_unknown_batch_and_rois():
     check(lambda x, r: relay.vision.roi_align(x, r, (2, 3), 0.5, sample_ratio=2),
           [((None, 3, 8, 8), "float32"), ((None, 5), "float32")],
           [[(2, 3, 8, 8), (3, 5)], [(1, 3, 8, 8), (1, 5)]], gen, ref, rtol=1e-4, atol=1e-4, static_sizes=(0,))
+
+
+def test_strided_set_over_unknown_axes():
+    def ref(x, v):
+        out = x.copy()
+        out[1:-1:2, 2:] = v
+        return out
+    check(lambda x, v: relay.strided_set(x, v, [1, 2], [-1, 2 ** 31 - 1], [2, 1]),
+          [((None, None), "float32"), ((1, 1), "float32")], [[(6, 5), (1, 1)], [(3, 3), (1, 1)], [(9, 4), (1, 1)]],
+          lambda s: _f32(*s), ref, static_sizes=(0,))
+
+
+def test_non_max_suppression_static_upper_bound():
+    from kiln.topi.testing import non_max_suppression_python
+
+    def gen(s):
+        (d,) = s
+        b, n, _ = d
+        data = np.zeros(d, "float32")
+        data[..., 0] = rng.integers(0, 2, (b, n))
+        data[..., 1] = rng.uniform(0, 1, (b, n))
+        xy = rng.uniform(0, 10, (b, n, 2))
+        data[..., 2:4] = xy
+        data[..., 4:6] = xy + rng.uniform(1, 5, (b, n, 2))
+        return [data, np.array([max(n - 1, 1)], "int32"), np.arange(n, dtype="int32")[None]]
+
+    def make(x, valid, idx):
+        out = relay.vision.non_max_suppression(x, valid, idx, max_output_size=-1, iou_threshold=0.5)
+        return relay.Tuple([out[0], out[1]])
+
+    def ref(x, valid, idx):
+        return non_max_suppression_python(x, valid, idx, -1, 0.5, False, -1, 2, 1, 0)
+    check(make, [((1, None, 6), "float32"), ((1,), "int32"), ((1, None), "int32")],
+          [[(1, 7, 6)], [(1, 1, 6)], [(1, 12, 6)]], gen, ref,
+          static_sizes=(0,))
