@@ -496,10 +496,15 @@ def gather(data, axis: int, indices):
     return _compute(indices.shape, f, "T_gather")
 
 
-def gather_nd(a, indices):
-    """``out[y...] = a[indices[0][y...], ..., indices[M-1][y...], rest...]``."""
+def gather_nd(a, indices, batch_dims=0, index_rank=None):
+    """``out[y...] = a[indices[0][y...], ..., indices[M-1][y...], rest...]`` (``index_rank``: M, when the
+    first dimension of ``indices`` is symbolic)."""
+    if batch_dims:
+        raise KilnError("gather_nd: batch_dims other than 0 is not implemented in kiln")
     i_shape = get_const_tuple(indices.shape)
-    m = i_shape[0]
+    m = i_shape[0] if isinstance(i_shape[0], int) or index_rank is None else int(index_rank)
+    if not isinstance(m, int):
+        raise KilnError("gather_nd: the first dimension of indices is symbolic; give index_rank")
     out_shape = list(i_shape[1:]) + list(a.shape[m:])
 
     def f(*i):

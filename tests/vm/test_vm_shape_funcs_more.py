@@ -146,6 +146,16 @@ def test_gather_nd_unknown_data_and_index_dims():
     check(lambda x, i: relay.gather_nd(x, i), [((None, None, 4), "float32"), ((2, None), "int64")],
           [[(3, 5, 4), (2, 7)], [(1, 1, 4), (2, 1)], [(6, 2, 4), (2, 3)]], gen,
           lambda x, i: x[i[0], i[1]], static_sizes=(0,))
+    # an unknown first index dimension: index_rank says how many data axes it indexes
+    check(lambda x, i: relay.gather_nd(x, i, index_rank=2), [((None, None, 4), "float32"), ((None, None), "int64")],
+          [[(3, 5, 4), (2, 7)], [(1, 1, 4), (2, 1)]], gen, lambda x, i: x[i[0], i[1]], static_sizes=(0,))
+
+
+def test_gather_nd_unknown_index_rank_is_refused_clearly():
+    x = relay.var("x", shape=(A, 4))
+    i = relay.var("i", shape=(A, A), dtype="int64")
+    with pytest.raises(tvm.error.TypeInferenceError, match="index_rank"):
+        relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([x, i], relay.gather_nd(x, i))))
 
 
 def test_scatter_elements_update_and_add():

@@ -10,7 +10,7 @@ from ...ir.type import TensorType
 from ...runtime.dtype import dtype_str
 from ..expr import Call
 from ._define import define_op, topi_compute
-from .type_relations import shape_text, tensor_arg
+from .type_relations import is_any, shape_text, tensor_arg
 
 __all__ = ["one_hot", "gather_nd", "sequence_mask"]
 
@@ -63,6 +63,15 @@ def _gather_nd_rel(arg_types, attrs):
         raise TypeInferenceError(f"gather_nd: indices must be integers, got {idx.dtype}")
     if attrs.batch_dims:
         raise TypeInferenceError("gather_nd: batch_dims other than 0 is not implemented in kiln")
+    if len(idx.shape) >= 1 and is_any(idx.shape[0]):  # an unknown first dimension: index_rank tells it
+        if attrs.index_rank is None:
+            raise TypeInferenceError(f"gather_nd: the first dimension of indices {shape_text(idx.shape)} (how many "
+                                     "data axes it indexes) is unknown (relay.Any); give index_rank")
+        m = int(attrs.index_rank)
+        if m > len(data.shape):
+            raise TypeInferenceError(f"gather_nd: index_rank {m} is larger than the rank of data "
+                                     f"{shape_text(data.shape)}")
+        return TensorType(idx.shape[1:] + data.shape[m:], data.dtype)
     if len(idx.shape) < 1 or idx.shape[0] > len(data.shape):
         raise TypeInferenceError(f"gather_nd: indices {shape_text(idx.shape)} must index at most the "
                                  f"{len(data.shape)} axes of data {shape_text(data.shape)} (first dimension)")
@@ -73,7 +82,7 @@ def _gather_nd_rel(arg_types, attrs):
 define_op("gather_nd", num_inputs=2, args=("data", "indices"), attrs=GatherNDAttrs, rel=_gather_nd_rel,
           rel_name="GatherND", pattern=OpPattern.INJECTIVE,
           reference=lambda a, i, t: i[0][tuple(i[1].astype(np.int64))],
-          compute=topi_compute("gather_nd", "gather_nd", lambda a, i, t: [i[0], i[1]]), level=3)
+          compute=topi_compute("gather_nd", "gather_nd", lambda a, i, t: [i[0], i[1], 0, a.index_rank]), level=3)
 
 
 def _sequence_mask_rel(arg_types, attrs):

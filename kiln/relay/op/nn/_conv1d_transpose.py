@@ -11,7 +11,7 @@ from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op, topi_compute
-from ..type_relations import shape_text, tensor_arg
+from ..type_relations import is_any, shape_text, tensor_arg
 from .nn import _call, _dtype
 from ....topi.testing import conv3d_transpose_ncdhw_python
 
@@ -66,7 +66,7 @@ def conv1d_transpose_rel(arg_types, attrs):
         raise TypeInferenceError(f"conv1d_transpose: output_padding {op} must be smaller than the stride {s} or "
                                  f"the dilation {d}")
     out = (w - 1) * s + (k - 1) * d + 1 - pl - pr + op
-    if out <= 0:
+    if not is_any(out) and out <= 0:
         raise TypeInferenceError(f"conv1d_transpose: the padding {attrs.padding} leaves no output")
     out_c = opg * attrs.groups
     if attrs.channels is not None and attrs.channels != out_c:

@@ -14,7 +14,7 @@ from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op
 from .._layout import from_primal, to_primal
-from ..type_relations import shape_text, tensor_arg
+from ..type_relations import is_any, shape_text, tensor_arg
 from ....topi.nn.winograd_util import winograd_matrices
 from ....topi.testing import layout_transform_python, conv2d_nchw_python, conv2d_transpose_nchw_python, pool2d_python
 from ....topi.testing.resize import resize_nd
@@ -227,7 +227,7 @@ def conv2d_transpose_rel(arg_types, attrs):
     pt, pl, pb, pr = pad4(attrs.padding)
     oh = (d["H"] - 1) * sh + (kh - 1) * dh + 1 - pt - pb + oph
     ow = (d["W"] - 1) * sw + (kw - 1) * dw + 1 - pl - pr + opw
-    if oh <= 0 or ow <= 0:
+    if any(not is_any(v) and v <= 0 for v in (oh, ow)):
         raise TypeInferenceError(f"conv2d_transpose: the padding {attrs.padding} leaves no output")
     shape = from_primal({"N": d["N"], "C": out_c, "H": oh, "W": ow}, attrs.out_layout or attrs.data_layout)
     return TensorType(shape, attrs.out_dtype or data.dtype)

@@ -11,7 +11,7 @@ from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op, topi_compute
-from ..type_relations import shape_text, tensor_arg
+from ..type_relations import is_any, shape_text, tensor_arg
 from ....topi.testing import conv3d_ncdhw_python, conv3d_transpose_ncdhw_python, poolnd_python, adaptive_pool
 from ....topi.utils import get_const_tuple
 
@@ -107,7 +107,7 @@ def conv3d_rel(arg_types, attrs):
     st, dl, p = triple(attrs.strides, "conv3d strides"), triple(attrs.dilation, "conv3d dilation"), pad6(attrs.padding)
     out = [(s + p[j] + p[j + 3] - ((k - 1) * d + 1)) // t + 1
            for j, (s, k, d, t) in enumerate(zip(data.shape[2:], ks, dl, st))]
-    if min(out) <= 0:
+    if any(not is_any(v) and v <= 0 for v in out):
         raise TypeInferenceError(f"conv3d: a {ks} kernel does not fit the padded input {shape_text(data.shape)}")
     return TensorType((n, o, *out), attrs.out_dtype or data.dtype)
 
@@ -144,7 +144,7 @@ def conv3d_transpose_rel(arg_types, attrs):
     op, p = triple(attrs.output_padding, "output_padding"), pad6(attrs.padding)
     out = [(s - 1) * t + (k - 1) * d + 1 - p[j] - p[j + 3] + o
            for j, (s, t, k, d, o) in enumerate(zip(data.shape[2:], st, ks, dl, op))]
-    if min(out) <= 0:
+    if any(not is_any(v) and v <= 0 for v in out):
         raise TypeInferenceError(f"conv3d_transpose: the padding {attrs.padding} leaves no output")
     out_c = opg * attrs.groups
     if attrs.channels is not None and attrs.channels != out_c:

@@ -10,7 +10,7 @@ from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op, topi_compute
-from ..type_relations import normalize_axis, shape_text, tensor_arg
+from ..type_relations import is_any, normalize_axis, shape_text, tensor_arg
 from ._nn import _channel_vector
 from ....topi.testing import conv2d_nchw_python, pool2d_python
 
@@ -137,7 +137,7 @@ def _conv1d_rel(arg_types, attrs):
                                  f"{shape_text(weight.shape)} with groups={attrs.groups} expects {i * attrs.groups}")
     pl, pr = _pad2(attrs.padding)
     ow = (w + pl + pr - ((k - 1) * attrs.dilation[0] + 1)) // attrs.strides[0] + 1
-    if ow <= 0:
+    if not is_any(ow) and ow <= 0:
         raise TypeInferenceError(f"conv1d: a kernel of {k} does not fit the padded input {shape_text(data.shape)}")
     return TensorType((n, o, ow), attrs.out_dtype or data.dtype)
 
