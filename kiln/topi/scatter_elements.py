@@ -11,6 +11,7 @@ from __future__ import annotations
 from .. import te
 from ..error import KilnError
 from ..tir import op as T
+from .broadcast import REQUIRES, equal_requirement
 from .utils import get_const_tuple
 
 __all__ = ["scatter_elements"]
@@ -35,6 +36,9 @@ def scatter_elements(data, indices, updates, axis=0, reduction="update"):
     if isinstance(ishape[axis], int) and ishape[axis] == 0:
         return te.compute(dshape, lambda *o: data(*o), name="scatter_elements", tag="scatter")
     n_axis = dshape[axis]
+    # two unknown extents of indices and updates are taken as equal: checked when the kernel runs
+    req = [c for u, i in zip(ushape, ishape) for c in equal_requirement(u, i, "scatter_elements: indices/updates")]
+    req_attrs = {REQUIRES: req} if req else None
 
     def candidate(o, r):
         p = [T.min(o[d], ishape[d] - 1) if d != axis else r for d in range(nd)]
@@ -51,7 +55,7 @@ def scatter_elements(data, indices, updates, axis=0, reduction="update"):
         def last(*o):
             _, ok = candidate(o, r)
             return T.max(T.cast(r, "int32"), axis=r, where=ok)
-        lst = te.compute(dshape, last, name="scatter_last", tag="scatter")
+        lst = te.compute(dshape, last, name="scatter_last", tag="scatter", attrs=req_attrs)
 
         def pick(*o):
             j = lst(*o)
@@ -65,7 +69,7 @@ def scatter_elements(data, indices, updates, axis=0, reduction="update"):
     def acc(*o):
         p, ok = candidate(o, r)
         return reducer(T.cast(updates(*p), dt), axis=r, where=ok)
-    red = te.compute(dshape, acc, name="scatter_acc", tag="scatter")
+    red = te.compute(dshape, acc, name="scatter_acc", tag="scatter", attrs=req_attrs)
     if reduction == "add":
         return te.compute(dshape, lambda *o: data(*o) + red(*o), name="scatter_elements", tag="scatter")
     if reduction == "mul":

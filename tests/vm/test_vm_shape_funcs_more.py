@@ -302,3 +302,14 @@ def test_non_max_suppression_static_upper_bound():
     check(make, [((1, None, 6), "float32"), ((1,), "int32"), ((1, None), "int32")],
           [[(1, 7, 6)], [(1, 1, 6)], [(1, 12, 6)]], gen, ref,
           static_sizes=(0,))
+
+
+def test_unknown_extents_that_disagree_at_run_time_raise():
+    x, y = relay.var("x", shape=(A, 1)), relay.var("y", shape=(A, A))
+    vm = _vm([x, y], relay.broadcast_to_like(x, y))
+    with pytest.raises(tvm.error.KilnError, match="broadcast"):
+        vm.run(np.zeros((3, 1), "float32"), np.zeros((4, 2), "float32"))
+    d, i, u = relay.var("d", shape=(A, 5)), relay.var("i", shape=(A, 3), dtype="int64"), relay.var("u", shape=(A, 3))
+    vm = _vm([d, i, u], relay.scatter_elements(d, i, u, axis=1))
+    with pytest.raises(tvm.error.KilnError, match="scatter_elements"):
+        vm.run(np.zeros((4, 5), "float32"), np.zeros((4, 3), "int64"), np.zeros((2, 3), "float32"))
