@@ -313,3 +313,41 @@ def test_unknown_extents_that_disagree_at_run_time_raise():
     vm = _vm([d, i, u], relay.scatter_elements(d, i, u, axis=1))
     with pytest.raises(tvm.error.KilnError, match="scatter_elements"):
         vm.run(np.zeros((4, 5), "float32"), np.zeros((4, 3), "int64"), np.zeros((2, 3), "float32"))
+
+
+def test_sequence_mask_batch_first():
+    def gen(s):
+        d, (b,) = s
+        return [rng.standard_normal(d).astype("float32"), rng.integers(0, d[1] + 1, b).astype("int64")]
+
+    def ref(x, v):
+        keep = np.arange(x.shape[1])[None, :] < v[:, None]
+        return np.where(keep[:, :, None, None], x, np.float32(0))
+    check(lambda x, v: relay.sequence_mask(x, v, axis=1), [((None, None, 2, 3), "float32"), ((None,), "int64")],
+          [[(3, 5, 2, 3), (3,)], [(1, 1, 2, 3), (1,)]], gen, ref, static_sizes=(0,))
+
+
+ANY_TYPES = [
+    ("conv1d", lambda x: relay.nn.conv1d(x, relay.var("w", shape=(5, 3, 3)), padding=1), (A, 3, A), (A, 5, A)),
+    ("conv2d_transpose", lambda x: relay.nn.conv2d_transpose(x, relay.var("w", shape=(3, 2, 3, 3)), strides=(2, 2)),
+     (A, 3, A, 7), (A, 2, A, 15)),
+    ("conv3d", lambda x: relay.nn.conv3d(x, relay.var("w", shape=(4, 2, 1, 1, 1))), (A, 2, 3, A, 5), (A, 4, 3, A, 5)),
+    ("max_pool1d", lambda x: relay.nn.max_pool1d(x, (2,), (2,)), (A, 3, A), (A, 3, A)),
+    ("avg_pool3d", lambda x: relay.nn.avg_pool3d(x, (2, 2, 2), (2, 2, 2)), (A, 3, A, 4, A), (A, 3, A, 2, A)),
+    ("adaptive_avg_pool1d", lambda x: relay.nn.adaptive_avg_pool1d(x, (4,)), (A, 3, A), (A, 3, 4)),
+    ("cumprod_flat", lambda x: relay.cumprod(x), (A, 3), (A,)),
+    ("resize3d", lambda x: relay.image.resize3d(x, (2, 3, 4)), (A, 2, A, A, A), (A, 2, 2, 3, 4)),
+]
+
+
+@pytest.mark.parametrize("name,fn,shape,want", ANY_TYPES, ids=[c[0] for c in ANY_TYPES])
+def test_any_type_inference(name, fn, shape, want):
+    x = relay.var("x", shape=shape)
+    body = fn(x)
+    params = [x] + [v for v in relay.analysis.free_vars(body) if v.name_hint != "x"]
+    mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function(params, body)))
+    got = mod["main"].ret_type.shape
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert (isinstance(w, int) and int(g) == w) or (not isinstance(w, int) and not isinstance(g, int)
+                                                        and "Any" in type(g).__name__), (got, want)
