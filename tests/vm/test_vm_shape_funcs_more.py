@@ -132,7 +132,7 @@ def test_pool3d_family():
           lambda x: F.avg_pool3d(_t(x), (1, 2, 1), (1, 2, 1)).numpy(), static_sizes=(0,))
     check(lambda x: relay.nn.adaptive_avg_pool3d(x, output_size=(1, 2, 1)), spec, sizes, lambda s: _f32(*s),
           lambda x: F.adaptive_avg_pool3d(_t(x), (1, 2, 1)).numpy(), static_sizes=(0,))
-    check(lambda x: relay.nn.adaptive_max_pool3d(x, output_size=(2, 2, 2)), spec, sizes[:1], lambda s: _f32(*s),
+    check(lambda x: relay.nn.adaptive_max_pool3d(x, output_size=(2, 2, 2)), spec, sizes, lambda s: _f32(*s),
           lambda x: F.adaptive_max_pool3d(_t(x), 2).numpy(), static_sizes=(0,))
 
 
