@@ -351,3 +351,12 @@ def test_any_type_inference(name, fn, shape, want):
     for g, w in zip(got, want):
         assert (isinstance(w, int) and int(g) == w) or (not isinstance(w, int) and not isinstance(g, int)
                                                         and "Any" in type(g).__name__), (got, want)
+
+
+def test_conv2d_transpose_groups_and_dilation():
+    w = rng.standard_normal((4, 3, 2, 3)).astype("float32")  # IOHW: 4 input channels, 3 outputs per group
+    check(lambda x: relay.nn.conv2d_transpose(x, relay.const(w), strides=(1, 2), padding=(0, 1), dilation=(2, 1),
+                                              groups=2),
+          [((None, 4, None, 5), "float32")], [[(1, 4, 3, 5)], [(2, 4, 1, 5)]], lambda s: _f32(*s),
+          lambda x: F.conv_transpose2d(_t(x), _t(w), stride=(1, 2), padding=(0, 1), dilation=(2, 1),
+                                       groups=2).numpy(), rtol=1e-4, atol=1e-4, static_sizes=(0,))
