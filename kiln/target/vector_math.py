@@ -3,7 +3,7 @@
 libm's ``expf`` / ``erff`` / ``tanhf`` run lane by lane in a vectorized loop (the C printer loops over the lanes), which
 made BERT's exact-GELU epilogue cost three times its GEMM. These rules lower float32 ``tir.exp`` /
 ``tir.erf`` / ``tir.tanh`` (scalar or vector; float16 computes through them) to a static inline C helper written with GCC vector extensions only
-(``+ - * /``, compares, bit masks, vector casts): gcc compiles it to SIMD code for whatever
+(``+ - * /``, compares, bit masks, ``__builtin_convertvector``): gcc compiles it to SIMD code for whatever
 ISA ``-march`` names (SSE2, AVX2, AVX-512), and the scalar form is the same code on a one-lane vector, so a
 loop's vector body and its scalar tail agree bit for bit.
 
@@ -15,7 +15,7 @@ docs/architecture.md): on ``a = |x|``, with the sign put back by a bit or (so ``
 * tanh: ``a < 0.625``: ``a + a^3 P(a^2)`` (degree 5); else ``1 - 2 / (exp(2 min(a, 10)) + 1)``;
 * exp (``tir.exp``, whole range): as the next item on ``x`` clamped to [-104, 89] (NaN passes), with ``2^n`` applied
   as two factors ``2^(n/2) 2^(n - n/2)`` so that subnormal results round once and large ones overflow to inf;
-* exp inside erf / tanh, of an argument known to lie in [-30, 30]: ``2^n e^r``, ``n = rint(y / ln 2)`` by the 1.5*2^23 trick,
+* exp inside erf / tanh, of an argument known to lie in [-30, 30]: ``2^n e^r``, ``n = round(y / ln 2)`` by an int conversion,
   ``r`` by a two-constant ln 2, ``e^r = 1 + r + r^2 Q(r)`` (degree 5), ``2^n`` added to the exponent bits.
 
 Both branches are computed and one is kept per lane by a bit blend on ``a >= bound``, which is false for NaN:
@@ -88,10 +88,9 @@ def _core(nbytes: int) -> tuple[str, str]:
 {types}
 #define KILN_VM_BLEND_{sfx}(m, b, a) {blend}
 static inline __attribute__((always_inline)) {vt} kiln_vm_exp_{sfx}({vt} y) {{
-  /* e^y for |y| <= 30: 2^n e^r */
-  {vt} k = y * 1.4426950408889634f + 12582912.0f;
-  {vt} n = k - 12582912.0f;
-  {it} ni = ({it})k - 0x4B400000;
+  /* e^y for |y| <= 30: 2^n e^r (no rounding trick that -ffast-math could reassociate away) */
+  {it} ni = __builtin_convertvector(y * 1.4426950408889634f + 256.5f, {it}) - 256;  /* floor of a positive */
+  {vt} n = __builtin_convertvector(ni, {vt});
   {vt} r = y - n * {_f(_LN2_HI)} - n * {_f(_LN2_LO)};
   {vt} e = {_horner('r', EXP_Q)} * (r * r) + r + 1.0f;
   return ({vt})(({it})e + (ni << 23));
@@ -100,14 +99,14 @@ static inline __attribute__((always_inline)) {vt} kiln_vm_expf_{sfx}({vt} x) {{
   /* e^x on the whole float32 range: 2^n split in two factors so that subnormal results round once */
   {vt} y = KILN_VM_BLEND_{sfx}(x < -104.0f, ({vt}){{}} - 104.0f, x);
   y = KILN_VM_BLEND_{sfx}(y > 89.0f, ({vt}){{}} + 89.0f, y);
-  {vt} k = y * 1.4426950408889634f + 12582912.0f;
-  {vt} n = k - 12582912.0f;
-  {it} ni = ({it})k - 0x4B400000;
+  {it} ni = __builtin_convertvector(y * 1.4426950408889634f + 256.5f, {it}) - 256;  /* floor of a positive */
+  {vt} n = __builtin_convertvector(ni, {vt});
   {vt} r = y - n * {_f(_LN2_HI)} - n * {_f(_LN2_LO)};
   {vt} e = {_horner('r', EXP_Q)} * (r * r) + r + 1.0f;
   {it} n1 = ni >> 1;
-  {vt} s1 = ({vt})((n1 + 127) << 23), s2 = ({vt})((ni - n1 + 127) << 23);
-  return (e * s1) * s2;
+  /* e * 2^n1 exactly in the exponent bits (an integer add: no reassociation under -ffast-math), then one
+     rounding multiply by 2^(n - n1) */
+  return ({vt})(({it})e + (n1 << 23)) * ({vt})((ni - n1 + 127) << 23);
 }}
 static inline __attribute__((always_inline)) {vt} kiln_vm_erf_{sfx}({vt} x) {{
   {it} sign = ({it})x & (int32_t)0x80000000;
