@@ -13,7 +13,7 @@ docs/architecture.md): on ``a = |x|``, with the sign put back by a bit or (so ``
 * erf: ``a < 0.875``: ``a * P(a^2)`` (degree 6); else ``1 - exp(L(min(a, 4)))`` with ``L`` a degree-9
   polynomial fitting ``log(erfc(a))`` (erf rounds to 1 beyond 3.92);
 * tanh: ``a < 0.625``: ``a + a^3 P(a^2)`` (degree 5); else ``1 - 2 / (exp(2 min(a, 10)) + 1)``;
-* exp (``tir.exp``, whole range): as the next item on ``x`` clamped to [-104, 89] (NaN passes), with ``2^n`` applied
+* exp (``tir.exp``, whole range): as the next item on ``x`` clamped to [-104, 89] (a NaN lane is blended back), with ``2^n`` applied
   as two factors ``2^(n/2) 2^(n - n/2)`` so that subnormal results round once and large ones overflow to inf;
 * exp inside erf / tanh, of an argument known to lie in [-30, 30]: ``2^n e^r``, ``n = round(y / ln 2)`` by an int conversion,
   ``r`` by a two-constant ln 2, ``e^r = 1 + r + r^2 Q(r)`` (degree 5), ``2^n`` added to the exponent bits.
@@ -106,7 +106,8 @@ static inline __attribute__((always_inline)) {vt} kiln_vm_expf_{sfx}({vt} x) {{
   {it} n1 = ni >> 1;
   /* e * 2^n1 exactly in the exponent bits (an integer add: no reassociation under -ffast-math), then one
      rounding multiply by 2^(n - n1) */
-  return ({vt})(({it})e + (n1 << 23)) * ({vt})((ni - n1 + 127) << 23);
+  {vt} res = ({vt})(({it})e + (n1 << 23)) * ({vt})((ni - n1 + 127) << 23);
+  return KILN_VM_BLEND_{sfx}(x != x, x, res);  /* NaN: the bit scaling above would have made it a number */
 }}
 static inline __attribute__((always_inline)) {vt} kiln_vm_erf_{sfx}({vt} x) {{
   {it} sign = ({it})x & (int32_t)0x80000000;
