@@ -89,6 +89,8 @@ def LowerIntrin(target=None) -> PrimFuncPass:  # noqa: N802  (TVM's pass name)
     """Lower intrinsic calls by the registered rules of ``target``'s kind (or of each PrimFunc's
     ``"target"`` attribute, or the current ``Target``), falling back to the ``default`` rules."""
 
+    from ...target import vector_math as _vector_math  # noqa: F401  (registers the float32 erf / tanh rules)
+
     def pass_func(func, mod, ctx):
         tgt = target
         if tgt is None:
