@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 import types
-import warnings
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ import pytest
 import kiln
 from kiln import relay
 from kiln.runtime.vm import VirtualMachine
+from vm_bert_onnx_util import export_bert_encoder
 
 pytestmark = pytest.mark.slow
 
@@ -28,20 +28,8 @@ def _bert(tmp_path):
                                   intermediate_size=128, max_position_embeddings=64)
     model = transformers.BertModel(cfg).eval()
 
-    class Enc(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.m = model
-
-        def forward(self, ids):
-            return self.m(input_ids=ids).last_hidden_state
     path = os.path.join(str(tmp_path), "bert.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Enc().eval(), (torch.randint(0, 100, (2, 8)),), path, input_names=["x"],
-                          output_names=["y"], dynamic_axes={"x": {0: "b", 1: "s"}, "y": {0: "b", 1: "s"}},
-                          opset_version=14, dynamo=False)
-    return path, Enc().eval(), torch
+    return path, export_bert_encoder(model, path, torch), torch
 
 
 def test_bert_dynamic_sizes_match_ort_torch_and_static(tmp_path):

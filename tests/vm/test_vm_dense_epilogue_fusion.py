@@ -178,9 +178,9 @@ def test_merge_same_dims_unions_the_proven_classes():
 
 def _bert_onnx(tmp_path):
     import os
+    from vm_bert_onnx_util import export_bert_encoder
     import sys
     import types
-    import warnings
     torch = pytest.importorskip("torch")
     sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
     transformers = pytest.importorskip("transformers")
@@ -193,19 +193,8 @@ def _bert_onnx(tmp_path):
             if name.endswith("bias"):
                 p.normal_(0, 0.1)
 
-    class Enc(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.m = model
-
-        def forward(self, ids):
-            return self.m(input_ids=ids).last_hidden_state
     path = os.path.join(str(tmp_path), "bert_epilogue.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Enc().eval(), (torch.randint(0, 100, (2, 8)),), path, input_names=["x"],
-                          output_names=["y"], dynamic_axes={"x": {0: "b", 1: "s"}, "y": {0: "b", 1: "s"}},
-                          opset_version=14, dynamo=False)
+    export_bert_encoder(model, path, torch)
     return path
 
 
