@@ -217,9 +217,8 @@ def broadcast_to(data, shape):
     shape = list(get_const_tuple(shape))
     dshape = get_const_tuple(data.shape)
     # unknown (relay.Any) extents on either side are checked at run time (the kernel's requirement attrs)
-    bad = len(dshape) > len(shape) or any(
-        isinstance(a, int) and isinstance(t, int) and a not in (1, t) or isinstance(t, int) and t == 1 and a != 1
-        for a, t in zip(dshape[::-1], shape[::-1]))
+    bad = len(dshape) > len(shape) or any(isinstance(a, int) and isinstance(t, int) and a not in (1, t)
+                                          for a, t in zip(dshape[::-1], shape[::-1]))
     if bad:
         raise KilnError(f"broadcast_to: cannot broadcast shape {dshape} to {tuple(shape)}")
     return te.compute(shape, lambda *i: data(*broadcast_index(data, i, shape)), name="T_broadcast_to",

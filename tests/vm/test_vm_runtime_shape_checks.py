@@ -87,3 +87,17 @@ def test_te_broadcast_over_two_vars_checks_at_run_time():
     np.testing.assert_array_equal(out.numpy(), x + 1)
     with pytest.raises(KilnError, match="do not broadcast"):
         f(kiln.nd.array(x), kiln.nd.array(np.ones(4, "float32")), kiln.nd.empty((5,), "float32"))
+
+
+def test_broadcast_to_one_from_an_unknown_dim_is_checked_at_run_time():
+    # (?,) -> (1,) is fine when ? is 1 at run time; any other size fails the kernel's check (no silent read)
+    from kiln import topi
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = topi.broadcast_to(A, (1,))
+    f = kiln.build(te.create_schedule(B.op), [A, B], target="llvm")
+    out = kiln.nd.empty((1,), "float32")
+    f(kiln.nd.array(np.array([2.5], "float32")), out)
+    assert out.numpy()[0] == 2.5
+    with pytest.raises(KilnError, match="do not broadcast"):
+        f(kiln.nd.array(np.ones(3, "float32")), kiln.nd.empty((1,), "float32"))
