@@ -58,15 +58,20 @@ def _gpt2_onnx(attn: str):
         def forward(self, ids, mask):
             return self.m(input_ids=ids, attention_mask=mask, use_cache=False, return_dict=False)[0]
     wrapper = Logits().eval()
+    return wrapper, _export_ids_mask(wrapper, "logits")
+
+
+def _export_ids_mask(module, output: str) -> bytes:
+    """``module(input_ids, attention_mask)`` as ONNX bytes, both inputs and ``output`` dynamic in (batch, seq)."""
     buf = io.BytesIO()
     axes = {0: "batch", 1: "seq"}
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
-        torch.onnx.export(wrapper, (torch.randint(0, 97, (2, 7)), torch.ones(2, 7, dtype=torch.int64)), buf,
-                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
-                          dynamic_axes={"input_ids": axes, "attention_mask": axes, "logits": axes},
+        torch.onnx.export(module, (torch.randint(0, 97, (2, 7)), torch.ones(2, 7, dtype=torch.int64)), buf,
+                          input_names=["input_ids", "attention_mask"], output_names=[output],
+                          dynamic_axes={"input_ids": axes, "attention_mask": axes, output: axes},
                           opset_version=14, dynamo=False)
-    return wrapper, buf.getvalue()
+    return buf.getvalue()
 
 
 @pytest.mark.parametrize("attn", ["sdpa", pytest.param("eager", marks=pytest.mark.slow)])
@@ -109,15 +114,7 @@ def test_bert_encoder_dynamic_batch_and_seq_vs_pytorch():
         def forward(self, ids, mask):
             return self.m(input_ids=ids, attention_mask=mask, return_dict=False)[0]
     enc = Encoder().eval()
-    buf = io.BytesIO()
-    axes = {0: "batch", 1: "seq"}
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(enc, (torch.randint(0, 97, (2, 7)), torch.ones(2, 7, dtype=torch.int64)), buf,
-                          input_names=["input_ids", "attention_mask"], output_names=["hidden"],
-                          dynamic_axes={"input_ids": axes, "attention_mask": axes, "hidden": axes},
-                          opset_version=14, dynamo=False)
-    mod, params = relay.frontend.from_onnx(onnx.load_from_string(buf.getvalue()))
+    mod, params = relay.frontend.from_onnx(onnx.load_from_string(_export_ids_mask(enc, "hidden")))
     assert not _calls(mod, "dyn.reshape")
     for d in _calls(mod, "nn.dense"):
         assert _static(d.args[0].checked_type.shape[-1]), d.args[0].checked_type
