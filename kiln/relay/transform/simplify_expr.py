@@ -32,6 +32,21 @@ def _same_type(a: TensorType | None, b: TensorType | None) -> bool:
             and tuple(a.shape) == tuple(b.shape) and a.dtype == b.dtype)
 
 
+def _broadcast_keeps(x_t: TensorType | None, c_t: TensorType | None, out_t: TensorType | None) -> bool:
+    """Whether ``x (op) c`` has ``x``'s shape and dtype at every run-time size: ``c``'s dims, aligned to the
+    right, are each 1 or a static size equal to ``x``'s (``(?, ?, 256) + (256,)`` keeps ``(?, ?, 256)``, so
+    adding zeros is ``x`` itself even when ``x``'s shape is only known at run time)."""
+    if _same_type(x_t, out_t):
+        return True
+    if x_t is None or c_t is None or out_t is None or x_t.dtype != out_t.dtype or len(c_t.shape) > len(x_t.shape):
+        return False
+    if len(out_t.shape) != len(x_t.shape):
+        return False
+    tail = x_t.shape[len(x_t.shape) - len(c_t.shape):]
+    return all(isinstance(cd, int) and (cd == 1 or (isinstance(xd, int) and xd == cd))
+               for xd, cd in zip(tail, c_t.shape))
+
+
 def _is_const_value(expr, value) -> bool:
     """A constant filled with ``value``, or a zeros/ones(_like) call giving it."""
     if isinstance(expr, Constant):
@@ -156,9 +171,11 @@ def _cast(call, out_t):
 def _identity(value_left, value_right):
     def rule(call, out_t):
         lhs, rhs = call.args
-        if value_right is not None and _is_const_value(rhs, value_right) and _same_type(tensor_type(lhs), out_t):
+        if value_right is not None and _is_const_value(rhs, value_right) and \
+                _broadcast_keeps(tensor_type(lhs), tensor_type(rhs), out_t):
             return lhs
-        if value_left is not None and _is_const_value(lhs, value_left) and _same_type(tensor_type(rhs), out_t):
+        if value_left is not None and _is_const_value(lhs, value_left) and \
+                _broadcast_keeps(tensor_type(rhs), tensor_type(lhs), out_t):
             return rhs
         return None
     return rule

@@ -195,3 +195,26 @@ def test_like_ops_and_adjacent_constants(tensor_ops):
     }"""
     out = check(SimplifyExpr(), before, expected)
     assert_same_numerics(parse(before), out)
+
+
+def test_arithmetic_identities_over_unknown_dims(tensor_ops):
+    """``x + zeros(c)`` is ``x`` when broadcasting cannot change ``x``'s shape at any run-time size: ``c``'s dims
+    (right-aligned) are 1 or equal static dims of ``x`` (a VM model's bias/LayerNorm of zeros and ones)."""
+    before = """
+    def @main(%x: Tensor[(?, ?, 4), float32], %y: Tensor[(?, ?), float32], %z: Tensor[(?, 1), float32]) {
+      %0 = add(%x, zeros(shape=[4], dtype="float32"));
+      %1 = multiply(%0, ones(shape=[1, 4], dtype="float32"));
+      %2 = add(%y, zeros(shape=[4], dtype="float32"));
+      %3 = multiply(%z, ones(shape=[4], dtype="float32"));
+      %4 = add(%x, zeros(shape=[2, 1, 1, 4], dtype="float32"));
+      (%1, %2, %3, %4)
+    }"""
+    # %y's last dim may be 1 (broadcast to 4), %z's is 1 (becomes 4), a rank-4 zeros adds a dim: they stay
+    expected = """
+    def @main(%x: Tensor[(?, ?, 4), float32], %y: Tensor[(?, ?), float32], %z: Tensor[(?, 1), float32]) {
+      %0 = zeros(shape=[4], dtype="float32");
+      %1 = ones(shape=[4], dtype="float32");
+      %2 = zeros(shape=[2, 1, 1, 4], dtype="float32");
+      (%x, add(%y, %0), multiply(%z, %1), add(%x, %2))
+    }"""
+    check(SimplifyExpr(), before, expected)
