@@ -102,6 +102,63 @@ def _alloc_step(reg: int, t: NDArray) -> tuple:
     return ("alloc", reg, tuple(t._shape), t._arr.dtype, t.dtype, int(t._arr.nbytes))
 
 
+def plan_storage(instructions: list, escaped: set, regs: list) -> dict:
+    """Storage sharing for one plan (the graph executor's memory planning, made per input signature): the
+    tensors that ``alloc_tensor*`` instructions made for the recorded call and that stay inside the function
+    get buffers reused once their last reader has run, so a call's intermediates occupy about what a static
+    build's planned storage does (the recording keeps one buffer per instruction: for a 12-layer encoder
+    that was every layer's activations at once) and stay warm in cache. Returns register -> new tensor.
+
+    Registers related by ``move`` / ``reshape_tensor`` (views) share a lifetime; registers that go into or
+    come out of an ADT (``alloc_adt`` / ``get_field``), registers assigned twice, and escaping allocations
+    (the caller's results, fresh each call) keep their own buffers."""
+    from .vm import _regs_of
+    root: dict = {}
+
+    def find(r):
+        while root.get(r, r) != r:
+            r = root[r]
+        return r
+    defs: dict = {}
+    pinned: set = set()
+    for pc, ins in enumerate(instructions):
+        op = ins[0]
+        if op in ("alloc_tensor", "alloc_tensor_reg"):
+            defs[ins[3]] = defs.get(ins[3], 0) + 1
+        elif op == "reshape_tensor" or op == "move":
+            src, dst = (ins[1], ins[3]) if op == "reshape_tensor" else (ins[1], ins[2])
+            a, b = find(src), find(dst)
+            if a != b:
+                root[b] = a
+        elif op in ("alloc_adt", "get_field"):
+            pinned.update(_regs_of(ins))
+    pinned = {find(r) for r in pinned}
+    last: dict = {}
+    for pc, ins in enumerate(instructions):
+        for r in _regs_of(ins):
+            last[find(r)] = pc
+    free: list = []        # [nbytes, raw uint8 buffer]
+    release: dict = {}     # pc -> buffers free after it
+    out: dict = {}
+    for pc, ins in enumerate(instructions):
+        if ins[0] in ("alloc_tensor", "alloc_tensor_reg") and pc not in escaped:
+            reg = ins[3]
+            t = regs[reg]
+            rt = find(reg)
+            if isinstance(t, NDArray) and defs.get(reg) == 1 and rt not in pinned:
+                nbytes = max(int(t._arr.nbytes), 1)
+                fits = [b for b in free if b[0] >= nbytes]
+                if fits:
+                    buf = min(fits, key=lambda b: b[0])
+                    free.remove(buf)
+                else:
+                    buf = [nbytes, nd._aligned_empty((nbytes,), np.dtype(np.uint8))]
+                out[reg] = NDArray(buf[1][:int(t._arr.nbytes)].view(t._arr.dtype).reshape(t._shape))
+                release.setdefault(max(last.get(rt, pc), pc), []).append(buf)
+        free.extend(release.pop(pc, ()))
+    return out
+
+
 def _private_copy(t: NDArray) -> NDArray:
     arr = nd._aligned_empty(t._shape, t._arr.dtype)
     np.copyto(arr, t._arr)
@@ -133,6 +190,9 @@ class _Plan:
         self._step_type = _PlanStep
         self._native = native if isinstance(native, KernelFunction) else None
         self.regs = list(regs)
+        self.planned = plan_storage(f.instructions, escaped, regs)
+        for r, t in self.planned.items():
+            self.regs[r] = t
         n_args = len(sig)
         dep = runner.data_dependent()
         varying = set(range(n_args))   # registers holding a new object each call
@@ -159,8 +219,8 @@ class _Plan:
                         r in dep for i, r in enumerate(arg_regs) if i not in outs):
                     # shape-derived: computed by the recording, kept private to this plan (the runner's
                     # per-instruction memory may reuse the recorded tensors for another signature)
-                    for i in outs:
-                        self.regs[arg_regs[i]] = _private_copy(self.regs[arg_regs[i]])
+                    for i in outs:  # (from the recording: a planned buffer holds no data yet)
+                        self.regs[arg_regs[i]] = _private_copy(regs[arg_regs[i]])
                     self.precomputed += 1
                     continue
                 if not isinstance(k, KernelFunction) or any(arg_regs[i] not in known for i in var_pos):

@@ -144,3 +144,42 @@ def test_int32_shape_variables_refuse_extents_that_overflow():
         assert "2147483647" in str(err) or "int32" in str(err) or "fit" in str(err), str(err)
     else:
         raise AssertionError("an extent of 2**31 was accepted by an int32-indexed kernel")
+
+
+def _root(t):
+    base = t._arr
+    while getattr(base, "base", None) is not None:
+        base = base.base
+    return id(base)
+
+
+def test_intermediates_share_planned_storage():
+    # a chain of kernels that are not fused together (softmax / dense anchors), at alternating sizes: a plan
+    # gives intermediates whose lifetimes do not overlap the same buffer (storage planning per signature), the
+    # results stay right with kept results and reshaped views, and no two live tensors overlap
+    x = relay.var("x", shape=(A, 24))
+    w1 = relay.const(rng.standard_normal((32, 24)).astype("float32"))
+    w2 = relay.const(rng.standard_normal((24, 32)).astype("float32"))
+    h = x
+    for _ in range(3):
+        h = relay.nn.softmax(relay.nn.dense(relay.nn.softmax(relay.nn.dense(h, w1)), w2))
+    h2 = relay.reshape(h, (-1, 4, 6))
+    mod = kiln.IRModule.from_expr(relay.Function([x], relay.nn.softmax(h2, axis=1) + relay.const(1.0)))
+    vm = _vm(mod)
+
+    def ref(a):
+        def sm(v, axis=-1):
+            e = np.exp(v - v.max(axis=axis, keepdims=True))
+            return e / e.sum(axis=axis, keepdims=True)
+        v = a
+        for _ in range(3):
+            v = sm(sm(v @ w1.data.numpy().T) @ w2.data.numpy().T)
+        return sm(v.reshape(-1, 4, 6), axis=1) + 1
+    xs = [rng.standard_normal((k, 24)).astype("float32") for k in (5, 9, 5, 9, 1, 5, 9)]
+    outs = [vm.run(a) for a in xs]
+    for a, o in zip(xs, outs):
+        np.testing.assert_allclose(o.numpy(), ref(a), rtol=1e-5, atol=1e-6)
+    plan = _plan(vm, xs[0])
+    assert len(plan.planned) >= 6
+    assert len({_root(t) for t in plan.planned.values()}) < len(plan.planned) // 2
+    assert all(_root(t) not in {_root(o) for o in outs} for t in plan.planned.values())
