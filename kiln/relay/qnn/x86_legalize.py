@@ -270,12 +270,11 @@ def _int16_operand_expr(x, zd):
     """The int16 operand of :func:`_int16_from_quantize` for the ``qnn.quantize`` call ``x``."""
     v, s, zq = x.args
     qmin, qmax = (0, 255) if str(x.attrs.out_dtype) == "uint8" else (-128, 127)
-    zq32 = op_call("reshape", [zq], newshape=[])
-    zd32 = op_call("reshape", [op_call("cast", [zd], dtype="int32")], newshape=[])
-    params = op_call("cast", [stack([op_call("subtract", [zq32, zd32]),
-                                     op_call("subtract", [const(np.int32(qmin)), zd32]),
-                                     op_call("subtract", [const(np.int32(qmax)), zd32])], axis=0)],
-                     dtype="float32")
+    # in float32, as the quantize adds its zero point: a zero point beyond 2**24 saturates alike (zd fits int16)
+    zqf = op_call("reshape", [op_call("cast", [zq], dtype="float32")], newshape=[])
+    zdf = op_call("reshape", [op_call("cast", [zd], dtype="float32")], newshape=[])
+    params = stack([op_call("subtract", [zqf, zdf]), op_call("subtract", [const(np.float32(qmin)), zdf]),
+                    op_call("subtract", [const(np.float32(qmax)), zdf])], axis=0)
     params = op_call("annotation.stop_fusion", [params])
 
     def param(i):
