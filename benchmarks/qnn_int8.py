@@ -19,7 +19,12 @@ vpmaddubsw per 4 channels where the target has no VNNI; the legalization still c
 DynamicQuantizeLinear activations: zero points and scales computed at run time); kiln builds it in the exact
 int8 mode (without VNNI: the int16 ``vpmaddwd`` dense, ``dense_int16.x86``). Its "top-1" column compares the
 argmax of the whole output.
-Writes benchmarks/results/qnn_int8.{md,json}. Speed is reported, never asserted.
+``--cpu-time``: every contender on one thread (kiln, ONNX Runtime intra- and inter-op, PyTorch), timed by the
+calling thread's CPU time (``time.thread_time``) instead of wall time: on a shared, loaded host the time a
+contender spends preempted is not counted, so the ratios stay meaningful where 2-thread wall-clock ones do not
+(thread pools spinning or waiting on preempted workers); it measures the kernels, not the parallel scaling.
+Writes benchmarks/results/qnn_int8.{md,json} (``--cpu-time``: qnn_int8_cpu.{md,json}). Speed is reported,
+never asserted.
 """
 from __future__ import annotations
 
@@ -169,23 +174,37 @@ def _torch_run(model, x, threads: int):
     return run, lambda: run().numpy()
 
 
-def bench_torch_fx(name: str, size: int, rounds: int, number: int, threads: int) -> dict:
+def bench_torch_fx(name: str, size: int, rounds: int, number: int, threads: int, cpu_time: bool = False) -> dict:
     """kiln int8 (from_pytorch on the quantize_fx model) vs PyTorch's own int8 run (fbgemm / x86), kiln fp32 vs
     PyTorch fp32 on the float model."""
     model, q, x = _torch_fx(name, size)
     contenders, outputs = {}, {}
     for cname, (run, out) in {"kiln_int8": _kiln_torch(q, x), "torch_int8": _torch_run(q, x, threads),
                               "kiln_fp32": _kiln_torch(model, x), "torch_fp32": _torch_run(model, x, threads)}.items():
-        contenders[cname] = run
+        contenders[cname] = _cpu_timer(run) if cpu_time else run
         outputs[cname] = out()
     times = interleaved(contenders, rounds=rounds, number=number)
     return {"times": times, "outputs": outputs}
+
+
+def _cpu_timer(fn):
+    """An ``interleaved`` contender timing ``fn`` by the calling thread's CPU time (mean seconds per call)."""
+    import time
+
+    def timer(n: int) -> float:
+        t = time.thread_time()
+        for _ in range(n):
+            fn()
+        return (time.thread_time() - t) / max(n, 1)
+    return ("timer", timer)
 
 
 def _ort(path: str, x: np.ndarray, threads: int):
     import onnxruntime as ort
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
+    if threads == 1:
+        opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     return (lambda: sess.run(None, {"x": x})), (lambda: sess.run(None, {"x": x})[0])
 
@@ -254,12 +273,13 @@ def profile_model(name: str, size: int, tmp: str, top: int = 25) -> str:
     return "\n".join(out)
 
 
-def bench_model(name: str, size: int, rounds: int, number: int, threads: int, tmp: str) -> dict:
+def bench_model(name: str, size: int, rounds: int, number: int, threads: int, tmp: str,
+                cpu_time: bool = False) -> dict:
     f32, q, x = _models(name, size, tmp)
     contenders, outputs = {}, {}
     for cname, (run, out) in {"kiln_int8": _kiln(q, x, int8=True, saturating=name != "bert"), "ort_int8": _ort(q, x, threads),
                               "kiln_fp32": _kiln(f32, x), "ort_fp32": _ort(f32, x, threads)}.items():
-        contenders[cname] = run
+        contenders[cname] = _cpu_timer(run) if cpu_time else run
         outputs[cname] = out()
     times = interleaved(contenders, rounds=rounds, number=number)
     return {"times": times, "outputs": outputs}
@@ -274,8 +294,14 @@ def main(argv=None):
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--profile", action="store_true",
                     help="print per-kernel times of kiln int8 and fp32 (debug executor) instead of the comparison")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="one thread per contender, timed by thread CPU time (meaningful on a loaded host)")
     args = ap.parse_args(argv)
     threads = int(os.environ.get("KILN_NUM_THREADS", os.cpu_count() or 1))
+    if args.cpu_time:
+        import kiln
+        threads = 1
+        kiln.runtime.set_num_threads(1)
     tmp = tempfile.mkdtemp()
     if args.profile:
         for name in args.models.split(","):
@@ -287,9 +313,9 @@ def main(argv=None):
         fx = name.endswith("_fx")
         other = "torch" if fx else "ort"
         if fx:
-            r = bench_torch_fx(name[:-3], args.size, args.rounds, args.number, threads)
+            r = bench_torch_fx(name[:-3], args.size, args.rounds, args.number, threads, args.cpu_time)
         else:
-            r = bench_model(name, args.size, args.rounds, args.number, threads, tmp)
+            r = bench_model(name, args.size, args.rounds, args.number, threads, tmp, args.cpu_time)
         t, outs = r["times"], r["outputs"]
         med = {k: v["median_s"] for k, v in t.items()}
         rows = ["| contender | median ms | best ms | max abs diff vs its reference | top-1 agrees |", "|---|---|---|---|---|"]
@@ -315,14 +341,17 @@ def main(argv=None):
     load_after = os.getloadavg()
     info = machine_info()
     counts = thread_counts(ort_intra_op=threads, pytorch=False)
+    clock = ("one thread each, thread CPU time (ms below are CPU ms per call)" if args.cpu_time else
+             f"{threads} threads, wall clock")
     md = (f"# int8 vs fp32: {', '.join(args.models.split(','))} (CNNs: QDQ, reduce_range; BERT: dynamic), "
-          f"{threads} threads\n\n"
+          f"{clock}\n\n"
           f"{machine_line(info, counts)}\n\nload average before {tuple(round(v, 2) for v in load_before)}, after "
           f"{tuple(round(v, 2) for v in load_after)} (the machine is shared: compare the ratios of one interleaved "
           "run, not absolute times)\n\n" + "\n\n".join(sections) + "\n")
     if not args.no_write:
-        write_results("qnn_int8", {"machine": info, "thread_counts": counts, "models": results, "size": args.size,
-                                   "threads": threads, "load_before": load_before, "load_after": load_after}, md)
+        write_results("qnn_int8_cpu" if args.cpu_time else "qnn_int8",
+                      {"machine": info, "clock": clock, "thread_counts": counts, "models": results, "size": args.size,
+                       "threads": threads, "load_before": load_before, "load_after": load_after}, md)
     print(md)
 
 

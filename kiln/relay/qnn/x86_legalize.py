@@ -23,12 +23,15 @@ import numpy as np
 
 from ...ir.op import register_op_attr
 from ..expr import const
-from ..transform._util import op_call
+from ..transform._util import op_call, is_op, type_of
+from ...ir.node import structural_equal
+from ..transform.type_infer import infer_expr
 from .op._common import const_value
 from ...error import KilnError
 from ...target import Target
 from ...topi.x86.conv2d_int8 import int8_supported, int8_mode
 from ..op.nn._conv_pool import pad4
+from ..op.transform import stack
 
 INT16_MAX = 32767
 
@@ -204,6 +207,85 @@ def _dtype_of(e):
     return str(data.dtype) if data is not None and hasattr(data, "dtype") else None
 
 
+def _type_of(e):
+    """``e``'s inferred type; inferred here where the legalization rebuilt ``e`` (a call below an earlier rewritten
+    one has no type yet); None when inference fails."""
+    t = type_of(e)
+    if t is None:
+        try:
+            t = type_of(infer_expr(e))
+        except KilnError:
+            return None
+    return t
+
+
+def _scalar_param(e) -> bool:
+    """Whether ``e`` has one element (shape ``()`` or ``(1,)``)."""
+    t = _type_of(e)
+    shape = getattr(t, "shape", None)
+    return shape is not None and (len(shape) == 0 or (len(shape) == 1 and shape[0] == 1))
+
+
+def _int16_from_quantize(x, zd):
+    """``cast(x, int16) - zd`` computed from the float source when ``x`` is a per-tensor 8-bit ``qnn.quantize``
+    (through the importer's ``reshape`` before ``qnn.dense``), else None.
+
+    ``clip(round(v / s) + zq, qmin, qmax) - zd == clip(round(v / s) + (zq - zd), qmin - zd, qmax - zd)``
+    (integers; the float sum is exact below 2**24 and saturates alike above), so the int16 operand is one
+    elementwise kernel on the float input: divide, round, add, min, max, convert. The three scalars
+    ``[zq - zd, qmin - zd, qmax - zd]`` are computed once per call in a kernel of their own
+    (``annotation.stop_fusion``): fused into the quantize, the scalar zero-point chain of DynamicQuantizeLinear
+    (a divide, a round, a clip) was recomputed for every vector. The uint8 tensor is never formed."""
+    chain = []
+    while is_op(x, "reshape"):
+        chain.append(x)
+        x = x.args[0]
+    if not is_op(x, "qnn.quantize") or str(x.attrs.out_dtype) not in ("uint8", "int8"):
+        return None
+    v, s, zq = x.args
+    if str(getattr(_type_of(v), "dtype", "")) != "float32" or not _scalar_param(s) or not _scalar_param(zq) \
+            or not _scalar_param(zd) or str(getattr(_type_of(zd), "dtype", "")) not in ("int8", "uint8", "int32"):
+        return None
+    # the Q, K and V denses of one input share one operand kernel (the importer gives each its own reshape and
+    # zero-point cast: equal structurally)
+    entries = _FROM_QUANTIZE.setdefault(id(x), [])
+    out = next((r for q, z, r in entries if q is x and structural_equal(z, zd)), None)
+    if out is None:
+        if len(_FROM_QUANTIZE) > 256:
+            _FROM_QUANTIZE.clear()
+            entries = _FROM_QUANTIZE.setdefault(id(x), [])
+        out = _int16_operand_expr(x, zd)
+        entries.append((x, zd, out))
+    for r in reversed(chain):
+        out = op_call("reshape", [out], newshape=r.attrs.newshape)
+    return out
+
+
+#: id(qnn.quantize call) -> [(call, data zero point, int16 operand)]; entries hold their calls, so ids are not
+#: reused while cached
+_FROM_QUANTIZE: dict = {}
+
+
+def _int16_operand_expr(x, zd):
+    """The int16 operand of :func:`_int16_from_quantize` for the ``qnn.quantize`` call ``x``."""
+    v, s, zq = x.args
+    qmin, qmax = (0, 255) if str(x.attrs.out_dtype) == "uint8" else (-128, 127)
+    # in float32, as the quantize adds its zero point: a zero point beyond 2**24 saturates alike (zd fits int16)
+    zqf = op_call("reshape", [op_call("cast", [zq], dtype="float32")], newshape=[])
+    zdf = op_call("reshape", [op_call("cast", [zd], dtype="float32")], newshape=[])
+    params = stack([op_call("subtract", [zqf, zdf]), op_call("subtract", [const(np.float32(qmin)), zdf]),
+                    op_call("subtract", [const(np.float32(qmax)), zdf])], axis=0)
+    params = op_call("annotation.stop_fusion", [params])
+
+    def param(i):
+        return op_call("reshape", [op_call("strided_slice", [params], begin=[i], end=[i + 1], strides=[1])],
+                       newshape=[])
+    t = op_call("round", [op_call("divide", [v, op_call("reshape", [s], newshape=[])])])
+    t = op_call("add", [t, param(0)])
+    t = op_call("minimum", [op_call("maximum", [t, param(1)]), param(2)])
+    return op_call("cast", [op_call("cast", [t], dtype="int32")], dtype="int16")
+
+
 def _legalize_dense_int16(attrs, args, ts):
     """qnn.dense in the exact mode (no VNNI, no saturating option): ``nn.dense(x - zx, w - zw)`` on int16
     operands (``dense_int16.x86``, ``vpmaddwd``). Both differences lie within +-255, so the products and their
@@ -224,8 +306,10 @@ def _legalize_dense_int16(attrs, args, ts):
     if wq.min(initial=0) < -32768 or wq.max(initial=0) > 32767:
         return None
     wq = wq.astype(np.int16)
-    zx = op_call("reshape", [op_call("cast", [args[2]], dtype="int16")], newshape=[])
-    x16 = op_call("subtract", [op_call("cast", [args[0]], dtype="int16"), zx])
+    x16 = _int16_from_quantize(args[0], args[2])
+    if x16 is None:
+        zx = op_call("reshape", [op_call("cast", [args[2]], dtype="int16")], newshape=[])
+        x16 = op_call("subtract", [op_call("cast", [args[0]], dtype="int16"), zx])
     values = dict(attrs)
     values.update(out_dtype="int32")
     return op_call("nn.dense", [x16, const(wq)], **values)
@@ -263,6 +347,9 @@ def _int16_operand(x, t, zp, zt):
         return None
     if len(zt.shape) > 1 or (len(zt.shape) == 1 and zt.shape[0] != 1) or not _zero_point_fits_int16(zp):
         return None
+    from_q = _int16_from_quantize(x, zp)
+    if from_q is not None:
+        return from_q
     x16 = op_call("cast", [x], dtype="int16")
     value = const_value(zp)
     if value is not None:

@@ -113,13 +113,19 @@ def _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target):
     NCHW{ic_bn}c data and an OIHW{oc_bn}o4i kernel (packed once, by FoldConstant), output NCHW{oc_bn}c
     (``oc_bn`` 16, or 8 for channel counts that are multiples of 8 only); only when the channels need no
     padding (input a multiple of 4, output of ``oc_bn``)."""
-    _, _, workload, _ = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)
+    _, _, workload, cfg = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)
+    strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
+    n, _, h, w = _shape(tinfos[0])
     if workload is not None and workload[0] == "depthwise_conv2d_NCHWc_int8.x86":
         # int8 depthwise: NCHW{bn}c data / output (the block the int8 convs around it use), OIHW1i{bn}o kernel
         c, kh, kw = _shape(tinfos[0])[1], _shape(tinfos[1])[2], _shape(tinfos[1])[3]
         bn = oc_block(c)
         if c % bn:
             return None
+        _remember_config(target, workload, cfg, [te.placeholder((n, c // bn, h, w, bn), "uint8", name="data"),
+                                                 te.placeholder((c // bn, 1, kh, kw, 1, bn), "int8", name="kernel"),
+                                                 strides, padding, dilation, f"NCHW{bn}c", f"NCHW{bn}c", out_dtype],
+                         workload[0])
         return relay_nn.contrib_depthwise_conv2d_nchwc(
             inputs[0], inputs[1], strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation,
             groups=int(attrs.groups), channels=c, kernel_size=(kh, kw), out_dtype=attrs.out_dtype,
@@ -131,6 +137,11 @@ def _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target):
     ic_bn, oc_bn = ic_block(ic), oc_block(oc)
     if ic % ic_bn or oc % oc_bn:
         return None
+    _remember_config(target, workload, cfg, [te.placeholder((n, ic // ic_bn, h, w, ic_bn), "uint8", name="data"),
+                                             te.placeholder((oc // oc_bn, ic // 4, kh, kw, oc_bn, 4), "int8",
+                                                            name="kernel"),
+                                             strides, padding, dilation, f"NCHW{ic_bn}c", f"NCHW{oc_bn}c", out_dtype],
+                     workload[0])
     return relay_nn.contrib_conv2d_nchwc(
         inputs[0], inputs[1], strides=attrs.strides, padding=attrs.padding, dilation=attrs.dilation,
         groups=int(attrs.groups), channels=oc, kernel_size=(kh, kw), out_dtype=attrs.out_dtype,
@@ -214,13 +225,18 @@ def _alter_dense_panels(attrs, inputs, tinfos, out_type, target, task: str, grou
     """A dense on the packed int kernel ``task`` -> ``nn.contrib_dense_pack`` over an NC16n{group}c weight (packed
     once by FoldConstant); only when ``group`` divides K. Rows that 16 does not divide are zero-padded first
     (``nn.pad``, also folded) and the packed dense keeps ``units``."""
-    _, _, workload, _ = _select("nn.dense", attrs, tinfos[:2], out_type, target)
+    _, _, workload, cfg = _select("nn.dense", attrs, tinfos[:2], out_type, target)
     if workload is None or workload[0] != task:
         return None
     units, k = _shape(tinfos[1])
     if k % group:
         return None
     pad = -units % N_BN
+    # a tuned config of the plain workload serves the packed one (the arguments dense_pack_strategy_cpu passes)
+    new_args = [te.placeholder(_shape(tinfos[0]), str(tinfos[0].dtype), name="data"),
+                te.placeholder(((units + pad) // N_BN, k // group, N_BN, group), str(tinfos[1].dtype),
+                               name="weight"), None, "int32"] + ([units] if pad else [])
+    _remember_config(target, workload, cfg, new_args, task)
     weight = inputs[1]
     if pad:
         weight = relay_nn.pad(weight, ((0, pad), (0, 0)))
@@ -299,7 +315,7 @@ def batch_matmul_alter_layout_cpu(attrs, inputs, tinfos, out_type):
         return None
     if str(x_t.dtype) != "int16" or str(y_t.dtype) != "int16" or str(out_type.dtype) != "int32":
         return None
-    _, _, workload, _ = _select("nn.batch_matmul", attrs, tinfos[:2], out_type, target)
+    _, _, workload, cfg = _select("nn.batch_matmul", attrs, tinfos[:2], out_type, target)
     if workload is None or workload[0] != "batch_matmul_int16.x86":
         return None
     y = inputs[1]
@@ -307,6 +323,11 @@ def batch_matmul_alter_layout_cpu(attrs, inputs, tinfos, out_type):
         y = _transform.transpose(y, (0, 2, 1))
     b, n, k = _shape(y_t) if attrs.transpose_b else (_shape(y_t)[0], _shape(y_t)[2], _shape(y_t)[1])
     pad_n, pad_k = -n % N_BN, -k % 2
+    # the arguments of contrib_batch_matmul_pack's strategy
+    new_args = [te.placeholder(_shape(x_t), "int16", name="x"),
+                te.placeholder((b, (n + pad_n) // N_BN, (k + pad_k) // 2, N_BN, 2), "int16", name="y"), None,
+                "int32", bool(attrs.transpose_a), True] + ([n] if pad_n else [])
+    _remember_config(target, workload, cfg, new_args, "batch_matmul_int16.x86")
     if pad_n or pad_k:
         y = relay_nn.pad(y, ((0, 0), (0, pad_n), (0, pad_k)))
     y = _transform.reshape(y, (b, (n + pad_n) // N_BN, N_BN, (k + pad_k) // 2, 2))
