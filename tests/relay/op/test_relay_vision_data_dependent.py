@@ -121,7 +121,7 @@ def test_get_valid_counts_graph_and_vm():
 # -- all_class_non_max_suppression --------------------------------------------------------------------------------
 def _boxes(b, n, ties=True):
     """Random corner boxes (corners in either order), some duplicated, scores with ties."""
-    lo = rng.uniform(0, 10, (b, n, 2))
+    lo = rng.uniform(0, 4, (b, n, 2))
     hi = lo + rng.uniform(0.5, 4, (b, n, 2))
     boxes = np.concatenate([lo, hi], -1).astype("float32")
     flip = rng.random((b, n)) < 0.3
