@@ -192,3 +192,24 @@ def test_detection_graph_on_the_vm_at_two_sizes():
         assert len(want[0]) > 0
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
+
+
+# -- Unique with an axis, of run-time data (VM) -------------------------------------------------------------------
+@pytest.mark.parametrize("shape,axis,sort", [((5, 3), 0, 1), ((5, 3), 0, 0), ((2, 7, 3), 1, 0), ((3, 2, 5), -1, 1),
+                                             ((1, 4), 0, 0)])
+def test_unique_with_axis_vs_onnxruntime(shape, axis, sort):
+    x = rng.integers(0, 2, shape).astype("float32")
+    nd = len(shape)
+    a = axis % nd
+    src = np.take(x, [0] * 1, axis=a)  # a duplicated slice: the first one copied over the last
+    idx = [slice(None)] * nd
+    idx[a] = slice(shape[a] - 1, shape[a])
+    x[tuple(idx)] = src
+    node = helper.make_node("Unique", ["x"], ["y", "first", "inverse", "counts"], axis=axis, sorted=sort)
+    model = make_model([node], {"x": (shape, "float32")},
+                       {"y": (None, "float32"), "first": (None, "int64"), "inverse": (None, "int64"),
+                        "counts": (None, "int64")}, opset=11)
+    want = run_ort(model, {"x": x})
+    got = _vm_run(model, {"x": x})
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
