@@ -29,7 +29,7 @@ def _scalar_tensor(v, dtype: str, name: str):
     return te.compute((1,), lambda _i: c, name=name), (0,)
 
 
-def get_valid_counts(data, score_threshold, id_index: int = 0, score_index: int = 1):
+def get_valid_counts(data, score_threshold=0, id_index: int = 0, score_index: int = 1):
     """data [B, N, K]: boxes with a score (``data[..., score_index]``) strictly above ``score_threshold`` and,
     when ``id_index`` >= 0, a class id >= 0 are valid. Returns [valid_count [B] int32, out [B, N, K] (valid
     boxes moved to the front in their order, the rest -1), out_indices [B, N] int32 (their original index,
