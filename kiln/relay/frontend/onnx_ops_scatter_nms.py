@@ -84,9 +84,9 @@ def _corner_boxes(boxes):
 def _nms_static(inputs, attr, ctx):
     """All inputs known at import time: folded with the numpy reference; otherwise the selected count depends on
     the data, so the dynamic converter below takes the node (VM)."""
-    values = [ctx.value(v) if v is not None else None for v in list(inputs) + [None] * (5 - len(inputs))]
-    present = [v for v, e in zip(values, list(inputs) + [None] * (5 - len(inputs))) if e is not None]
-    if any(v is None for v in present) or values[0] is None or values[1] is None:
+    given = [_nms_input(inputs, k) for k in range(5)]
+    values = [None if e is None else ctx.value(e) for e in given]
+    if any(e is not None and v is None for e, v in zip(given, values)):
         err = ctx.unsupported("NonMaxSuppression of run-time boxes or limits (its output length depends on the "
                               "data)")
         err.data_dependent = True  # the dynamic converter builds it for the VM
