@@ -194,3 +194,18 @@ def test_multibox_transform_loc():
     want = multibox_transform_loc_python(prob, loc, anchor, True, 0.5)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_all_class_nms_types_and_unimplemented_format():
+    bx, sc = relay.var("b", shape=(2, 7, 4)), relay.var("s", shape=(2, 3, 7))
+    t = relay.testing.run_infer_type(relay.vision.all_class_non_max_suppression(bx, sc, 2, 0.5, 0.1).astuple())
+    assert [tuple(int(d) for d in f.shape) for f in t.checked_type.fields] == [(42, 3), (1,)]
+    bx = relay.var("b", shape=(A, 7, 4))
+    sc = relay.var("s", shape=(A, 3, 7))
+    t = relay.testing.run_infer_type(relay.vision.all_class_non_max_suppression(bx, sc).astuple())
+    assert isinstance(t.checked_type.fields[0].shape[0], tvm.tir.Any)
+    with pytest.raises(tvm.error.OpNotImplemented, match="output_format 'tensorflow' is not implemented"):
+        relay.vision.all_class_non_max_suppression(bx, sc, output_format="tensorflow")
+    with pytest.raises(tvm.error.KilnError, match="scalar"):
+        relay.testing.run_infer_type(relay.vision.all_class_non_max_suppression(
+            bx, sc, relay.var("m", shape=(2,), dtype="int64")).astuple())

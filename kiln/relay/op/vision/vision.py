@@ -1,6 +1,7 @@
 """Constructors of the vision ops (TVM's ``relay.vision`` / ``relay.op.vision``)."""
 from __future__ import annotations
 
+from ....error import OpNotImplemented
 from ....ir.expr import RelayExpr
 from ....ir.op import Op
 from ...expr import Call, TupleWrapper, const
@@ -54,6 +55,9 @@ def all_class_non_max_suppression(boxes, scores, max_output_boxes_per_class=-1, 
     """Per-class greedy NMS (ONNX's NonMaxSuppression): boxes [B, N, 4], scores [B, C, N]; the limits are
     numbers or Relay scalars. ``output_format="onnx"``: a TupleWrapper of (selected [B*C*N, 3] int64 rows
     (batch, class, box) valid up to the count, count [1] int64)."""
+    if output_format != "onnx":
+        raise OpNotImplemented(f"all_class_non_max_suppression: output_format {output_format!r} is not implemented "
+                               f"in kiln (only 'onnx')")
     if not isinstance(max_output_boxes_per_class, RelayExpr):
         max_output_boxes_per_class = const(int(max_output_boxes_per_class), "int32")
     if not isinstance(iou_threshold, RelayExpr):
@@ -63,4 +67,4 @@ def all_class_non_max_suppression(boxes, scores, max_output_boxes_per_class=-1, 
     op = Op.get("vision.all_class_non_max_suppression")
     out = Call(op, [boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold],
                op.make_attrs(output_format=str(output_format)))
-    return TupleWrapper(out, 2 if output_format == "onnx" else 3)
+    return TupleWrapper(out, 2)
