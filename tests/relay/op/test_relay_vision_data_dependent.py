@@ -209,3 +209,23 @@ def test_all_class_nms_types_and_unimplemented_format():
     with pytest.raises(tvm.error.KilnError, match="scalar"):
         relay.testing.run_infer_type(relay.vision.all_class_non_max_suppression(
             bx, sc, relay.var("m", shape=(2,), dtype="int64")).astuple())
+
+
+def test_ssd_ops_on_the_vm_with_unknown_sizes():
+    x = relay.var("x", shape=(1, 2, A, A))
+    vm = _vm([x], relay.vision.multibox_prior(x, (0.2, 0.5), (1.0, 3.0), clip=True))
+    for h, w in ((3, 5), (1, 1), (6, 2)):
+        (got,) = _numpy(vm.run(np.zeros((1, 2, h, w), "float32")))
+        np.testing.assert_allclose(got, multibox_prior_python((1, 2, h, w), (0.2, 0.5), (1.0, 3.0), clip=True),
+                                   rtol=1e-5, atol=1e-6)
+    p, l, an = relay.var("p", shape=(A, 3, A)), relay.var("l", shape=(A, A)), relay.var("a", shape=(1, A, 4))
+    out = relay.vision.multibox_transform_loc(p, l, an, clip=False, threshold=0.3, variances=(0.2, 0.1, 0.3, 0.4))
+    vm = _vm([p, l, an], relay.Tuple([out[0], out[1]]))
+    for b, a in ((1, 4), (3, 7)):
+        prob = rng.uniform(0, 1, (b, 3, a)).astype("float32")
+        loc = rng.standard_normal((b, a * 4)).astype("float32") * 0.5
+        anchor = rng.uniform(0, 1, (1, a, 4)).astype("float32")
+        got = _numpy(vm.run(prob, loc, anchor))
+        want = multibox_transform_loc_python(prob, loc, anchor, False, 0.3, (0.2, 0.1, 0.3, 0.4))
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(got[1], want[1])
