@@ -229,3 +229,22 @@ def test_ssd_ops_on_the_vm_with_unknown_sizes():
         want = multibox_transform_loc_python(prob, loc, anchor, False, 0.3, (0.2, 0.1, 0.3, 0.4))
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_vm_executable_with_nms_and_scatter_nd_saves_and_loads():
+    bx, sc = relay.var("b", shape=(1, A, 4)), relay.var("s", shape=(1, 2, A))
+    out = relay.vision.all_class_non_max_suppression(bx, sc, 3, 0.5, 0.1)
+    end = relay.concatenate([out[1], relay.const(np.array([3], "int64"), "int64")], 0)
+    sel = relay.op.dyn.strided_slice(out[0], relay.const(np.zeros(2, "int64"), "int64"), end,
+                                     relay.const(np.ones(2, "int64"), "int64"))
+    x, i, u = relay.var("x", shape=(A, 3)), relay.var("i", shape=(1, A), dtype="int64"), relay.var("u", shape=(A, 3))
+    mod = tvm.IRModule.from_expr(relay.Function([bx, sc, x, i, u], relay.Tuple([sel, relay.scatter_nd(x, i, u, "add")])))
+    code, lib = relay.vm.compile(mod, "llvm").save()
+    vm = rvm.VirtualMachine(rvm.Executable.load_exec(code, lib), tvm.cpu())
+    for n in (6, 11):
+        boxes, scores = _boxes(1, n), _scores(1, 2, n)
+        data, idx = rng.standard_normal((5, 3)).astype("float32"), np.array([[0, 4, 0]], "int64")
+        upd = rng.standard_normal((3, 3)).astype("float32")
+        got = _numpy(vm.run(boxes, scores, data, idx, upd))
+        np.testing.assert_array_equal(got[0], all_class_nms_python(boxes, scores, 3, 0.5, 0.1))
+        np.testing.assert_allclose(got[1], scatter_nd_python(data, idx, upd, "add"), rtol=1e-6)
