@@ -1,8 +1,9 @@
 """``get_valid_counts`` and ``all_class_non_max_suppression`` (TVM's ``topi.vision``): the box filtering that
 SSD-style and ONNX ``NonMaxSuppression`` graphs run.
 
-Both are extern stages written with the IR builder (a compiled C loop, sequential by nature). The scores are
-ordered first by ``topi.argsort`` (stable, descending: equal scores keep the lower box index first, NaNs last).
+Both are extern stages written with the IR builder (a compiled C loop, sequential by nature). All-class NMS
+orders each class's candidates (the boxes above the score threshold) inside the kernel by a stable bottom-up
+merge sort on descending score (equal scores keep the lower box index first), O(n log n) per class.
 All-class NMS follows ONNX Runtime's rules: a box takes part when its score is strictly above
 ``score_threshold``; corners may come in either order; a kept box suppresses a later one when their IoU is
 strictly above ``iou_threshold`` (boxes that do not overlap, or have zero area, never suppress each other);
@@ -15,7 +16,6 @@ from __future__ import annotations
 from ... import te, tir
 from ...error import KilnError, OpNotImplemented
 from ...tir import op as T
-from ..sort import argsort
 from ..utils import get_const_tuple
 
 __all__ = ["get_valid_counts", "all_class_non_max_suppression"]
@@ -90,6 +90,35 @@ def _suppresses(bx, b, p, q, thr):
     return T.all(ok, inter / safe > thr)
 
 
+def _merge_sort_desc(ib, a, tmp, n, key):
+    """Sort the first ``n`` entries of the int32 buffer ``a`` by descending ``key(entry)``, stably (equal keys
+    keep their order): a bottom-up merge sort through ``tmp``, O(n log n)."""
+    width = ib.allocate("int32", (1,), name="width", scope="local")
+    width[0] = 1
+    with ib.while_loop(width[0] < n):
+        w = width[0]
+        with ib.for_range(0, T.floordiv(n + 2 * w - 1, 2 * w), name="t") as t:
+            lo = t * 2 * w
+            mid = T.min(lo + w, n)
+            hi = T.min(lo + 2 * w, n)
+            left = ib.allocate("int32", (2,), name="heads", scope="local")  # next left / right positions
+            left[0] = lo
+            left[1] = mid
+            with ib.for_range(lo, hi, name="k") as k:
+                li, ri = left[0], left[1]
+                # take the right head only when it scores strictly higher (stability)
+                take_right = T.any(li >= mid, T.all(ri < hi, key(a[T.min(ri, hi - 1)]) > key(a[T.min(li, mid - 1)])))
+                with ib.if_scope(take_right):
+                    tmp[k] = a[ri]
+                    left[1] = ri + 1
+                with ib.else_scope():
+                    tmp[k] = a[li]
+                    left[0] = li + 1
+        with ib.for_range(0, n, name="k") as k:
+            a[k] = tmp[k]
+        width[0] = w * 2
+
+
 def all_class_non_max_suppression(boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold,
                                   output_format: str = "onnx"):
     """boxes [B, N, 4], scores [B, C, N]; the three limits are numbers or 0-d / 1-element tensors. Returns
@@ -104,7 +133,6 @@ def all_class_non_max_suppression(boxes, scores, max_output_boxes_per_class, iou
     _, c_, _ = get_const_tuple(scores.shape)
     if isinstance(four, int) and four != 4:
         raise KilnError(f"all_class_non_max_suppression: boxes must have 4 coordinates, got {four}")
-    order = argsort(scores, axis=2, is_ascend=False, dtype="int32")
     mx, f_mx = _scalar_tensor(max_output_boxes_per_class, "int64", "nms_max_out")
     iou, f_iou = _scalar_tensor(iou_threshold, boxes.dtype, "nms_iou")
     sth, f_sth = _scalar_tensor(score_threshold, scores.dtype, "nms_score_threshold")
@@ -113,10 +141,13 @@ def all_class_non_max_suppression(boxes, scores, max_output_boxes_per_class, iou
 
     def kernel(ins, outs):
         ib = tir.ir_builder.create()
-        bx, sc, srt, mxb, ioub, sthb = (ib.buffer_ptr(t) for t in ins)
+        bx, sc, mxb, ioub, sthb = (ib.buffer_ptr(t) for t in ins)
         sel, cnt = ib.buffer_ptr(outs[0]), ib.buffer_ptr(outs[1])
         total = ib.allocate("int64", (1,), name="total", scope="local")
         kept = ib.allocate("int64", (1,), name="kept", scope="local")
+        ncand = ib.allocate("int32", (1,), name="ncand", scope="local")
+        cand = ib.allocate("int32", (n_,), name="cand", scope="local")     # candidate box indices, sorted
+        tmp = ib.allocate("int32", (n_,), name="tmp", scope="local")       # merge buffer
         alive = ib.allocate("int32", (n_,), name="alive", scope="local")
         limit = T.cast(mxb[f_mx], "int64")
         iou_t = T.cast(ioub[f_iou], boxes.dtype)
@@ -124,19 +155,26 @@ def all_class_non_max_suppression(boxes, scores, max_output_boxes_per_class, iou
         total[0] = T.const(0, "int64")
         with ib.for_range(0, b_, name="b") as b:
             with ib.for_range(0, c_, name="c") as c:
+                # the boxes above the threshold, in index order (NaN scores fail the test)
+                ncand[0] = 0
+                with ib.for_range(0, n_, name="i") as i:
+                    with ib.if_scope(sc[b, c, i] > score_t):
+                        cand[ncand[0]] = i
+                        ncand[0] = ncand[0] + 1
+                _merge_sort_desc(ib, cand, tmp, ncand[0], lambda k: sc[b, c, k])
                 kept[0] = T.const(0, "int64")
-                with ib.for_range(0, n_, name="i") as i:
-                    alive[i] = T.Select(sc[b, c, srt[b, c, i]] > score_t, 1, 0)
-                with ib.for_range(0, n_, name="i") as i:
+                with ib.for_range(0, ncand[0], name="i") as i:
+                    alive[i] = 1
+                with ib.for_range(0, ncand[0], name="i") as i:
                     with ib.if_scope(T.all(alive[i] > 0, T.any(limit < T.const(0, "int64"), kept[0] < limit))):
-                        p = srt[b, c, i]
+                        p = cand[i]
                         sel[total[0], 0] = T.cast(b, "int64")
                         sel[total[0], 1] = T.cast(c, "int64")
                         sel[total[0], 2] = T.cast(p, "int64")
                         total[0] = total[0] + T.const(1, "int64")
                         kept[0] = kept[0] + T.const(1, "int64")
-                        with ib.for_range(i + 1, n_, name="j") as j:
-                            with ib.if_scope(T.all(alive[j] > 0, _suppresses(bx, b, p, srt[b, c, j], iou_t))):
+                        with ib.for_range(i + 1, ncand[0], name="j") as j:
+                            with ib.if_scope(T.all(alive[j] > 0, _suppresses(bx, b, p, cand[j], iou_t))):
                                 alive[j] = 0
         cnt[0] = total[0]
         with ib.for_range(0, rows, name="r", dtype="int64") as r:
@@ -145,6 +183,6 @@ def all_class_non_max_suppression(boxes, scores, max_output_boxes_per_class, iou
                     sel[r, k] = T.const(0, "int64")
         return ib.get()
 
-    outs = te.extern([(rows, 3), (1,)], [boxes, scores, order, mx, iou, sth], kernel, dtype=["int64", "int64"],
+    outs = te.extern([(rows, 3), (1,)], [boxes, scores, mx, iou, sth], kernel, dtype=["int64", "int64"],
                      name="all_class_nms", tag="all_class_non_max_suppression")
     return list(outs)

@@ -144,7 +144,8 @@ def _nms_graph(b, c, n, mx, iou, sth):
 
 
 @pytest.mark.parametrize("b,c,n,mx,iou,sth", [(1, 1, 7, -1, 0.3, -1.0), (2, 3, 9, 2, 0.5, 0.25),
-                                               (3, 2, 5, 0, 0.5, 0.0), (1, 2, 13, 3, 0.0, 0.5)])
+                                               (3, 2, 5, 0, 0.5, 0.0), (1, 2, 13, 3, 0.0, 0.5),
+                                               (1, 2, 301, -1, 0.4, 0.1)])  # several merge-sort passes
 def test_all_class_nms_graph_executor(b, c, n, mx, iou, sth):
     boxes, scores = _boxes(b, n), _scores(b, c, n)
     params, out = _nms_graph(b, c, n, mx, iou, sth)
