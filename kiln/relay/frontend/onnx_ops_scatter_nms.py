@@ -59,6 +59,11 @@ def _scatter_elements(allowed):
         dim = ctx.shape(x, dynamic_ok=True)[axis]
         if isinstance(dim, int):  # negative indices counted from the end; out of range fails (ORT raises)
             idx = _checked_indices(ctx, idx, dim)
+        else:  # the same check against the axis' run-time size
+            dt = ctx.dtype(idx)
+            size = _op.take(_op.shape_of(x, dt), const(np.array(axis, dt)), axis=0)
+            idx = _op.take(_op.arange(const(np.array(0, dt)), size, const(np.array(1, dt)), dtype=dt), idx, axis=0,
+                           mode="raise")
         return _op.scatter_elements(x, idx, upd, axis=axis, reduction=_reduction(ctx, attr, allowed))
     return convert
 

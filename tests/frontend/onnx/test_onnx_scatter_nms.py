@@ -213,3 +213,18 @@ def test_unique_with_axis_vs_onnxruntime(shape, axis, sort):
     got = _vm_run(model, {"x": x})
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_scatter_elements_dynamic_axis_on_the_vm_checks_indices():
+    node = helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0, reduction="add")
+    model = make_model([node], {"d": (("n", 3), "float32"), "i": (("k", 3), "int64"), "u": (("k", 3), "float32")},
+                       {"y": (("n", 3), "float32")}, opset=16)
+    mod, params = relay.frontend.from_onnx(model)
+    vm = VirtualMachine(relay.vm.compile(mod, "llvm", params=params), tvm.cpu())
+    for n, k in ((5, 4), (2, 7)):
+        feeds = {"d": rng.standard_normal((n, 3)).astype("float32"),
+                 "i": rng.integers(-n, n, (k, 3)).astype("int64"), "u": rng.standard_normal((k, 3)).astype("float32")}
+        np.testing.assert_allclose(vm.run(feeds["d"], feeds["i"], feeds["u"]).numpy(), run_ort(model, feeds)[0],
+                                   rtol=1e-5, atol=1e-6)
+    with pytest.raises(tvm.error.KilnError, match="out of range"):
+        vm.run(np.zeros((3, 3), "float32"), np.array([[0, 3, 1]], "int64"), np.ones((1, 3), "float32"))
