@@ -13,6 +13,7 @@ from .transform import *  # noqa: F401,F403
 from .scan import cumsum, cumprod, scanop  # noqa: F401
 from .sort import argsort, sort, topk  # noqa: F401
 from .scatter_elements import scatter_elements  # noqa: F401
+from .scatter_nd import scatter_nd  # noqa: F401
 from .shape_ops import collapse_sum, ndarray_size, slice_like  # noqa: F401
 from . import nn, image, vision, generic, testing  # noqa: F401
 from .nn.dilate import dilate  # noqa: F401

@@ -126,7 +126,8 @@ def unique_flat(flat, n: int, dtype: str, consecutive: bool = False) -> dict:
 
 def unique_rows(rows, n: int, m: int, consecutive: bool = False) -> dict:
     """Unique rows of the static [n, m] tensor ``rows`` (``torch.unique(dim=...)``): ``values`` [?, m] in
-    lexicographic order (or runs of equal neighbouring rows with ``consecutive``), ``inverse`` and ``counts``.
+    lexicographic order (or runs of equal neighbouring rows with ``consecutive``), ``inverse``, ``counts`` and
+    ``first`` (the index of each value's first row).
     The lexicographic order is m stable argsorts, from the last column to the first."""
     if n == 0:
         raise ValueError("unique over an empty dimension")
@@ -151,4 +152,5 @@ def unique_rows(rows, n: int, m: int, consecutive: bool = False) -> dict:
     start_pos, counts, run_id = _runs(srt, starts, ends, n)
     values = _op.take(srt, start_pos, axis=0)
     inverse = run_id if perm is None else _op.scatter_elements(_const(np.zeros(n), "int64"), perm, run_id, axis=0)
-    return {"values": values, "inverse": inverse, "counts": counts}
+    first = start_pos if perm is None else _op.take(perm, start_pos, axis=0)  # stable sorts: a run's first row
+    return {"values": values, "inverse": inverse, "counts": counts, "first": first}

@@ -20,6 +20,7 @@ from .common import TypeCache
 from .onnx_common import (DEFAULT_DOMAINS, REGISTRY, canonical_domain, const, lookup, NodeContext,
                           decode_attributes, onnx_dtype)
 from . import onnx_attention, onnx_ops_elemwise, onnx_ops_nn, onnx_ops_tensor, onnx_qnn  # noqa: F401 (registers the converters)
+from . import onnx_ops_scatter_nms  # noqa: F401 (ScatterND, ScatterElements, NonMaxSuppression)
 from ..analysis import free_vars
 from ...runtime import ndarray as _nd
 from .onnx_dynamic import convert_dynamic

@@ -473,7 +473,7 @@ def _unique(inputs, attr, ctx):
     count is known at run time only); first indices, counts and inverse indices come from comparing every
     element with every unique value (count x size: fine for small tensors, quadratic for large ones)."""
     if attr.get("axis") is not None:
-        raise ctx.unsupported("Unique of run-time data with an axis")
+        return _unique_axis(inputs[0], int(attr["axis"]), bool(int(attr.get("sorted", 1))), ctx)
     x = inputs[0]
     n = int(np.prod(ctx.shape(x), dtype=np.int64))
     flat = _op.reshape(x, [-1])
@@ -504,3 +504,33 @@ def _unique(inputs, attr, ctx):
     inverse = _op.sum(_op.cast(_op.less(_op.expand_dims(first, 0), _op.expand_dims(first_of_x, 1)), "int64"),
                       axis=[1])
     return [permute(vals), permute(first), inverse, permute(counts)]
+
+
+def _unique_axis(x, axis: int, sort: bool, ctx):
+    """Unique slices of run-time data along ``axis`` (static shape): the slices as rows of an [n, m] matrix,
+    unique rows in lexicographic order (``data_dependent.unique_rows``: m stable argsorts); with ``sorted=0``
+    the uniques are reordered by first occurrence (slot s takes the unique whose first index ranks s)."""
+    from .data_dependent import unique_rows
+    shape = ctx.shape(x)
+    nd = len(shape)
+    if not -nd <= axis < nd:
+        raise ctx.error(f"axis {axis} is out of range for rank {nd}")
+    axis %= nd
+    n = int(shape[axis])
+    rest = [int(d) for k, d in enumerate(shape) if k != axis]
+    moved = _op.transpose(x, [axis] + [k for k in range(nd) if k != axis]) if axis else x
+    r = unique_rows(_op.reshape(moved, [n, int(np.prod(rest, dtype=np.int64))]), n,
+                    int(np.prod(rest, dtype=np.int64)))
+    vals, first, inverse, counts = r["values"], r["first"], r["inverse"], r["counts"]
+    if not sort:
+        rank = _op.sum(_op.cast(_op.less(_op.expand_dims(first, 0), _op.expand_dims(first, 1)), "int64"), axis=[1])
+        slots = _op.arange(const(np.int64(0)), _op.sum(_op.ones_like(first)), const(np.int64(1)), dtype="int64")
+        place = _op.equal(_op.expand_dims(slots, 1), _op.expand_dims(rank, 0))       # [slot, unique]
+        order = _op.sum(_op.where(place, _op.expand_dims(slots, 0), const(np.int64(0))), axis=[1])
+        vals, first, counts = (_op.take(v, order, axis=0) for v in (vals, first, counts))
+        inverse = _op.take(rank, inverse, axis=0)
+    vals = _op.reshape(vals, [-1] + rest)
+    if axis:
+        back = list(range(1, axis + 1)) + [0] + list(range(axis + 1, nd))
+        vals = _op.transpose(vals, back)
+    return [vals, first, inverse, counts]

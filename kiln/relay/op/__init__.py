@@ -14,6 +14,7 @@ from .shape import *  # noqa: F401,F403
 from .algorithm import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .scatter import scatter_elements  # noqa: F401
+from .scatter_nd import scatter_nd  # noqa: F401
 from .collapse import collapse_sum_to  # noqa: F401
 from . import nn, image, vision, strategy  # noqa: F401
 from . import arg_types  # noqa: F401  (FInferArgTypes hooks; needs the nn ops registered)
@@ -28,4 +29,4 @@ from . import _tensor_grad  # noqa: F401,E402  (FPrimalGradient of the ops, for 
 
 __all__ = (list(_op_all) + list(tensor.__all__) + list(reduce.__all__) + list(transform.__all__) + list(shape.__all__)
            + list(algorithm.__all__) + list(indexing.__all__)
-           + list(compat_ops.__all__) + ["scatter_elements", "collapse_sum_to", "nn", "image", "vision", "strategy", "op_attrs", "annotation", "dyn"])
+           + list(compat_ops.__all__) + ["scatter_elements", "scatter_nd", "collapse_sum_to", "nn", "image", "vision", "strategy", "op_attrs", "annotation", "dyn"])

@@ -639,3 +639,6 @@ define_op("reverse", num_inputs=1, attrs=ReverseAttrs, rel=_reverse_rel, rel_nam
 def reverse(data, axis):
     """Reverse ``data`` along ``axis``."""
     return _call("reverse", [data], axis=axis)
+
+
+from .scatter_nd import scatter_nd  # noqa: E402,F401  (TVM's relay.op.transform.scatter_nd; defined beside scatter)

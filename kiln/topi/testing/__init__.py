@@ -20,3 +20,4 @@ from .deformable_conv2d_python import deformable_conv2d_nchw_python
 from .conv_backward_weight import conv2d_backward_weight_nchw_python, conv2d_backward_weight_python
 from .roi_align_python import roi_align_nchw_python
 from .nms_python import non_max_suppression_python
+from .all_class_nms_python import all_class_nms_python, get_valid_counts_python  # noqa: F401

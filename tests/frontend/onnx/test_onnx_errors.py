@@ -20,20 +20,21 @@ def _relu_model(shape=(2, 3)):
 def test_every_unsupported_op_is_listed_at_once():
     nodes = [helper.make_node("Relu", ["x"], ["a"]),
              helper.make_node("GridSample", ["a", "grid"], ["v"], name="gs0"),
-             helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["sel"], name="nms0"),
+             helper.make_node("RoiAlign", ["fm", "rois", "bidx"], ["sel"], name="roi0"),
              helper.make_node("DFT", ["a"], ["u"], name="dft0")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
-                                           helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 2, 4]),
-                                           helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 2])],
+                                           helper.make_tensor_value_info("fm", TensorProto.FLOAT, [1, 2, 4, 4]),
+                                           helper.make_tensor_value_info("rois", TensorProto.FLOAT, [3, 4]),
+                                           helper.make_tensor_value_info("bidx", TensorProto.INT64, [3])],
                               [helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 2]),
-                               helper.make_tensor_value_info("sel", TensorProto.INT64, [None, 3]),
+                               helper.make_tensor_value_info("sel", TensorProto.FLOAT, [3, 2, 1, 1]),
                                helper.make_tensor_value_info("u", TensorProto.FLOAT, [None])],
                               initializer=[onnx.numpy_helper.from_array(np.zeros((1, 1, 2, 2), "float32"), "grid")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(OpNotImplemented) as info:
         relay.frontend.from_onnx(model)
     msg = str(info.value)
-    for name in ("GridSample", "NonMaxSuppression", "DFT", "gs0", "nms0", "dft0"):
+    for name in ("GridSample", "RoiAlign", "DFT", "gs0", "roi0", "dft0"):
         assert name in msg
     assert "Relu" not in msg
 

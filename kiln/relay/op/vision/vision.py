@@ -1,6 +1,7 @@
 """Constructors of the vision ops (TVM's ``relay.vision`` / ``relay.op.vision``)."""
 from __future__ import annotations
 
+from ....error import OpNotImplemented
 from ....ir.expr import RelayExpr
 from ....ir.op import Op
 from ...expr import Call, TupleWrapper, const
@@ -36,3 +37,34 @@ def non_max_suppression(data, valid_count, indices, max_output_size=-1, iou_thre
                           invalid_to_bottom=bool(invalid_to_bottom))
     out = Call(op, [data, valid_count, indices, max_output_size, iou_threshold], attrs)
     return TupleWrapper(out, 2) if return_indices else out
+
+
+def get_valid_counts(data, score_threshold, id_index=0, score_index=1):
+    """Boxes of ``data`` [B, N, K] whose score is above ``score_threshold`` (a number or a Relay expression)
+    and, with ``id_index`` >= 0, whose class id is >= 0, moved to the front: a TupleWrapper of (valid_count [B]
+    int32, out [B, N, K] (-1 past the count), out_indices [B, N] int32 (-1 past the count))."""
+    if not isinstance(score_threshold, RelayExpr):
+        score_threshold = const(float(score_threshold), "float32")
+    op = Op.get("vision.get_valid_counts")
+    out = Call(op, [data, score_threshold], op.make_attrs(id_index=int(id_index), score_index=int(score_index)))
+    return TupleWrapper(out, 3)
+
+
+def all_class_non_max_suppression(boxes, scores, max_output_boxes_per_class=-1, iou_threshold=-1.0,
+                                  score_threshold=-1.0, output_format="onnx"):
+    """Per-class greedy NMS (ONNX's NonMaxSuppression): boxes [B, N, 4], scores [B, C, N]; the limits are
+    numbers or Relay scalars. ``output_format="onnx"``: a TupleWrapper of (selected [B*C*N, 3] int64 rows
+    (batch, class, box) valid up to the count, count [1] int64)."""
+    if output_format != "onnx":
+        raise OpNotImplemented(f"all_class_non_max_suppression: output_format {output_format!r} is not implemented "
+                               f"in kiln (only 'onnx')")
+    if not isinstance(max_output_boxes_per_class, RelayExpr):
+        max_output_boxes_per_class = const(int(max_output_boxes_per_class), "int32")
+    if not isinstance(iou_threshold, RelayExpr):
+        iou_threshold = const(float(iou_threshold), "float32")
+    if not isinstance(score_threshold, RelayExpr):
+        score_threshold = const(float(score_threshold), "float32")
+    op = Op.get("vision.all_class_non_max_suppression")
+    out = Call(op, [boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold],
+               op.make_attrs(output_format=str(output_format)))
+    return TupleWrapper(out, 2)
