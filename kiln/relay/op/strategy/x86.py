@@ -79,9 +79,16 @@ def _depthwise_nchw_compute(attrs, inputs, out_type):
 
 
 def _is_depthwise(attrs, inputs) -> bool:
-    d = [int(x) for x in inputs[0].shape]
-    k = [int(x) for x in inputs[1].shape]
-    return attrs.groups == d[1] and k[1] == 1 and k[0] == d[1]
+    c = getattr(inputs[0].shape[1], "value", inputs[0].shape[1])
+    k = [getattr(x, "value", x) for x in inputs[1].shape]
+    return isinstance(c, int) and attrs.groups == c and k[1] == 1 and k[0] == c
+
+
+def _static_spatial(inputs, out_type) -> bool:
+    """Static data and output heights and widths (NCHW): the NCHWc schedules tile them (a VM kernel over
+    unknown spatial sizes takes the generic direct conv)."""
+    dims = list(inputs[0].shape[2:]) + list(out_type.shape[2:])
+    return all(isinstance(getattr(d, "value", d), int) for d in dims)
 
 
 def _winograd_nchw_compute(attrs, inputs, out_type):
@@ -147,7 +154,8 @@ def conv2d_strategy_cpu(attrs, inputs, out_type, target):
     if _int8_depthwise_applies(attrs, inputs, out_type, target):
         strategy.add_implementation(_depthwise_int8_compute, _wrap(topi_x86.schedule_depthwise_conv2d_nchw_int8),
                                     name="depthwise_conv2d_NCHWc_int8.x86", plevel=X86_PLEVEL)
-    if attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and str(inputs[0].dtype) == "float32":
+    if attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and str(inputs[0].dtype) == "float32" \
+            and _static_spatial(inputs, out_type):
         if attrs.groups == 1:
             strategy.add_implementation(_conv2d_nchw_compute, _wrap(topi_x86.schedule_conv2d_nchw),
                                         name="conv2d_NCHWc.x86", plevel=X86_PLEVEL)
