@@ -129,7 +129,7 @@ def _int8_conv_applies(attrs, inputs, out_type, target) -> bool:
     """uint8 x int8 -> int32 regular NCHW conv on a target with an int8 dot product (AVX2 at least)."""
     return (attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and attrs.groups == 1
             and str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8"
-            and str(out_type.dtype) == "int32" and int8_supported(target))
+            and str(out_type.dtype) == "int32" and int8_supported(target) and _static_spatial(inputs, out_type))
 
 
 def _depthwise_int8_compute(attrs, inputs, out_type):
@@ -142,7 +142,8 @@ def _int8_depthwise_applies(attrs, inputs, out_type, target) -> bool:
     """uint8 x int8 -> int32 NCHW depthwise conv (multiplier 1) on a target with AVX2."""
     return (attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and attrs.groups > 1
             and _is_depthwise(attrs, inputs) and str(inputs[0].dtype) == "uint8"
-            and str(inputs[1].dtype) == "int8" and str(out_type.dtype) == "int32" and int8_supported(target))
+            and str(inputs[1].dtype) == "int8" and str(out_type.dtype) == "int32" and int8_supported(target)
+            and _static_spatial(inputs, out_type))
 
 
 @G.conv2d_strategy.register("cpu")
@@ -223,15 +224,16 @@ def depthwise_conv2d_NCHWc_strategy_cpu(attrs, inputs, out_type, target):  # noq
 @G.dense_strategy.register("cpu")
 def dense_strategy_cpu(attrs, inputs, out_type, target):
     strategy = G.dense_strategy.fdefault(attrs, inputs, out_type, target)
+    # the int8/int16 kernels tile static sizes: a VM kernel over an unknown row count takes the generic dense
     if (len(inputs[0].shape) == 2 and str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8"
-            and str(out_type.dtype) == "int32" and int8_supported(target)):
+            and str(out_type.dtype) == "int32" and int8_supported(target) and _static(inputs)):
         def compute_int8(attrs, inputs, out_type):
             return [topi_x86.dense_int8(inputs[0], inputs[1], None, "int32")]
         strategy.add_implementation(compute_int8, _wrap(topi_x86.schedule_dense_int8), name="dense_int8.x86",
                                     plevel=X86_PLEVEL + 1)
         return strategy
     if (len(inputs[0].shape) == 2 and str(inputs[0].dtype) == "int16" and str(inputs[1].dtype) == "int16"
-            and str(out_type.dtype) == "int32" and int8_supported(target)):
+            and str(out_type.dtype) == "int32" and int8_supported(target) and _static(inputs)):
         # the exact int8 dense without VNNI (x86 QNN legalization): vpmaddwd on int16 operands
         def compute_int16(attrs, inputs, out_type):
             return [topi_x86.dense_int16(inputs[0], inputs[1], None, "int32")]
