@@ -120,3 +120,27 @@ def test_type_relations_take_the_channels_from_the_weight():
     # a static channel count that disagrees with the weight is still refused at compile time
     with pytest.raises(Exception, match="input channels"):
         ret((1, 3, 7, 5), CASES["conv2d"][0])
+
+
+def test_run_time_weight_with_unknown_dims():
+    """A weight that is an input: unknown out channels give unknown output channels; unknown in channels take
+    the data's (divided by groups) and are checked when the kernel runs."""
+    x = relay.var("x", shape=(ANY(), 4, 6, 6))
+    w = relay.var("w", shape=(ANY(), 4, 3, 3))
+    mod = kiln.IRModule.from_expr(relay.Function([x, w], relay.nn.conv2d(x, w, padding=(1, 1))))
+    assert str(relay.transform.InferType()(mod)["main"].ret_type) == "Tensor[(?, ?, 6, 6), float32]"
+    vm = VirtualMachine(relay.vm.compile(mod, "llvm"), kiln.cpu())
+    for o in (2, 5):
+        xv, wv = _w(2, 4, 6, 6), _w(o, 4, 3, 3)
+        np.testing.assert_allclose(vm.invoke("main", xv, wv).numpy(), F.conv2d(T(xv), T(wv), padding=1).numpy(),
+                                   rtol=1e-4, atol=1e-4)
+    w = relay.var("w", shape=(6, ANY(), 3, 3))
+    mod = kiln.IRModule.from_expr(relay.Function([x, w], relay.nn.conv2d(x, w, padding=(1, 1), groups=2)))
+    assert str(relay.transform.InferType()(mod)["main"].ret_type) == "Tensor[(?, 6, 6, 6), float32]"
+    vm = VirtualMachine(relay.vm.compile(mod, "llvm"), kiln.cpu())
+    xv, wv = _w(3, 4, 6, 6), _w(6, 2, 3, 3)
+    np.testing.assert_allclose(vm.invoke("main", xv, wv).numpy(),
+                               F.conv2d(T(xv), T(wv), padding=1, groups=2).numpy(), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ArgumentError, match=r"weight's in_channels are the data's channels / groups\): axis 1 .* "
+                                            r"must have size 2 at run time \(it has 3\)"):
+        vm.invoke("main", xv, _w(6, 3, 3, 3))

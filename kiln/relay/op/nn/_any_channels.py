@@ -46,6 +46,23 @@ def expected_channels(kind: str, attrs, weight_shape, ndim: int):
     return _static(i)
 
 
+def _weight_channel_axis(kind: str, attrs, ndim: int, data_channels):
+    """(axis of the weight's input channels in a plain kernel layout, the size the data's static channel count
+    gives it), or (None, None)."""
+    if data_channels is None:
+        return None, None
+    if kind == "conv":
+        layout = getattr(attrs, "kernel_layout", "") or {3: "OIW", 4: "OIHW", 5: "OIDHW"}.get(ndim, "")
+        groups = int(getattr(attrs, "groups", 1) or 1)
+        per = data_channels // groups if data_channels % groups == 0 else None
+    else:
+        layout = getattr(attrs, "kernel_layout", "") or {3: "IOW", 4: "IOHW", 5: "IODHW"}.get(ndim, "")
+        per = data_channels
+    if per is None or "i" in layout or "I" not in layout or len(layout) != ndim:
+        return None, None
+    return layout.index("I"), per
+
+
 def _data_layout(attrs, ndim: int) -> str:
     return getattr(attrs, "data_layout", "") or {3: "NCW", 4: "NCHW", 5: "NCDHW"}.get(ndim, "")
 
@@ -63,6 +80,12 @@ def channels_from_weight(rel, kind: str = "conv"):
                     shape = list(data.shape)
                     shape[axis] = c
                     arg_types = [TensorType(tuple(shape), data.dtype), weight, *arg_types[2:]]
+            elif axis is not None and axis < len(data.shape):
+                waxis, per = _weight_channel_axis(kind, attrs, len(weight.shape), _static(data.shape[axis]))
+                if waxis is not None and is_any(weight.shape[waxis]):
+                    shape = list(weight.shape)
+                    shape[waxis] = per
+                    arg_types = [data, TensorType(tuple(shape), weight.dtype), *arg_types[2:]]
         return call_relation(rel, arg_types, attrs)
     relation.handles_any = True  # call_relation must not probe it: it probes ``rel`` itself after the fill
     relation.__name__ = getattr(rel, "__name__", "relation")
@@ -85,8 +108,16 @@ def static_channel_inputs(op_name: str, attrs, inputs: list) -> list:
         return inputs
     data, weight = inputs[0], inputs[1]
     axis = _channel_axis(_data_layout(attrs, len(data.shape)))
-    if axis is None or axis >= len(data.shape) or _static(data.shape[axis]) is not None:
+    if axis is None or axis >= len(data.shape):
         return inputs
+    if _static(data.shape[axis]) is not None:  # known data channels: a run-time weight's unknown ones must match
+        waxis, per = _weight_channel_axis(kind, attrs, len(weight.shape), _static(data.shape[axis]))
+        if waxis is None or _static(weight.shape[waxis]) is not None:
+            return inputs
+        from ....topi.transform import checked_dim
+        return [data, checked_dim(weight, waxis, per, f"{op_name} (the weight's in_channels are the data's "
+                                  f"channels{' / groups' if kind == 'conv' and per != _static(data.shape[axis]) else ''})")] \
+            + list(inputs[2:])
     c = expected_channels(kind, attrs, [_static(d) if _static(d) is not None else d for d in weight.shape],
                           len(data.shape))
     if c is None:

@@ -84,10 +84,10 @@ def _is_depthwise(attrs, inputs) -> bool:
     return isinstance(c, int) and attrs.groups == c and k[1] == 1 and k[0] == c
 
 
-def _static_spatial(inputs, out_type) -> bool:
-    """Static data and output heights and widths (NCHW): the NCHWc schedules tile them (a VM kernel over
-    unknown spatial sizes takes the generic direct conv)."""
-    dims = list(inputs[0].shape[2:]) + list(out_type.shape[2:])
+def _static_conv(inputs, out_type) -> bool:
+    """Static sizes but the batch (NCHW data and output, the whole weight): the NCHWc schedules tile them (a VM
+    kernel over unknown spatial sizes or a run-time weight of unknown shape takes the generic direct conv)."""
+    dims = list(inputs[0].shape[1:]) + list(inputs[1].shape) + list(out_type.shape[1:])
     return all(isinstance(getattr(d, "value", d), int) for d in dims)
 
 
@@ -129,7 +129,7 @@ def _int8_conv_applies(attrs, inputs, out_type, target) -> bool:
     """uint8 x int8 -> int32 regular NCHW conv on a target with an int8 dot product (AVX2 at least)."""
     return (attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and attrs.groups == 1
             and str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8"
-            and str(out_type.dtype) == "int32" and int8_supported(target) and _static_spatial(inputs, out_type))
+            and str(out_type.dtype) == "int32" and int8_supported(target) and _static_conv(inputs, out_type))
 
 
 def _depthwise_int8_compute(attrs, inputs, out_type):
@@ -143,7 +143,7 @@ def _int8_depthwise_applies(attrs, inputs, out_type, target) -> bool:
     return (attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and attrs.groups > 1
             and _is_depthwise(attrs, inputs) and str(inputs[0].dtype) == "uint8"
             and str(inputs[1].dtype) == "int8" and str(out_type.dtype) == "int32" and int8_supported(target)
-            and _static_spatial(inputs, out_type))
+            and _static_conv(inputs, out_type))
 
 
 @G.conv2d_strategy.register("cpu")
@@ -156,7 +156,7 @@ def conv2d_strategy_cpu(attrs, inputs, out_type, target):
         strategy.add_implementation(_depthwise_int8_compute, _wrap(topi_x86.schedule_depthwise_conv2d_nchw_int8),
                                     name="depthwise_conv2d_NCHWc_int8.x86", plevel=X86_PLEVEL)
     if attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and str(inputs[0].dtype) == "float32" \
-            and _static_spatial(inputs, out_type):
+            and _static_conv(inputs, out_type):
         if attrs.groups == 1:
             strategy.add_implementation(_conv2d_nchw_compute, _wrap(topi_x86.schedule_conv2d_nchw),
                                         name="conv2d_NCHWc.x86", plevel=X86_PLEVEL)
