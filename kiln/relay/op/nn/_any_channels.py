@@ -115,9 +115,9 @@ def static_channel_inputs(op_name: str, attrs, inputs: list) -> list:
         if waxis is None or _static(weight.shape[waxis]) is not None:
             return inputs
         from ....topi.transform import checked_dim
-        return [data, checked_dim(weight, waxis, per, f"{op_name} (the weight's in_channels are the data's "
-                                  f"channels{' / groups' if kind == 'conv' and per != _static(data.shape[axis]) else ''})")] \
-            + list(inputs[2:])
+        per_group = " / groups" if kind == "conv" and per != _static(data.shape[axis]) else ""
+        what = f"{op_name} (the weight's in_channels are the data's channels{per_group})"
+        return [data, checked_dim(weight, waxis, per, what)] + list(inputs[2:])
     c = expected_channels(kind, attrs, [_static(d) if _static(d) is not None else d for d in weight.shape],
                           len(data.shape))
     if c is None:

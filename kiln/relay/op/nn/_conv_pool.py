@@ -246,7 +246,8 @@ def conv2d_transpose_ref(attrs, inputs, out_type):
 
 
 define_op("nn.conv2d_transpose", num_inputs=2, args=("data", "weight"), attrs=A.Conv2DTransposeAttrs,
-          rel=channels_from_weight(conv2d_transpose_rel, "transpose"), rel_name="Conv2DTranspose", pattern=_P.OUT_ELEMWISE_FUSABLE,
+          rel=channels_from_weight(conv2d_transpose_rel, "transpose"), rel_name="Conv2DTranspose",
+          pattern=_P.OUT_ELEMWISE_FUSABLE,
           reference=conv2d_transpose_ref, level=2)
 
 

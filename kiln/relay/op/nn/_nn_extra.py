@@ -151,7 +151,8 @@ def _conv1d_ref(attrs, inputs, out_type):
     return out[:, :, 0, :]
 
 
-define_op("nn.conv1d", num_inputs=2, args=("data", "weight"), attrs=Conv1DAttrs, rel=channels_from_weight(_conv1d_rel), rel_name="Conv1D",
+define_op("nn.conv1d", num_inputs=2, args=("data", "weight"), attrs=Conv1DAttrs, rel=channels_from_weight(_conv1d_rel),
+          rel_name="Conv1D",
           pattern=_P.OUT_ELEMWISE_FUSABLE, reference=_conv1d_ref, level=2)
 
 
