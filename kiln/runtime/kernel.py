@@ -472,6 +472,9 @@ class KernelFunction(PackedFunc):
             raise KilnError(f"{self.name}: packed function {fname!r} called from the kernel raised "
                             f"{type(exc).__name__}: {exc}") from exc
         msg = self._library.last_error() if self._library is not None else ""
+        head, sep, check = msg.partition(": assertion failed: ")
+        if sep and " " not in head:  # a run-time check of the kernel (an AssertStmt): its arguments broke it
+            raise ArgumentError(f"{self.name}: {check}")
         raise KilnError(f"{self.name}: kernel failed (return code {rc})" + (f": {msg}" if msg else ""))
 
     def bind(self, *args):

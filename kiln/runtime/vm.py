@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import struct
-import re
 import time
 import weakref
 
@@ -282,9 +281,6 @@ def _regs_of(ins: list) -> list:
     return []
 
 
-_BROADCAST_MAX = re.compile(r"\bmax\((\w+), (\w+)\)")
-
-
 class _ShapeFunc:
     """A kernel's output shapes from its input shapes: the output-shape expressions of its ABI metadata."""
 
@@ -293,9 +289,6 @@ class _ShapeFunc:
         self.name = name
         self.binders = []   # (arg position among inputs, axis, var)
         self.outputs = []   # per output: list of ("int", v) | ("var", name) | ("expr", code)
-        # an output extent max(a, b) of two shape variables is a broadcast of two unknown dims (topi.broadcast):
-        # at run time they must be equal or one of them 1, else the kernel would read past the smaller operand
-        self.broadcasts = set()
         pos = 0
         for a in meta.get("args", []):
             if a.get("kind", "buffer") != "buffer":
@@ -308,8 +301,6 @@ class _ShapeFunc:
                     dims.append(("var", d))
                 else:
                     dims.append(("expr", _compile_extent(d["expr"], name, a.get("name", "?"))[0]))
-                    if a.get("output"):
-                        self.broadcasts.update(_BROADCAST_MAX.findall(d["expr"]))
             if a.get("output"):
                 self.outputs.append(dims)
             else:
@@ -322,12 +313,6 @@ class _ShapeFunc:
         env = {}
         for pos, axis, var in self.binders:
             env.setdefault(var, inputs[pos]._shape[axis])
-        for x, y in self.broadcasts:
-            a, b = env.get(x), env.get(y)
-            if a is not None and b is not None and a != b and a != 1 and b != 1:
-                shapes = ", ".join(str(tuple(t._shape)) for t in inputs)
-                raise ArgumentError(f"{self.name}: operands of shapes {shapes} do not broadcast (an unknown "
-                                    f"dimension is {a} in one and {b} in the other; they must be equal or 1)")
         out = []
         for dims in self.outputs:
             shape = []

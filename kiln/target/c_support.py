@@ -91,6 +91,7 @@ class CSupport:
         self._helpers: dict[str, str] = {}
         self.uses_omp = False
         self.uses_x86_intrinsics = False
+        self.uses_stdio = False  # snprintf: assertion messages that name run-time values
 
     # -- types ------------------------------------------------------------------------------
     def ctype(self, dtype) -> str:
@@ -143,6 +144,8 @@ class CSupport:
         parts = ["#include <stdbool.h>"]
         if self.uses_omp:
             parts.append("#include <omp.h>")
+        if self.uses_stdio:
+            parts.append("#include <stdio.h>")
         if self.uses_x86_intrinsics:
             parts.append("#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif")
         parts.append("")

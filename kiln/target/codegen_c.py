@@ -64,6 +64,7 @@ from ..tir.transform.intrin_rule import LANEWISE_EXTERN, LIBM
 from ..tir.transform.promote_registers import REGISTERS_ATTR, PromoteRegisters
 from ..tir.transform.vector_split import as_ramp, split_store
 from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
+from ..tir.assert_message import is_assert_message, message_parts
 from .c_support import CSupport, scalar_ctype, suffix, vector_extern_helper
 from .imports import IMPORT_C_PREFIX, imported_c_items
 from .metadata import function_metadata, implicit_shape_vars
@@ -652,10 +653,20 @@ class FunctionCodegen(StmtExprVisitor):
         yield s.body
 
     def visit_AssertStmt(self, s):
-        msg = s.message.value if isinstance(s.message, E.StringImm) else str(s.message)
         self.emit(f"if (!({bare(self.visit(s.condition))})) {{")
         self.indent += 1
-        self.emit_error(c_string(f"{self.symbol}: assertion failed: {msg}"))
+        if is_assert_message(s.message):  # a message naming run-time values: formatted when it fails
+            text, values = message_parts(s.message)
+            fmt = "%lld".join(part.replace("%", "%%") for part in text.split("{}"))
+            args = "".join(f", (long long)({bare(self.visit(v))})" for v in values)
+            self.c.uses_stdio = True
+            self.emit("char kiln_assert_msg[512];")
+            self.emit(f"snprintf(kiln_assert_msg, sizeof(kiln_assert_msg), "
+                      f"{c_string(f'{self.symbol}: assertion failed: {fmt}')}{args});")
+            self.emit_error("kiln_assert_msg")
+        else:
+            msg = s.message.value if isinstance(s.message, E.StringImm) else str(s.message)
+            self.emit_error(c_string(f"{self.symbol}: assertion failed: {msg}"))
         self.indent -= 1
         self.emit("}")
         yield s.body

@@ -16,6 +16,7 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer, decl_buffer
 from ..tir.function import PrimFunc
+from ..tir.assert_message import message_key
 from ..tir.stmt_functor import StmtExprMutator
 from .bound import infer_bound
 from .schedule import Schedule, kInlinedAlready
@@ -268,7 +269,8 @@ def _canonical_tensors(sch) -> dict:
 REQUIRES = "kiln.requires"
 """A compute's attribute: ``[(condition, message), ...]`` that must hold at run time (unknown extents, e.g. two
 that must broadcast); each becomes an AssertStmt before the kernel's loops, so a call whose shapes break one fails
-with the message instead of reading out of bounds."""
+with the message instead of reading out of bounds. A message is a string or a ``tir.assert_message`` naming the
+run-time extents; it is the only check of these conditions (the executors do not repeat it)."""
 
 
 def _with_requirements(sch: Schedule, stmt):
@@ -277,7 +279,7 @@ def _with_requirements(sch: Schedule, stmt):
     seen = set()
     for st in reversed(sch.stages):
         for cond, msg in st.origin_op.attrs.get(REQUIRES, ()) if hasattr(st.origin_op, "attrs") else ():
-            key = (str(cond), msg)
+            key = (str(cond), message_key(msg) if not isinstance(msg, str) else msg)
             if key not in seen:
                 seen.add(key)
                 stmt = S.AssertStmt(cond, msg, stmt)

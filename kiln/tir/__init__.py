@@ -18,6 +18,7 @@ from .op import (const, convert, cast, add, sub, mul, neg, truncdiv, truncmod, f
                  call_extern, call_packed, ret, min_value, max_value, infinity, comm_reducer, sum)
 from .op import Select
 from . import stmt_functor
+from .assert_message import assert_message
 
 
 _LAZY_SUBMODULES = ("transform", "analysis", "interpreter", "printer", "ir_builder")

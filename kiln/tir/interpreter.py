@@ -23,6 +23,7 @@ import numpy as np
 from ..error import KilnError
 from ..runtime.dtype import parse_dtype
 from ..runtime.registry import get_global_func
+from .assert_message import format_message, message_parts
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer
@@ -726,10 +727,12 @@ class _Compiler:
 
     def s_AssertStmt(self, s):
         fc, body = self.expr(s.condition), self.stmt(s.body)
-        msg = s.message.value if isinstance(s.message, E.StringImm) else str(s.message)
+        _, values = message_parts(s.message)
+        fvals = [self.expr(v) for v in values]
 
         def check(env):
             if not fc(env):
+                msg = format_message(s.message, [f(env) for f in fvals])
                 raise InterpreterError(f"assertion failed: {msg}")
             body(env)
         return check

@@ -7,6 +7,7 @@ from ..tir import expr as E, op as T
 from . import tag
 from .utils import get_const_tuple
 from ..te.lower import REQUIRES
+from ..tir.assert_message import assert_message
 from ..te.tensor import register_tensor_binop
 
 
@@ -29,28 +30,75 @@ def broadcast_shape(shape1, shape2, what: str = "broadcast") -> list:
             out.append(a)
         elif _same_dim(a, b):
             out.append(a)
+        elif isinstance(a, int) or isinstance(b, int):  # an unknown extent against a static one (not 1): that
+            out.append(a if isinstance(a, int) else b)   # one, the unknown checked at run time (relay.Any's rule)
         else:  # two different unknown extents (VM kernels): either may be 1 at run time
             out.append(T.max(a, b))
     return out
 
 
 def broadcast_requirements(input_shapes, out_shape, what: str = "broadcast") -> list:
-    """The run-time conditions of a broadcast over unknown extents: every input extent is 1 or the output's.
-    Static dims were checked by :func:`broadcast_shape`; an extent that is the output's own needs nothing."""
+    """The run-time conditions of a broadcast over unknown extents, one per output dimension that needs one:
+    every operand's extent there is 1 or the output's. Static pairs were checked by :func:`broadcast_shape`;
+    an extent that is the output's own needs nothing. The message names the extents the call had."""
     out = list(get_const_tuple(out_shape))
+    shapes = [list(get_const_tuple(s)) for s in input_shapes]
     conds = []
-    for shape in input_shapes:
-        shape = list(get_const_tuple(shape))
-        offset = len(out) - len(shape)
-        for d, n in enumerate(shape):
-            o = out[offset + d]
-            if isinstance(n, int) or _same_dim(n, o):  # static dims were checked by broadcast_shape
-                continue
-            o = T.const(o, n.dtype) if isinstance(o, int) else T.cast(o, n.dtype)
-            conds.append((T.logical_or(E.EQ(n, T.const(1, n.dtype)), E.EQ(n, o)),
-                          f"{what}: operand shapes do not broadcast at run time (each dimension must equal the "
-                          f"other operand's or be 1)"))
+    for d, o in enumerate(out):
+        dims = [s[d - (len(out) - len(s))] for s in shapes if d >= len(out) - len(s)]
+        checks = []
+        for n in dims:
+            if isinstance(n, int):
+                if n == 1 or isinstance(o, int):
+                    continue
+                checks.append(E.EQ(T.cast(o, "int64"), T.const(n, "int64")))  # a static operand, unknown output
+            elif not _same_dim(n, o):
+                oc = T.const(o, n.dtype) if isinstance(o, int) else T.cast(o, n.dtype)
+                checks.append(T.logical_or(E.EQ(n, T.const(1, n.dtype)), E.EQ(n, oc)))
+        if checks:
+            cond = checks[0]
+            for c in checks[1:]:
+                cond = T.logical_and(cond, c)
+            conds.append((cond, _broadcast_message(what, shapes, out, d)))
     return conds
+
+
+def _shape_text(shape) -> tuple:
+    """``("({}, 4)", [n])``: a shape as an assert_message fragment (unknown extents as placeholders)."""
+    parts, values = [], []
+    for x in shape:
+        if isinstance(x, int):
+            parts.append(str(x))
+        else:
+            parts.append("{}")
+            values.append(x)
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")", values
+
+
+def _broadcast_message(what: str, shapes: list, out: list, d: int):
+    """``what: operands of shapes (3, 4) and (2, 4) do not broadcast: dimension 0 is 3 in one and 2 in the
+    other (must be equal or 1)``, the extents filled in at run time."""
+    texts, values = [], []
+    for s in shapes:
+        t, v = _shape_text(s)
+        texts.append(t)
+        values += v
+    dims = [s[d - (len(out) - len(s))] for s in shapes if d >= len(out) - len(s)]
+    if len(shapes) == 1:
+        target, tv = _shape_text(out)
+        text = (f"{what}: shape {texts[0]} does not broadcast to {target}: dimension {d} is {{}} in the input and "
+                f"{{}} in the target shape (must be equal, or 1 in the input)")
+        return assert_message(text, *values, *tv, dims[0], out[d])
+    listed = " and ".join(texts) if len(texts) == 2 else ", ".join(texts[:-1]) + " and " + texts[-1]
+    if len(dims) == 2:
+        where = "is {} in one and {} in the other (must be equal or 1)"
+    elif len(dims) > 2:
+        where = "is " + ", ".join(["{}"] * (len(dims) - 1)) + " and {} in the operands that have it (each must " \
+            "be 1 or the largest)"
+    else:
+        where, dims = "is {} in one operand and {} in the output (must be equal or 1)", dims + [out[d]]
+    return assert_message(f"{what}: operands of shapes {listed} do not broadcast: dimension {d} {where}",
+                          *values, *dims)
 
 
 def equal_requirement(a, b, what: str) -> list:
@@ -61,7 +109,8 @@ def equal_requirement(a, b, what: str) -> list:
     x = a if not isinstance(a, int) else b
     a = T.const(a, x.dtype) if isinstance(a, int) else T.cast(a, x.dtype)
     b = T.const(b, x.dtype) if isinstance(b, int) else T.cast(b, x.dtype)
-    return [(E.EQ(a, b), f"{what}: the two operands' sizes of this dimension differ at run time")]
+    return [(E.EQ(a, b), assert_message(f"{what}: the operands' sizes differ at run time: {{}} in one and {{}} in "
+                                        f"the other (must be equal)", a, b))]
 
 
 def _requires_attrs(input_shapes, out_shape, what: str):

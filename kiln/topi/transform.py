@@ -7,6 +7,7 @@ from .. import te
 from ..error import KilnError
 from ..te.lower import VIEW_OF_INPUT
 from ..tir import expr as E, op as T, stmt as S
+from ..tir.assert_message import assert_message
 from . import tag
 from .broadcast import REQUIRES, broadcast_index, broadcast_requirements, broadcast_shape
 from .utils import get_const_tuple, normalize_axis, prod, ravel_index, unravel_index
@@ -388,11 +389,13 @@ def checked_indices(indices, n: int, what: str = "take"):
         v = src[loop_vars] if loop_vars else src[[]]
         if isinstance(n, int):
             lo, hi = T.const(-n, dt), T.const(n, dt)
-            msg = f"{what}: an index is out of range for an axis of size {n} (valid: {-n}..{n - 1})"
+            msg = assert_message(f"{what}: index {{}} is out of range for an axis of size {n} "
+                                 f"(valid: {-n}..{n - 1})", v)
         else:  # a symbolic axis size (a VM kernel): checked against the size it has at run time
             hi = n if n.dtype == dt else T.cast(n, dt)
             lo = T.const(0, dt) - hi
-            msg = f"{what}: an index is out of range for the axis (valid: -size..size-1)"
+            msg = assert_message(f"{what}: index {{}} is out of range for an axis of size {{}} "
+                                 f"(valid: -size..size-1)", v, n)
         fixed = T.Select(v < T.const(0, dt), v + hi, v)
         stmt = S.AssertStmt(T.logical_and(v >= lo, v < hi), msg, S.BufferStore(dst, fixed, loop_vars))
         for var, extent in reversed(list(zip(loop_vars, shape))):
@@ -420,7 +423,8 @@ def checked_dim(data, axis: int, value: int, what: str):
     out_shape[axis] = value
 
     def body(ins, outs):
-        msg = f"{what}: axis {axis} of the input must have size {value} at run time"
+        msg = assert_message(f"{what}: axis {axis} of the input must have size {value} at run time (it has {{}})",
+                             n)
         return S.AssertStmt(E.EQ(n, T.const(value, n.dtype)), msg, S.Evaluate(T.const(0, "int32")))
     return te.extern(out_shape, [data], body, name="T_checked_dim", dtype=data.dtype, tag="checked_dim",
                      attrs={VIEW_OF_INPUT: 0})

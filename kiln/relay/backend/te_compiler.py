@@ -266,14 +266,16 @@ class _ScheduleBuilder:
         self.const_inputs.append((ph, value))
         return [ph]
 
-    def visit_call(self, call: Call) -> list:
+    def visit_call(self, call: Call, inputs: list | None = None) -> list:
+        """The call's output tensors; ``inputs``: its operand tensors when the caller built them already."""
         op = call.op
         if not isinstance(op, Op):
             raise LoweringError(f"primitive functions may only call operators, found a call of "
                                 f"{type(op).__name__}")
-        inputs = []
-        for a in call.args:
-            inputs.extend(self.visit(a))
+        if inputs is None:
+            inputs = []
+            for a in call.args:
+                inputs.extend(self.visit(a))
         out_type = _type_of(call)
         for t in flatten_type(out_type):
             self.check_result_shape(t, f"the result of {op.name}")

@@ -418,6 +418,8 @@ _BY_OP = {
     "nn.pad": pad_shape_func, "nn.mirror_pad": pad_shape_func, "topk": topk_shape_func,
     "variance": reduce_shape_func, "nn.upsampling": upsampling_shape_func, "image.resize2d": resize2d_shape_func,
     "nn.depth_to_space": depth_to_space_shape_func, "nn.space_to_depth": space_to_depth_shape_func,
+    # requantize's fixed-point multiply (kiln's qnn lowering): the data's shape, its parameters broadcast into it
+    "fixed_point_multiply_broadcast": identity_shape_func,
 }
 _IDENTITY_OPS = ("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.bias_add", "nn.relu", "nn.leaky_relu",
                  "nn.prelu", "clip", "cast", "nn.fast_softmax", "fast_exp", "fast_tanh", "fast_erf", "copy",

@@ -110,7 +110,8 @@ def global_pool(data, pool_type, layout="NCHW"):
         raise KilnError(f"global_pool: pool_type must be 'max' or 'avg', got {pool_type!r}")
     s = te.compute(out_shape, lambda *i: T.sum(window(i), axis=rv), name="global_pool_sum", tag="global_pool_sum")
     n = prod([shape[a] for a in axes])
-    return te.compute(out_shape, lambda *i: T.div(s(*i), T.const(n, data.dtype)), name="global_pool_avg", tag=tag.ELEMWISE)
+    count = T.const(n, data.dtype) if isinstance(n, int) else T.cast(n, data.dtype)  # unknown H/W: a VM kernel
+    return te.compute(out_shape, lambda *i: T.div(s(*i), count), name="global_pool_avg", tag=tag.ELEMWISE)
 
 
 def adaptive_pool_impl(data, output_size, pool_type, layout):

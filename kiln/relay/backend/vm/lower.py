@@ -12,6 +12,7 @@ from ..te_compiler import TECompiler, _ScheduleBuilder, _type_of
 from .... import te
 from ....ir.type import TensorType, TupleType
 from ...op.shape_func import get_shape_func
+from ...op.nn._any_channels import static_channel_inputs
 from ....error import LoweringError
 
 
@@ -117,12 +118,14 @@ def _symbolic_visit_call(self, call):
     for a in call.args:
         inputs.extend(self.visit(a))
     if not _has_symbolic(inputs) and not _type_of(call).is_dynamic():
-        return _ScheduleBuilder.visit_call(self, call)
+        return _ScheduleBuilder.visit_call(self, call, inputs)
+    # an unknown extent another operand fixes (a conv's data channels: the weight's) is checked at run time
+    inputs = static_channel_inputs(getattr(call.op, "name", ""), call.attrs, inputs)
     # the computes read their out_type: give them the traced shapes instead of Any
     saved = call._checked_type_
     call._checked_type_ = symbolic_out_type(call, inputs)
     try:
-        return _ScheduleBuilder.visit_call(self, call)
+        return _ScheduleBuilder.visit_call(self, call, inputs)
     finally:
         call._checked_type_ = saved
 

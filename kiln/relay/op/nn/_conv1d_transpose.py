@@ -11,6 +11,7 @@ from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op, topi_compute
+from ._any_channels import channels_from_weight
 from ..type_relations import is_any, shape_text, tensor_arg
 from .nn import _call, _dtype
 from ....topi.testing import conv3d_transpose_ncdhw_python
@@ -85,7 +86,8 @@ def conv1d_transpose_ref(attrs, inputs, out_type):
 
 
 define_op("nn.conv1d_transpose", num_inputs=2, args=("data", "weight"), attrs=Conv1DTransposeAttrs,
-          rel=conv1d_transpose_rel, rel_name="Conv1DTranspose", pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+          rel=channels_from_weight(conv1d_transpose_rel, "transpose"), rel_name="Conv1DTranspose",
+          pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
           reference=conv1d_transpose_ref, level=2,
           compute=topi_compute("nn.group_conv1d_transpose_ncw", "nn.conv1d_transpose", lambda a, i, t: [
               i[0], i[1], _single(a.strides, "strides"), _pad2(a.padding), a.out_dtype or t.dtype,

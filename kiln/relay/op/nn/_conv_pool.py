@@ -13,6 +13,7 @@ from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op
+from ._any_channels import channels_from_weight
 from .._layout import from_primal, to_primal
 from ..type_relations import is_any, shape_text, tensor_arg
 from ....topi.nn.winograd_util import winograd_matrices
@@ -105,7 +106,7 @@ def conv2d_ref(attrs, inputs, out_type):
 
 
 for _name in ("nn.conv2d", "nn.contrib_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc"):
-    define_op(_name, num_inputs=2, args=("data", "weight"), attrs=A.Conv2DAttrs, rel=conv2d_rel,
+    define_op(_name, num_inputs=2, args=("data", "weight"), attrs=A.Conv2DAttrs, rel=channels_from_weight(conv2d_rel),
               rel_name="Conv2D", pattern=_P.OUT_ELEMWISE_FUSABLE, reference=conv2d_ref, level=2 if _name == "nn.conv2d" else 10)
 
 
@@ -245,7 +246,8 @@ def conv2d_transpose_ref(attrs, inputs, out_type):
 
 
 define_op("nn.conv2d_transpose", num_inputs=2, args=("data", "weight"), attrs=A.Conv2DTransposeAttrs,
-          rel=conv2d_transpose_rel, rel_name="Conv2DTranspose", pattern=_P.OUT_ELEMWISE_FUSABLE,
+          rel=channels_from_weight(conv2d_transpose_rel, "transpose"), rel_name="Conv2DTranspose",
+          pattern=_P.OUT_ELEMWISE_FUSABLE,
           reference=conv2d_transpose_ref, level=2)
 
 

@@ -11,6 +11,7 @@ from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op, topi_compute
+from ._any_channels import channels_from_weight
 from ..type_relations import is_any, shape_text, tensor_arg
 from ....topi.testing import conv3d_ncdhw_python, conv3d_transpose_ncdhw_python, poolnd_python, adaptive_pool
 from ....topi.utils import get_const_tuple
@@ -119,7 +120,8 @@ def conv3d_ref(attrs, inputs, out_type):
                                pad6(attrs.padding), groups=attrs.groups, dilation=triple(attrs.dilation, "dilation"))
 
 
-define_op("nn.conv3d", num_inputs=2, args=("data", "weight"), attrs=Conv3DAttrs, rel=conv3d_rel, rel_name="Conv3D",
+define_op("nn.conv3d", num_inputs=2, args=("data", "weight"), attrs=Conv3DAttrs, rel=channels_from_weight(conv3d_rel),
+          rel_name="Conv3D",
           pattern=_P.OUT_ELEMWISE_FUSABLE, reference=conv3d_ref, level=2,
           compute=topi_compute("nn.group_conv3d_ncdhw", "nn.conv3d", lambda a, i, t: [
               i[0], i[1], triple(a.strides, "strides"), pad6(a.padding), triple(a.dilation, "dilation"), a.groups,
@@ -160,7 +162,8 @@ def conv3d_transpose_ref(attrs, inputs, out_type):
 
 
 define_op("nn.conv3d_transpose", num_inputs=2, args=("data", "weight"), attrs=Conv3DTransposeAttrs,
-          rel=conv3d_transpose_rel, rel_name="Conv3DTranspose", pattern=_P.OUT_ELEMWISE_FUSABLE,
+          rel=channels_from_weight(conv3d_transpose_rel, "transpose"), rel_name="Conv3DTranspose",
+          pattern=_P.OUT_ELEMWISE_FUSABLE,
           reference=conv3d_transpose_ref, level=2,
           compute=topi_compute("nn.group_conv3d_transpose_ncdhw", "nn.conv3d_transpose", lambda a, i, t: [
               i[0], i[1], triple(a.strides, "strides"), pad6(a.padding), a.out_dtype or t.dtype,

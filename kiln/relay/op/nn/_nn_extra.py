@@ -10,6 +10,7 @@ from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op, topi_compute
+from ._any_channels import channels_from_weight
 from ..type_relations import is_any, normalize_axis, shape_text, tensor_arg
 from ._nn import _channel_vector
 from ....topi.testing import conv2d_nchw_python, pool2d_python
@@ -150,7 +151,8 @@ def _conv1d_ref(attrs, inputs, out_type):
     return out[:, :, 0, :]
 
 
-define_op("nn.conv1d", num_inputs=2, args=("data", "weight"), attrs=Conv1DAttrs, rel=_conv1d_rel, rel_name="Conv1D",
+define_op("nn.conv1d", num_inputs=2, args=("data", "weight"), attrs=Conv1DAttrs, rel=channels_from_weight(_conv1d_rel),
+          rel_name="Conv1D",
           pattern=_P.OUT_ELEMWISE_FUSABLE, reference=_conv1d_ref, level=2)
 
 

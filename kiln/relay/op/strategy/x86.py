@@ -79,9 +79,16 @@ def _depthwise_nchw_compute(attrs, inputs, out_type):
 
 
 def _is_depthwise(attrs, inputs) -> bool:
-    d = [int(x) for x in inputs[0].shape]
-    k = [int(x) for x in inputs[1].shape]
-    return attrs.groups == d[1] and k[1] == 1 and k[0] == d[1]
+    c = getattr(inputs[0].shape[1], "value", inputs[0].shape[1])
+    k = [getattr(x, "value", x) for x in inputs[1].shape]
+    return isinstance(c, int) and attrs.groups == c and k[1] == 1 and k[0] == c
+
+
+def _static_conv(inputs, out_type) -> bool:
+    """Static sizes but the batch (NCHW data and output, the whole weight): the NCHWc schedules tile them (a VM
+    kernel over unknown spatial sizes or a run-time weight of unknown shape takes the generic direct conv)."""
+    dims = list(inputs[0].shape[1:]) + list(inputs[1].shape) + list(out_type.shape[1:])
+    return all(isinstance(getattr(d, "value", d), int) for d in dims)
 
 
 def _winograd_nchw_compute(attrs, inputs, out_type):
@@ -122,7 +129,7 @@ def _int8_conv_applies(attrs, inputs, out_type, target) -> bool:
     """uint8 x int8 -> int32 regular NCHW conv on a target with an int8 dot product (AVX2 at least)."""
     return (attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and attrs.groups == 1
             and str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8"
-            and str(out_type.dtype) == "int32" and int8_supported(target))
+            and str(out_type.dtype) == "int32" and int8_supported(target) and _static_conv(inputs, out_type))
 
 
 def _depthwise_int8_compute(attrs, inputs, out_type):
@@ -135,7 +142,8 @@ def _int8_depthwise_applies(attrs, inputs, out_type, target) -> bool:
     """uint8 x int8 -> int32 NCHW depthwise conv (multiplier 1) on a target with AVX2."""
     return (attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and attrs.groups > 1
             and _is_depthwise(attrs, inputs) and str(inputs[0].dtype) == "uint8"
-            and str(inputs[1].dtype) == "int8" and str(out_type.dtype) == "int32" and int8_supported(target))
+            and str(inputs[1].dtype) == "int8" and str(out_type.dtype) == "int32" and int8_supported(target)
+            and _static_conv(inputs, out_type))
 
 
 @G.conv2d_strategy.register("cpu")
@@ -147,7 +155,8 @@ def conv2d_strategy_cpu(attrs, inputs, out_type, target):
     if _int8_depthwise_applies(attrs, inputs, out_type, target):
         strategy.add_implementation(_depthwise_int8_compute, _wrap(topi_x86.schedule_depthwise_conv2d_nchw_int8),
                                     name="depthwise_conv2d_NCHWc_int8.x86", plevel=X86_PLEVEL)
-    if attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and str(inputs[0].dtype) == "float32":
+    if attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and str(inputs[0].dtype) == "float32" \
+            and _static_conv(inputs, out_type):
         if attrs.groups == 1:
             strategy.add_implementation(_conv2d_nchw_compute, _wrap(topi_x86.schedule_conv2d_nchw),
                                         name="conv2d_NCHWc.x86", plevel=X86_PLEVEL)
@@ -215,15 +224,16 @@ def depthwise_conv2d_NCHWc_strategy_cpu(attrs, inputs, out_type, target):  # noq
 @G.dense_strategy.register("cpu")
 def dense_strategy_cpu(attrs, inputs, out_type, target):
     strategy = G.dense_strategy.fdefault(attrs, inputs, out_type, target)
+    # the int8/int16 kernels tile static sizes: a VM kernel over an unknown row count takes the generic dense
     if (len(inputs[0].shape) == 2 and str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8"
-            and str(out_type.dtype) == "int32" and int8_supported(target)):
+            and str(out_type.dtype) == "int32" and int8_supported(target) and _static(inputs)):
         def compute_int8(attrs, inputs, out_type):
             return [topi_x86.dense_int8(inputs[0], inputs[1], None, "int32")]
         strategy.add_implementation(compute_int8, _wrap(topi_x86.schedule_dense_int8), name="dense_int8.x86",
                                     plevel=X86_PLEVEL + 1)
         return strategy
     if (len(inputs[0].shape) == 2 and str(inputs[0].dtype) == "int16" and str(inputs[1].dtype) == "int16"
-            and str(out_type.dtype) == "int32" and int8_supported(target)):
+            and str(out_type.dtype) == "int32" and int8_supported(target) and _static(inputs)):
         # the exact int8 dense without VNNI (x86 QNN legalization): vpmaddwd on int16 operands
         def compute_int16(attrs, inputs, out_type):
             return [topi_x86.dense_int16(inputs[0], inputs[1], None, "int32")]
