@@ -154,7 +154,7 @@ class Executable:
 
     @property
     def stats(self) -> str:
-        lines = [f"Relay VM executable statistics:", f"  Constant shapes (# {len(self.constants)}): "
+        lines = ["Relay VM executable statistics:", f"  Constant shapes (# {len(self.constants)}): "
                  + "[" + ", ".join(str(tuple(c.shape)) for c in self.constants) + "]",
                  f"  Globals (#{len(self.functions)}): [" + ", ".join(f'("{f.name}", {k})' for k, f in
                                                                   enumerate(self.functions)) + "]",

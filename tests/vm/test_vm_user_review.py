@@ -111,7 +111,7 @@ def test_relay_exports_tvm_adt_names():
 
 
 def test_onnx_resize_with_run_time_hw_and_size():
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper
     node = helper.make_node("Resize", ["x", "", "", "sz"], ["y"], mode="linear")
