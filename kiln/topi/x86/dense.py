@@ -9,6 +9,17 @@ computes once at compile time; the compute then sees an already packed 3-D weigh
 Schedule: the output is tiled ``bm x bn``; a ``bm x bn`` accumulator (cache_write) lives at the block, its
 reduction is split by ``ku`` and reordered outside the block's rows and columns, rows unrolled and columns
 vectorized: ``bm * bn / simd`` accumulator registers. Blocks are parallel. All tile sizes are AutoTVM knobs.
+
+The data operand is read in place, except where its rows alias in L1: when a row is a multiple of 4 KiB long
+(K = 1024, 2048, 3072 floats: BERT's and GPT-2's second FFN layer) all ``bm`` rows of a block fall into the
+same cache sets, and the fallback packs the rows per call into ``[ceil(M / bm), K, bm]`` blocks
+(``pack_data``, knob ``pack_data``; rule and numbers at :data:`DATA_PACK_ALIAS_BYTES`). Tried on Zen 3 and
+not kept (session 10, paired single-thread A/B): cache blocking of K (kc = 256 / 384, the block's partial
+sums added into the output per kc block through an rfactor'ed stage) was slower on every shape (128 x 768 x
+768: 0.94-0.97x, 1024^3: 0.69-0.85x): with the row blocks inside each kc block, every kc step re-reads and
+re-stores the output tile, and a 16-wide weight panel streams from L2 fast enough (the micro-kernel's hot
+loop is 12 FMAs, 2 loads and 6 broadcasts per k with no spill; 64 x 512 x 784 runs at 92% of the measured
+101 GFLOP/s single-core FMA peak).
 """
 from __future__ import annotations
 
