@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ... import autotvm, te
 from ...error import KilnError
+from ...runtime.dtype import parse_dtype
 from ...tir import op as T
 from ..utils import get_const_tuple
 from .utils import (as_list, divisor_at_most, is_static, scaled_registers, simd_width, size_hint, reduction_flops,
@@ -35,8 +36,9 @@ def _ceil_div(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
-def _define_dense_space(cfg, M, N, K, bn_fixed: int | None = None, units: int | None = None):
-    """The GEMM config space. A symbolic M, N or K (a VM kernel) is taken at its size hint (rows: a loop over
+def _define_dense_space(cfg, M, N, K, bn_fixed: int | None = None, units: int | None = None,
+                        data_itemsize: int | None = None):
+    """The GEMM config space (with the ``pack_data`` knob when ``data_itemsize`` is given: dense_pack only). A symbolic M, N or K (a VM kernel) is taken at its size hint (rows: a loop over
     blocks of ``tile_y`` with a guarded last block; columns: whole zero-padded panels); a symbolic K is not
     unrolled (a reduction over a run-time length)."""
     lanes = simd_width()
@@ -56,7 +58,8 @@ def _define_dense_space(cfg, M, N, K, bn_fixed: int | None = None, units: int | 
         cfg.define_split("tile_k", K, num_outputs=2, policy="candidate", candidate=[[-1, 1]])
     else:
         cfg.define_split("tile_k", K, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 16)
-    if is_static(M) and M >= 2:
+    knob_pack = data_itemsize is not None and is_static(M) and M >= 2
+    if knob_pack:
         cfg.define_knob("pack_data", [0, 1])
     if cfg.is_fallback:
         bn = bn_fixed or (2 * lanes if N >= 2 * lanes else lanes if N >= lanes else narrow_panel_width(N))
@@ -66,8 +69,8 @@ def _define_dense_space(cfg, M, N, K, bn_fixed: int | None = None, units: int | 
         cfg["tile_x"] = autotvm.task.SplitEntity([-1, panels, bn])
         cfg["tile_y"] = autotvm.task.SplitEntity([-1, 1, mr])
         cfg["tile_k"] = autotvm.task.SplitEntity([-1, 1 if sym_k else divisor_at_most(K, fallback_k_unroll())])
-        if is_static(M) and M >= 2:
-            cfg["pack_data"] = autotvm.task.OtherOptionEntity(int(pack_data_pays(M, K, mr)))
+        if knob_pack:
+            cfg["pack_data"] = autotvm.task.OtherOptionEntity(int(pack_data_pays(M, K, mr, data_itemsize)))
 
 
 def fallback_k_unroll() -> int:
@@ -166,6 +169,7 @@ def dense_pack(cfg, data, weight, bias=None, out_dtype=None, units=None):
     if len(d_shape) != 2:
         raise KilnError(f"dense_pack.x86: data must be 2-D [batch, in_features], got shape {d_shape}")
     M, K = d_shape
+    itemsize = max(1, parse_dtype(str(data.dtype)).bits // 8)
     w_shape = get_const_tuple(weight.shape)
     if len(w_shape) == 3:
         nb, kw, bn = w_shape
@@ -174,13 +178,14 @@ def dense_pack(cfg, data, weight, bias=None, out_dtype=None, units=None):
         if not n_pad - bn < N <= n_pad:
             raise KilnError(f"dense_pack.x86: units={N} does not match the packed weight {w_shape} (expects "
                             f"{n_pad - bn + 1}..{n_pad} units)")
-        _define_dense_space(cfg, M, n_pad, K, bn_fixed=bn, units=N if N != n_pad else None)
+        _define_dense_space(cfg, M, n_pad, K, bn_fixed=bn, units=N if N != n_pad else None,
+                            data_itemsize=itemsize)
         packw = weight
     elif len(w_shape) == 2:
         N, kw = w_shape
         if units is not None and int(units) != N:
             raise KilnError(f"dense_pack.x86: units={units} but the weight has {N} rows")
-        _define_dense_space(cfg, M, N, K)
+        _define_dense_space(cfg, M, N, K, data_itemsize=itemsize)
         bn = cfg["tile_x"].size[-1]
         packw = pack_weight(weight, bn)
         n_pad = _ceil_div(N, bn) * bn

@@ -47,6 +47,8 @@ def test_fallback_rule():
     assert not pack_data_pays(128, 768, 6)         # rows 3 KiB apart: no aliasing to undo
     assert not pack_data_pays(64, 1024, 6)         # 256 KB: stays in L2
     assert not pack_data_pays(8, 1 << 16, 6)       # a single row block
+    assert not pack_data_pays(128, 3072, 6, 1)     # int8 rows 3 KiB apart
+    assert pack_data_pays(256, 4096, 6, 1)
 
 
 @pytest.mark.parametrize("m,n,k,bn,bias", [(13, 40, 37, 16, True), (14, 10, 21, 8, True), (25, 33, 19, 16, False),
@@ -99,6 +101,10 @@ def test_knob_in_space_and_symbolic_rows():
                                                            ("TENSOR", (32, 32), "float32"), None, "float32"),
                                    target="llvm")
     assert "pack_data" in task.config_space.space_map
+    with tvm.target.Target("llvm"):
+        bmm = autotvm.task.create("batch_matmul.x86", args=(("TENSOR", (2, 64, 32), "float32"),
+                                                            ("TENSOR", (2, 32, 32), "float32")), target="llvm")
+    assert "pack_data" not in bmm.config_space.space_map   # batch_matmul reads its rows in place: no dead knob
     m = te.var("m")
     with tvm.target.Target("llvm"):
         A = te.placeholder((m, 64), name="A")
