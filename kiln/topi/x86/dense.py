@@ -115,14 +115,16 @@ def gemm_block(M: int, N: int, bn: int, lanes: int, max_acc: int = 12, padded_un
 
 
 #: the fallback packs the data rows per call (:func:`pack_data`) when a row is a multiple of this many bytes
-#: apart (every row of a block then maps to the same L1 sets: 4 KiB aliasing) and the operand has at least
-#: :data:`DATA_PACK_MIN_BYTES`. Zen 3, one thread, speed packed / unpacked, median of 9-11 paired interleaved
-#: rounds (wins): K = 3072: 128 x 768 1.035 (10/11), 256 x 768 1.054 (9/11); K = 2048: 128 x 768 1.036 (8/9);
-#: K = 1024: 1024 x 1024 1.080 (11/11), 128 x 768 (512 KB) 1.017 (6/9); rows not 4 KiB apart gain nothing
-#: (K = 768: 128 / 256 / 512 x 768 1.006 / 1.006 / 0.990; K = 1536: 0.979) or lose the packing pass
-#: (128 x 768 x 512: 0.967, 0/9).
+#: long (every row of a block then maps to the same L1 sets: 4 KiB aliasing) and the operand has at least
+#: :data:`DATA_PACK_MIN_BYTES`. Zen 3, one thread, speed packed / unpacked, median of 11 paired interleaved
+#: rounds (rounds won), two runs under load 5-8 (``benchmarks.gemm_pack_ab``, results/gemm_s10_pack_ab.md):
+#: K = 3072: 128 x 768 1.035 / 1.023 (10 / 7 of 11), 256 x 768 1.054 / 1.070; K = 2048: 128 x 768 1.036 /
+#: 1.072; K = 1024: 1024 x 1024 1.080 / 1.076, 128 x 768 (512 KiB) 1.017 / 1.055, 64 x 512 (256 KiB) 0.997.
+#: Rows not 4 KiB apart gain nothing or lose the packing pass: K = 768 (128 / 512 x 768) 0.97-1.01, K = 1536
+#: 0.98-1.01, K = 512 0.97-0.98, 64 x 512 x 784 0.975-0.988. BERT-base (seq 128) end to end 1.036 / 1.018
+#: at one thread, 1.022 at two; GPT-2 0.994 (within noise).
 DATA_PACK_ALIAS_BYTES = 4096
-DATA_PACK_MIN_BYTES = 1 << 20
+DATA_PACK_MIN_BYTES = 1 << 19
 
 
 def pack_data_pays(M: int, K: int, mr: int, itemsize: int = 4) -> bool:

@@ -45,7 +45,8 @@ def test_fallback_rule():
     assert pack_data_pays(128, 3072, 6)            # BERT FFN2: rows 12 KiB apart, 1.5 MB
     assert pack_data_pays(1024, 1024, 6)
     assert not pack_data_pays(128, 768, 6)         # rows 3 KiB apart: no aliasing to undo
-    assert not pack_data_pays(64, 1024, 6)         # 256 KB: stays in L2
+    assert pack_data_pays(128, 1024, 6)            # 512 KiB
+    assert not pack_data_pays(64, 1024, 6)         # 256 KiB: no gain measured
     assert not pack_data_pays(8, 1 << 16, 6)       # a single row block
     assert not pack_data_pays(128, 3072, 6, 1)     # int8 rows 3 KiB apart
     assert pack_data_pays(256, 4096, 6, 1)
