@@ -307,6 +307,7 @@ def main(argv=None) -> dict:
     p.add_argument("--target-s", type=float, default=0.15, help="thread CPU seconds per timed batch")
     p.add_argument("--models", default="", help="also whole models from benchmarks.models, e.g. resnet18,mlp_b1 "
                    "(single thread, thread CPU time per inference)")
+    p.add_argument("--out", default="kernels", help="results file stem under benchmarks/results/")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
     import torch
@@ -361,7 +362,7 @@ def main(argv=None) -> dict:
             "target_s": args.target_s,
             "sets": args.sets, "rows": rows, "models": model_rows}
     if not args.no_write:
-        jpath, mpath = write_results("kernels", data, text)
+        jpath, mpath = write_results(args.out, data, text)
         print(f"wrote {jpath} and {mpath}", file=sys.stderr)
     return data
 

@@ -9,11 +9,23 @@ computes once at compile time; the compute then sees an already packed 3-D weigh
 Schedule: the output is tiled ``bm x bn``; a ``bm x bn`` accumulator (cache_write) lives at the block, its
 reduction is split by ``ku`` and reordered outside the block's rows and columns, rows unrolled and columns
 vectorized: ``bm * bn / simd`` accumulator registers. Blocks are parallel. All tile sizes are AutoTVM knobs.
+
+The data operand is read in place, except where its rows alias in L1: when a row is a multiple of 4 KiB long
+(K = 1024, 2048, 3072 floats: BERT's and GPT-2's second FFN layer) all ``bm`` rows of a block fall into the
+same cache sets, and the fallback packs the rows per call into ``[ceil(M / bm), K, bm]`` blocks
+(``pack_data``, knob ``pack_data``; rule and numbers at :data:`DATA_PACK_ALIAS_BYTES`). Tried on Zen 3 and
+not kept (session 10, paired single-thread A/B): cache blocking of K (kc = 256 / 384, the block's partial
+sums added into the output per kc block through an rfactor'ed stage) was slower on every shape (128 x 768 x
+768: 0.94-0.97x, 1024^3: 0.69-0.85x): with the row blocks inside each kc block, every kc step re-reads and
+re-stores the output tile, and a 16-wide weight panel streams from L2 fast enough (the micro-kernel's hot
+loop is 12 FMAs, 2 loads and 6 broadcasts per k with no spill; 64 x 512 x 784 runs at 92% of the measured
+101 GFLOP/s single-core FMA peak).
 """
 from __future__ import annotations
 
 from ... import autotvm, te
 from ...error import KilnError
+from ...runtime.dtype import parse_dtype
 from ...tir import op as T
 from ..utils import get_const_tuple
 from .utils import (as_list, divisor_at_most, is_static, scaled_registers, simd_width, size_hint, reduction_flops,
@@ -24,8 +36,9 @@ def _ceil_div(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
-def _define_dense_space(cfg, M, N, K, bn_fixed: int | None = None, units: int | None = None):
-    """The GEMM config space. A symbolic M, N or K (a VM kernel) is taken at its size hint (rows: a loop over
+def _define_dense_space(cfg, M, N, K, bn_fixed: int | None = None, units: int | None = None,
+                        data_itemsize: int | None = None):
+    """The GEMM config space (with the ``pack_data`` knob when ``data_itemsize`` is given: dense_pack only). A symbolic M, N or K (a VM kernel) is taken at its size hint (rows: a loop over
     blocks of ``tile_y`` with a guarded last block; columns: whole zero-padded panels); a symbolic K is not
     unrolled (a reduction over a run-time length)."""
     lanes = simd_width()
@@ -45,6 +58,9 @@ def _define_dense_space(cfg, M, N, K, bn_fixed: int | None = None, units: int | 
         cfg.define_split("tile_k", K, num_outputs=2, policy="candidate", candidate=[[-1, 1]])
     else:
         cfg.define_split("tile_k", K, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 16)
+    knob_pack = data_itemsize is not None and is_static(M) and M >= 2
+    if knob_pack:
+        cfg.define_knob("pack_data", [0, 1])
     if cfg.is_fallback:
         bn = bn_fixed or (2 * lanes if N >= 2 * lanes else lanes if N >= lanes else narrow_panel_width(N))
         if units is None and N % bn:
@@ -53,6 +69,8 @@ def _define_dense_space(cfg, M, N, K, bn_fixed: int | None = None, units: int | 
         cfg["tile_x"] = autotvm.task.SplitEntity([-1, panels, bn])
         cfg["tile_y"] = autotvm.task.SplitEntity([-1, 1, mr])
         cfg["tile_k"] = autotvm.task.SplitEntity([-1, 1 if sym_k else divisor_at_most(K, fallback_k_unroll())])
+        if knob_pack:
+            cfg["pack_data"] = autotvm.task.OtherOptionEntity(int(pack_data_pays(M, K, mr, data_itemsize)))
 
 
 def fallback_k_unroll() -> int:
@@ -96,6 +114,38 @@ def gemm_block(M: int, N: int, bn: int, lanes: int, max_acc: int = 12, padded_un
     return mr, panels
 
 
+#: the fallback packs the data rows per call (:func:`pack_data`) when a row is a multiple of this many bytes
+#: long (every row of a block then maps to the same L1 sets: 4 KiB aliasing) and the operand has at least
+#: :data:`DATA_PACK_MIN_BYTES`. Zen 3, one thread, speed packed / unpacked, median of 11 paired interleaved
+#: rounds (rounds won), two runs under load 5-8 (``benchmarks.gemm_pack_ab``, results/gemm_s10_pack_ab.md):
+#: K = 3072: 128 x 768 1.035 / 1.023 (10 / 7 of 11), 256 x 768 1.054 / 1.070; K = 2048: 128 x 768 1.036 /
+#: 1.072; K = 1024: 1024 x 1024 1.080 / 1.076, 128 x 768 (512 KiB) 1.017 / 1.055, 64 x 512 (256 KiB) 0.997.
+#: Rows not 4 KiB apart gain nothing or lose the packing pass: K = 768 (128 / 512 x 768) 0.97-1.01, K = 1536
+#: 0.98-1.01, K = 512 0.97-0.98, 64 x 512 x 784 0.975-0.988. BERT-base (seq 128) end to end 1.036 / 1.018
+#: at one thread, 1.022 at two; GPT-2 0.994 (within noise).
+DATA_PACK_ALIAS_BYTES = 4096
+DATA_PACK_MIN_BYTES = 1 << 19
+
+
+def pack_data_pays(M: int, K: int, mr: int, itemsize: int = 4) -> bool:
+    """Whether the fallback packs the data rows (see :data:`DATA_PACK_ALIAS_BYTES`): at least two row blocks,
+    rows a multiple of 4 KiB apart and an operand of at least :data:`DATA_PACK_MIN_BYTES`."""
+    return (M >= 2 * mr and (K * itemsize) % DATA_PACK_ALIAS_BYTES == 0
+            and M * K * itemsize >= DATA_PACK_MIN_BYTES)
+
+
+def pack_data(data, mr: int, name: str = "packed_data"):
+    """``[M, K]`` -> ``[ceil(M / mr), K, mr]`` row blocks, zero beyond ``M``: the micro-kernel's ``mr``
+    broadcasts per reduction step then read one contiguous stream instead of ``mr`` rows ``K`` apart."""
+    M, K = get_const_tuple(data.shape)
+    if M % mr == 0:
+        return te.compute((M // mr, K, mr), lambda z, k, r: data[z * mr + r, k], name=name, tag="dense_data_pack")
+    zero = T.const(0, data.dtype)
+    return te.compute((_ceil_div(M, mr), K, mr),
+                      lambda z, k, r: T.if_then_else(z * mr + r < M, data[T.min(z * mr + r, M - 1), k], zero),
+                      name=name, tag="dense_data_pack")
+
+
 def pack_weight(weight, bn: int, name: str = "packed_weight"):
     """``[N, K]`` -> ``[ceil(N / bn), K, bn]`` panels, zero beyond ``N``."""
     N, K = get_const_tuple(weight.shape)
@@ -121,6 +171,7 @@ def dense_pack(cfg, data, weight, bias=None, out_dtype=None, units=None):
     if len(d_shape) != 2:
         raise KilnError(f"dense_pack.x86: data must be 2-D [batch, in_features], got shape {d_shape}")
     M, K = d_shape
+    itemsize = max(1, parse_dtype(str(data.dtype)).bits // 8)
     w_shape = get_const_tuple(weight.shape)
     if len(w_shape) == 3:
         nb, kw, bn = w_shape
@@ -129,13 +180,14 @@ def dense_pack(cfg, data, weight, bias=None, out_dtype=None, units=None):
         if not n_pad - bn < N <= n_pad:
             raise KilnError(f"dense_pack.x86: units={N} does not match the packed weight {w_shape} (expects "
                             f"{n_pad - bn + 1}..{n_pad} units)")
-        _define_dense_space(cfg, M, n_pad, K, bn_fixed=bn, units=N if N != n_pad else None)
+        _define_dense_space(cfg, M, n_pad, K, bn_fixed=bn, units=N if N != n_pad else None,
+                            data_itemsize=itemsize)
         packw = weight
     elif len(w_shape) == 2:
         N, kw = w_shape
         if units is not None and int(units) != N:
             raise KilnError(f"dense_pack.x86: units={units} but the weight has {N} rows")
-        _define_dense_space(cfg, M, N, K)
+        _define_dense_space(cfg, M, N, K, data_itemsize=itemsize)
         bn = cfg["tile_x"].size[-1]
         packw = pack_weight(weight, bn)
         n_pad = _ceil_div(N, bn) * bn
@@ -145,8 +197,17 @@ def dense_pack(cfg, data, weight, bias=None, out_dtype=None, units=None):
     if kw != K:
         raise KilnError(f"dense_pack.x86: data {d_shape} and weight {w_shape} disagree on in_features ({K} vs {kw})")
     k = te.reduce_axis((0, K), name="k")
+    if _knob(cfg, "pack_data"):
+        mr = cfg["tile_y"].size[-1]
+        packd = pack_data(data, mr)
+
+        def data_at(y, kk):
+            return packd[y // mr, kk, y % mr]
+    else:
+        def data_at(y, kk):
+            return data[y, kk]
     out = te.compute((M, n_pad), lambda y, x: te.sum(
-        T.cast(data[y, k], out_dtype) * T.cast(packw[x // bn, k, x % bn], out_dtype), axis=k),
+        T.cast(data_at(y, k), out_dtype) * T.cast(packw[x // bn, k, x % bn], out_dtype), axis=k),
         name="T_dense_pack", tag="dense_pack", attrs={"units": N} if n_pad != N else None)
     if bias is not None:
         out = te.compute((M, N), lambda y, x: out[y, x] + T.cast(bias[x], out_dtype), name="T_add",
@@ -155,6 +216,14 @@ def dense_pack(cfg, data, weight, bias=None, out_dtype=None, units=None):
         out = te.compute((M, N), lambda y, x: out[y, x], name="T_dense_unpad", tag="injective")
     cfg.add_flop(2 * size_hint(M) * N * K)
     return out
+
+
+def _knob(cfg, name: str) -> int:
+    """A knob's value, 0 where the space does not define it (a symbolic M, one row)."""
+    try:
+        return int(cfg[name].val)
+    except (KeyError, AttributeError, TypeError):
+        return 0
 
 
 def schedule_gemm_block(s, cfg, C, O, n_batch: int = 0, staged: bool = False):
@@ -240,6 +309,14 @@ def _schedule_pack_stage(s, packw, parallel: bool = True):
         s[packw].vectorize(x)
 
 
+def _schedule_data_pack(s, packd, parallel: bool) -> None:
+    """The per-call packing of the data rows: parallel over row blocks, the block's rows unrolled."""
+    z, _, r = packd.op.axis
+    if parallel:
+        s[packd].parallel(z)
+    s[packd].unroll(r)
+
+
 @autotvm.register_topi_schedule("dense_pack.x86")
 def schedule_dense_pack(cfg, outs):
     """Schedule of :func:`dense_pack` (and its fused epilogue)."""
@@ -251,8 +328,11 @@ def schedule_dense_pack(cfg, outs):
             return
         C = op.output(0)
         O = outs[0].op
-        packw = op.input_tensors[1]
+        packw = [t for t in op.input_tensors if t.op.tag != "dense_data_pack"][-1]  # the (packed) weight
         _schedule_pack_stage(s, packw, worth_parallel(reduction_flops(C)))
+        for t in op.input_tensors:
+            if t.op.tag == "dense_data_pack":
+                _schedule_data_pack(s, t, worth_parallel(reduction_flops(C)))
         if padded_units(op) is None:
             schedule_gemm_block(s, cfg, C, O)
         else:
