@@ -12,7 +12,7 @@ from ...tir.stmt_functor import post_order_visit
 from ...te.schedule import kInline, kInlinedAlready
 from .. import generic
 from ..generic.default import PARALLEL_MIN_ELEMENTS, inline_injective
-from .utils import as_list, simd_width, size_hint
+from .utils import as_list, simd_width, size_hint, vector_registers
 
 
 def _const_extent(iv):
@@ -191,8 +191,54 @@ def lane_split_reduction(s, op):
         return None  # the output row vectorizes (schedule_stage_loops moves the reduction outside it)
     if not _reads_along(r.source[0], red[0].var):
         return None
-    _, ki = s[op].split(s[op].op.reduce_axis[-1], factor=lanes)
+    acc = accumulator_count(n // lanes)
+    _, ki = s[op].split(s[op].op.reduce_axis[-1], factor=lanes * acc)
     return s.rfactor(op.output(0), ki)
+
+
+def accumulator_count(vectors: int) -> int:
+    """How many independent vector accumulators a lane-split reduction over ``vectors`` whole vectors keeps:
+    the largest count up to a quarter of the target's vector registers (4 on AVX2's 16, 8 on AVX-512's 32:
+    enough to cover the add latency (3-4 cycles) at two adds per cycle, with registers left for the loads and
+    the addresses) that divides ``vectors``, so the accumulators split the row evenly (1: one accumulator)."""
+    top = max(1, vector_registers() // 4)
+    for u in range(min(top, vectors), 1, -1):
+        if vectors % u == 0:
+            return u
+    return 1
+
+
+def schedule_lane_partials(s, rf, lanes: int) -> None:
+    """Loop order of a lane-split reduction's partial results ``rf`` (``lanes * U`` of them, axis 0, U >= 1):
+    the reduction loop outside, the ``U`` accumulators unrolled inside it (independent adds, none waits for
+    the previous one) and each accumulator's ``lanes`` vectorized. The C compiler does not merge them back
+    (kiln compiles without -ffast-math, so float adds are not reassociated)."""
+    part = s[rf].op.axis[0]
+    width = int(part.dom.extent.value)
+    red = list(s[rf].op.reduce_axis)
+    if width == lanes:
+        s[rf].reorder(*red, part)
+        s[rf].vectorize(part)
+        return
+    acc, lane = s[rf].split(part, factor=lanes)
+    s[rf].reorder(*red, acc, lane)
+    s[rf].unroll(acc)
+    s[rf].vectorize(lane)
+
+
+def combine_accumulators(s, op, lanes: int):
+    """The reduction ``op`` over a lane-split reduction's ``lanes * U`` partial results (U > 1) first adds the
+    ``U`` accumulators lane-wise into one vector (``rfactor`` again: U - 1 vector steps) and then reduces its
+    ``lanes``; returns that vector stage's tensor (None when U is 1)."""
+    red = s[op].op.reduce_axis[-1]
+    width = int(red.dom.extent.value)
+    if width <= lanes:
+        return None
+    _, li = s[op].split(red, factor=lanes)
+    rf2 = s.rfactor(op.output(0), li)
+    s[rf2].reorder(*s[rf2].op.reduce_axis, s[rf2].op.axis[0])
+    s[rf2].vectorize(s[rf2].op.axis[0])
+    return rf2
 
 
 def _schedule_all_stages(outs):
@@ -208,16 +254,20 @@ def _schedule_all_stages(outs):
         if stage.attach_type in (kInline, kInlinedAlready):
             continue
         rf = lane_split_reduction(s, op)
+        rf2 = None
         if rf is not None:  # rfactor gave the stage a new op (the reduction over the lanes)
             op = next(st.op for st in s.stages if rf in list(getattr(st.op, "input_tensors", []) or []))
+            lanes = simd_width(str(rf.dtype))
+            rf2 = combine_accumulators(s, op, lanes)
+            if rf2 is not None:
+                op = next(st.op for st in s.stages if rf2 in list(getattr(st.op, "input_tensors", []) or []))
         schedule_stage_loops(s, op)
         if rf is not None:
             at = [iv for iv in s[op].leaf_iter_vars if iv.iter_type == 0]
-            if at:
-                s[rf].compute_at(s[op], at[-1])
-            lane_axis = s[rf].op.axis[0]
-            s[rf].reorder(*s[rf].op.reduce_axis, lane_axis)
-            s[rf].vectorize(lane_axis)
+            for t in (rf, rf2):
+                if t is not None and at:
+                    s[t].compute_at(s[op], at[-1])
+            schedule_lane_partials(s, rf, lanes)
     return s
 
 
