@@ -167,7 +167,9 @@ def lane_split_reduction(s, op):
     """Split a float sum / max / min along a contiguous reduction axis into ``lanes`` partial results
     (``rfactor``): one vector accumulator instead of a chain of dependent scalar steps (the C compiler keeps a
     scalar float reduction in order; layer norm's mean and variance over 768 channels were a chain of 768
-    adds per row). Returns the rfactor stage's tensor, or None when the stage is not such a reduction (a
+    adds per row). The partial results are ``lanes * U`` (``U`` independent vector accumulators,
+    :func:`accumulator_count`), so consecutive vector steps do not wait for each other either; the schedule
+    combines them lane-wise (:func:`combine_accumulators`) before reducing the lanes. Returns the rfactor stage's tensor, or None when the stage is not such a reduction (a
     symbolic or short reduction extent, an index that is not the reduction variable itself, a reduction whose
     output row is vectorized already). With several reduction axes the innermost one is split."""
     body = getattr(op, "body", None)
@@ -243,7 +245,8 @@ def combine_accumulators(s, op, lanes: int):
 
 def _schedule_all_stages(outs):
     """Every remaining (non-inlined) compute stage gets the loop schedule (for reductions, pools, softmax);
-    a float reduction along a contiguous axis accumulates in a vector first (:func:`lane_split_reduction`)."""
+    a float reduction along a contiguous axis accumulates in ``U`` vectors first (:func:`lane_split_reduction`),
+    which are added lane-wise into one vector, whose lanes are then reduced."""
     outs = as_list(outs)
     s = te.create_schedule([o.op for o in outs])
     inline_injective(s, outs)

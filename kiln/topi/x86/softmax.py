@@ -2,10 +2,12 @@
 elementwise epilogue FuseOps attaches to it (``nn.softmax`` is ``kOutEWiseFusable`` as in TVM v0.13).
 
 Compute (``softmax_x86``; float32, last axis, a static row length ``n`` that the SIMD width ``L`` divides): the
-row maximum and the exponentials' sum are taken in two steps, ``L`` partial results per row (each over the
-lanes ``l, l + L, l + 2L, ...``: one vector accumulator) and then the ``L`` partials. The C compiler keeps a
-scalar reduction strictly ordered (no -ffast-math), so the one-step form was a chain of ``n`` dependent scalar
-adds. The normalization multiplies by the reciprocal of the sum, computed once per row (a vector division
+row maximum and the exponentials' sum are taken in three steps: ``L * U`` partial results per row (``U``
+independent vector accumulators, :func:`kiln.topi.x86.injective.accumulator_count`: 4 on AVX2 and 8 on
+AVX-512 when they divide the row's vectors; partial ``p`` takes the elements ``p, p + LU, ...``), the ``U``
+accumulators combined lane-wise into one vector, and its ``L`` lanes. The C compiler keeps a scalar
+reduction strictly ordered (no -ffast-math), so the one-step form was a chain of ``n`` dependent scalar adds,
+and one vector accumulator a chain of ``n / L`` dependent vector adds. The normalization multiplies by the reciprocal of the sum, computed once per row (a vector division
 per 8 outputs cost more than the exponentials). The exponential is :func:`kiln.topi.fast_exp_expr`. Other rows
 (odd lengths, another axis, symbolic shapes) use :func:`kiln.topi.nn.fast_softmax`.
 
