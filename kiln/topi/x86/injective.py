@@ -100,7 +100,7 @@ def schedule_stage_loops(s, op) -> None:
     for e in extents:
         total *= e
     if reduce_axes and inner is not None:
-        stage.reorder(*axes, *reduce_axes, inner)
+        axes, extents = _interleave_outputs(stage, axes, extents, symbolic, reduce_axes, inner)
     # the outer part of a split symbolic row stays a loop of its own inside the parallel loop: fused into it,
     # the split's tail guard would be inside the fused loop (LoopPartition cannot peel it, the vectorizer sees
     # a guarded body) and every 8 elements would divide the fused index by run-time extents
@@ -124,6 +124,28 @@ def schedule_stage_loops(s, op) -> None:
         stage.parallel(par)
     if inner is not None:
         stage.vectorize(inner)
+
+
+def _interleave_outputs(stage, axes, extents, symbolic, reduce_axes, inner):
+    """A reduction whose output row is vectorized (a pool over NCHW8c, a sum over a leading axis) reduces ``U``
+    output vectors at once: the innermost data-parallel axis with a static extent of 2 or more (only unit axes
+    inside it) is split by ``U`` (:func:`accumulator_count`) and its inner part is unrolled inside the
+    reduction loops, next to the vector lanes, so ``U`` independent accumulators overlap instead of one chain
+    of dependent adds per output vector. Returns the new (axes, extents); the reduction loops are moved
+    inside the data-parallel ones either way."""
+    k = len(axes) - 1
+    while k >= 0 and not symbolic[k] and extents[k] == 1:
+        k -= 1
+    acc = accumulator_count(extents[k]) if k >= 0 and not symbolic[k] else 1
+    if acc == 1:
+        stage.reorder(*axes, *reduce_axes, inner)
+        return axes, extents
+    outer, part = stage.split(axes[k], factor=acc)
+    axes = axes[:k] + [outer] + axes[k + 1:]
+    extents = extents[:k] + [extents[k] // acc] + extents[k + 1:]
+    stage.reorder(*axes, *reduce_axes, part, inner)
+    stage.unroll(part)
+    return axes, extents
 
 
 def schedule_injective_from_existing(sch, out):
