@@ -1,6 +1,8 @@
 """x86 reductions along a contiguous axis accumulate in one SIMD vector first (injective.lane_split_reduction):
 numerics against numpy (odd extents, NaN, inf), where the split applies and where it does not, and the code for
 AVX-512 (compiled, not run)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -212,3 +214,59 @@ def test_symbolic_rows_static_reduction(kind):
         with np.errstate(invalid="ignore"):
             want = getattr(np, kind)(a.astype(np.float64), axis=-1, keepdims=True)
         np.testing.assert_allclose(res.numpy(), want, rtol=2e-5, atol=1e-5)
+
+
+def _inits(text: str) -> int:
+    """How many vector accumulators a lowered reduction initializes (``buf[a:b] = T.Broadcast(init, 8)``)."""
+    return len(re.findall(r'\] = T\.Broadcast\(T\.float32\((0\.0|"-inf")\), 8\)$', text, re.M))
+
+
+def test_vectorized_output_rows_interleave_accumulators():
+    """A reduction whose output row is vectorized (a sum over a leading axis, a global pool over NCHW8c)
+    reduces 4 output vectors at once on AVX2: the reduction loop outside, 4 unrolled accumulators inside."""
+    f, out, text = _build(lambda X: topi.sum(X, axis=[0]), (37, 96))
+    assert _inits(text) == 4 and text.split("for k0 in range(37):")[1].count("+ x_1[") == 4, text
+    a = np.random.default_rng(5).standard_normal((37, 96)).astype("float32")
+    a[3, 17], a[30, 40] = np.nan, np.inf
+    with np.errstate(invalid="ignore"):
+        want = a.astype(np.float64).sum(0)
+    np.testing.assert_allclose(_run(f, out, a), want, rtol=1e-5, atol=1e-5)
+    # 5 output vectors: no count up to 4 divides them; one accumulator as before
+    _, _, text = _build(lambda X: topi.sum(X, axis=[0]), (9, 40))
+    assert _inits(text) == 1, text
+
+
+@pytest.mark.parametrize("pool", ["avg", "max"])
+def test_global_and_window_pools_nchw8c(pool):
+    """Global pools over NCHW8c (mobilenet's head) and 3x3 windows: several output vectors per reduction step,
+    numerics against numpy with NaN and inf."""
+    X = te.placeholder((1, 12, 7, 15, 8), name="x")
+    with tvm.target.Target(AVX2):
+        g = topi.nn.global_pool(X, pool, layout="NCHW8c")
+        w = topi.nn.pool2d(X, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), pool, layout="NCHW8c")
+        fs = []
+        for out in (g, w):
+            s = topi.x86.schedule_pool([out])
+            text = str(tvm.lower(s, [X, out], simple_mode=True))
+            assert _inits(text) == 4, text
+            fs.append((tvm.build(s, [X, out], target=AVX2), out))
+    a = np.random.default_rng(6).standard_normal((1, 12, 7, 15, 8)).astype("float32")
+    a[0, 5, 2, 3, 1] = np.nan
+    a[0, 9, 6, 14, 7] = np.inf
+    red = np.mean if pool == "avg" else np.max
+    with np.errstate(invalid="ignore"):
+        want_g = red(a.astype(np.float64), axis=(2, 3), keepdims=True)
+    np.testing.assert_allclose(_run(*fs[0], a), want_g, rtol=1e-5, atol=1e-5)
+    pad = np.pad(a.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1), (0, 0)),
+                 constant_values=(-np.inf if pool == "max" else 0.0))
+    oh, ow = (7 + 2 - 3) // 2 + 1, (15 + 2 - 3) // 2 + 1
+    want_w = np.empty((1, 12, oh, ow, 8))
+    for i in range(oh):
+        for j in range(ow):
+            win = pad[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3, :]
+            if pool == "max":
+                want_w[:, :, i, j, :] = win.max(axis=(2, 3))
+            else:  # count_include_pad=True (topi.nn.pool2d's default)
+                want_w[:, :, i, j, :] = win.sum(axis=(2, 3)) / 9.0
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(_run(*fs[1], a), want_w, rtol=1e-5, atol=1e-5)
