@@ -2,7 +2,9 @@
 
 Every non-inlined stage gets its leading data-parallel axes fused into one parallel loop (enough chunks for the
 cores) and its innermost data-parallel axis split by the SIMD width and vectorized when the width divides it
-(reduction axes are moved outside that vector axis, so e.g. a pool over NCHW8c reduces 8 channels at once).
+(reduction axes are moved outside that vector axis, so e.g. a pool over NCHW8c reduces 8 channels at once, and
+several output vectors share each reduction step: independent accumulators, :func:`accumulator_count`).
+Float reductions along a contiguous axis are split into vector lanes (:func:`lane_split_reduction`).
 """
 from __future__ import annotations
 
