@@ -222,14 +222,15 @@ def lane_split_reduction(s, op):
     return s.rfactor(op.output(0), ki)
 
 
-def accumulator_count(vectors: int) -> int:
+def accumulator_count(vectors: int, min_steps: int = 1) -> int:
     """How many independent vector accumulators a lane-split reduction over ``vectors`` whole vectors keeps:
     the largest count up to a quarter of the target's vector registers (4 on AVX2's 16, 8 on AVX-512's 32:
     enough to cover the add latency (3-4 cycles) at two adds per cycle, with registers left for the loads and
-    the addresses) that divides ``vectors``, so the accumulators split the row evenly (1: one accumulator)."""
+    the addresses) that divides ``vectors``, so the accumulators split the row evenly (1: one accumulator),
+    and leaves each accumulator at least ``min_steps`` vectors."""
     top = max(1, vector_registers() // 4)
     for u in range(min(top, vectors), 1, -1):
-        if vectors % u == 0:
+        if vectors % u == 0 and vectors // u >= min_steps:
             return u
     return 1
 

@@ -270,3 +270,34 @@ def test_global_and_window_pools_nchw8c(pool):
                 want_w[:, :, i, j, :] = win.sum(axis=(2, 3)) / 9.0
     with np.errstate(invalid="ignore"):
         np.testing.assert_allclose(_run(*fs[1], a), want_w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target,n,acc", [(AVX2, 128, 4), (AVX2, 16, 1), (AVX2, 48, 3), (AVX512, 256, 8),
+                                          (AVX512, 48, 1)])
+def test_softmax_row_accumulators(target, n, acc):
+    """Softmax's static row max and sum keep ``acc`` vector accumulators of two vectors at least each (AVX-512
+    compiled, not run); numerics with NaN and -inf on AVX2."""
+    lanes = 16 if target == AVX512 else 8
+    x = relay.var("x", shape=(6, n))
+    mod = tvm.IRModule.from_expr(relay.Function([x], relay.nn.softmax(x, axis=-1)))
+    with tvm.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target=target)
+    text = "\n".join(str(k.prim_func) for k in lib.lowered)
+    assert f"T_softmax_maxelem_lanes = T.Buffer((6, {lanes * acc}))" in text
+    assert f"T_softmax_expsum_lanes = T.Buffer((6, {lanes * acc}))" in text
+    assert ("T_softmax_expsum_acc = T.Buffer" in text) == (acc > 1)
+    if target == AVX512:
+        return
+    a = np.random.default_rng(n).standard_normal((6, n)).astype("float32") * 4
+    a[1, n - 1] = np.nan
+    a[2, : n // 2] = -np.inf
+    m = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    m.set_input("x", a)
+    m.run()
+    a64 = a.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(a64 - a64.max(-1, keepdims=True))
+        want = e / e.sum(-1, keepdims=True)
+    got = m.get_output(0).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
