@@ -133,12 +133,17 @@ def _interleave_outputs(stage, axes, extents, symbolic, reduce_axes, inner):
     output vectors at once: the innermost data-parallel axis with a static extent of 2 or more (only unit axes
     inside it) is split by ``U`` (:func:`accumulator_count`) and its inner part is unrolled inside the
     reduction loops, next to the vector lanes, so ``U`` independent accumulators overlap instead of one chain
-    of dependent adds per output vector. Returns the new (axes, extents); the reduction loops are moved
+    of dependent adds per output vector (reductions of 16 steps or more). Returns the new (axes, extents); the reduction loops are moved
     inside the data-parallel ones either way."""
     k = len(axes) - 1
     while k >= 0 and not symbolic[k] and extents[k] == 1:
         k -= 1
-    acc = accumulator_count(extents[k]) if k >= 0 and not symbolic[k] else 1
+    steps = 1
+    for iv in reduce_axes:
+        steps *= _const_extent(iv) or 1 << 20
+    # a short reduction (a 3x3 pooling window) is left alone: the CPU overlaps consecutive outputs' short chains
+    # by itself, and the unrolled window's padding checks cost more (3x3 max pool: 28.8 against 31.3 us)
+    acc = accumulator_count(extents[k]) if k >= 0 and not symbolic[k] and steps >= 16 else 1
     if acc == 1:
         stage.reorder(*axes, *reduce_axes, inner)
         return axes, extents
