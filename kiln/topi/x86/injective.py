@@ -2,7 +2,9 @@
 
 Every non-inlined stage gets its leading data-parallel axes fused into one parallel loop (enough chunks for the
 cores) and its innermost data-parallel axis split by the SIMD width and vectorized when the width divides it
-(reduction axes are moved outside that vector axis, so e.g. a pool over NCHW8c reduces 8 channels at once).
+(reduction axes are moved outside that vector axis, so e.g. a pool over NCHW8c reduces 8 channels at once, and
+several output vectors share each reduction step: independent accumulators, :func:`accumulator_count`).
+Float reductions along a contiguous axis are split into vector lanes (:func:`lane_split_reduction`).
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from ...tir.stmt_functor import post_order_visit
 from ...te.schedule import kInline, kInlinedAlready
 from .. import generic
 from ..generic.default import PARALLEL_MIN_ELEMENTS, inline_injective
-from .utils import as_list, simd_width, size_hint
+from .utils import as_list, simd_width, size_hint, vector_registers
 
 
 def _const_extent(iv):
@@ -100,7 +102,7 @@ def schedule_stage_loops(s, op) -> None:
     for e in extents:
         total *= e
     if reduce_axes and inner is not None:
-        stage.reorder(*axes, *reduce_axes, inner)
+        axes, extents = _interleave_outputs(stage, axes, extents, symbolic, reduce_axes, inner)
     # the outer part of a split symbolic row stays a loop of its own inside the parallel loop: fused into it,
     # the split's tail guard would be inside the fused loop (LoopPartition cannot peel it, the vectorizer sees
     # a guarded body) and every 8 elements would divide the fused index by run-time extents
@@ -124,6 +126,33 @@ def schedule_stage_loops(s, op) -> None:
         stage.parallel(par)
     if inner is not None:
         stage.vectorize(inner)
+
+
+def _interleave_outputs(stage, axes, extents, symbolic, reduce_axes, inner):
+    """A reduction whose output row is vectorized (a pool over NCHW8c, a sum over a leading axis) reduces ``U``
+    output vectors at once: the innermost data-parallel axis with a static extent of 2 or more (only unit axes
+    inside it) is split by ``U`` (:func:`accumulator_count`) and its inner part is unrolled inside the
+    reduction loops, next to the vector lanes, so ``U`` independent accumulators overlap instead of one chain
+    of dependent adds per output vector (reductions of 16 steps or more). Returns the new (axes, extents); the reduction loops are moved
+    inside the data-parallel ones either way."""
+    k = len(axes) - 1
+    while k >= 0 and not symbolic[k] and extents[k] == 1:
+        k -= 1
+    steps = 1
+    for iv in reduce_axes:
+        steps *= _const_extent(iv) or 1 << 20
+    # a short reduction (a 3x3 pooling window) is left alone: the CPU overlaps consecutive outputs' short chains
+    # by itself, and the unrolled window's padding checks cost more (3x3 max pool: 28.8 against 31.3 us)
+    acc = accumulator_count(extents[k]) if k >= 0 and not symbolic[k] and steps >= 16 else 1
+    if acc == 1:
+        stage.reorder(*axes, *reduce_axes, inner)
+        return axes, extents
+    outer, part = stage.split(axes[k], factor=acc)
+    axes = axes[:k] + [outer] + axes[k + 1:]
+    extents = extents[:k] + [extents[k] // acc] + extents[k + 1:]
+    stage.reorder(*axes, *reduce_axes, part, inner)
+    stage.unroll(part)
+    return axes, extents
 
 
 def schedule_injective_from_existing(sch, out):
@@ -167,7 +196,9 @@ def lane_split_reduction(s, op):
     """Split a float sum / max / min along a contiguous reduction axis into ``lanes`` partial results
     (``rfactor``): one vector accumulator instead of a chain of dependent scalar steps (the C compiler keeps a
     scalar float reduction in order; layer norm's mean and variance over 768 channels were a chain of 768
-    adds per row). Returns the rfactor stage's tensor, or None when the stage is not such a reduction (a
+    adds per row). The partial results are ``lanes * U`` (``U`` independent vector accumulators,
+    :func:`accumulator_count`), so consecutive vector steps do not wait for each other either; the schedule
+    combines them lane-wise (:func:`combine_accumulators`) before reducing the lanes. Returns the rfactor stage's tensor, or None when the stage is not such a reduction (a
     symbolic or short reduction extent, an index that is not the reduction variable itself, a reduction whose
     output row is vectorized already). With several reduction axes the innermost one is split."""
     body = getattr(op, "body", None)
@@ -191,13 +222,61 @@ def lane_split_reduction(s, op):
         return None  # the output row vectorizes (schedule_stage_loops moves the reduction outside it)
     if not _reads_along(r.source[0], red[0].var):
         return None
-    _, ki = s[op].split(s[op].op.reduce_axis[-1], factor=lanes)
+    acc = accumulator_count(n // lanes)
+    _, ki = s[op].split(s[op].op.reduce_axis[-1], factor=lanes * acc)
     return s.rfactor(op.output(0), ki)
+
+
+def accumulator_count(vectors: int, min_steps: int = 1) -> int:
+    """How many independent vector accumulators a lane-split reduction over ``vectors`` whole vectors keeps:
+    the largest count up to a quarter of the target's vector registers (4 on AVX2's 16, 8 on AVX-512's 32:
+    enough to cover the add latency (3-4 cycles) at two adds per cycle, with registers left for the loads and
+    the addresses) that divides ``vectors``, so the accumulators split the row evenly (1: one accumulator),
+    and leaves each accumulator at least ``min_steps`` vectors."""
+    top = max(1, vector_registers() // 4)
+    for u in range(min(top, vectors), 1, -1):
+        if vectors % u == 0 and vectors // u >= min_steps:
+            return u
+    return 1
+
+
+def schedule_lane_partials(s, rf, lanes: int) -> None:
+    """Loop order of a lane-split reduction's partial results ``rf`` (``lanes * U`` of them, axis 0, U >= 1):
+    the reduction loop outside, the ``U`` accumulators unrolled inside it (independent adds, none waits for
+    the previous one) and each accumulator's ``lanes`` vectorized. The C compiler does not merge them back
+    (kiln compiles without -ffast-math, so float adds are not reassociated)."""
+    part = s[rf].op.axis[0]
+    width = int(part.dom.extent.value)
+    red = list(s[rf].op.reduce_axis)
+    if width == lanes:
+        s[rf].reorder(*red, part)
+        s[rf].vectorize(part)
+        return
+    acc, lane = s[rf].split(part, factor=lanes)
+    s[rf].reorder(*red, acc, lane)
+    s[rf].unroll(acc)
+    s[rf].vectorize(lane)
+
+
+def combine_accumulators(s, op, lanes: int):
+    """The reduction ``op`` over a lane-split reduction's ``lanes * U`` partial results (U > 1) first adds the
+    ``U`` accumulators lane-wise into one vector (``rfactor`` again: U - 1 vector steps) and then reduces its
+    ``lanes``; returns that vector stage's tensor (None when U is 1)."""
+    red = s[op].op.reduce_axis[-1]
+    width = int(red.dom.extent.value)
+    if width <= lanes:
+        return None
+    _, li = s[op].split(red, factor=lanes)
+    rf2 = s.rfactor(op.output(0), li)
+    s[rf2].reorder(*s[rf2].op.reduce_axis, s[rf2].op.axis[0])
+    s[rf2].vectorize(s[rf2].op.axis[0])
+    return rf2
 
 
 def _schedule_all_stages(outs):
     """Every remaining (non-inlined) compute stage gets the loop schedule (for reductions, pools, softmax);
-    a float reduction along a contiguous axis accumulates in a vector first (:func:`lane_split_reduction`)."""
+    a float reduction along a contiguous axis accumulates in ``U`` vectors first (:func:`lane_split_reduction`),
+    which are added lane-wise into one vector, whose lanes are then reduced."""
     outs = as_list(outs)
     s = te.create_schedule([o.op for o in outs])
     inline_injective(s, outs)
@@ -208,16 +287,20 @@ def _schedule_all_stages(outs):
         if stage.attach_type in (kInline, kInlinedAlready):
             continue
         rf = lane_split_reduction(s, op)
+        rf2 = None
         if rf is not None:  # rfactor gave the stage a new op (the reduction over the lanes)
             op = next(st.op for st in s.stages if rf in list(getattr(st.op, "input_tensors", []) or []))
+            lanes = simd_width(str(rf.dtype))
+            rf2 = combine_accumulators(s, op, lanes)
+            if rf2 is not None:
+                op = next(st.op for st in s.stages if rf2 in list(getattr(st.op, "input_tensors", []) or []))
         schedule_stage_loops(s, op)
         if rf is not None:
             at = [iv for iv in s[op].leaf_iter_vars if iv.iter_type == 0]
-            if at:
-                s[rf].compute_at(s[op], at[-1])
-            lane_axis = s[rf].op.axis[0]
-            s[rf].reorder(*s[rf].op.reduce_axis, lane_axis)
-            s[rf].vectorize(lane_axis)
+            for t in (rf, rf2):
+                if t is not None and at:
+                    s[t].compute_at(s[op], at[-1])
+            schedule_lane_partials(s, rf, lanes)
     return s
 
 

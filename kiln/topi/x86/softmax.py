@@ -2,10 +2,12 @@
 elementwise epilogue FuseOps attaches to it (``nn.softmax`` is ``kOutEWiseFusable`` as in TVM v0.13).
 
 Compute (``softmax_x86``; float32, last axis, a static row length ``n`` that the SIMD width ``L`` divides): the
-row maximum and the exponentials' sum are taken in two steps, ``L`` partial results per row (each over the
-lanes ``l, l + L, l + 2L, ...``: one vector accumulator) and then the ``L`` partials. The C compiler keeps a
-scalar reduction strictly ordered (no -ffast-math), so the one-step form was a chain of ``n`` dependent scalar
-adds. The normalization multiplies by the reciprocal of the sum, computed once per row (a vector division
+row maximum and the exponentials' sum are taken in three steps: ``L * U`` partial results per row (``U``
+independent vector accumulators, :func:`kiln.topi.x86.injective.accumulator_count`: 4 on AVX2 and 8 on
+AVX-512 when they divide the row's vectors, two vectors each at least; partial ``p`` takes the elements ``p, p + LU, ...``), the ``U``
+accumulators combined lane-wise into one vector, and its ``L`` lanes. The C compiler keeps a scalar
+reduction strictly ordered (no -ffast-math), so the one-step form was a chain of ``n`` dependent scalar adds,
+and one vector accumulator a chain of ``n / L`` dependent vector adds. The normalization multiplies by the reciprocal of the sum, computed once per row (a vector division
 per 8 outputs cost more than the exponentials). The exponential is :func:`kiln.topi.fast_exp_expr`. Other rows
 (odd lengths, another axis, symbolic shapes) use :func:`kiln.topi.nn.fast_softmax`.
 
@@ -23,12 +25,15 @@ from ..generic.default import inline_injective
 from ..math import fast_exp_expr
 from ..nn.softmax import fast_softmax
 from ..utils import get_const_tuple, normalize_axis
+from .injective import accumulator_count
 from .utils import as_list, simd_width
 
 # stage names (tests and the schedule find the stages by them)
 MAX_LANES, MAX, EXP, SUM_LANES, SUM, RECIP, NORM = ("T_softmax_maxelem_lanes", "T_softmax_maxelem", "T_softmax_exp",
                                                      "T_softmax_expsum_lanes", "T_softmax_expsum",
                                                      "T_softmax_recip", "T_softmax_norm")
+# several accumulators (a static row): the accumulators combined lane-wise into one vector
+MAX_ACC, SUM_ACC = "T_softmax_maxelem_acc", "T_softmax_expsum_acc"
 # a symbolic row: the whole vectors' partials reduced (``*_main``), the last ``n % L`` elements (``*_tail``)
 MAX_MAIN, MAX_TAIL, SUM_MAIN, SUM_TAIL = ("T_softmax_maxelem_main", "T_softmax_maxelem_tail",
                                           "T_softmax_expsum_main", "T_softmax_expsum_tail")
@@ -62,6 +67,25 @@ def _row_max_sum(rows, n, lanes, load, reducer, init, names):
     return te.compute(rows, lambda *i: main(*i) + tail(*i), name=name)
 
 
+def _static_row_reduce(rows, n, lanes, acc, load, reducer, names, tag):
+    """The reduction of a static row of ``n`` elements (``lanes * acc`` divides it; ``load(i, k)`` reads element
+    ``k`` of row ``i``) in three steps: ``acc`` independent vector accumulators of ``lanes`` partials each (the
+    element ``k`` goes to partial ``k % (lanes * acc)``), the accumulators combined lane-wise into one vector
+    (skipped when ``acc`` is 1), and its ``lanes`` reduced. Several accumulators let consecutive vector steps
+    overlap instead of each waiting for the previous add or max."""
+    lanes_name, acc_name, name = names
+    width = lanes * acc
+    ko = te.reduce_axis((0, n // width), name="ko" + tag)
+    part = te.compute(rows + [width], lambda *i: reducer(load(i[:-1], ko * width + i[-1]), axis=ko),
+                      name=lanes_name)
+    if acc > 1:
+        u = te.reduce_axis((0, acc), name="u" + tag)
+        part = te.compute(rows + [lanes], lambda *i: reducer(part[tuple(i[:-1]) + (u * lanes + i[-1],)], axis=u),
+                          name=acc_name)
+    lr = te.reduce_axis((0, lanes), name="l" + tag)
+    return te.compute(rows, lambda *i: reducer(part[tuple(i) + (lr,)], axis=lr), name=name)
+
+
 def _softmax_symbolic_row(x, shape):
     """Softmax along a symbolic last axis (a VM kernel over an unknown sequence): the lane-split reductions of
     :func:`softmax_x86` over the whole vectors of the row plus a scalar tail, and the reciprocal of the sum
@@ -91,17 +115,14 @@ def softmax_x86(x, axis: int = -1):
         return _softmax_symbolic_row(x, shape)
     n = shape[-1]
     rows = list(shape[:-1])
-    ko1 = te.reduce_axis((0, n // lanes), name="ko1")
-    mx_l = te.compute(rows + [lanes], lambda *i: T.max(x[tuple(i[:-1]) + (ko1 * lanes + i[-1],)], axis=ko1),
-                      name=MAX_LANES)
-    l1 = te.reduce_axis((0, lanes), name="l1")
-    mx = te.compute(rows, lambda *i: T.max(mx_l[tuple(i) + (l1,)], axis=l1), name=MAX)
+    # at least two vectors per accumulator: a row of two or three vectors (16 or 24 floats) keeps one, the
+    # combining stage cost more there than the chain it shortens (64x16: 2.7 us against 2.8)
+    acc = accumulator_count(n // lanes, min_steps=2)
+    mx = _static_row_reduce(rows, n, lanes, acc, lambda i, k: x[tuple(i) + (k,)], T.max,
+                            (MAX_LANES, MAX_ACC, MAX), "1")
     ex = te.compute(shape, lambda *i: fast_exp_expr(x(*i) - mx(*i[:-1])), name=EXP)
-    ko2 = te.reduce_axis((0, n // lanes), name="ko2")
-    sm_l = te.compute(rows + [lanes], lambda *i: T.sum(ex[tuple(i[:-1]) + (ko2 * lanes + i[-1],)], axis=ko2),
-                      name=SUM_LANES)
-    l2 = te.reduce_axis((0, lanes), name="l2")
-    sm = te.compute(rows, lambda *i: T.sum(sm_l[tuple(i) + (l2,)], axis=l2), name=SUM)
+    sm = _static_row_reduce(rows, n, lanes, acc, lambda i, k: ex[tuple(i) + (k,)], T.sum,
+                            (SUM_LANES, SUM_ACC, SUM), "2")
     rc = te.compute(rows, lambda *i: T.const(1.0, x.dtype) / sm(*i), name=RECIP)
     return te.compute(shape, lambda *i: ex(*i) * rc(*i[:-1]), name=NORM, tag="softmax_output",
                       attrs={"axis": axis})
@@ -159,6 +180,22 @@ def _vectorize_last(s, op, lanes: int, keep_outer_reduction: bool = False) -> No
     s[op].vectorize(inner)
 
 
+def _vectorize_partials(s, op, lanes: int) -> None:
+    """Loops of a row's partial results (last axis ``lanes * U``): the reduction outside, the ``U`` vector
+    accumulators unrolled inside it, each one's ``lanes`` vectorized (see
+    :func:`kiln.topi.x86.injective.schedule_lane_partials`); a last axis that is not whole vectors is left."""
+    axis = s[op].op.axis[-1]
+    n = _const(axis.dom.extent)
+    if n is None or n % lanes or n == lanes:
+        _vectorize_last(s, op, lanes)
+        return
+    red = list(s[op].op.reduce_axis)
+    acc, lane = s[op].split(axis, factor=lanes)
+    s[op].reorder(*red, acc, lane)
+    s[op].unroll(acc)
+    s[op].vectorize(lane)
+
+
 def schedule_softmax(outs):
     """Row-local schedule of softmax (and a fused elementwise epilogue) along the last axis; other axes get
     every stage scheduled on its own (see :func:`kiln.topi.x86.injective.schedule_stage_loops`)."""
@@ -185,7 +222,8 @@ def schedule_softmax(outs):
     row = rows[0] if len(rows) == 1 else stage.fuse(*rows)
     stage.parallel(row)
     lanes = simd_width(norm.output(0).dtype)
-    for name in (MAX_LANES, MAX_MAIN, MAX_TAIL, MAX, EXP, SUM_LANES, SUM_MAIN, SUM_TAIL, SUM, RECIP):
+    for name in (MAX_LANES, MAX_ACC, MAX_MAIN, MAX_TAIL, MAX, EXP, SUM_LANES, SUM_ACC, SUM_MAIN, SUM_TAIL, SUM,
+                 RECIP):
         op = stages.get(name)
         if op is not None and s[op].attach_type not in (kInline, kInlinedAlready):
             s[op].compute_at(stage, row)
@@ -201,6 +239,9 @@ def schedule_softmax(outs):
         else:
             _vectorize_last(s, stages[EXP], lanes)
         for name in (MAX_LANES, SUM_LANES):
+            if name in stages:
+                _vectorize_partials(s, stages[name], lanes)
+        for name in (MAX_ACC, SUM_ACC):
             if name in stages:
                 _vectorize_last(s, stages[name], lanes)
     return s

@@ -1,6 +1,8 @@
 """x86 reductions along a contiguous axis accumulate in one SIMD vector first (injective.lane_split_reduction):
 numerics against numpy (odd extents, NaN, inf), where the split applies and where it does not, and the code for
 AVX-512 (compiled, not run)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -109,3 +111,193 @@ def test_layer_norm_graph_avx2_and_avx512():
         lib512 = relay.build(mod, target=AVX512)
     text = "\n".join(str(k.prim_func) for k in lib512.lowered)
     assert "_rf" in text and "T.vectorized(16)" in text
+
+
+# -- several independent accumulators (injective.accumulator_count / schedule_lane_partials) ----------------------
+
+def _hot_loop(src: str) -> str:
+    """The C body of the reduction's outer loop over whole accumulator blocks (``k..._outer``)."""
+    start = src.index("for (int32_t k0_outer")
+    depth, i = 0, src.index("{", start)
+    for j in range(i, len(src)):
+        depth += {"{": 1, "}": -1}.get(src[j], 0)
+        if depth == 0:
+            return src[start:j + 1]
+    raise AssertionError("unterminated loop")
+
+
+@pytest.mark.parametrize("target,lanes,acc", [(AVX2, 8, 4), (AVX512, 16, 8)])
+def test_hot_loop_has_independent_accumulators(target, lanes, acc):
+    """A (128, 1024) row sum keeps ``acc`` vector accumulators (a quarter of the target's vector registers) that
+    each step updates independently; they are combined lane-wise into one vector after the loop. AVX-512 is
+    compiled, not run."""
+    with tvm.target.Target(target):
+        assert topi.x86.injective.accumulator_count(1024 // lanes) == acc
+    f, out, text = _build(lambda X: topi.sum(X, axis=[-1], keepdims=True), (128, 1024), target)
+    assert f"T_sum_rf = T.allocate([{lanes * acc}]" in text and f"T_sum_repl_rf = T.allocate([{lanes}]" in text
+    loop = _hot_loop(f.get_source())
+    # one load-add-store per accumulator, each on its own slice of the partials, none reading another's
+    for u in range(acc):
+        assert loop.count(f"kiln_vstore_f32x{lanes}(T_sum_rf + {u * lanes},") == 1, loop
+        assert loop.count(f"T_sum_rf + {u * lanes})") == 1, loop
+    assert f"T_sum_rf + {acc * lanes}" not in loop
+    # kiln compiles without -ffast-math: gcc keeps the adds as written (no reassociation back into one chain)
+    from kiln.target.compiler import DEFAULT_CFLAGS
+    from kiln.target.flags import target_cflags
+    flags = " ".join(list(DEFAULT_CFLAGS) + list(target_cflags(tvm.target.Target(target))))
+    assert "-ffast-math" not in flags and "-fassociative-math" not in flags and "-Ofast" not in flags, flags
+    if target == AVX2:
+        a = np.random.default_rng(3).standard_normal((128, 1024)).astype("float32")
+        np.testing.assert_allclose(_run(f, out, a), a.astype(np.float64).sum(-1, keepdims=True), rtol=1e-5,
+                                   atol=2e-4)
+
+
+@pytest.mark.parametrize("n,acc", [(16, 2), (24, 3), (40, 1), (48, 3), (56, 1), (96, 4), (4096, 4)])
+def test_accumulator_count_divides_the_row(n, acc):
+    """The count is the largest up to 4 (AVX2) that divides the row's vectors: no remainder loop."""
+    with tvm.target.Target(AVX2):
+        assert topi.x86.injective.accumulator_count(n // 8) == acc
+    f, out, text = _build(lambda X: topi.sum(X, axis=[-1], keepdims=True), (5, n))
+    assert f"T_sum_rf = T.allocate([{8 * acc}]" in text
+    assert ("T_sum_repl_rf" in text) == (acc > 1)
+    a = np.random.default_rng(n).standard_normal((5, n)).astype("float32") * 10
+    np.testing.assert_allclose(_run(f, out, a), a.astype(np.float64).sum(-1, keepdims=True), rtol=1e-5,
+                               atol=1e-5 * np.sqrt(n) * 10)
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_nan_and_inf_in_every_accumulator(kind):
+    """A NaN in any accumulator's slot (and any lane of it) makes its row NaN, as PyTorch's max / min; ±inf
+    wins elsewhere."""
+    n = 96  # 12 vectors: 4 accumulators of 8 lanes, 3 steps each
+    fn = getattr(topi, kind)
+    f, out, _ = _build(lambda X: fn(X, axis=[-1], keepdims=True), (40, n))
+    a = np.random.default_rng(4).standard_normal((40, n)).astype("float32")
+    for row in range(32):
+        a[row, (row * 8 + row % 8) % n] = np.nan  # slot row % 4 of the 4 accumulators, lane row % 8, varied steps
+    a[32, 95] = np.nan
+    a[33, 0] = np.nan
+    a[34, 50], a[35, 7], a[36, 64] = np.inf, -np.inf, np.inf
+    a[37, 3], a[37, 90] = np.nan, np.inf
+    want = getattr(torch_like, kind)(a)
+    got = _run(f, out, a)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=0, atol=0)
+
+
+class torch_like:
+    """max / min along the last axis with NaN propagation (numpy's np.max / np.min propagate NaN as well)."""
+    max = staticmethod(lambda a: np.max(a, axis=-1, keepdims=True))
+    min = staticmethod(lambda a: np.min(a, axis=-1, keepdims=True))
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "mean"])
+def test_symbolic_rows_static_reduction(kind):
+    """A VM kernel's symbolic row count with a static row length: the accumulators apply per row."""
+    m = te.var("m")
+    X = te.placeholder((m, 160), name="x")
+    fns = {"sum": lambda X: topi.sum(X, axis=[-1], keepdims=True),
+           "max": lambda X: topi.max(X, axis=[-1], keepdims=True),
+           "mean": lambda X: topi.mean(X, axis=[-1], keepdims=True)}
+    with tvm.target.Target(AVX2):
+        out = fns[kind](X)
+        s = topi.x86.schedule_reduce([out])
+        text = str(tvm.lower(s, [X, out], simple_mode=True))
+        f = tvm.build(s, [X, out], target=AVX2)
+    assert "_rf = T.allocate([32]" in text  # 20 vectors: 4 accumulators
+    for rows in (1, 3, 17):
+        a = np.random.default_rng(rows).standard_normal((rows, 160)).astype("float32")
+        if rows == 17:
+            a[5, 77] = np.nan
+        res = tvm.nd.empty((rows, 1), "float32")
+        f(tvm.nd.array(a), res)
+        with np.errstate(invalid="ignore"):
+            want = getattr(np, kind)(a.astype(np.float64), axis=-1, keepdims=True)
+        np.testing.assert_allclose(res.numpy(), want, rtol=2e-5, atol=1e-5)
+
+
+def _inits(text: str) -> int:
+    """How many vector accumulators a lowered reduction initializes (``buf[a:b] = T.Broadcast(init, 8)``)."""
+    return len(re.findall(r'\] = T\.Broadcast\(T\.float32\((0\.0|"-inf")\), 8\)$', text, re.M))
+
+
+def test_vectorized_output_rows_interleave_accumulators():
+    """A reduction whose output row is vectorized (a sum over a leading axis, a global pool over NCHW8c)
+    reduces 4 output vectors at once on AVX2: the reduction loop outside, 4 unrolled accumulators inside."""
+    f, out, text = _build(lambda X: topi.sum(X, axis=[0]), (37, 96))
+    assert _inits(text) == 4 and text.split("for k0 in range(37):")[1].count("+ x_1[") == 4, text
+    a = np.random.default_rng(5).standard_normal((37, 96)).astype("float32")
+    a[3, 17], a[30, 40] = np.nan, np.inf
+    with np.errstate(invalid="ignore"):
+        want = a.astype(np.float64).sum(0)
+    np.testing.assert_allclose(_run(f, out, a), want, rtol=1e-5, atol=1e-5)
+    # 5 output vectors: no count up to 4 divides them; one accumulator as before
+    _, _, text = _build(lambda X: topi.sum(X, axis=[0]), (9, 40))
+    assert _inits(text) == 1, text
+
+
+@pytest.mark.parametrize("pool", ["avg", "max"])
+def test_global_and_window_pools_nchw8c(pool):
+    """Global pools over NCHW8c (mobilenet's head): several output vectors per reduction step; 3x3 windows: one;
+    numerics against numpy with NaN and inf."""
+    X = te.placeholder((1, 12, 7, 15, 8), name="x")
+    with tvm.target.Target(AVX2):
+        g = topi.nn.global_pool(X, pool, layout="NCHW8c")
+        w = topi.nn.pool2d(X, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), pool, layout="NCHW8c")
+        fs = []
+        for out, acc in ((g, 4), (w, 1)):  # a 3x3 window (9 steps) keeps one accumulator per output vector
+            s = topi.x86.schedule_pool([out])
+            text = str(tvm.lower(s, [X, out], simple_mode=True))
+            assert _inits(text) == acc, text
+            fs.append((tvm.build(s, [X, out], target=AVX2), out))
+    a = np.random.default_rng(6).standard_normal((1, 12, 7, 15, 8)).astype("float32")
+    a[0, 5, 2, 3, 1] = np.nan
+    a[0, 9, 6, 14, 7] = np.inf
+    red = np.mean if pool == "avg" else np.max
+    with np.errstate(invalid="ignore"):
+        want_g = red(a.astype(np.float64), axis=(2, 3), keepdims=True)
+    np.testing.assert_allclose(_run(*fs[0], a), want_g, rtol=1e-5, atol=1e-5)
+    pad = np.pad(a.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1), (0, 0)),
+                 constant_values=(-np.inf if pool == "max" else 0.0))
+    oh, ow = (7 + 2 - 3) // 2 + 1, (15 + 2 - 3) // 2 + 1
+    want_w = np.empty((1, 12, oh, ow, 8))
+    for i in range(oh):
+        for j in range(ow):
+            win = pad[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3, :]
+            if pool == "max":
+                want_w[:, :, i, j, :] = win.max(axis=(2, 3))
+            else:  # count_include_pad=True (topi.nn.pool2d's default)
+                want_w[:, :, i, j, :] = win.sum(axis=(2, 3)) / 9.0
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(_run(*fs[1], a), want_w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target,n,acc", [(AVX2, 128, 4), (AVX2, 16, 1), (AVX2, 48, 3), (AVX512, 256, 8),
+                                          (AVX512, 48, 1)])
+def test_softmax_row_accumulators(target, n, acc):
+    """Softmax's static row max and sum keep ``acc`` vector accumulators of two vectors at least each (AVX-512
+    compiled, not run); numerics with NaN and -inf on AVX2."""
+    lanes = 16 if target == AVX512 else 8
+    x = relay.var("x", shape=(6, n))
+    mod = tvm.IRModule.from_expr(relay.Function([x], relay.nn.softmax(x, axis=-1)))
+    with tvm.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target=target)
+    text = "\n".join(str(k.prim_func) for k in lib.lowered)
+    assert f"T_softmax_maxelem_lanes = T.Buffer((6, {lanes * acc}))" in text
+    assert f"T_softmax_expsum_lanes = T.Buffer((6, {lanes * acc}))" in text
+    assert ("T_softmax_expsum_acc = T.Buffer" in text) == (acc > 1)
+    if target == AVX512:
+        return
+    a = np.random.default_rng(n).standard_normal((6, n)).astype("float32") * 4
+    a[1, n - 1] = np.nan
+    a[2, : n // 2] = -np.inf
+    m = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    m.set_input("x", a)
+    m.run()
+    a64 = a.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(a64 - a64.max(-1, keepdims=True))
+        want = e / e.sum(-1, keepdims=True)
+    got = m.get_output(0).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
