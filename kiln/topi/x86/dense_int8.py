@@ -7,8 +7,8 @@ bytes and the inner ``(16 columns, 4)`` step is the same tensorized dot product 
 ``tile_m`` rows x 16 columns accumulates over ``K/4`` in registers; the unpack to ``[M, N]`` carries the fused
 epilogue (requantize).
 
-A symbolic M (a VM kernel over an unknown batch) takes the tile chosen at M's size hint
-(:func:`kiln.topi.x86.utils.size_hint`); the product's rows are padded to whole tiles (the padding rows re-read
+A symbolic M (a VM kernel over an unknown batch) takes the int16 kernel's tile knob at M's size hint
+(:func:`kiln.topi.x86.dense_int16.define_tile_m`: 4 rows in the fallback); the product's rows are padded to whole tiles (the padding rows re-read
 the last data row and are never stored), the static column panels form the parallel loop and the row tiles run
 inside it, so one kernel serves every row count with the static build's register tile.
 """
