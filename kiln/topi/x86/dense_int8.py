@@ -93,7 +93,7 @@ def dense_int8(cfg, data, weight, bias=None, out_dtype="int32", units=None):
     kp = get_const_tuple(w_vec.shape)[1] * 4
     mode, lanes = int8_mode(), int8_lanes()
     budget = max(1, _acc_budget(mode, lanes) // (N_BN // lanes))
-    mp, row = m, (lambda i: i)
+    mp = m
     if is_static(m):
         cfg.define_knob("tile_m", [t for t in range(1, min(m, budget) + 1) if m % t == 0])
         if cfg.is_fallback:
@@ -101,9 +101,9 @@ def dense_int8(cfg, data, weight, bias=None, out_dtype="int32", units=None):
     else:  # unknown rows: the int16 kernel's tile rule at the size hint, rows padded to whole tiles
         from .dense_int16 import define_tile_m
         _, mp = define_tile_m(cfg, m, budget)
-        if mp is not m:
-            def row(i):
-                return T.min(i, m - 1)
+
+    def row(i):  # padding rows (a symbolic M in whole tiles) re-read the last data row
+        return i if mp is m else T.min(i, m - 1)
     ko = te.reduce_axis((0, kp // 4), name="ko")
     k4 = te.reduce_axis((0, 4), name="k4")
     cfg.add_flop(2 * size_hint(m) * n * k)
