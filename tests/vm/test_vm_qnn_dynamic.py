@@ -1,7 +1,7 @@
 """Quantized models with an unknown batch on the VM. QNN ops canonicalize to integer Relay ops before lowering;
 what reaches the VM compiler is those ops plus requantize's ``fixed_point_multiply_broadcast`` (its shape
-function is the data's). The x86 int8/int16 kernels tile static sizes, so a kernel over an unknown batch (dense)
-or unknown H/W (conv2d) takes the generic integer compute; the results are the same integers."""
+function is the data's). The x86 int8/int16 kernels serve an unknown batch (test_vm_qnn_dynamic_kernels.py); a
+kernel over unknown H/W (conv2d) takes the generic integer compute; the results are the same integers."""
 import numpy as np
 import pytest
 

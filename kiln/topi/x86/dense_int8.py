@@ -6,6 +6,11 @@ bytes and the inner ``(16 columns, 4)`` step is the same tensorized dot product 
 (:func:`kiln.topi.x86.tensor_intrin.dot_u8s8_intrin`, the mode from the target). A register tile of
 ``tile_m`` rows x 16 columns accumulates over ``K/4`` in registers; the unpack to ``[M, N]`` carries the fused
 epilogue (requantize).
+
+A symbolic M (a VM kernel over an unknown batch) takes the int16 kernel's tile knob at M's size hint
+(:func:`kiln.topi.x86.dense_int16.define_tile_m`: 4 rows in the fallback); the product's rows are padded to whole tiles (the padding rows re-read
+the last data row and are never stored), the static column panels form the parallel loop and the row tiles run
+inside it, so one kernel serves every row count with the static build's register tile.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from ...tir import op as T
 from ..utils import get_const_tuple
 from .conv2d_int8 import _acc_budget, int8_lanes, int8_mode, vectorize_int32_epilogue
 from .tensor_intrin import dot_u8s8_intrin
-from .utils import reduction_flops, schedule_anchored, worth_parallel
+from .utils import is_static, reduction_flops, schedule_anchored, size_hint, worth_parallel
 
 N_BN = 16
 
@@ -88,15 +93,23 @@ def dense_int8(cfg, data, weight, bias=None, out_dtype="int32", units=None):
     kp = get_const_tuple(w_vec.shape)[1] * 4
     mode, lanes = int8_mode(), int8_lanes()
     budget = max(1, _acc_budget(mode, lanes) // (N_BN // lanes))
-    cfg.define_knob("tile_m", [t for t in range(1, min(m, budget) + 1) if m % t == 0])
-    if cfg.is_fallback:
-        cfg["tile_m"] = autotvm.task.OtherOptionEntity(max(t for t in range(1, min(m, budget) + 1) if m % t == 0))
+    mp = m
+    if is_static(m):
+        cfg.define_knob("tile_m", [t for t in range(1, min(m, budget) + 1) if m % t == 0])
+        if cfg.is_fallback:
+            cfg["tile_m"] = autotvm.task.OtherOptionEntity(max(t for t in range(1, min(m, budget) + 1) if m % t == 0))
+    else:  # unknown rows: the int16 kernel's tile rule at the size hint, rows padded to whole tiles
+        from .dense_int16 import define_tile_m
+        _, mp = define_tile_m(cfg, m, budget)
+
+    def row(i):  # padding rows (a symbolic M in whole tiles) re-read the last data row
+        return i if mp is m else T.min(i, m - 1)
     ko = te.reduce_axis((0, kp // 4), name="ko")
     k4 = te.reduce_axis((0, 4), name="k4")
-    cfg.add_flop(2 * m * n * k)
-    c = te.compute((m, get_const_tuple(w_vec.shape)[0], N_BN),
-                   lambda i, no, ni: te.sum(T.cast(d[i, ko * 4 + k4], "int32") * T.cast(w_vec[no, ko, ni, k4], "int32"),
-                                            axis=[ko, k4]),
+    cfg.add_flop(2 * size_hint(m) * n * k)
+    c = te.compute((mp, get_const_tuple(w_vec.shape)[0], N_BN),
+                   lambda i, no, ni: te.sum(T.cast(d[row(i), ko * 4 + k4], "int32")
+                                            * T.cast(w_vec[no, ko, ni, k4], "int32"), axis=[ko, k4]),
                    name="dense_int8", tag="dense_int8", attrs={"int8_mode": mode, "int8_lanes": lanes})
     return unpack_panels(c, m, n, bias, "dense_int8_unpack")
 
@@ -132,23 +145,29 @@ def _schedule(s, cfg, C, O, intrin=None):
     i, j = s[O].op.axis
     io, ii = s[O].split(i, factor=tm)
     jo, ji = s[O].split(j, factor=N_BN)
-    s[O].reorder(io, jo, ii, ji)
-    par = s[O].fuse(io, jo)
+    if is_static(i.dom.extent):
+        s[O].reorder(io, jo, ii, ji)
+        par = at = s[O].fuse(io, jo)
+    else:  # unknown rows: fusing them in would index the tiles by a symbolic div/mod; the panels are parallel
+        s[O].reorder(jo, io, ii, ji)
+        par, at = jo, io
     if worth_parallel(reduction_flops(C)):
         s[O].parallel(par)
     s[O].unroll(ii)
     vectorize_int32_epilogue(s[O], ji, N_BN)
-    s[C].compute_at(s[O], par)
+    s[C].compute_at(s[O], at)
     _tile(s, C, tm, lanes, intrin)
 
 
 def tile_rows(cfg, rows: int) -> int:
     """The config's ``tile_m`` where it divides ``rows`` (the product's rows are whole tiles: dense_int16 pads
-    them, the output may have fewer), else 1."""
+    them, the output may have fewer; symbolic rows are always padded), else 1."""
     try:
         tm = int(cfg["tile_m"].val)
     except (KeyError, TypeError, AttributeError):
         tm = 1
+    if not is_static(rows):
+        return max(tm, 1)
     return tm if tm >= 1 and rows % tm == 0 else 1
 
 

@@ -224,16 +224,17 @@ def depthwise_conv2d_NCHWc_strategy_cpu(attrs, inputs, out_type, target):  # noq
 @G.dense_strategy.register("cpu")
 def dense_strategy_cpu(attrs, inputs, out_type, target):
     strategy = G.dense_strategy.fdefault(attrs, inputs, out_type, target)
-    # the int8/int16 kernels tile static sizes: a VM kernel over an unknown row count takes the generic dense
+    # the int8/int16 kernels serve unknown rows (a VM kernel over a dynamic batch; tiles at the size hint); an
+    # unknown K or weight takes the generic dense
     if (len(inputs[0].shape) == 2 and str(inputs[0].dtype) == "uint8" and str(inputs[1].dtype) == "int8"
-            and str(out_type.dtype) == "int32" and int8_supported(target) and _static(inputs)):
+            and str(out_type.dtype) == "int32" and int8_supported(target) and _static_but_rows(inputs)):
         def compute_int8(attrs, inputs, out_type):
             return [topi_x86.dense_int8(inputs[0], inputs[1], None, "int32")]
         strategy.add_implementation(compute_int8, _wrap(topi_x86.schedule_dense_int8), name="dense_int8.x86",
                                     plevel=X86_PLEVEL + 1)
         return strategy
     if (len(inputs[0].shape) == 2 and str(inputs[0].dtype) == "int16" and str(inputs[1].dtype) == "int16"
-            and str(out_type.dtype) == "int32" and int8_supported(target) and _static(inputs)):
+            and str(out_type.dtype) == "int32" and int8_supported(target) and _static_but_rows(inputs)):
         # the exact int8 dense without VNNI (x86 QNN legalization): vpmaddwd on int16 operands
         def compute_int16(attrs, inputs, out_type):
             return [topi_x86.dense_int16(inputs[0], inputs[1], None, "int32")]
@@ -254,6 +255,16 @@ def _static(inputs) -> bool:
         return all(isinstance(int(d), int) for t in inputs for d in t.shape)
     except (TypeError, ValueError):
         return False
+
+
+def _static_but_rows(inputs) -> bool:
+    """Static sizes but the data's rows (dim 0): the int8/int16 dense kernels take a symbolic M."""
+    return _static([inputs[1]]) and _static([_Shape(inputs[0].shape[1:])])
+
+
+class _Shape:
+    def __init__(self, shape):
+        self.shape = tuple(shape)
 
 
 @G.batch_matmul_strategy.register("cpu")

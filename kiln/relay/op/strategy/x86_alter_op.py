@@ -267,10 +267,15 @@ def dense_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     d_t, w_t = tinfos[0], tinfos[1]
     if _is_dynamic([w_t]):
         return None
-    if not _is_dynamic([d_t]) and len(d_t.shape) == 2 and len(w_t.shape) == 2 and str(d_t.dtype) == "uint8" and str(w_t.dtype) == "int8":
-        return _alter_dense_int8(attrs, inputs, tinfos, out_type, target)
-    if not _is_dynamic([d_t]) and len(d_t.shape) == 2 and len(w_t.shape) == 2 and str(d_t.dtype) == "int16" and str(w_t.dtype) == "int16":
-        return _alter_dense_int16(attrs, inputs, tinfos, out_type, target)
+    if len(d_t.shape) == 2 and len(w_t.shape) == 2 and (str(d_t.dtype), str(w_t.dtype)) in (("uint8", "int8"),
+                                                                                          ("int16", "int16")):
+        if _is_dynamic([_Dims(d_t.shape[1:])]):
+            return None
+        if _is_dynamic([d_t]):  # unknown rows only (a VM model): chosen at the rows' size hint, weight packed
+            tinfos = [_RowsHint(d_t)] + list(tinfos[1:])
+            out_type = _RowsHint.out_type(out_type)
+        alter = _alter_dense_int8 if str(d_t.dtype) == "uint8" else _alter_dense_int16
+        return alter(attrs, inputs, tinfos, out_type, target)
     if _is_dynamic([d_t]):
         # unknown rows (a VM model): the weight is still packed at compile time, the choice made for a
         # representative row count (the dense_pack kernel runs any row count)
