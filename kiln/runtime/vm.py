@@ -327,6 +327,17 @@ class _ShapeFunc:
         return out
 
 
+_NP_DTYPES: dict = {}
+
+
+def _np_dtype(dtype: str) -> np.dtype:
+    """numpy's dtype for a kiln dtype string (cached: the VM compares every argument's dtype)."""
+    got = _NP_DTYPES.get(dtype)
+    if got is None:
+        got = _NP_DTYPES[dtype] = nd._np_dtype_of(dtype)
+    return got
+
+
 class _StoragePool:
     """Tensor buffers reused across calls, keyed by byte size (TVM's pooled allocator). A buffer returns to
     the pool when the last reference to its tensor dies (a weak reference's callback); each keeps its address
@@ -472,7 +483,7 @@ class VirtualMachine:
         types = f.param_types or [None] * len(f.params)
         values = self._inputs.get(func_name) or [None] * len(f.params)
         values = list(values)
-        values[pos] = self._to_value(value, types[pos], f.name, f.params[pos])
+        values[pos] = self._to_value(value, types[pos], f.name, f.params[pos], self.pool)
         self._inputs[func_name] = values
         if any(v is None for v in values):
             self._partial.add(func_name)
@@ -558,19 +569,27 @@ class VirtualMachine:
         if kwargs:
             raise ArgumentError(f"{f.name}: unknown inputs {sorted(kwargs)} (inputs: {', '.join(f.params)})")
         types = f.param_types or [None] * len(values)
-        return [self._to_value(v, t, f.name, p) for v, t, p in zip(values, types, f.params)]
+        return [self._to_value(v, t, f.name, p, self.pool) for v, t, p in zip(values, types, f.params)]
 
     @staticmethod
-    def _to_value(v, ty, fname: str, pname: str):
+    def _to_value(v, ty, fname: str, pname: str, pool: "_StoragePool | None" = None):
+        """An argument as the VM's value: tensors as compact NDArrays (a numpy array of the parameter's dtype
+        is copied into a buffer of the VM's storage pool, back in the pool when the call drops it: no
+        allocation per call), tuples as ADTs; a wrong dtype or shape is refused."""
         if isinstance(v, (ADT, VMClosure)):
             return v
         if isinstance(v, (tuple, list)) and (ty is None or ty[0] == "tuple"):
             fields = ty[1] if ty is not None else [None] * len(v)
             if len(fields) != len(v):
                 raise ArgumentError(f"{fname}: input {pname!r} expects a tuple of {len(fields)} values")
-            return ADT(0, [VirtualMachine._to_value(x, t, fname, pname) for x, t in zip(v, fields)])
+            return ADT(0, [VirtualMachine._to_value(x, t, fname, pname, pool) for x, t in zip(v, fields)])
         if ty is not None and ty[0] == "tensor":
             shape, dtype = ty[1], ty[2]
+            if pool is not None and type(v) is np.ndarray and v.dtype == _np_dtype(dtype) and \
+                    v.ndim == len(shape) and all(s < 0 or s == g for s, g in zip(shape, v.shape)):
+                arr = pool.tensor_of(v.shape, v.dtype, dtype, v.nbytes)
+                np.copyto(arr._arr, v)
+                return arr
             if isinstance(v, (NDArray, np.ndarray, np.generic)) and str(v.dtype) != dtype:
                 # as kiln.cli and GraphModule.set_input: never convert an array silently
                 raise ArgumentError(f"{fname}: input {pname!r} expects dtype {dtype}, got an array of dtype "

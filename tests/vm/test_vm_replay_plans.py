@@ -5,6 +5,7 @@ alternating shapes and changing data."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import kiln
 from kiln import relay
@@ -183,3 +184,34 @@ def test_intermediates_share_planned_storage():
     assert len(plan.planned) >= 6
     assert len({_root(t) for t in plan.planned.values()}) < len(plan.planned) // 2
     assert all(_root(t) not in {_root(o) for o in outs} for t in plan.planned.values())
+
+
+def test_numpy_inputs_are_copied_into_pooled_buffers(monkeypatch):
+    # a numpy argument is copied into a buffer of the VM's storage pool (no allocation per call once warm);
+    # the copy is private: changing the caller's array afterwards, or keeping earlier results, changes nothing
+    x = relay.var("x", shape=(A, 6))
+    m = relay.var("m", shape=(A, 6), dtype="bool")
+    mod = kiln.IRModule.from_expr(relay.Function([x, m], relay.where(m, x * relay.const(3.0), x)))
+    vm = _vm(mod)
+    xs = [rng.standard_normal((k, 6)).astype("float32") for k in (2, 5, 2, 2, 5)]
+    ms = [rng.random(a.shape) < 0.5 for a in xs]
+    outs, expect = [], []
+    for a, b in zip(xs, ms):
+        outs.append(vm.invoke("main", a, b))
+        expect.append(np.where(b, a * 3, a))
+        a += 100.0  # the caller reuses its array: the VM read its own copy
+    for o, e in zip(outs, expect):
+        np.testing.assert_allclose(o.numpy(), e, rtol=1e-6)
+    a, b = xs[0] - 100.0, ms[0]
+    for _ in range(3):
+        vm.invoke("main", a, b)
+    from kiln.runtime import ndarray as nd_mod
+    fresh = []
+    real = nd_mod._aligned_empty
+    monkeypatch.setattr(nd_mod, "_aligned_empty", lambda *a, **k: fresh.append(a) or real(*a, **k))
+    before = vm.pool.allocated
+    for _ in range(5):
+        np.testing.assert_allclose(vm.invoke("main", a, b).numpy(), np.where(b, a * 3, a), rtol=1e-6)
+    assert vm.pool.allocated == before and not fresh
+    with pytest.raises(kiln.error.ArgumentError, match="dtype"):
+        vm.invoke("main", a.astype("float64"), b)
