@@ -164,12 +164,12 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
         return None
     exclude = ()
     if _is_dynamic([_Dims(d_t.shape[2:])]):
-        # unknown height / width (a VM model): the float NCHWc conv runs them symbolically (rows one at a time,
-        # the register row of pixels over a run-time width with a guarded last tile); Winograd and the int8
-        # templates tile static sizes, so they are not chosen here
+        # unknown height / width (a VM model): the float NCHWc convs run them symbolically (direct: rows one
+        # at a time, the register row of pixels over a run-time width with a guarded last tile; Winograd:
+        # a run-time tile count, the last tile row / column over a padded input); the int8 templates tile
+        # static sizes, so they keep the layout
         if str(d_t.dtype) != "float32":
             return None
-        exclude = ("conv2d_NCHWc_winograd.x86",)
     if _is_dynamic([d_t]):
         # an unknown batch (a VM model): the NCHWc layout (or Winograd) is chosen at the batch's size
         # hint; the direct conv's batch is its outermost loop and Winograd's tiles run over batch x tile rows x
