@@ -136,3 +136,25 @@ def test_small_cnn_dynamic_hw_from_onnx_matches_torch():
         with torch.no_grad():
             ref = model(x).numpy()
         np.testing.assert_allclose(vm.run(x.numpy()).numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name,shape,sizes", [
+    ("winograd", (ANY(), 32, ANY(), ANY()), [(2, 7, 9), (3, 5, 13)]),
+    ("winograd", (ANY(), 32, ANY(), 10), [(2, 7, 10), (1, 3, 10)]),
+    ("3x3", (1, 16, 9, ANY()), [(1, 9, 5), (1, 9, 17)]),
+    ("depthwise", (ANY(), 32, ANY(), ANY()), [(2, 7, 9), (1, 5, 13)]),
+])
+def test_unknown_batch_and_some_spatial_dims(name, shape, sizes):
+    ic, w, kw, kernel, _ = CASES[name]
+    x = relay.var("x", shape=shape)
+    y = relay.nn.relu(relay.nn.conv2d(x, relay.const(w), channels=w.shape[0], kernel_size=w.shape[2:], **kw))
+    with kiln.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(kiln.IRModule.from_expr(relay.Function([x], y)), target=AVX2)
+    assert kernel in " ".join(exe.packed_names)
+    if "avx2" not in host_features():
+        return
+    vm = VirtualMachine(exe, kiln.cpu())
+    for n, h, wd in sizes:
+        a = RNG.standard_normal((n, ic, h, wd)).astype("float32")
+        ref = torch.relu(_torch_conv(T(a), w, kw)).numpy()
+        np.testing.assert_allclose(vm.run(a).numpy(), ref, rtol=1e-4, atol=1e-4)
