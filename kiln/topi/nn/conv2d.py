@@ -22,6 +22,12 @@ def _params(stride, dilation, padding, k_h, k_w):
 
 def _out_size(size, pad_total, dk, s, what):
     out = (size + pad_total - dk) // s + 1
+    if not isinstance(out, int):
+        # a symbolic size (a VM kernel): simplified, so a same-padded stride-1 conv's output extent is the
+        # input's own variable and a fused residual add over both sees one extent (no may-be-1 broadcast
+        # guard on the conv's output, which made its register tile a growing buffer)
+        from ...arith import Analyzer
+        out = Analyzer().simplify(out)
     if isinstance(out, int) and out <= 0:  # a symbolic size (a VM kernel): the shape function's business
         raise KilnError(f"{what}: input size {size} with padding {pad_total} is smaller than the kernel extent {dk}")
     return out

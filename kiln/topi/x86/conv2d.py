@@ -34,8 +34,8 @@ from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..nn.pad import pad
 from ..utils import get_const_tuple
-from .utils import (divisor_at_most, nchwc_output_axes, reduction_flops, scaled_registers, schedule_anchored,
-                    simd_width, vector_registers, worth_parallel)
+from .utils import (divisor_at_most, is_static, nchwc_output_axes, reduction_flops, scaled_registers,
+                    schedule_anchored, simd_width, size_hint, vector_registers, worth_parallel)
 
 def _parse_blocked(layout: str, letter: str) -> int:
     """The block factor of sub-axis ``letter`` in a layout such as ``NCHW8c`` (0 when absent)."""
@@ -141,7 +141,11 @@ def fallback_order(ic: int, oc: int, ih: int, iw: int, oh: int, kh: int, kw: int
 
 def _define_nchwc_space(cfg, ic: int, oc: int, ih: int, iw: int, oh: int, ow: int, kh: int, kw: int,
                         stride_w: int = 1, ic_bn=None, oc_bn=None) -> None:
-    """The ``conv2d_NCHWc.x86`` config space and its fallback (see the module doc)."""
+    """The ``conv2d_NCHWc.x86`` config space and its fallback (see the module doc). Symbolic spatial sizes (a VM
+    kernel over unknown H/W) are taken at their size hint; the fallback row is then the register budget's
+    widest (the run-time width is split into full tiles and a guarded last one)."""
+    sym_w = not is_static(ow)
+    ih, iw, oh, ow = size_hint(ih), size_hint(iw), size_hint(oh), size_hint(ow)
     lanes = simd_width()
     max_acc, min_acc = register_budget()
     cfg.define_split("tile_ic", ic, num_outputs=2, policy="candidate", candidate=_block_candidates(ic, lanes))
@@ -168,7 +172,9 @@ def _define_nchwc_space(cfg, ic: int, oc: int, ih: int, iw: int, oh: int, ow: in
         # a narrow-block tile takes the most pixels its budget allows, a peeled tail included (stem: 6 pixels
         # and a tail of 4 per 112-wide row, 96 GFLOP/s; the dividing 4, 64)
         row = min(ow, narrow_budget(max_acc, vecs) // vecs) if narrow else row_tile(ow, vecs, max_acc)
-        rows = 2 if vecs * row * 2 <= max_acc and oh % 2 == 0 and row == ow else 1
+        if sym_w:
+            row = max(1, (narrow_budget(max_acc, vecs) if narrow else max_acc) // vecs)
+        rows = 2 if vecs * row * 2 <= max_acc and oh % 2 == 0 and row == ow and not sym_w else 1
         cfg["tile_ic"] = autotvm.task.SplitEntity([-1, ic_bn])
         cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn])
         cfg["tile_oh"] = autotvm.task.SplitEntity([-1, rows])
@@ -302,9 +308,11 @@ def _schedule_conv(s, cfg, C, O):
     unrolled too."""
     oc_bn = get_const_tuple(C.shape)[-1]
     _, _, oh, ow, _ = get_const_tuple(C.shape)
-    ow_t = min(int(cfg["tile_ow"].size[-1]), ow)
+    ow_t = int(cfg["tile_ow"].size[-1])
+    if is_static(ow):
+        ow_t = min(ow_t, ow)
     oh_t = int(_knob(cfg, "tile_oh", autotvm.task.SplitEntity([-1, 1])).size[-1])
-    if oh_t < 1 or oh % oh_t:
+    if oh_t < 1 or not is_static(oh) or oh % oh_t:  # a symbolic height: one row a tile (no guarded rows)
         oh_t = 1
     order = int(_knob(cfg, "order", autotvm.task.OtherOptionEntity(0)).val)
     unroll_kw = bool(_knob(cfg, "unroll_kw", autotvm.task.OtherOptionEntity(False)).val)

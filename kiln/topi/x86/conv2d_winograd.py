@@ -45,7 +45,8 @@ from ..nn.pad import pad
 from ..nn.winograd_util import by_column, winograd_matrices
 from ..utils import get_const_tuple
 from .conv2d import _block_candidates, _knob, channel_block, pack_data, unpack_nchwc
-from .utils import is_static, nchwc_output_axes, scaled_registers, schedule_anchored, simd_width, worth_parallel
+from .utils import (is_static, nchwc_output_axes, scaled_registers, schedule_anchored, simd_width, size_hint,
+                    worth_parallel)
 
 # Accumulator vectors of the GEMM's register tile (16 AVX2 registers less a broadcast and a weight vector).
 # 8 measured 20-40% slower than 12 on resnet-18's layers, so the space starts at 10.
@@ -145,7 +146,8 @@ def _fallback(cfg, ic, oc, oh, ow, lanes, ic_bn=None, oc_bn=None) -> None:
     vecs = -(-oc_bn // lanes)
     cfg["tile_ic"] = autotvm.task.SplitEntity([-1, ic_bn])
     cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn])
-    cfg["tile_size"] = autotvm.task.OtherOptionEntity(fallback_tile_size(oh, ow))
+    # a symbolic height / width (a VM kernel over unknown H/W) counts at its size hint
+    cfg["tile_size"] = autotvm.task.OtherOptionEntity(fallback_tile_size(size_hint(oh), size_hint(ow)))
     cfg["tile_p"] = autotvm.task.OtherOptionEntity(max(1, scaled_registers(12) // vecs))
 
 
@@ -209,27 +211,42 @@ def conv2d_NCHWc_winograd(cfg, data, kernel, strides, padding, dilation, layout,
             data_vec = pack_data(data, ic_bn)
             U = winograd_weight_transform(kernel, m, oc_bn)
     A, B, _ = winograd_matrices(m)
-    nh, nw = -(-oh // m), -(-ow // m)
+    # tile rows / columns; for a symbolic size as (oh + m - 1) // m, a form whose sign bound inference knows
+    # (the output stage's tile index stays one point per output tile)
+    nh, nw = (oh + m - 1) // m, (ow + m - 1) // m
     ntiles = n * nh * nw
+    # a symbolic tile count (a VM kernel): the transformed input and the GEMM run over whole blocks of
+    # tile_p tiles (the extra tiles transform zeros), so the GEMM's register block needs no guard in its
+    # reduction; the output stage reads the real tiles only
+    gemm_tiles = ntiles
+    if not is_static(ntiles):
+        tp = int(cfg["tile_p"].val)
+        gemm_tiles = (ntiles + tp - 1) // tp * tp
     # pad so that the last tile row / column reads alpha inputs in bounds
     pad_b, pad_r = nh * m + 2 - h - pt, nw * m + 2 - w - pl
-    data_pad = pad(data_vec, [0, 0, pt, pl, 0], [0, 0, pad_b, pad_r, 0], name="data_pad") \
-        if (pt or pl or pad_b or pad_r) else data_vec
+    if is_static(pad_b) and is_static(pad_r):
+        data_pad = pad(data_vec, [0, 0, pt, pl, 0], [0, 0, pad_b, pad_r, 0], name="data_pad") \
+            if (pt or pl or pad_b or pad_r) else data_vec
+    else:  # symbolic H/W (a VM kernel): the bottom / right padding is a run-time amount
+        data_pad = _pad_tiles(data_vec, pt, pl, nh * m + 2, nw * m + 2)
     dt = out_dtype
 
     def d(p, c, r1, r2):
         b, t = p // (nh * nw), p % (nh * nw)
-        return T.cast(data_pad[b, c // ic_bn, (t // nw) * m + r1, (t % nw) * m + r2, c % ic_bn], dt)
+        v = T.cast(data_pad[b, c // ic_bn, (t // nw) * m + r1, (t % nw) * m + r2, c % ic_bn], dt)
+        if gemm_tiles is ntiles:
+            return v
+        return T.if_then_else(p < ntiles, v, T.const(0, dt))
 
     # input transform: rows (B^T d) then columns ((B^T d) B)
-    vt = te.compute((alpha, alpha, ntiles, ic),
+    vt = te.compute((alpha, alpha, gemm_tiles, ic),
                     lambda e, r2, p, c: by_column(B, e, lambda r1: d(p, c, r1, r2), dt),
                     name="winograd_input_rows", tag="winograd_input_rows")
-    V = te.compute((alpha, alpha, ntiles, ic),
+    V = te.compute((alpha, alpha, gemm_tiles, ic),
                    lambda e, nu, p, c: by_column(B, nu, lambda r2: vt[e, r2, p, c], dt),
                    name="winograd_V", tag="winograd_input_transform")
     rc = te.reduce_axis((0, ic), name="c")
-    M = te.compute((alpha, alpha, oc // oc_bn, ntiles, oc_bn),
+    M = te.compute((alpha, alpha, oc // oc_bn, gemm_tiles, oc_bn),
                    lambda e, nu, ko, p, ob: te.sum(T.cast(U[e, nu, ko, rc, ob], dt) * V[e, nu, p, rc], axis=rc),
                    name="winograd_gemm", tag="winograd_gemm")
     # output transform: A^T M per column of the tile, then (A^T M) A per pixel
@@ -243,6 +260,20 @@ def conv2d_NCHWc_winograd(cfg, data, kernel, strides, padding, dilation, layout,
         return by_column(A, y % m, lambda r1: mt[r1, x % m, ko, p, ob], dt)
     return te.compute((n, oc // oc_bn, oh, ow, oc_bn), out, name="conv2d_NCHWc_winograd",
                       tag="conv2d_NCHWc_winograd")
+
+
+def _pad_tiles(data_vec, pt: int, pl: int, hp, wp):
+    """NCHW{x}c data zero-padded to ``hp x wp`` (``pt`` rows / ``pl`` columns before, the rest after), for
+    run-time sizes: the amount after is whatever makes the last tile row / column whole."""
+    n, cc, h, w, bn = get_const_tuple(data_vec.shape)
+    from ...arith import Analyzer
+    hp, wp = Analyzer().simplify(hp), Analyzer().simplify(wp)
+    zero = T.const(0, data_vec.dtype)
+
+    def f(b, c, y, x, i):
+        inside = T.all(y >= pt, y < h + pt, x >= pl, x < w + pl)
+        return T.if_then_else(inside, data_vec[b, c, y - pt, x - pl, i], zero)
+    return te.compute((n, cc, hp, wp, bn), f, name="data_pad", tag="injective,pad")
 
 
 def conv2d_nchw_winograd(data, kernel, strides, padding, dilation, out_dtype="float32"):
@@ -271,7 +302,7 @@ def _schedule_winograd(s, cfg, C, O):
     m = alpha - 2
     ic = get_const_tuple(V.shape)[-1]
     ntiles = get_const_tuple(V.shape)[2]
-    parallel = worth_parallel(2 * n * koc * oc_bn * oh * ow * ic * 9)
+    parallel = worth_parallel(2 * size_hint(n) * koc * oc_bn * size_hint(oh) * size_hint(ow) * ic * 9)
     lanes = simd_width()
 
     # producers: data padding (the packing inlined into it), kernel transform when computed per call
@@ -339,8 +370,17 @@ def _schedule_winograd(s, cfg, C, O):
     s[O].unroll(yi)
     s[O].unroll(xi)
     s[O].vectorize(ocb)
-    s[mt].compute_at(s[O], xo)
-    r1, j, _, _, ob = s[mt].op.axis
+    r1, j, mko, mp, ob = s[mt].op.axis
+    if is_static(oh) and is_static(ow):
+        s[mt].compute_at(s[O], xo)
+    else:
+        # unknown H/W (a VM kernel): bound inference cannot narrow the output tile's index (batch x tile
+        # row x tile column, run-time strides) to one tile, so A^T M is a stage of its own over all tiles
+        # (one more pass over an M-sized tensor) instead of a region per output tile
+        s[mt].reorder(mko, mp, r1, j, ob)
+        fused_mt = s[mt].fuse(mko, mp)
+        if parallel:
+            s[mt].parallel(fused_mt)
     s[mt].unroll(r1)
     s[mt].unroll(j)
     s[mt].vectorize(ob)

@@ -30,7 +30,8 @@ from ...error import KilnError
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..utils import get_const_tuple
-from .utils import divisor_at_most, nchwc_output_axes, scaled_registers, schedule_anchored, simd_width, worth_parallel
+from .utils import (divisor_at_most, is_static, nchwc_output_axes, scaled_registers, schedule_anchored, simd_width,
+                    size_hint, worth_parallel)
 from .conv2d import channel_block
 
 TASK = "depthwise_conv2d_NCHWc.x86"
@@ -57,7 +58,11 @@ def dw_row_tile(ow: int, vecs_per_pixel: int, stride_w: int = 1, max_acc: int | 
     return best
 
 
-def _define_space(cfg, c: int, ow: int, kw: int, stride_w: int, bn: int | None) -> None:
+def _define_space(cfg, c: int, ow, kw: int, stride_w: int, bn: int | None) -> None:
+    """The config space; a symbolic output width (a VM kernel over unknown W) is taken at its size hint and
+    the fallback tile is the widest that fits (the run-time row is full tiles and a guarded last one)."""
+    sym_w = not is_static(ow)
+    ow = size_hint(ow)
     lanes = simd_width()
     cfg.define_split("tile_ic", c, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 4 * lanes)
     cfg.define_split("tile_oc", c, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 4 * lanes)
@@ -68,7 +73,8 @@ def _define_space(cfg, c: int, ow: int, kw: int, stride_w: int, bn: int | None) 
         vecs = -(-bn // lanes)
         cfg["tile_ic"] = autotvm.task.SplitEntity([-1, bn])
         cfg["tile_oc"] = autotvm.task.SplitEntity([-1, bn])
-        cfg["tile_ow"] = autotvm.task.SplitEntity([-1, dw_row_tile(ow, vecs, stride_w)])
+        row = max(1, scaled_registers(8) // vecs) if sym_w else dw_row_tile(ow, vecs, stride_w)
+        cfg["tile_ow"] = autotvm.task.SplitEntity([-1, row])
         cfg["unroll_kw"] = autotvm.task.OtherOptionEntity(kw <= 5)
 
 
@@ -194,7 +200,7 @@ def _schedule_dw(s, cfg, C, O, what: str = "depthwise_conv2d_NCHWc", vectorize_o
     n, cc, oh, ow, _ = get_const_tuple(C.shape)
     ry, rx = C.op.reduce_axis
     kh = int(ry.dom.extent.value)
-    flops = 2 * n * cc * oh * ow * bn * kh * int(rx.dom.extent.value)
+    flops = 2 * size_hint(n) * cc * size_hint(oh) * size_hint(ow) * bn * kh * int(rx.dom.extent.value)
     parallel = worth_parallel(flops)
     _schedule_inputs(s, C.op, parallel)
     CC = s.cache_write(C, "global") if C.op is O else C

@@ -91,6 +91,14 @@ def _static_conv(inputs, out_type) -> bool:
     return all(isinstance(getattr(d, "value", d), int) for d in dims)
 
 
+def _static_channels(inputs, out_type) -> bool:
+    """Static channels and weight (batch, height and width may be unknown): the float NCHWc schedules take a
+    symbolic height and width (a VM kernel over unknown spatial sizes: rows one at a time, the register
+    row of output pixels over a run-time width with a guarded last tile), tuned at a size hint."""
+    dims = [inputs[0].shape[1]] + list(inputs[1].shape) + [out_type.shape[1]]
+    return all(isinstance(getattr(d, "value", d), int) for d in dims)
+
+
 def _winograd_nchw_compute(attrs, inputs, out_type):
     strides, padding, dilation, out_dtype = _conv_args(attrs, out_type)
     return [topi_x86.conv2d_nchw_winograd(inputs[0], inputs[1], strides, padding, dilation, out_dtype)]
@@ -156,11 +164,12 @@ def conv2d_strategy_cpu(attrs, inputs, out_type, target):
         strategy.add_implementation(_depthwise_int8_compute, _wrap(topi_x86.schedule_depthwise_conv2d_nchw_int8),
                                     name="depthwise_conv2d_NCHWc_int8.x86", plevel=X86_PLEVEL)
     if attrs.data_layout == "NCHW" and attrs.kernel_layout == "OIHW" and str(inputs[0].dtype) == "float32" \
-            and _static_conv(inputs, out_type):
+            and _static_channels(inputs, out_type):
         if attrs.groups == 1:
             strategy.add_implementation(_conv2d_nchw_compute, _wrap(topi_x86.schedule_conv2d_nchw),
                                         name="conv2d_NCHWc.x86", plevel=X86_PLEVEL)
-            if _winograd_applies(attrs, inputs):
+            # Winograd tiles static spatial sizes: unknown H/W keep the direct NCHWc conv
+            if _winograd_applies(attrs, inputs) and _static_conv(inputs, out_type):
                 strategy.add_implementation(_winograd_nchw_compute, _wrap(topi_x86.schedule_conv2d_nchw_winograd),
                                             name="conv2d_NCHWc_winograd.x86",
                                             plevel=_winograd_plevel(inputs, out_type))

@@ -160,13 +160,21 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     if attrs.data_layout != "NCHW" or attrs.kernel_layout != "OIHW":
         return None
     d_t, k_t = tinfos[0], tinfos[1]
-    if _is_dynamic([k_t]) or len(d_t.shape) != 4 or _is_dynamic([_Dims(d_t.shape[1:])]):
+    if _is_dynamic([k_t]) or len(d_t.shape) != 4 or _is_dynamic([_Dims(d_t.shape[1:2])]):
         return None
+    exclude = ()
+    if _is_dynamic([_Dims(d_t.shape[2:])]):
+        # unknown height / width (a VM model): the float NCHWc convs run them symbolically (direct: rows one
+        # at a time, the register row of pixels over a run-time width with a guarded last tile; Winograd:
+        # a run-time tile count, the last tile row / column over a padded input); the int8 templates tile
+        # static sizes, so they keep the layout
+        if str(d_t.dtype) != "float32":
+            return None
     if _is_dynamic([d_t]):
-        # an unknown batch only (a VM model): the NCHWc layout (or Winograd) is chosen at the batch's size
+        # an unknown batch (a VM model): the NCHWc layout (or Winograd) is chosen at the batch's size
         # hint; the direct conv's batch is its outermost loop and Winograd's tiles run over batch x tile rows x
         # tile columns (a symbolic count, the GEMM's last tile block guarded), so one kernel serves every batch
-        # with the static build's schedule.
+        # with the static build's schedule. Unknown H/W are taken at the same hint.
         d_t = _RowsHint(d_t)
         tinfos = [d_t] + list(tinfos[1:])
         out_type = _RowsHint.out_type(out_type)
@@ -174,7 +182,7 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
         return _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target)
     if len(d_t.shape) != 4 or len(k_t.shape) != 4 or str(d_t.dtype) != "float32":
         return None
-    _, outs, workload, cfg = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)
+    _, outs, workload, cfg = _select("nn.conv2d", attrs, tinfos[:2], out_type, target, exclude=exclude)
     if workload is None or workload[0] not in ("conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
                                                "conv2d_NCHWc_winograd.x86"):
         return None
