@@ -1,6 +1,6 @@
 """A conv that Winograd serves when its batch is static (3x3, stride 1, >= 32 channels, >= 7x7 output) is
 served by Winograd for the VM with an unknown batch too: its tiles run over batch x tile rows x tile columns,
-a symbolic count whose last GEMM block is guarded; results match numpy and the static build at several
+a symbolic count padded to whole GEMM blocks (the extra tiles are zeros, so the reduction has no guard); results match numpy and the static build at several
 batches (tile counts that are and are not multiples of the GEMM's tile block)."""
 import numpy as np
 import pytest
