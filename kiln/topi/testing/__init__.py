@@ -14,7 +14,7 @@ from .transform import (gather_nd_python, gather_python, layout_transform_python
                         slice_axis_python, strided_set_python, strided_slice_python, take_python)
 from .resize import (bilinear_resize_python, resize1d_python, resize2d_python, resize3d_python,
                      upsampling_python)
-from .layout import layout_transform_numpy, parse_layout
+from .layout import dense_pack_weight_python, layout_transform_numpy, parse_layout
 from .te_run import run_te
 from .deformable_conv2d_python import deformable_conv2d_nchw_python
 from .conv_backward_weight import conv2d_backward_weight_nchw_python, conv2d_backward_weight_python

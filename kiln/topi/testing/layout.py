@@ -47,3 +47,13 @@ def layout_transform_numpy(data: np.ndarray, src_layout: str, dst_layout: str) -
             split_shape += [size // f, f]
     split = primal.reshape(split_shape)
     return split.transpose([split_names.index(a) for a, _ in dst])
+
+
+def dense_pack_weight_python(weight: np.ndarray, bn: int) -> np.ndarray:
+    """numpy reference of ``topi.x86.dense.pack_weight``: ``[N, K]`` -> ``[ceil(N / bn), K, bn]`` panels,
+    zero beyond ``N`` (the pre-packed weight ``dense_pack.x86`` / ``nn.contrib_dense_pack`` take)."""
+    n, k = weight.shape
+    nb = -(-n // bn)
+    padded = np.zeros((nb * bn, k), weight.dtype)
+    padded[:n] = weight
+    return padded.reshape(nb, bn, k).transpose(0, 2, 1).copy()

@@ -12,16 +12,9 @@ from kiln import autotvm, te, topi
 from kiln.topi import x86
 from kiln.topi.x86 import dense as dense_mod
 from kiln.topi.x86.dense import pack_data_pays
+from kiln.topi.testing import dense_pack_weight_python
 
 ISA = {"avx2": "llvm -mcpu=core-avx2", "avx512": "llvm -mcpu=skylake-avx512"}
-
-
-def _packed(w, bn):
-    n, k = w.shape
-    nb = -(-n // bn)
-    wpad = np.zeros((nb * bn, k), "float32")
-    wpad[:n] = w
-    return wpad.reshape(nb, bn, k).transpose(0, 2, 1).copy()
 
 
 def _build(target, m, n, k, bn, bias=True):
@@ -62,7 +55,7 @@ def test_packed_data_numerics(pack_always, m, n, k, bn, bias):
     w = rng.standard_normal((n, k)).astype("float32")
     b = rng.standard_normal(n).astype("float32")
     out = tvm.nd.empty((m, n), "float32")
-    args = [tvm.nd.array(a), tvm.nd.array(_packed(w, bn) if bn else w)] + ([tvm.nd.array(b)] if bias else [])
+    args = [tvm.nd.array(a), tvm.nd.array(dense_pack_weight_python(w, bn) if bn else w)] + ([tvm.nd.array(b)] if bias else [])
     f(*args, out)
     ref = np.maximum(a @ w.T + b, 0) if bias else a @ w.T
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
@@ -78,7 +71,7 @@ def test_fallback_packs_aliased_rows_numerics():
     w = rng.standard_normal((n, k)).astype("float32")
     b = rng.standard_normal(n).astype("float32")
     out = tvm.nd.empty((m, n), "float32")
-    f(tvm.nd.array(a), tvm.nd.array(_packed(w, 16)), tvm.nd.array(b), out)
+    f(tvm.nd.array(a), tvm.nd.array(dense_pack_weight_python(w, 16)), tvm.nd.array(b), out)
     np.testing.assert_allclose(out.numpy(), np.maximum(a @ w.T + b, 0), rtol=1e-4, atol=1e-3)
 
 

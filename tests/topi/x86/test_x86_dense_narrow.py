@@ -10,16 +10,9 @@ import kiln as tvm
 from kiln import te, topi
 from kiln.topi import x86
 from kiln.topi.x86.dense import gemm_block, narrow_panel_width
+from kiln.topi.testing import dense_pack_weight_python
 
 ISA = {"avx2": "llvm -mcpu=core-avx2", "avx512": "llvm -mcpu=skylake-avx512"}
-
-
-def _packed(w, bn):
-    n, k = w.shape
-    nb = -(-n // bn)
-    wpad = np.zeros((nb * bn, k), "float32")
-    wpad[:n] = w
-    return wpad.reshape(nb, bn, k).transpose(0, 2, 1).copy()
 
 
 def _build(target, m, n, k, bn):
@@ -38,7 +31,7 @@ def _check(f, m, n, k, bn, seed):
     w = rng.standard_normal((n, k)).astype("float32")
     b = rng.standard_normal(n).astype("float32")
     out = tvm.nd.empty((m, n), "float32")
-    f(tvm.nd.array(a), tvm.nd.array(_packed(w, bn) if bn else w), tvm.nd.array(b), out)
+    f(tvm.nd.array(a), tvm.nd.array(dense_pack_weight_python(w, bn) if bn else w), tvm.nd.array(b), out)
     np.testing.assert_allclose(out.numpy(), np.maximum(a @ w.T + b, 0), rtol=1e-4, atol=1e-4)
 
 

@@ -12,16 +12,9 @@ from kiln.contrib import graph_executor
 from kiln.error import KilnError, TypeInferenceError
 from kiln.topi.x86 import batch_matmul, dense_pack, schedule_batch_matmul, schedule_dense_pack
 from kiln.topi.x86.conv2d_alter_op import dense_pack_block, dense_pack_width
+from kiln.topi.testing import dense_pack_weight_python
 
 TARGET = "llvm -mcpu=core-avx2"
-
-
-def _packed(w, bn):
-    n, k = w.shape
-    nb = -(-n // bn)
-    wp = np.zeros((nb * bn, k), w.dtype)
-    wp[:n] = w
-    return wp.reshape(nb, bn, k).transpose(0, 2, 1).copy()
 
 
 def _build(sched_fn, tensors):
@@ -44,7 +37,7 @@ def test_dense_pack_padded_weight(m, n, k, bias):
     a = rng.standard_normal((m, k)).astype("float32")
     w = rng.standard_normal((n, k)).astype("float32")
     b = rng.standard_normal(n).astype("float32")
-    wp = _packed(w, 16)
+    wp = dense_pack_weight_python(w, 16)
     with tvm.target.Target(TARGET):
         A = te.placeholder((m, k), name="data")
         W = te.placeholder(wp.shape, name="weight")
