@@ -84,19 +84,22 @@ def _is_depthwise(attrs, inputs) -> bool:
     return isinstance(c, int) and attrs.groups == c and k[1] == 1 and k[0] == c
 
 
+def _all_static(dims) -> bool:
+    """Whether every dim is a known size (an int or IntImm; not Any or a shape variable)."""
+    return all(isinstance(getattr(d, "value", d), int) for d in dims)
+
+
 def _static_conv(inputs, out_type) -> bool:
     """Static sizes but the batch (NCHW data and output, the whole weight): the NCHWc schedules tile them (a VM
     kernel over unknown spatial sizes or a run-time weight of unknown shape takes the generic direct conv)."""
-    dims = list(inputs[0].shape[1:]) + list(inputs[1].shape) + list(out_type.shape[1:])
-    return all(isinstance(getattr(d, "value", d), int) for d in dims)
+    return _all_static(list(inputs[0].shape[1:]) + list(inputs[1].shape) + list(out_type.shape[1:]))
 
 
 def _static_channels(inputs, out_type) -> bool:
     """Static channels and weight (batch, height and width may be unknown): the float NCHWc schedules take a
     symbolic height and width (a VM kernel over unknown spatial sizes: rows one at a time, the register
     row of output pixels over a run-time width with a guarded last tile), tuned at a size hint."""
-    dims = [inputs[0].shape[1]] + list(inputs[1].shape) + [out_type.shape[1]]
-    return all(isinstance(getattr(d, "value", d), int) for d in dims)
+    return _all_static([inputs[0].shape[1]] + list(inputs[1].shape) + [out_type.shape[1]])
 
 
 def _winograd_nchw_compute(attrs, inputs, out_type):
@@ -260,20 +263,12 @@ def dense_strategy_cpu(attrs, inputs, out_type, target):
 
 
 def _static(inputs) -> bool:
-    try:
-        return all(isinstance(int(d), int) for t in inputs for d in t.shape)
-    except (TypeError, ValueError):
-        return False
+    return _all_static(d for t in inputs for d in t.shape)
 
 
 def _static_but_rows(inputs) -> bool:
     """Static sizes but the data's rows (dim 0): the int8/int16 dense kernels take a symbolic M."""
-    return _static([inputs[1]]) and _static([_Shape(inputs[0].shape[1:])])
-
-
-class _Shape:
-    def __init__(self, shape):
-        self.shape = tuple(shape)
+    return _all_static(list(inputs[1].shape) + list(inputs[0].shape[1:]))
 
 
 @G.batch_matmul_strategy.register("cpu")
