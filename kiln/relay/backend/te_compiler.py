@@ -134,15 +134,11 @@ def _best_tuned(impls: list, outputs: dict, target):
     return best
 
 
-def select_implementation(op: Op, attrs, inputs: list, out_type, target, use_autotvm: bool = True,
-                          exclude: tuple = ()):
+def select_implementation(op: Op, attrs, inputs: list, out_type, target, use_autotvm: bool = True):
     """(implementation, output tensors) for one op call, TVM's rule: the valid implementations; the one with a
-    tuned AutoTVM config (the cheapest when several are tuned), else the one of highest ``plevel``.
-    ``exclude``: implementation names not to consider (a caller that knows one cannot serve the call)."""
+    tuned AutoTVM config (the cheapest when several are tuned), else the one of highest ``plevel``."""
     target = Target.canon_target(target)
     impls = get_valid_implementations(op, attrs, inputs, out_type, target)
-    if exclude:
-        impls = [i for i in impls if i.name not in exclude] or impls
     best_plevel = max(impls, key=lambda i: i.plevel)
     with target:
         if not (use_autotvm and _autotvm_may_choose()):

@@ -83,12 +83,12 @@ def _is_dynamic(tinfos) -> bool:
     return False
 
 
-def _select(op_name: str, attrs, tinfos, out_type, target, exclude: tuple = ()):
+def _select(op_name: str, attrs, tinfos, out_type, target):
     """(implementation, outputs, workload, cfg) of the op as relay.build would compile it: the strategy's
     choice (or AutoTVM's tuned one) on placeholders of the call's types, the AutoTVM workload of that
     implementation and the current dispatch context's config for it (None, None when it is no template)."""
     placeholders = [te.placeholder(_shape(t), str(t.dtype), name=f"in{i}") for i, t in enumerate(tinfos)]
-    impl, outs = select_implementation(Op.get(op_name), attrs, placeholders, out_type, target, exclude=exclude)
+    impl, outs = select_implementation(Op.get(op_name), attrs, placeholders, out_type, target)
     workload = autotvm.task.get_workload(outs)
     if workload is None:
         return impl, outs, None, None
@@ -162,7 +162,6 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     d_t, k_t = tinfos[0], tinfos[1]
     if _is_dynamic([k_t]) or len(d_t.shape) != 4 or _is_dynamic([_Dims(d_t.shape[1:2])]):
         return None
-    exclude = ()
     if _is_dynamic([_Dims(d_t.shape[2:])]):
         # unknown height / width (a VM model): the float NCHWc convs run them symbolically (direct: rows one
         # at a time, the register row of pixels over a run-time width with a guarded last tile; Winograd:
@@ -173,7 +172,7 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
     if _is_dynamic([d_t]):
         # an unknown batch (a VM model): the NCHWc layout (or Winograd) is chosen at the batch's size
         # hint; the direct conv's batch is its outermost loop and Winograd's tiles run over batch x tile rows x
-        # tile columns (a symbolic count, the GEMM's last tile block guarded), so one kernel serves every batch
+        # tile columns (a symbolic count padded to whole GEMM blocks of zero tiles), so one kernel serves every batch
         # with the static build's schedule. Unknown H/W are taken at the same hint.
         d_t = _RowsHint(d_t)
         tinfos = [d_t] + list(tinfos[1:])
@@ -182,7 +181,7 @@ def conv2d_alter_layout_cpu(attrs, inputs, tinfos, out_type):
         return _alter_conv2d_int8(attrs, inputs, tinfos, out_type, target)
     if len(d_t.shape) != 4 or len(k_t.shape) != 4 or str(d_t.dtype) != "float32":
         return None
-    _, outs, workload, cfg = _select("nn.conv2d", attrs, tinfos[:2], out_type, target, exclude=exclude)
+    _, outs, workload, cfg = _select("nn.conv2d", attrs, tinfos[:2], out_type, target)
     if workload is None or workload[0] not in ("conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
                                                "conv2d_NCHWc_winograd.x86"):
         return None
