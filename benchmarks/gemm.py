@@ -44,18 +44,13 @@ def kiln_case(m: int, n: int, k: int, a: np.ndarray, w: np.ndarray):
     from kiln import te
     from kiln.topi import x86
     from kiln.topi.x86.conv2d_alter_op import dense_pack_block
+    from kiln.topi.testing import dense_pack_weight_python
     from kiln.topi.x86.utils import simd_width
 
     with tvm.target.Target("llvm"):
         bn = dense_pack_block(n, simd_width())
         A = te.placeholder((m, k), name="data")
-        if bn:
-            nb = -(-n // bn)
-            wpad = np.zeros((nb * bn, k), "float32")
-            wpad[:n] = w
-            wp = wpad.reshape(nb, bn, k).transpose(0, 2, 1).copy()
-        else:
-            wp = w
+        wp = dense_pack_weight_python(w, bn) if bn else w
         W = te.placeholder(wp.shape, name="weight")
         out = x86.dense_pack(A, W, None, "float32", n if bn else None)
         mod = tvm.build(x86.schedule_dense_pack([out]), [A, W, out], target="llvm", name="kernel")

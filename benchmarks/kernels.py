@@ -147,7 +147,7 @@ def build_case(case, rng):
     import kiln as tvm
     from kiln import te
     from kiln.topi import x86
-    from kiln.topi.testing import layout_transform_python as lt
+    from kiln.topi.testing import dense_pack_weight_python, layout_transform_python as lt
     from kiln.topi.x86.conv2d import channel_block
     from kiln.topi.x86.conv2d_alter_op import dense_pack_block
     from kiln.topi.x86.utils import simd_width
@@ -195,10 +195,7 @@ def build_case(case, rng):
         with tvm.target.Target(target):
             A = te.placeholder((m, kk), name="data")
             if bn:
-                nb = -(-n // bn)
-                wpad = np.zeros((nb * bn, kk), "float32")
-                wpad[:n] = w
-                wp = wpad.reshape(nb, bn, kk).transpose(0, 2, 1).copy()
+                wp = dense_pack_weight_python(w, bn)
                 W = te.placeholder(wp.shape, name="weight")
             else:
                 wp = w
