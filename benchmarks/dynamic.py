@@ -24,15 +24,10 @@ from .models import _stub_torchvision_meta
 from .common import interleaved, machine_info, machine_line, paired_speedup, thread_counts, write_results
 
 
-def _export_bert(path: str, layers: int, hidden: int):
-    import torch
-    _stub_torchvision_meta()
-    from transformers import BertConfig, BertModel
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=1000, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
-                     intermediate_size=4 * hidden, max_position_embeddings=256)
-    model = BertModel(cfg).eval()
-
+def export_bert_encoder(model, path: str, torch):
+    """Writes ``model`` (a transformers BertModel) as an encoder ``x`` (int64 ids [batch, seq]) -> ``y`` (last
+    hidden state) with both axes dynamic; returns the wrapped encoder module (eval mode) for reference runs.
+    (The VM's BERT tests export through this too.)"""
     class Enc(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -42,9 +37,21 @@ def _export_bert(path: str, layers: int, hidden: int):
             return self.m(input_ids=ids).last_hidden_state
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Enc().eval(), (torch.randint(0, 1000, (2, 16)),), path, input_names=["x"],
-                          output_names=["y"], dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}},
+        torch.onnx.export(Enc().eval(), (torch.randint(0, min(100, model.config.vocab_size), (2, 8)),), path,
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}},
                           opset_version=14, dynamo=False)
+    return Enc().eval()
+
+
+def _export_bert(path: str, layers: int, hidden: int):
+    import torch
+    _stub_torchvision_meta()
+    from transformers import BertConfig, BertModel
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=1000, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+                     intermediate_size=4 * hidden, max_position_embeddings=256)
+    export_bert_encoder(BertModel(cfg).eval(), path, torch)
 
 
 def _export_gpt2(path: str, layers: int, hidden: int):

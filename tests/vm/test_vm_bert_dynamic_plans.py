@@ -13,7 +13,7 @@ import pytest
 import kiln
 from kiln import relay
 from kiln.runtime.vm import VirtualMachine
-from vm_bert_onnx_util import export_bert_encoder
+from benchmarks.dynamic import export_bert_encoder
 
 pytestmark = pytest.mark.slow
 

@@ -178,7 +178,7 @@ def test_merge_same_dims_unions_the_proven_classes():
 
 def _bert_onnx(tmp_path):
     import os
-    from vm_bert_onnx_util import export_bert_encoder
+    from benchmarks.dynamic import export_bert_encoder
     import sys
     import types
     torch = pytest.importorskip("torch")
