@@ -24,3 +24,29 @@ def _restore_thread_count():
     yield
     if library._threads_override != saved:
         library.set_num_threads(saved[0] if saved else None)
+
+
+def _cap_onnx_ir_version():
+    """Models the tests build with ``onnx.helper.make_model`` get the IR version of the installed onnx package
+    by default (14 with onnx 1.23), which an older onnxruntime refuses ("Unsupported model IR version: 14, max
+    supported IR version: 13"); every ONNX Runtime the suite supports reads IR 10, and the tests use nothing
+    newer. A test that asks for an IR version keeps it."""
+    try:
+        from onnx import helper
+    except ImportError:
+        return
+    make_model = helper.make_model
+    if getattr(make_model, "_kiln_ir_capped", False):
+        return
+
+    def capped(*args, **kwargs):
+        model = make_model(*args, **kwargs)
+        if "ir_version" not in kwargs:
+            model.ir_version = min(model.ir_version, 10)
+        return model
+
+    capped._kiln_ir_capped = True
+    helper.make_model = capped
+
+
+_cap_onnx_ir_version()

@@ -334,18 +334,24 @@ int64_t kiln_pool_set_spin_us(int64_t us) {
   return old;
 }
 
-/* Counters: out[0..7] = workers, jobs, serial jobs, chunks run by callers, by workers, worker wake-ups
- * from sleep, spin microseconds, caller sleeps waiting for a worker's chunk. */
-void kiln_pool_stats(int64_t* out) {
+/* Counters, at most n of them (the caller's buffer length; more may be added later, and an older caller's
+ * smaller buffer must not be overrun): workers, jobs, serial jobs, chunks run by callers, by workers, worker
+ * wake-ups from sleep, spin microseconds, caller sleeps waiting for a worker's chunk. Returns how many the
+ * pool keeps. */
+int32_t kiln_pool_stats(int64_t* out, int32_t n) {
   pthread_once(&kiln_pool_once, kiln_pool_init_once);
-  out[0] = __atomic_load_n(&kiln_pool.workers, __ATOMIC_RELAXED);
-  out[1] = __atomic_load_n(&kiln_pool.jobs, __ATOMIC_RELAXED);
-  out[2] = __atomic_load_n(&kiln_pool.serial_jobs, __ATOMIC_RELAXED);
-  out[3] = __atomic_load_n(&kiln_pool.chunks_by_caller, __ATOMIC_RELAXED);
-  out[4] = __atomic_load_n(&kiln_pool.chunks_by_workers, __ATOMIC_RELAXED);
-  out[5] = __atomic_load_n(&kiln_pool.wakeups, __ATOMIC_RELAXED);
-  out[6] = __atomic_load_n(&kiln_pool.spin_ns, __ATOMIC_RELAXED) / 1000;
-  out[7] = __atomic_load_n(&kiln_pool.caller_waits, __ATOMIC_RELAXED);
+  const int64_t all[] = {
+      __atomic_load_n(&kiln_pool.workers, __ATOMIC_RELAXED),
+      __atomic_load_n(&kiln_pool.jobs, __ATOMIC_RELAXED),
+      __atomic_load_n(&kiln_pool.serial_jobs, __ATOMIC_RELAXED),
+      __atomic_load_n(&kiln_pool.chunks_by_caller, __ATOMIC_RELAXED),
+      __atomic_load_n(&kiln_pool.chunks_by_workers, __ATOMIC_RELAXED),
+      __atomic_load_n(&kiln_pool.wakeups, __ATOMIC_RELAXED),
+      __atomic_load_n(&kiln_pool.spin_ns, __ATOMIC_RELAXED) / 1000,
+      __atomic_load_n(&kiln_pool.caller_waits, __ATOMIC_RELAXED)};
+  const int32_t count = (int32_t)(sizeof(all) / sizeof(all[0]));
+  for (int32_t i = 0; i < n && i < count; ++i) out[i] = all[i];
+  return count;
 }
 
 #ifdef KILN_POOL_WIRE_LAUNCH

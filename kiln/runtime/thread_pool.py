@@ -50,8 +50,8 @@ def _load():
 def _typed(lib):
     lib.kiln_pool_set_spin_us.restype = ctypes.c_int64
     lib.kiln_pool_set_spin_us.argtypes = [ctypes.c_int64]
-    lib.kiln_pool_stats.restype = None
-    lib.kiln_pool_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+    lib.kiln_pool_stats.restype = ctypes.c_int32
+    lib.kiln_pool_stats.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int32]
     return lib
 
 
@@ -99,7 +99,7 @@ def pool_stats() -> dict:
     if lib is None:
         return {}
     out = (ctypes.c_int64 * len(STATS_FIELDS))()
-    lib.kiln_pool_stats(out)
+    lib.kiln_pool_stats(out, len(STATS_FIELDS))
     return dict(zip(STATS_FIELDS, out))
 
 

@@ -4,6 +4,12 @@ kiln's CPU targets ("llvm", "c") generate C compiled by the system C compiler (g
 CPU names are translated to gcc's: the name when gcc knows it (probed once per compiler), else the
 nearest older CPU gcc knows plus ``-m<feature>`` flags for what it lacks. A target without ``-mcpu``
 compiles for ``$KILN_HOST_TARGET`` when set, else for the build machine (``-march=native``).
+
+AVX512-FP16 stays off (``-mno-avx512fp16``) unless ``-mattr=+avx512fp16`` asks for it, also for CPUs that have
+it (sapphirerapids, znver5 hosts): kiln's kernels never use its instructions on purpose, ``float16``
+arithmetic then rounds the same on every CPU (gcc evaluates ``_Float16`` in float without AVX512-FP16 and in
+half precision with it), and gcc 13 emits AVX512-FP16 stores with zero-masking (``vmovsh %xmm1,
+(%rcx){%k1}{z}``) that the assembler rejects, failing every float16 model on such a host.
 """
 from __future__ import annotations
 
@@ -111,6 +117,8 @@ def target_cflags(target) -> list:
     flags = [f"-O{min(max(level, 0), 3)}"]
     flags.extend(cpu_cflags(target))
     flags.extend(_mattr_flag(a) for a in target.mattr)
+    if "+avx512fp16" not in [a.lower() for a in target.mattr] and _probe(("-mno-avx512fp16",)):
+        flags.append("-mno-avx512fp16")
     if target.attrs.get("fast-math"):
         flags.append("-ffast-math")
     return flags

@@ -100,3 +100,14 @@ def test_target_cpu_summary(monkeypatch):
     assert x86.target_cpu_summary("llvm").startswith("native (")
     monkeypatch.setenv("KILN_HOST_TARGET", "llvm -mcpu=x86-64-v3")
     assert x86.target_cpu_summary("llvm").startswith("x86-64-v3: AVX2")
+
+
+def test_avx512fp16_stays_off_unless_asked():
+    """gcc 13 emits zero-masked AVX512-FP16 stores the assembler rejects (every float16 model failed to build on
+    a Sapphire Rapids host), and with AVX512-FP16 gcc would round _Float16 arithmetic differently than on every
+    other CPU: kiln compiles without it unless -mattr asks for it."""
+    from kiln.target import target_cflags
+    for t in ("llvm -mcpu=sapphirerapids", "llvm -mcpu=znver5", "llvm -mcpu=core-avx2", "llvm"):
+        assert "-mno-avx512fp16" in target_cflags(t), t
+    flags = target_cflags("llvm -mcpu=sapphirerapids -mattr=+avx512fp16")
+    assert "-mno-avx512fp16" not in flags and "-mavx512fp16" in flags

@@ -108,8 +108,9 @@ def test_space_knobs_and_register_budget(isa):
         assert tiles_of(cfgs, occ=2) == {(16, 1, 14), (16, 2, 7)}
         # a 7x7 output: the whole row of two chunks (14 accumulators, the most that the shape allows)
         assert tiles_of(_configs(task(64, 7, 7, 64, 3, 1, 1).config_space), occ=2) == {(16, 1, 7)}
-        # 24 channels: blocks of 12 lanes (the largest divisor under 16), two rows of 14
-        assert tiles_of(_configs(task(16, 14, 14, 24, 3, 1, 1).config_space)) == {(12, 2, 14)}
+        # 24 channels: blocks of 8 lanes (a ymm vector; 12, the largest divisor under 16, is no machine vector),
+        # two rows of 14
+        assert tiles_of(_configs(task(16, 14, 14, 24, 3, 1, 1).config_space)) == {(8, 2, 14)}
     # an odd number of chunks has no 2-chunk tiles
     assert {c["tile_occ"].val for c in _configs(task(16, 14, 14, 48, 3, 1, 1).config_space)} == {1}
     assert {c["order"].val for c in cfgs} == {0, 1} and {c["unroll_kw"].val for c in cfgs} == {False, True}
@@ -142,7 +143,7 @@ def test_fallback_order():
                 ((3, 224, 224, 96, 3, 2, 1), (3, 16, 1, 28, 0, False)),
                 ((64, 56, 56, 64, 3, 1, 1), (16, 16, 1, 28, 0, False)),
                 ((512, 7, 7, 512, 3, 1, 1), (16, 16, 1, 7, 0, True)),
-                ((24, 8, 7, 24, 1, 1, 0), (12, 12, 2, 7, 0, False))]),
+                ((24, 8, 7, 24, 1, 1, 0), (8, 8, 2, 7, 0, False))]),
 ])
 def test_fallback_rules(isa, cases):
     from kiln.autotvm.task.space import FallbackConfigEntity

@@ -6,6 +6,7 @@ import pytest
 import kiln as tvm
 from kiln import te, topi
 from kiln.topi import x86
+from kiln.target import x86 as x86_target
 from kiln.topi.testing import conv2d_nchw_python, depthwise_conv2d_python_nchw
 from kiln.topi.testing import layout_transform_python as lt
 from kiln.topi.x86.conv2d import channel_block, row_tile
@@ -36,8 +37,11 @@ def _call(f, out_shape, *arrays):
 
 
 def test_fallback_tile_rules():
-    assert [channel_block(c, 8) for c in (3, 16, 24, 64, 96, 20)] == [3, 16, 8, 16, 16, 5]
+    assert [channel_block(c, 8) for c in (3, 16, 24, 64, 96, 20)] == [3, 16, 8, 16, 16, 4]
     assert channel_block(64, 16) == 16                      # AVX-512: one vector
+    # a block that is no machine vector (12 of AVX-512's 16 lanes for 24 channels) made mobilenet_v2's
+    # 24-channel 1x1 convs 28x slower: the largest power-of-two divisor (a ymm / xmm vector) instead
+    assert [channel_block(c, 16) for c in (24, 12, 40, 1000, 3)] == [8, 4, 8, 8, 3]
     assert row_tile(56, 2, 14) == 7 and row_tile(7, 2, 14) == 7 and row_tile(28, 1, 14) == 14
     assert row_tile(11, 2, 14) == 7                         # only small divisors: a non-dividing row
     assert row_tile(3, 2, 14) == 3
@@ -182,3 +186,32 @@ def test_codegen_keeps_array_for_variable_indices():
         sources.append(f.get_source())
     assert "float S_global[" in sources[0] and "S_global_r0" not in sources[0]
     assert "float S_global_r0, S_global_r1, S_global_r2;" in sources[1]
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_24_channel_blocks_are_machine_vectors(isa):
+    """mobilenet_v2's 24-channel layers (a 1x1 conv 144 -> 24 and back): every channel block is a machine
+    vector on both ISAs; compiled for the named target, run on the host only where it can."""
+    import json
+    import re
+    from kiln import relay
+    rng = np.random.default_rng(0)
+    x = relay.var("x", shape=(1, 144, 9, 11))
+    w1 = rng.standard_normal((24, 144, 1, 1)).astype("float32")
+    w2 = rng.standard_normal((144, 24, 1, 1)).astype("float32")
+    y = relay.nn.relu(relay.nn.conv2d(relay.nn.conv2d(x, relay.const(w1), kernel_size=(1, 1)), relay.const(w2),
+                                      kernel_size=(1, 1)))
+    with tvm.transform.PassContext(opt_level=3):
+        lib = relay.build(tvm.IRModule.from_expr(relay.Function([x], y)), target=ISA[isa])
+    shapes = json.loads(lib.get_graph_json())["attrs"]["shape"][1]
+    assert [1, 3, 9, 11, 8] in shapes, shapes                 # 24 channels as 3 blocks of 8 on either ISA
+    lanes = {int(n) for n in re.findall(r"kiln_f32x(\d+)", lib.get_lib().get_source())}
+    assert lanes <= {4, 8, 16}, lanes
+    if x86_target.host_can_run(ISA[isa]):
+        from kiln.contrib import graph_executor
+        xv = rng.standard_normal((1, 144, 9, 11)).astype("float32")
+        m = graph_executor.GraphModule(lib["default"](tvm.cpu(0)))
+        m.set_input("x", xv)
+        m.run()
+        ref = np.maximum(np.einsum("oc,nchw->nohw", w2[:, :, 0, 0], np.einsum("oc,nchw->nohw", w1[:, :, 0, 0], xv)), 0)
+        np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-3)
