@@ -323,12 +323,16 @@ class TrackerServer:
         logger.info("tracker listening on %s:%d", self.host, self.port)
         async with server:
             await self._stopped.wait()
-        sweeper.cancel()
-        for conn in list(self._conns):
-            conn.close()
-        for task in list(tasks):
-            task.cancel()
-        await asyncio.gather(*tasks, sweeper, return_exceptions=True)
+            # Close every client connection before the server context exits: from Python 3.12 on, leaving it
+            # waits until all connections are closed, so a client still connected (the one that sent STOP, a
+            # server waiting in the queue) would keep the tracker alive forever.
+            server.close()
+            sweeper.cancel()
+            for conn in list(self._conns):
+                conn.close()
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(*tasks, sweeper, return_exceptions=True)
 
     def run(self) -> None:
         """Serve until :meth:`stop` (or a STOP message with the stop key)."""

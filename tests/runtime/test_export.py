@@ -175,8 +175,11 @@ def test_load_without_compiler(add_module, tmp_path, rng):
         print(json.dumps({{"out": c.numpy().tolist(), "driver_imported": "kiln.target.compiler" in sys.modules,
                           "threads": kiln.runtime.library.num_threads()}}))
     """)
-    env = {"PATH": str(bindir), "PYTHONPATH": REPO, "HOME": str(tmp_path), "KILN_CACHE_DIR": str(tmp_path / "cache"),
-           "KILN_NUM_THREADS": "1"}
+    # numpy's site directory too: a symlink to a virtualenv's interpreter outside the virtualenv runs as the
+    # base interpreter, which need not have numpy
+    site = os.path.dirname(os.path.dirname(np.__file__))
+    env = {"PATH": str(bindir), "PYTHONPATH": os.pathsep.join([REPO, site]), "HOME": str(tmp_path),
+           "KILN_CACHE_DIR": str(tmp_path / "cache"), "KILN_NUM_THREADS": "1"}
     proc = subprocess.run([str(bindir / "python3"), "-c", script], env=env, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
