@@ -117,3 +117,23 @@ def test_guard_on_an_inner_loop_variable_keeps_the_blend():
     np.testing.assert_array_equal(outs[0], outs[1])
     ref = np.array([[x[i + k - 2] if 2 <= i + k < 12 else -1.0 for i in range(8)] for k in range(3)], "float32")
     np.testing.assert_array_equal(outs[1], ref)
+
+
+@pytest.mark.parametrize("n_inputs,vectorized", [(8, True), (70, False)])
+def test_long_if_then_else_chain_stays_scalar(n_inputs, vectorized):
+    """A concatenate of n inputs is a tree of n - 1 if_then_else: vectorized, every lane would evaluate all n
+    loads and each level would guard the levels below (a relay concatenate of 600 inputs took minutes to
+    build). Bodies with more blends than the vectorizer's limit stay a scalar loop; small ones are still
+    blended."""
+    xs = [te.placeholder((4,), "float32", name=f"x{i}") for i in range(n_inputs)]
+    c = topi.concatenate(xs, axis=0)
+    s = te.create_schedule(c.op)
+    _, inner = s[c].split(c.op.axis[0], factor=8)
+    s[c].vectorize(inner)
+    f, src = _vector_stage_source(s, xs + [c])
+    assert ("kiln_select" in src) == vectorized
+    rng = np.random.default_rng(n_inputs)
+    data = [rng.standard_normal(4).astype("float32") for _ in range(n_inputs)]
+    got = _run(f, data, (4 * n_inputs,), "float32")
+    if got is not None:
+        np.testing.assert_array_equal(got, np.concatenate(data))

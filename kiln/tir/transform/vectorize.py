@@ -22,7 +22,7 @@ from ...ir.node import structural_equal
 from .. import expr as E, stmt as S
 from .pass_base import PrimFuncPass, _config
 from .simplify import simplify_stmt
-from ..stmt_functor import StmtExprMutator, StmtExprVisitor, uses_var, substitute
+from ..stmt_functor import StmtExprMutator, StmtExprVisitor, _children, uses_var, substitute
 
 
 class CannotVectorize(Exception):
@@ -488,9 +488,30 @@ def _sub_var(e, var, delta):
     return substitute(e, {var: var + delta})
 
 
+_MAX_BLENDS = 64     # if_then_else calls a vectorized body may hold (see _count_branches)
 _MAX_UNSWITCH = 2   # invariant conditions versioned per vectorized loop (2**k vector bodies)
 _MAX_FAST_GUARDS = 8  # guarded accesses an interior fast path may unguard (a padded load has one; a concatenate
                       # of hundreds of inputs has one per input, mutually exclusive: no interior exists)
+
+
+def _count_branches(body, stop: int) -> int:
+    """The ``if_then_else`` calls in ``body``, counted up to ``stop``. A vectorized if_then_else evaluates
+    both branches on every lane and blends, each level guarding the loads of the levels below it: a
+    concatenate of n inputs (a chain of n - 1 if_then_else) costs O(n**2) to vectorize and n loads per lane
+    to run, where the scalar loop does one. Bodies with more than ``_MAX_BLENDS`` stay scalar (a relay
+    concatenate of 600 inputs took minutes to build)."""
+    count = 0
+    stack = [body]
+    seen = set()
+    while stack and count < stop:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, E.Call) and n.op == "tir.if_then_else":
+            count += 1
+        stack.extend(_children(n))
+    return count
 
 
 def _invariant_selects(body, var) -> list:
@@ -565,6 +586,8 @@ class LoopVectorizer(StmtExprMutator):
         lanes = s.extent.value
         if lanes == 1:
             return substitute(body, {s.loop_var: s.min})
+        if _count_branches(body, _MAX_BLENDS + 1) > _MAX_BLENDS:
+            return serial
         conds = _invariant_selects(body, s.loop_var)
         if not conds or len(conds) > _MAX_UNSWITCH:
             conds = []
