@@ -2,11 +2,16 @@
 graph executor's and the VM's Python paths for a tiny model (the MLP 784-512-512-10, built from Relay directly,
 no PyTorch needed).
 
-    python -m benchmarks.call_overhead [--batch 1] [--number 2000] [--repeat 7] [--clock wall|cpu] [--profile]
+    python -m benchmarks.call_overhead [--batch 1] [--number 2000] [--repeat 7] [--clock wall|cpu] [--no-kernels]
+                                       [--profile]
 
 Each step is called ``number`` times in a loop, ``repeat`` times; the table gives the median and the min of the
-per-call means in microseconds. ``native plan`` is the one ctypes call that runs all kernels (the floor);
-``run()`` minus it is the Python cost of a run. ``--profile`` adds a cProfile of the set_input / run /
+per-call means in microseconds. ``native plan`` is the one ctypes call that runs all kernels (the floor). For the
+steps that run the model, the last column is their cost above it: blocks of the step and of the native plan
+alternate, and the median of the paired differences is shown, which cancels most of the drift of a shared
+machine (kernel time varies more than the Python path costs). ``--no-kernels`` swaps the graph executor's and the
+VM's plans for the plan runner over zero kernels after a first real run, so every row is the call path alone
+(Python plus one ctypes call), free of the kernels' noise and of their cache effects. ``--profile`` adds a cProfile of the set_input / run /
 get_output(0).numpy() sequence. ``--clock cpu`` measures the calling thread's CPU time instead of wall time: on a
 machine shared with other processes it leaves out the time the thread waited for a core, so before/after
 comparisons of the Python path stay meaningful (it also leaves out nothing else: every step here runs on the
@@ -15,6 +20,7 @@ calling thread). Numbers are of the machine it runs on; nothing is written.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import statistics
 import time
 
@@ -58,7 +64,28 @@ def per_call_us(fn, number: int, repeat: int, clock=time.perf_counter_ns) -> tup
     return statistics.median(means), min(means)
 
 
-def graph_steps(batch: int) -> tuple:
+def paired_extra_us(fn, base, number: int, repeat: int, clock=time.perf_counter_ns) -> float:
+    """Median over ``repeat`` rounds of (mean us per call of ``fn``) - (that of ``base``), blocks back to back."""
+    for _ in range(max(10, number // 10)):
+        fn()
+        base()
+    diffs = []
+    for _ in range(repeat):
+        t0 = clock()
+        for _ in range(number):
+            fn()
+        t1 = clock()
+        for _ in range(number):
+            base()
+        t2 = clock()
+        diffs.append(((t1 - t0) - (t2 - t1)) / number / 1e3)
+    return statistics.median(diffs)
+
+
+EMPTY_PLAN = (ctypes.c_int64 * 2)(0, 0)  # (steps, count): the plan runner over zero kernels
+
+
+def graph_steps(batch: int, no_kernels: bool = False) -> tuple:
     """(name, zero-argument callable) for every step of the graph executor's user path."""
     import kiln as tvm
     from kiln.contrib import graph_executor
@@ -70,6 +97,9 @@ def graph_steps(batch: int) -> tuple:
     g.set_input("input0", xn)
     g.run()
     fn, args = ex._native
+    if no_kernels:
+        args = ctypes.addressof(EMPTY_PLAN)
+        ex._native = (fn, args)
     steps = [
         ("native plan (one ctypes call, all kernels)", lambda: fn(args, 2)),
         ("GraphModule.run()", g.run),
@@ -92,13 +122,19 @@ def graph_steps(batch: int) -> tuple:
     return steps, sequence
 
 
-def vm_steps(batch: int) -> list:
+def vm_steps(batch: int, no_kernels: bool = False) -> list:
     import kiln as tvm
     from kiln.runtime import vm as rvm
     machine = rvm.VirtualMachine(build_mlp(batch, vm=True), tvm.cpu())
     x = np.random.default_rng(1).standard_normal((batch, 784)).astype("float32")
     xn = tvm.nd.array(x)
     machine.set_input("main", x)
+    machine.invoke("main", x)
+    if no_kernels:  # the replay plan of this signature: its kernel segments become the empty plan
+        for runner in machine._replay:
+            for plan in (runner.plans.values() if runner is not None else ()):
+                plan.steps = [("native", st[1], ctypes.addressof(EMPTY_PLAN), []) if st[0] == "native" else st
+                              for st in plan.steps]
 
     def stateful():
         machine.invoke_stateful("main")
@@ -120,16 +156,24 @@ def main(argv=None) -> None:
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                    help="wall time, or the calling thread's CPU time (steadier on a shared machine)")
     p.add_argument("--profile", action="store_true", help="cProfile the set_input/run/get_output sequence")
+    p.add_argument("--no-kernels", action="store_true",
+                   help="after a first real run, call the plan runner over zero kernels: the call path alone")
     p.add_argument("--no-vm", action="store_true", help="skip the Relay VM's invoke path")
     args = p.parse_args(argv)
-    steps, sequence = graph_steps(args.batch)
+    steps, sequence = graph_steps(args.batch, args.no_kernels)
+    base = steps[0][1]
     if not args.no_vm:
-        steps += vm_steps(args.batch)
-    print(f"MLP 784-512-512-10 batch {args.batch}; {args.clock} microseconds per call, median (min) of {args.repeat} "
+        steps += vm_steps(args.batch, args.no_kernels)
+    print(f"MLP 784-512-512-10 batch {args.batch}{' (kernels swapped for an empty plan)' if args.no_kernels else ''}; "
+          f"{args.clock} microseconds per call, median (min) of {args.repeat} "
           f"blocks of {args.number} calls")
+    print(f"  {'step':52s} {'median':>8s} {'(min)':>8s}  {'above native plan':>18s}")
     for name, fn in steps:
         med, low = per_call_us(fn, args.number, args.repeat, CLOCKS[args.clock])
-        print(f"  {name:52s} {med:8.2f} ({low:.2f})")
+        extra = ""
+        if ("run" in name or "invoke" in name) and fn is not base:
+            extra = f"{paired_extra_us(fn, base, args.number, 3 * args.repeat, CLOCKS[args.clock]):18.2f}"
+        print(f"  {name:52s} {med:8.2f} {'(' + format(low, '.2f') + ')':>8s}  {extra}")
     if args.profile:
         import cProfile
         import pstats
