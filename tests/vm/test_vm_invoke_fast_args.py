@@ -105,3 +105,21 @@ def test_dynamic_parameter_takes_the_general_path():
         np.testing.assert_allclose(machine.invoke("main", data).numpy(), np.maximum(data, 0) * 2, rtol=1e-6)
     with pytest.raises(ArgumentError):
         machine.invoke("main", np.zeros((2, 3), "float32"))
+
+
+def test_reshaped_input_views_per_call():
+    """A dynamic reshape of an input is a per-call view in the replay plan (its address taken from the source when
+    that is a compact writable tensor, asked of numpy otherwise): results follow the input call after call."""
+    x = relay.var("x", shape=(relay.Any(), 6), dtype="float32")
+    w = rng.standard_normal((4, 3)).astype("float32")
+    out = relay.nn.dense(relay.reshape(x, (-1, 3)), relay.const(w))  # the reshape does not fuse into dense
+    machine = rvm.VirtualMachine(relay.vm.compile(tvm.IRModule.from_expr(relay.Function([x], out)), "llvm"),
+                                 tvm.cpu())
+    for seed in range(4):
+        data = np.random.default_rng(seed).standard_normal((5, 6)).astype("float32")
+        arg = data if seed != 2 else tvm.nd.from_dlpack(np.frombuffer(data.tobytes(), "float32").reshape(5, 6))
+        assert seed != 2 or not arg.is_writable  # read-only input: the view is made the general way
+        np.testing.assert_allclose(machine.invoke("main", arg).numpy(), data.reshape(10, 3) @ w.T, rtol=1e-5,
+                                   atol=1e-5)
+    plans = [p for r in machine._replay if r is not None for p in r.plans.values()]
+    assert any(st[0] == "view" for p in plans for st in p.prologue)
