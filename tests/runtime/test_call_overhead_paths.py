@@ -155,8 +155,16 @@ def test_get_output_bad_index_and_out(m):
         m.get_output(0, ro)
     with pytest.raises(ArgumentError, match="kiln NDArray"):
         m.get_output(0, np.zeros(N, "float32"))
+    with pytest.raises(KilnError, match="shape mismatch"):
+        m.get_output(0, tvm.nd.empty((N + 1,), "float32"))
+    with pytest.raises(DataTypeError, match="dtype mismatch"):
+        m.get_output(0, tvm.nd.empty((N,), "float64"))
     out = tvm.nd.empty((N,), "float32")
     assert m.get_output(0, out) is out and out is not m.get_output(0)
+    np.testing.assert_array_equal(out.numpy(), m.get_output(0).numpy())
+    strided = tvm.nd.from_dlpack(np.zeros(2 * N, "float32")[::2])  # writable, not compact: copied into
+    m.get_output(0, strided)
+    np.testing.assert_array_equal(strided.numpy(), m.get_output(0).numpy())
 
 
 def test_float16_and_int8_inputs_use_the_same_rules():
