@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import threading
 import warnings
 
@@ -24,7 +25,7 @@ from .device import Device, cpu, device as _as_device
 from .dtype import parse_dtype
 from .kernel import KernelFunction
 from .module import Module
-from .ndarray import NDArray, _aligned_empty
+from .ndarray import NDArray, _aligned_empty, _dtype_name
 from .params import load_params, save_params
 from .registry import register_func
 from .thread_policy import tick as _thread_tick
@@ -126,7 +127,7 @@ def _attr_list(attrs: dict, key: str, kind: str) -> list:
 
 
 def _nbytes(shape: tuple, dtype: str) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * parse_dtype(dtype).numpy_dtype().itemsize
+    return math.prod(shape) * parse_dtype(dtype).numpy_dtype().itemsize
 
 
 # -- the executor -------------------------------------------------------------------------------
@@ -228,6 +229,20 @@ class GraphExecutor(Module):
         self._plan = plan
         self._keepalive = list(self.entries)
         self._native = self._native_plan(plan)
+        self._cache_io()
+
+    def _cache_io(self) -> None:
+        """What set_input and get_output need per call, derived once from ``entries`` (rebuilt with the plan
+        whenever an entry changes, e.g. share_params): per input (destination NDArray, its numpy array, shape,
+        numpy dtype or None), and the output NDArrays. The numpy dtype is kept only where its kiln name is the
+        input's dtype, so comparing numpy dtypes accepts exactly what comparing the names accepts."""
+        slots = []
+        for idx in range(len(self.spec.input_names)):
+            dst = self.entries[self._entry_of_input(idx)]
+            np_dtype = dst._arr.dtype
+            slots.append((dst, dst._arr, dst._shape, np_dtype if _dtype_name(np_dtype) == dst._dtype else None))
+        self._in_slots = slots
+        self._heads = [self.entries[self.spec.entry_id(nid, idx)] for nid, idx in self.spec.heads]
 
     def _native_plan(self, plan: list):
         """When the library has the plan runner (relay.build adds it) and every step is a compiled
@@ -242,7 +257,7 @@ class GraphExecutor(Module):
             steps[i].num_args = total
         args = (ctypes.c_int64 * 2)(ctypes.addressof(steps), len(plan))
         self._native_keepalive = (steps, args, [b for _, b, _, _ in plan])
-        return runner._fn, args
+        return runner._fn, ctypes.addressof(args)  # an int argument: ctypes converts it fastest
 
     # -- Module interface -----------------------------------------------------------------------
     def _get_local_function(self, name: str):
@@ -257,6 +272,10 @@ class GraphExecutor(Module):
         return self._input_index.get(name, -1)
 
     def _index_of(self, key) -> int:
+        if type(key) is str:
+            idx = self._input_index.get(key)
+            if idx is not None:
+                return idx
         if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
             if not 0 <= int(key) < len(self.spec.input_nodes):
                 raise ArgumentError(f"input index {int(key)} is out of range: the graph has "
@@ -273,8 +292,18 @@ class GraphExecutor(Module):
         return self.spec.entry_id(self.spec.input_nodes[idx], 0)
 
     def _copy_in(self, idx: int, value) -> None:
-        eid = self._entry_of_input(idx)
-        dst = self.entries[eid]
+        dst, dst_arr, shape, np_dtype = self._in_slots[idx]
+        # fast paths: an array of the input's exact shape and dtype is copied with no further question
+        # (the checks below would accept it and copy it the same way)
+        if type(value) is np.ndarray:
+            if np_dtype is not None and value.dtype == np_dtype and value.shape == shape:
+                np.copyto(dst_arr, value)
+                self._unset.discard(idx)
+                return
+        elif type(value) is NDArray and value._shape == shape and value._dtype == dst._dtype:
+            np.copyto(dst_arr, value._arr)
+            self._unset.discard(idx)
+            return
         name = self.spec.input_names[idx]
         if isinstance(value, NDArray):
             src = value._arr
@@ -291,7 +320,7 @@ class GraphExecutor(Module):
             except (TypeError, ValueError) as err:
                 raise ArgumentError(f"input {name!r}: cannot convert {type(value).__name__} to an array: {err}") \
                     from None
-            given_dtype = "bool" if src.dtype == np.bool_ else str(src.dtype)
+            given_dtype = _dtype_name(src.dtype)
         if tuple(src.shape) != dst._shape or given_dtype != dst._dtype:
             raise ArgumentError(f"input {name!r}: expected shape {dst._shape} and dtype {dst._dtype}, got shape "
                                 f"{tuple(src.shape)} and dtype {given_dtype}")
@@ -406,6 +435,10 @@ class GraphExecutor(Module):
 
     def get_output(self, index: int, out: NDArray | None = None) -> NDArray:
         """Output ``index`` (the executor's own array; copied into ``out`` when given)."""
+        if out is None and type(index) is int:
+            heads = self._heads
+            if -len(heads) <= index < len(heads):
+                return heads[index]
         arr = self.entries[self._head_entry(index)]
         if out is not None:
             with self._lock:
@@ -414,6 +447,9 @@ class GraphExecutor(Module):
 
     @staticmethod
     def _copy_out(index, arr: NDArray, out) -> NDArray:
+        if type(out) is NDArray and out._writable and out._shape == arr._shape and out._dtype == arr._dtype:
+            np.copyto(out._arr, arr._arr)  # what copyfrom does once its checks pass
+            return out
         if not isinstance(out, NDArray):
             raise ArgumentError(f"get_output({index}, out=...): out must be a kiln NDArray, got "
                                 f"{type(out).__name__}")
@@ -442,9 +478,11 @@ class GraphExecutor(Module):
         serialized (they share the executor's buffers)."""
         _thread_tick()  # the adaptive thread policy measures here (kiln.runtime.thread_policy)
         with self._lock:
-            for name, value in inputs.items():
-                self._copy_in(self._index_of(name), value)
-            self._check_inputs_set()
+            if inputs:
+                for name, value in inputs.items():
+                    self._copy_in(self._index_of(name), value)
+            if self._unset:
+                self._check_inputs_set()
             self._run_locked()
 
     def _run_locked(self) -> None:

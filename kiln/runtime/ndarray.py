@@ -5,6 +5,8 @@ strided memory (``is_contiguous`` says which), which the kernel wrapper refuses.
 """
 from __future__ import annotations
 
+import ctypes
+import math
 from typing import Sequence
 
 import numpy as np
@@ -19,10 +21,31 @@ _ALIGN = 64
 
 def _aligned_empty(shape: tuple, np_dtype: np.dtype) -> np.ndarray:
     """An uninitialised C-contiguous array whose data pointer is a multiple of 64."""
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+    return _aligned_empty_ptr(shape, np_dtype)[0]
+
+
+def _aligned_empty_ptr(shape: tuple, np_dtype: np.dtype) -> tuple:
+    """``(array, address of its first element)`` of :func:`_aligned_empty`: the address is known here, so the
+    caller need not ask numpy again (``__array_interface__`` costs microseconds; see docs/call_overhead.md)."""
+    nbytes = math.prod(shape) * np_dtype.itemsize
     raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
-    offset = (-raw.ctypes.data) % _ALIGN
-    return raw[offset:offset + nbytes].view(np_dtype).reshape(shape)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(raw))  # a fresh writable buffer: its address, cheaply
+    offset = (-base) % _ALIGN
+    return raw[offset:offset + nbytes].view(np_dtype).reshape(shape), base + offset
+
+
+_DTYPE_NAMES: dict = {}
+
+
+def _dtype_name(np_dtype: np.dtype) -> str:
+    """kiln's name of a numpy dtype (``str(dtype)``, ``bool`` for ``np.bool_``), cached per dtype: numpy 2's
+    ``str(dtype)`` runs Python code (~8 us), and every NDArray and every set_input asks."""
+    name = _DTYPE_NAMES.get(np_dtype)
+    if name is None:
+        name = "bool" if np_dtype == np.bool_ else str(np_dtype)
+        if np_dtype.isbuiltin == 1 and len(_DTYPE_NAMES) < 256:  # equal builtin dtypes print alike
+            _DTYPE_NAMES[np_dtype] = name
+    return name
 
 
 def _np_dtype_of(dtype) -> np.dtype:
@@ -49,7 +72,7 @@ class NDArray:
     def _set(self, arr: np.ndarray, dev: Device) -> None:
         self._arr = arr
         self._shape = tuple(int(s) for s in arr.shape)
-        self._dtype = "bool" if arr.dtype == np.bool_ else str(arr.dtype)
+        self._dtype = _dtype_name(arr.dtype)
         self._device = dev
         self._ptr = arr.__array_interface__["data"][0]
         # what a kernel may be handed: compact row-major, naturally aligned
@@ -256,7 +279,9 @@ def empty(shape, dtype="float32", device: Device | None = None, mem_scope=None) 
         raise KilnError(f"nd.empty: shape must be a sequence of ints, got {shape!r}") from None
     if any(s < 0 for s in shape):
         raise KilnError(f"nd.empty: negative extent in shape {shape}")
-    return NDArray(_aligned_empty(shape, _np_dtype_of(dtype)), dev)
+    np_dtype = _np_dtype_of(dtype)
+    out, ptr = _aligned_empty_ptr(shape, np_dtype)
+    return NDArray._compact(out, shape, _dtype_name(np_dtype), ptr, out.nbytes, dev)
 
 
 def array(arr, device: Device | None = None, dtype=None, ctx: Device | None = None) -> NDArray:
@@ -274,13 +299,22 @@ def array(arr, device: Device | None = None, dtype=None, ctx: Device | None = No
     else:
         src = np.asarray(arr)
         np_dt = src.dtype
-        try:
-            parse_dtype(np_dt)
-        except DataTypeError:
-            raise DataTypeError(f"nd.array: numpy dtype {np_dt} has no kiln equivalent") from None
-    out = _aligned_empty(tuple(src.shape), np.dtype(np_dt))
+        if np_dt not in _KNOWN_NP_DTYPES:
+            try:
+                parse_dtype(np_dt)
+            except DataTypeError:
+                raise DataTypeError(f"nd.array: numpy dtype {np_dt} has no kiln equivalent") from None
+            if np_dt.isbuiltin == 1:
+                _KNOWN_NP_DTYPES.add(np_dt)
+    np_dt = np.dtype(np_dt)
+    shape = tuple(src.shape)
+    out, ptr = _aligned_empty_ptr(shape, np_dt)
     np.copyto(out, src)
-    return NDArray(out, dev)
+    return NDArray._compact(out, shape, _dtype_name(np_dt), ptr, out.nbytes, dev)
+
+
+# numpy dtypes nd.array has checked to have a kiln equivalent (parse_dtype costs microseconds)
+_KNOWN_NP_DTYPES: set = set()
 
 
 def numpyasarray(np_data: np.ndarray) -> NDArray:

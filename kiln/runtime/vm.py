@@ -12,6 +12,7 @@ Serialized executables are JSON plus raw constant bytes: loading one never execu
 from __future__ import annotations
 
 import json
+import math
 import struct
 import time
 import weakref
@@ -338,6 +339,21 @@ def _np_dtype(dtype: str) -> np.dtype:
     return got
 
 
+def _static_tensor_spec(ty):
+    """(shape, numpy dtype, dtype, nbytes) of a tensor parameter whose shape is static and whose dtype numpy
+    names the same way; None for anything else (tuples, dynamic dims: the general conversion handles them)."""
+    if ty is None or ty[0] != "tensor" or any(int(d) < 0 for d in ty[1]):
+        return None
+    try:
+        np_dtype = _np_dtype(ty[2])
+    except KilnError:
+        return None
+    if nd._dtype_name(np_dtype) != ty[2]:
+        return None
+    shape = tuple(int(d) for d in ty[1])
+    return shape, np_dtype, ty[2], math.prod(shape) * np_dtype.itemsize
+
+
 class _StoragePool:
     """Tensor buffers reused across calls, keyed by byte size (TVM's pooled allocator). A buffer returns to
     the pool when the last reference to its tensor dies (a weak reference's callback); each keeps its address
@@ -352,8 +368,8 @@ class _StoragePool:
     def tensor(self, shape: tuple, dtype: str) -> NDArray:
         np_dtype = np.dtype(np.bool_ if dtype == "bool" else dtype)
         shape = tuple(int(d) for d in shape)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
-        return self.tensor_of(shape, np_dtype, "bool" if np_dtype == np.bool_ else str(np_dtype), nbytes)
+        nbytes = math.prod(shape) * np_dtype.itemsize
+        return self.tensor_of(shape, np_dtype, nd._dtype_name(np_dtype), nbytes)
 
     def tensor_of(self, shape: tuple, np_dtype: np.dtype, dtype: str, nbytes: int) -> NDArray:
         """``tensor`` with the byte size and dtype names known (the replay plans' per-call allocations)."""
@@ -440,6 +456,7 @@ class VirtualMachine:
         self._replay = [ReplayRunner(self, f) if is_straight_line(f) else None for f in exe.functions]
         self._inputs: dict = {}
         self._partial: set = set()   # functions with inputs still missing after set_one_input
+        self._arg_specs: dict = {}   # function index -> per parameter (shape, numpy dtype, dtype, nbytes) or None
         self._outputs = None
 
     # -- public API ---------------------------------------------------------------------------------
@@ -555,6 +572,10 @@ class VirtualMachine:
 
     def _convert_args(self, index: int, args, kwargs) -> list:
         f = self.exe.functions[index]
+        if not kwargs and f.param_types is not None and len(args) == len(f.params):
+            values = self._exact_tensor_args(index, f, args)
+            if values is not None:
+                return values
         values = list(args)
         if len(values) > len(f.params):
             raise ArgumentError(f"{f.name} takes {len(f.params)} arguments ({', '.join(f.params)}), "
@@ -570,6 +591,34 @@ class VirtualMachine:
             raise ArgumentError(f"{f.name}: unknown inputs {sorted(kwargs)} (inputs: {', '.join(f.params)})")
         types = f.param_types or [None] * len(values)
         return [self._to_value(v, t, f.name, p, self.pool) for v, t, p in zip(values, types, f.params)]
+
+    def _exact_tensor_args(self, index: int, f: VMFunction, args) -> list | None:
+        """The per-call fast path: every argument a numpy array (copied into a pooled buffer) or a compact
+        NDArray (used as is) of its parameter's static shape and exact dtype, which is what ``_to_value``
+        would make of it. None when any argument is something else: the general path converts or refuses."""
+        specs = self._arg_specs.get(index)
+        if specs is None:
+            specs = self._arg_specs[index] = [_static_tensor_spec(t) for t in f.param_types]
+        pool = self.pool
+        values = []
+        for v, spec in zip(args, specs):
+            if spec is None:
+                return None
+            shape, np_dtype, dtype, nbytes = spec
+            kind = type(v)
+            if kind is np.ndarray:
+                if v.dtype != np_dtype or v.shape != shape:
+                    return None
+                arr = pool.tensor_of(shape, np_dtype, dtype, nbytes)
+                np.copyto(arr._arr, v)
+            elif kind is NDArray:
+                if v._dtype != dtype or v._shape != shape or not v._kernel_ok:
+                    return None
+                arr = v
+            else:
+                return None
+            values.append(arr)
+        return values
 
     @staticmethod
     def _to_value(v, ty, fname: str, pname: str, pool: "_StoragePool | None" = None):

@@ -302,7 +302,11 @@ class _Plan:
             if st[0] == "alloc":
                 regs[st[1]] = pool.tensor_of(st[2], st[3], st[4], st[5])
             else:  # a view of a per-call tensor
-                regs[st[3]] = NDArray(regs[st[1]]._arr.reshape(st[2]))
+                src = regs[st[1]]
+                view = src._arr.reshape(st[2])
+                # a compact writable source: the view has its address and size (asking numpy costs ~3 us)
+                regs[st[3]] = NDArray._compact(view, st[2], src._dtype, src._ptr, src._hi - src._lo, src._device) \
+                    if src._out_ok else NDArray(view)
         for buf, slot, r in self.patches:
             buf[slot] = regs[r]._ptr
         for st in self.steps:
