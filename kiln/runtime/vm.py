@@ -327,17 +327,6 @@ class _ShapeFunc:
         return out
 
 
-_NP_DTYPES: dict = {}
-
-
-def _np_dtype(dtype: str) -> np.dtype:
-    """numpy's dtype for a kiln dtype string (cached: the VM compares every argument's dtype)."""
-    got = _NP_DTYPES.get(dtype)
-    if got is None:
-        got = _NP_DTYPES[dtype] = nd._np_dtype_of(dtype)
-    return got
-
-
 class _StoragePool:
     """Tensor buffers reused across calls, keyed by byte size (TVM's pooled allocator). A buffer returns to
     the pool when the last reference to its tensor dies (a weak reference's callback); each keeps its address
@@ -585,7 +574,7 @@ class VirtualMachine:
             return ADT(0, [VirtualMachine._to_value(x, t, fname, pname, pool) for x, t in zip(v, fields)])
         if ty is not None and ty[0] == "tensor":
             shape, dtype = ty[1], ty[2]
-            if pool is not None and type(v) is np.ndarray and v.dtype == _np_dtype(dtype) and \
+            if pool is not None and type(v) is np.ndarray and v.dtype == nd._np_dtype_of(dtype) and \
                     v.ndim == len(shape) and all(s < 0 or s == g for s, g in zip(shape, v.shape)):
                 arr = pool.tensor_of(v.shape, v.dtype, dtype, v.nbytes)
                 np.copyto(arr._arr, v)
