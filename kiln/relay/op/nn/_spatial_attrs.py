@@ -1,0 +1,36 @@
+"""The per-axis attributes of the 1-, 2- and 3-D conv / pool ops (strides, dilation, padding) in full form: one
+place that expands a single value to every axis and checks the count, for type relations, shape functions,
+references and computes alike."""
+from __future__ import annotations
+
+from ....error import TypeInferenceError
+from ..op_attrs import _int_tuple
+
+
+def _prefix(op: str) -> str:
+    return f"{op}: " if op else ""
+
+
+def ntuple(v, n: int, what: str, op: str = "") -> tuple:
+    """``n`` ints from one value (every axis) or ``n`` values; ``what`` / ``op`` name them in the error."""
+    v = _int_tuple(v)
+    if len(v) == 1:
+        return v * n
+    if len(v) != n:
+        raise TypeInferenceError(f"{_prefix(op)}{what} must have 1 or {n} values, got {v}")
+    return v
+
+
+def pad_tuple(padding, ndim: int, op: str = "") -> tuple:
+    """(before per axis..., after per axis...) from 1 value (every side), ``ndim`` values (both sides of each
+    axis) or ``2 * ndim`` values (TVM's get_pad_tuple1d / 2d / 3d)."""
+    p = _int_tuple(padding)
+    if len(p) == 1:
+        return p * (2 * ndim)
+    if len(p) == ndim:
+        return p + p
+    if len(p) == 2 * ndim:
+        return p
+    counts = sorted({1, ndim, 2 * ndim})
+    allowed = ", ".join(str(c) for c in counts[:-1]) + f" or {counts[-1]}"
+    raise TypeInferenceError(f"{_prefix(op)}padding must have {allowed} values, got {p}")
