@@ -7,7 +7,7 @@ from ...error import OpNotImplemented
 from ._layout import from_primal, to_primal
 from .nn._conv_pool import _transpose_kernel_dims, pad4, pair
 from .nn._nn_3d import pad6, triple
-from .nn._spatial_attrs import pad_tuple
+from .nn._spatial_attrs import pad_tuple, pooled_size, window_span
 from .shape_func import _axes, _prod, _static
 
 
@@ -21,8 +21,7 @@ def _conv_out(n, k, s, d, pad):
 
 
 def _pool_out(n, k, s, d, pad, ceil_mode):
-    span = n + pad - ((k - 1) * d + 1)
-    return (span + s - 1) // s + 1 if ceil_mode else span // s + 1
+    return pooled_size(window_span(n, k, d, pad), s, ceil_mode)
 
 
 def _tconv_out(n, k, s, d, pad, out_pad):

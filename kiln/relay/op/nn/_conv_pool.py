@@ -14,7 +14,7 @@ from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op
 from ._any_channels import channels_from_weight
-from ._spatial_attrs import ntuple, pad_tuple
+from ._spatial_attrs import ntuple, pad_tuple, pooled_size, window_span
 from .._layout import from_primal, to_primal
 from ..type_relations import is_any, shape_text, tensor_arg
 from ....topi.nn.winograd_util import winograd_matrices
@@ -257,11 +257,11 @@ def pool2d_rel(arg_types, attrs):
     pt, pl, pb, pr = pad4(attrs.padding)
     sizes = []
     for n, k, s, dl, pad in ((d["H"], kh, sh, dh, pt + pb), (d["W"], kw, sw, dw, pl + pr)):
-        span = n + pad - ((k - 1) * dl + 1)
+        span = window_span(n, k, dl, pad)
         if span < 0:
             raise TypeInferenceError(f"pool2d: a {kh}x{kw} window does not fit the padded input "
                                      f"{shape_text(data.shape)} ({attrs.layout})")
-        sizes.append((span + s - 1) // s + 1 if attrs.ceil_mode else span // s + 1)
+        sizes.append(pooled_size(span, s, attrs.ceil_mode))
     shape = from_primal({"N": d["N"], "C": d["C"], "H": sizes[0], "W": sizes[1]}, attrs.out_layout or attrs.layout)
     return TensorType(shape, data.dtype)
 

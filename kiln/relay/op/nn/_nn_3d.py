@@ -13,7 +13,7 @@ from .. import op_attrs as A
 from ..op_attrs import _int_tuple as _ints
 from .._define import define_op, topi_compute
 from ._any_channels import channels_from_weight
-from ._spatial_attrs import ntuple, pad_tuple
+from ._spatial_attrs import ntuple, pad_tuple, pooled_size, window_span
 from ..type_relations import is_any, shape_text, tensor_arg
 from ....topi.testing import conv3d_ncdhw_python, conv3d_transpose_ncdhw_python, poolnd_python, adaptive_pool
 from ....topi.utils import get_const_tuple
@@ -166,10 +166,10 @@ def pool3d_rel(arg_types, attrs):
     dl, p = triple(attrs.dilation, "dilation"), pad6(attrs.padding)
     out = []
     for j, (s, k, t, d) in enumerate(zip(data.shape[2:], ks, st, dl)):
-        span = s + p[j] + p[j + 3] - ((k - 1) * d + 1)
+        span = window_span(s, k, d, p[j] + p[j + 3])
         if span < 0:
             raise TypeInferenceError(f"pool3d: a {ks} window does not fit the padded input {shape_text(data.shape)}")
-        out.append((span + t - 1) // t + 1 if attrs.ceil_mode else span // t + 1)
+        out.append(pooled_size(span, t, attrs.ceil_mode))
     return TensorType(tuple(data.shape[:2]) + tuple(out), data.dtype)
 
 

@@ -12,7 +12,7 @@ from .. import op_attrs as A
 from ..op_attrs import _int_tuple as _ints
 from .._define import define_op, topi_compute
 from ._any_channels import channels_from_weight
-from ._spatial_attrs import pad_tuple
+from ._spatial_attrs import pad_tuple, pooled_size, window_span
 from ..type_relations import is_any, normalize_axis, shape_text, tensor_arg
 from ._nn import _channel_vector
 from ....topi.testing import conv2d_nchw_python, pool2d_python
@@ -155,10 +155,10 @@ def _pool1d_rel(arg_types, attrs):
         raise TypeInferenceError(f"pool1d: kiln supports NCW data, got {attrs.layout} {shape_text(data.shape)}")
     k, s, d = attrs.pool_size[0], attrs.strides[0], attrs.dilation[0]
     pl, pr = pad_tuple(attrs.padding, 1)
-    span = data.shape[2] + pl + pr - ((k - 1) * d + 1)
+    span = window_span(data.shape[2], k, d, pl + pr)
     if span < 0:
         raise TypeInferenceError(f"pool1d: a window of {k} does not fit the padded input {shape_text(data.shape)}")
-    ow = (span + s - 1) // s + 1 if attrs.ceil_mode else span // s + 1
+    ow = pooled_size(span, s, attrs.ceil_mode)
     return TensorType(data.shape[:2] + (ow,), data.dtype)
 
 

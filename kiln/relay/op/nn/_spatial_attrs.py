@@ -1,6 +1,6 @@
-"""The per-axis attributes of the 1-, 2- and 3-D conv / pool ops (strides, dilation, padding) in full form: one
-place that expands a single value to every axis and checks the count, for type relations, shape functions,
-references and computes alike."""
+"""The per-axis attributes of the 1-, 2- and 3-D conv / pool ops (strides, dilation, padding) in full form, and
+the pooled output extent: one place that expands a single value to every axis and checks the count, for type
+relations, shape functions, references and computes alike."""
 from __future__ import annotations
 
 from ....error import TypeInferenceError
@@ -34,3 +34,13 @@ def pad_tuple(padding, ndim: int, op: str = "") -> tuple:
     counts = sorted({1, ndim, 2 * ndim})
     allowed = ", ".join(str(c) for c in counts[:-1]) + f" or {counts[-1]}"
     raise TypeInferenceError(f"{_prefix(op)}padding must have {allowed} values, got {p}")
+
+
+def window_span(n, k: int, dilation: int, pad):
+    """How far a window of ``k`` taps ``dilation`` apart slides over ``n + pad`` elements (< 0: it does not fit)."""
+    return n + pad - ((k - 1) * dilation + 1)
+
+
+def pooled_size(span, stride: int, ceil_mode: bool):
+    """Output extent of a pooling window whose window_span is ``span`` (ceil_mode: a last partial step counts)."""
+    return (span + stride - 1) // stride + 1 if ceil_mode else span // stride + 1
