@@ -13,8 +13,8 @@ from ..op_attrs import _int_tuple as _ints
 from .._define import define_op, topi_compute
 from ._any_channels import channels_from_weight
 from ._spatial_attrs import pad_tuple, pooled_size, window_span
-from ..type_relations import is_any, normalize_axis, shape_text, tensor_arg
-from ._nn import _channel_vector
+from ..type_relations import is_any, shape_text, tensor_arg
+from ._nn import axis_norm_rel
 from ....topi.testing import conv2d_nchw_python, pool2d_python
 
 _P = OpPattern
@@ -66,12 +66,7 @@ class MirrorPadAttrs(Attrs):
 
 
 # -- normalizations ------------------------------------------------------------------------------------------
-def _instance_norm_rel(arg_types, attrs):
-    data = tensor_arg(arg_types, 0, "data")
-    axis = normalize_axis(attrs.axis, len(data.shape), "instance_norm axis")
-    _channel_vector(arg_types, 1, "gamma", data.shape[axis], data, axis)
-    _channel_vector(arg_types, 2, "beta", data.shape[axis], data, axis)
-    return TensorType(data.shape, data.dtype)
+_instance_norm_rel = axis_norm_rel("instance_norm")
 
 
 def _instance_norm_ref(attrs, inputs, out_type):
