@@ -20,6 +20,7 @@ from ._layout import from_primal, to_primal
 from .nn._conv_pool import pad4, pair
 from .nn._spatial_attrs import pooled_size, window_span
 from ...topi.transform import infer_reshape_shape
+from ...topi.utils import prod as _prod
 from .transform import infer_reshape, slice_plan
 
 
@@ -55,13 +56,6 @@ def broadcast_dims(a, b):
     if _static(b):
         return int(b)
     return dim_max(a, b)
-
-
-def _prod(dims):
-    out = 1
-    for d in dims:
-        out = out * d
-    return out
 
 
 def _axes(axis, ndim):
