@@ -9,15 +9,10 @@ from ...error import OpNotImplemented
 from ...ir.op import Op, OpPattern
 from ...target.generic_func import override_native_generic_func
 from ._define import DEFINED_OPS, topi_compute, topi_fn
-from .nn._conv_pool import pair
 from .nn._spatial_attrs import pad_tuple
 from .op import register_broadcast_schedule, register_compute, register_injective_schedule, \
     register_reduce_schedule, register_strategy
 from .strategy import generic as G
-
-
-def _pair(v):
-    return pair(v, "value")
 
 
 def _pad_args(attrs, inputs, out_type):

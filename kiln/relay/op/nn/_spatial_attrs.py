@@ -4,7 +4,15 @@ relations, shape functions, references and computes alike."""
 from __future__ import annotations
 
 from ....error import TypeInferenceError
-from ..op_attrs import _int_tuple
+
+
+def _ints(v) -> tuple:
+    """One value, or any sequence of them (tuple, list, array), as a tuple of ints."""
+    try:
+        items = list(v)
+    except TypeError:  # a single value
+        return (int(v),)
+    return tuple(int(x) for x in items)
 
 
 def _prefix(op: str) -> str:
@@ -13,7 +21,7 @@ def _prefix(op: str) -> str:
 
 def ntuple(v, n: int, what: str, op: str = "") -> tuple:
     """``n`` ints from one value (every axis) or ``n`` values; ``what`` / ``op`` name them in the error."""
-    v = _int_tuple(v)
+    v = _ints(v)
     if len(v) == 1:
         return v * n
     if len(v) != n:
@@ -24,7 +32,7 @@ def ntuple(v, n: int, what: str, op: str = "") -> tuple:
 def pad_tuple(padding, ndim: int, op: str = "") -> tuple:
     """(before per axis..., after per axis...) from 1 value (every side), ``ndim`` values (both sides of each
     axis) or ``2 * ndim`` values (TVM's get_pad_tuple1d / 2d / 3d)."""
-    p = _int_tuple(padding)
+    p = _ints(padding)
     if len(p) == 1:
         return p * (2 * ndim)
     if len(p) == ndim:
