@@ -4,7 +4,7 @@ import pytest
 
 import kiln as tvm
 from kiln import relay
-from kiln.ir.type import FuncType, TensorType, TupleType
+from kiln.ir.type import FuncType, TensorType
 from kiln.relay.adt import ConstructorValue
 from kiln.relay.prelude import GLOBAL_DEFS, Prelude
 from kiln.runtime import ndarray as nd

@@ -3,8 +3,6 @@ nn.max_pool3d, nn.avg_pool3d, nn.adaptive_{avg,max}_pool{1,3}d). kiln computes c
 (NCDHW data, OIDHW / IODHW kernels, NCW for 1-D); relations reject others with a clear message."""
 from __future__ import annotations
 
-import numpy as np
-
 from ....error import TypeInferenceError
 from ....ir.attrs import Attrs, Field
 from ....ir.op import OpPattern
