@@ -6,7 +6,9 @@ right for a machine running one model; see kiln/runtime/thread_policy.py). Set b
 The thread count is fixed (KILN_THREAD_POLICY=fixed): tests check the count they set, which the adaptive
 policy would lower whenever the other worker keeps a core busy; tests/runtime/test_thread_adapt.py tests it."""
 import os
+import sys
 
+sys.path.insert(0, os.path.dirname(__file__))  # the helpers shared across test folders (relay_exec_util.py)
 os.environ.setdefault("KILN_OMP_WAIT_POLICY", "passive")
 os.environ.setdefault("KILN_THREAD_POLICY", "fixed")
 pytest_plugins = ["kiln.testing.plugin"]

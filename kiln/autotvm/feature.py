@@ -107,33 +107,28 @@ class _LoopCollector(StmtExprVisitor):
         self.loops: list = []
         self.stack: list = []
 
-    def visit_For(self, node):
-        extent = _const(node.extent, 1) or 1
-        kind = {S.ForKind.SERIAL: "serial", S.ForKind.PARALLEL: "parallel", S.ForKind.VECTORIZED: "vectorized",
-                S.ForKind.UNROLLED: "unrolled"}.get(node.kind, "thread")
+    def _loop(self, var, extent, kind: str, body) -> None:
+        """Enter a loop of ``extent`` iterations over ``var`` (under the innermost open one), visit ``body``."""
+        extent = _const(extent, 1) or 1
         top = (self.stack[-1].topdown if self.stack else 1) * extent
-        loop = _Loop(node.loop_var, extent, kind, len(self.stack), top)
+        loop = _Loop(var, extent, kind, len(self.stack), top)
         if self.stack:
             self.stack[-1].children.append(loop)
         self.loops.append(loop)
         self.stack.append(loop)
-        self.visit(node.body)
+        self.visit(body)
         self.stack.pop()
         loop.bottomup = extent * max([c.bottomup for c in loop.children] or [1])
+
+    def visit_For(self, node):
+        kind = {S.ForKind.SERIAL: "serial", S.ForKind.PARALLEL: "parallel", S.ForKind.VECTORIZED: "vectorized",
+                S.ForKind.UNROLLED: "unrolled"}.get(node.kind, "thread")
+        self._loop(node.loop_var, node.extent, kind, node.body)
 
     def visit_AttrStmt(self, node):
         # thread_extent / virtual_thread attrs bind an IterVar: treat as a thread-bound loop
         if node.attr_key in ("thread_extent", "virtual_thread") and hasattr(node.node, "var"):
-            extent = _const(node.value, 1) or 1
-            top = (self.stack[-1].topdown if self.stack else 1) * extent
-            loop = _Loop(node.node.var, extent, "thread", len(self.stack), top)
-            if self.stack:
-                self.stack[-1].children.append(loop)
-            self.loops.append(loop)
-            self.stack.append(loop)
-            self.visit(node.body)
-            self.stack.pop()
-            loop.bottomup = extent * max([c.bottomup for c in loop.children] or [1])
+            self._loop(node.node.var, node.value, "thread", node.body)
             return
         self.generic_visit(node)
 

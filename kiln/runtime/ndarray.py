@@ -48,7 +48,17 @@ def _dtype_name(np_dtype: np.dtype) -> str:
     return name
 
 
+_NP_DTYPES: dict = {}
+
+
 def _np_dtype_of(dtype) -> np.dtype:
+    """numpy's dtype for a kiln dtype (string, DataType, numpy dtype, ...); strings are cached, since nd.empty
+    and the VM's argument check convert the same few on every call."""
+    if type(dtype) is str:
+        got = _NP_DTYPES.get(dtype)
+        if got is None:
+            got = _NP_DTYPES[dtype] = parse_dtype(dtype).numpy_dtype()
+        return got
     return parse_dtype(dtype).numpy_dtype()
 
 

@@ -328,24 +328,13 @@ class _ShapeFunc:
         return out
 
 
-_NP_DTYPES: dict = {}
-
-
-def _np_dtype(dtype: str) -> np.dtype:
-    """numpy's dtype for a kiln dtype string (cached: the VM compares every argument's dtype)."""
-    got = _NP_DTYPES.get(dtype)
-    if got is None:
-        got = _NP_DTYPES[dtype] = nd._np_dtype_of(dtype)
-    return got
-
-
 def _static_tensor_spec(ty):
     """(shape, numpy dtype, dtype, nbytes) of a tensor parameter whose shape is static and whose dtype numpy
     names the same way; None for anything else (tuples, dynamic dims: the general conversion handles them)."""
     if ty is None or ty[0] != "tensor" or any(int(d) < 0 for d in ty[1]):
         return None
     try:
-        np_dtype = _np_dtype(ty[2])
+        np_dtype = nd._np_dtype_of(ty[2])
     except KilnError:
         return None
     if nd._dtype_name(np_dtype) != ty[2]:
@@ -634,7 +623,7 @@ class VirtualMachine:
             return ADT(0, [VirtualMachine._to_value(x, t, fname, pname, pool) for x, t in zip(v, fields)])
         if ty is not None and ty[0] == "tensor":
             shape, dtype = ty[1], ty[2]
-            if pool is not None and type(v) is np.ndarray and v.dtype == _np_dtype(dtype) and \
+            if pool is not None and type(v) is np.ndarray and v.dtype == nd._np_dtype_of(dtype) and \
                     v.ndim == len(shape) and all(s < 0 or s == g for s, g in zip(shape, v.shape)):
                 arr = pool.tensor_of(v.shape, v.dtype, dtype, v.nbytes)
                 np.copyto(arr._arr, v)

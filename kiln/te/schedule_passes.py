@@ -26,45 +26,45 @@ def ScheduleOps(sch, dom_map: dict, debug_keep_trivial_loop: bool = False):  # n
     return schedule_ops(sch, dom_map)
 
 
-def _is_elemwise(op) -> bool:
-    """A compute without reduction whose every tensor read indexes exactly its own axes, in order."""
+def _reads_only(op, indices_ok) -> bool:
+    """A compute without reduction each of whose tensor reads passes ``indices_ok(indices, axis_vars)``."""
     if not isinstance(op, ComputeOp) or op.reduce_axis or isinstance(op.body[0], E.Reduce):
         return False
     axis_vars = [iv.var for iv in op.axis]
     ok = [True]
 
     def check(node):
-        if isinstance(node, E.ProducerLoad):
-            idx = node.indices
-            if len(idx) != len(axis_vars) or not all(a is b for a, b in zip(idx, axis_vars)):
-                ok[0] = False
+        if ok[0] and isinstance(node, E.ProducerLoad) and not indices_ok(node.indices, axis_vars):
+            ok[0] = False
 
     for b in op.body:
         post_order_visit(b, check)
     return ok[0]
+
+
+def _own_axes(indices, axis_vars) -> bool:
+    return len(indices) == len(axis_vars) and all(a is b for a, b in zip(indices, axis_vars))
+
+
+def _axes_subsequence(indices, axis_vars) -> bool:
+    pos = 0
+    for i in indices:
+        while pos < len(axis_vars) and axis_vars[pos] is not i:
+            pos += 1
+        if pos == len(axis_vars):
+            return False
+        pos += 1
+    return True
+
+
+def _is_elemwise(op) -> bool:
+    """A compute without reduction whose every tensor read indexes exactly its own axes, in order."""
+    return _reads_only(op, _own_axes)
 
 
 def _is_broadcast(op) -> bool:
     """A compute without reduction whose tensor reads index a subsequence of its axes (a broadcast)."""
-    if not isinstance(op, ComputeOp) or op.reduce_axis or isinstance(op.body[0], E.Reduce):
-        return False
-    axis_vars = [iv.var for iv in op.axis]
-    ok = [True]
-
-    def check(node):
-        if isinstance(node, E.ProducerLoad):
-            pos = 0
-            for i in node.indices:
-                while pos < len(axis_vars) and axis_vars[pos] is not i:
-                    pos += 1
-                if pos == len(axis_vars):
-                    ok[0] = False
-                    return
-                pos += 1
-
-    for b in op.body:
-        post_order_visit(b, check)
-    return ok[0]
+    return _reads_only(op, _axes_subsequence)
 
 
 def _auto_inline(sch, pred) -> None:

@@ -6,12 +6,9 @@ import kiln as tvm
 from kiln import relay
 from kiln.relay.prelude import Prelude, StaticTensorArrayOps, get_tensor_array_shape
 from kiln.runtime.vm import VirtualMachine
+from relay_exec_util import vm_of
 
 rng = np.random.default_rng(1813)
-
-
-def run(mod, *args):
-    return VirtualMachine(relay.vm.compile(mod, "llvm"), tvm.cpu()).run(*args)
 
 
 def data(value):
@@ -61,7 +58,7 @@ def test_dynamic_tensor_array_ops_vs_numpy():
     a = rng.standard_normal((5, 3)).astype(dt)
     b = rng.standard_normal(7).astype(dt)
     c = rng.standard_normal((2, 3, 4)).astype(dt)
-    res = run(p.mod, a, b, c, np.array([2, 1, 2], "int32"), np.array([3, 0], "int32"))
+    res = vm_of(p.mod).run(a, b, c, np.array([2, 1, 2], "int32"), np.array([3, 0], "int32"))
     np.testing.assert_array_equal(data(res[0]), a[2])
     np.testing.assert_array_equal(data(res[1]), a)
     np.testing.assert_array_equal(data(res[2]), a)
@@ -133,7 +130,7 @@ def test_static_tensor_array_ops_vs_numpy():
                  for d in mod["main"].ret_type.fields[0].shape) == (-1, 3)
     a = rng.standard_normal((4, 3)).astype(dt)
     b = rng.standard_normal(3).astype(dt)
-    res = run(p.mod, a, b, np.array([1, 3], "int32"), np.array([2, 2, 0], "int32"))
+    res = vm_of(p.mod).run(a, b, np.array([1, 3], "int32"), np.array([2, 2, 0], "int32"))
     expect = np.stack([a[3], 2 * b, b])
     np.testing.assert_allclose(res[0].numpy(), expect, rtol=1e-6)
     np.testing.assert_allclose(res[1].numpy(), expect[[2, 2, 0]], rtol=1e-6)

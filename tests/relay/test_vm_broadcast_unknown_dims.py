@@ -5,14 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import kiln
 from kiln import relay
-from kiln.runtime.vm import VirtualMachine
-
-
-def _vm(func):
-    exe = relay.vm.compile(kiln.IRModule.from_expr(func), target="llvm")
-    return VirtualMachine(exe, kiln.cpu())
+from relay_exec_util import vm_of
 
 
 @pytest.mark.parametrize("op,ref", [(relay.add, np.add), (relay.multiply, np.multiply),
@@ -20,7 +14,7 @@ def _vm(func):
 def test_binary_broadcast_two_unknown_dims(op, ref):
     x = relay.var("x", shape=(relay.Any(), relay.Any(), 5), dtype="float32")
     y = relay.var("y", shape=(relay.Any(), relay.Any(), 5), dtype="float32")
-    vm = _vm(relay.Function([x, y], relay.exp(op(x, y))))
+    vm = vm_of(relay.Function([x, y], relay.exp(op(x, y))))
     rng = np.random.default_rng(0)
     for sx, sy in [((4, 3, 5), (1, 3, 5)), ((4, 3, 5), (4, 1, 5)), ((1, 1, 5), (6, 2, 5)),
                    ((3, 7, 5), (3, 7, 5)), ((1, 9, 5), (8, 1, 5))]:
@@ -32,7 +26,7 @@ def test_binary_broadcast_two_unknown_dims(op, ref):
 def test_where_broadcast_two_unknown_dims():
     c = relay.var("c", shape=(relay.Any(), 3), dtype="bool")
     x = relay.var("x", shape=(relay.Any(), 3), dtype="float32")
-    vm = _vm(relay.Function([c, x], relay.where(c, x, relay.const(-1.0))))
+    vm = vm_of(relay.Function([c, x], relay.where(c, x, relay.const(-1.0))))
     rng = np.random.default_rng(1)
     for nc, nx in [(1, 4), (4, 1), (5, 5)]:
         cond = rng.random((nc, 3)) > 0.5

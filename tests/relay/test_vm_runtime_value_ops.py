@@ -9,11 +9,7 @@ import pytest
 import kiln
 from kiln import relay
 from kiln.runtime.vm import VirtualMachine
-
-
-def _vm(func):
-    exe = relay.vm.compile(kiln.IRModule.from_expr(func), target="llvm")
-    return VirtualMachine(exe, kiln.cpu())
+from relay_exec_util import vm_of
 
 
 @pytest.mark.parametrize("dtype", ["int64", "int32", "float32"])
@@ -22,7 +18,7 @@ def test_arange_with_runtime_bounds(dtype):
     body = relay.arange(a, b, c, dtype=dtype)
     mod = relay.transform.InferType()(kiln.IRModule.from_expr(relay.Function([a, b, c], body)))
     assert "?" in str(mod["main"].ret_type)  # the length is unknown until run time
-    vm = _vm(relay.Function([a, b, c], body + relay.const(1, dtype)))
+    vm = vm_of(relay.Function([a, b, c], body + relay.const(1, dtype)))
     cases = [(0, 10, 1), (3, -7, -2), (4, 4, 1), (5, 2, 1), (-3, 11, 4)]
     if dtype == "float32":
         cases += [(0.5, 3.2, 0.7), (1.0, -1.0, -0.25)]
@@ -36,7 +32,7 @@ def test_arange_with_runtime_bounds(dtype):
 
 def test_arange_zero_step_fails_the_run():
     a, b, c = (relay.var(n, shape=(), dtype="int64") for n in "abc")
-    vm = _vm(relay.Function([a, b, c], relay.arange(a, b, c, dtype="int64")))
+    vm = vm_of(relay.Function([a, b, c], relay.arange(a, b, c, dtype="int64")))
     with pytest.raises(kiln.error.KilnError, match="step must not be 0"):
         vm.run(np.array(0, "int64"), np.array(5, "int64"), np.array(0, "int64"))
 

@@ -6,6 +6,7 @@ import kiln as tvm
 from kiln import relay
 from kiln.error import ArgumentError
 from kiln.runtime import vm as rvm
+from relay_exec_util import graph_run
 
 A = relay.Any()
 rng = np.random.default_rng(7)
@@ -44,15 +45,6 @@ def _cnn(batch):
     return tvm.IRModule.from_expr(relay.Function([x, w, g, b, m, v, fw], y)), params
 
 
-def _graph_run(mod, params, x):
-    from kiln.contrib import graph_executor
-    lib = relay.build(mod, target="llvm", params=params)
-    g = graph_executor.GraphModule(lib["default"](tvm.cpu()))
-    g.set_input("x", x)
-    g.run()
-    return g.get_output(0).numpy()
-
-
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
 def test_static_models_match_graph_executor(model):
     mod, params = _mlp(4) if model == "mlp" else _cnn(2)
@@ -60,7 +52,7 @@ def test_static_models_match_graph_executor(model):
     x = rng.standard_normal(shape).astype("float32")
     exe = relay.vm.compile(mod, "llvm", params=params)
     vm = rvm.VirtualMachine(exe, tvm.cpu())
-    np.testing.assert_array_equal(vm.run(x).numpy(), _graph_run(mod, params, x))
+    np.testing.assert_array_equal(vm.run(x).numpy(), graph_run(mod, {"x": x}, params)[0])
 
 
 def test_dynamic_batch_mlp_against_numpy_and_storage_reuse():
@@ -87,7 +79,8 @@ def test_dynamic_batch_cnn_against_static_graph():
     for n in (1, 3):
         x = rng.standard_normal((n, 3, 10, 10)).astype("float32")
         static_mod, _ = _cnn(n)
-        np.testing.assert_allclose(vm.run(x).numpy(), _graph_run(static_mod, params, x), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(vm.run(x).numpy(), graph_run(static_mod, {"x": x}, params)[0],
+                                   rtol=1e-4, atol=1e-4)
 
 
 def test_dynamic_reshape_concat_and_stateful_api():

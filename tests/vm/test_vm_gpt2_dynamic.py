@@ -18,7 +18,7 @@ import kiln as tvm  # noqa: E402
 from kiln import relay  # noqa: E402
 from kiln.relay.expr import Call  # noqa: E402
 from kiln.relay.expr_functor import post_order_visit  # noqa: E402
-from kiln.runtime.vm import VirtualMachine  # noqa: E402
+from relay_exec_util import vm_of  # noqa: E402
 
 
 def _calls(mod, prefix=""):
@@ -30,10 +30,6 @@ def _calls(mod, prefix=""):
 
 def _static(d) -> bool:
     return isinstance(getattr(d, "value", d), (int, np.integer))
-
-
-def _vm(mod, params=None):
-    return VirtualMachine(relay.vm.compile(mod, "llvm", params=params), tvm.cpu())
 
 
 # -- GPT-2 ---------------------------------------------------------------------------------------------------
@@ -84,7 +80,7 @@ def test_gpt2_dynamic_batch_and_seq_vs_pytorch(attn):
     assert len(dense) == 9  # 4 per layer + the LM head
     for d in dense:  # weights are static: K of the data is too
         assert _static(d.args[0].checked_type.shape[-1]), d.args[0].checked_type
-    vm = _vm(mod, params)
+    vm = vm_of(mod, params)
     rng = np.random.default_rng(3)
     for batch, seq in [(1, 5), (2, 17), (3, 32)]:
         ids = rng.integers(0, 97, (batch, seq)).astype("int64")
@@ -118,7 +114,7 @@ def test_bert_encoder_dynamic_batch_and_seq_vs_pytorch():
     assert not _calls(mod, "dyn.reshape")
     for d in _calls(mod, "nn.dense"):
         assert _static(d.args[0].checked_type.shape[-1]), d.args[0].checked_type
-    vm = _vm(mod, params)
+    vm = vm_of(mod, params)
     rng = np.random.default_rng(7)
     for batch, seq in [(1, 5), (2, 17), (3, 32)]:
         ids = rng.integers(0, 97, (batch, seq)).astype("int64")
@@ -161,7 +157,7 @@ def test_causal_bias_buffer_sliced_to_the_sequence():
     # length min(s, 16) broadcast against s is s)
     assert {c.op.name for c in _calls(mod, "dyn.")} == {"dyn.strided_slice"}
     assert mod["main"].ret_type.astext() == "Tensor[(?, ?, 8), float32]"
-    vm = _vm(mod, params)
+    vm = vm_of(mod, params)
     for b, s in [(1, 1), (2, 7), (3, 16)]:
         x = torch.randn(b, s, 8)
         with torch.no_grad():
@@ -207,7 +203,7 @@ def test_reshape_to_minus1_and_last_dim_before_gemm_keeps_static_k():
     (dense,) = _calls(mod, "nn.dense")
     assert dense.args[0].checked_type.astext() == "Tensor[(?, 8), float32]"
     assert mod["main"].ret_type.astext() == "Tensor[(?, ?, 16), float32]"
-    vm = _vm(mod, params)
+    vm = vm_of(mod, params)
     sess = ort.InferenceSession(model.SerializeToString())
     rng = np.random.default_rng(1)
     for shape in [(1, 1, 8), (3, 5, 8)]:
@@ -253,7 +249,7 @@ def test_position_ids_from_range_over_the_sequence_length():
                    [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, "seq"])], inits)
     mod, params = relay.frontend.from_onnx(model)
     assert not _calls(mod, "dyn.")
-    vm = _vm(mod, params)
+    vm = vm_of(mod, params)
     x = np.random.default_rng(2).standard_normal((1, 9)).astype("float32")
     np.testing.assert_allclose(vm.run(x).numpy(), x + np.arange(9, dtype="float32")[None], rtol=1e-6)
 
@@ -268,7 +264,7 @@ def test_split_of_unknown_rows_is_a_static_slice():
     mod, params = relay.frontend.from_onnx(model)
     assert not _calls(mod, "dyn.")
     assert mod["main"].ret_type.astext() == "Tensor[(?, ?, 6), float32]"
-    vm = _vm(mod, params)
+    vm = vm_of(mod, params)
     x = np.random.default_rng(3).standard_normal((2, 3, 12)).astype("float32")
     np.testing.assert_allclose(vm.run(x).numpy(), x[..., :6] - x[..., 6:], rtol=1e-6)
 
@@ -281,7 +277,7 @@ def test_static_strided_slice_over_unknown_dims():
     body = relay.Tuple([relay.strided_slice(x, [1, -3, 1], [big, big, 4], [1, 2, 2]),
                         relay.strided_slice(x, [0, 2], [2, 7])])
     mod = tvm.IRModule.from_expr(relay.Function([x], body))
-    vm = _vm(mod)
+    vm = vm_of(mod)
     rng = np.random.default_rng(4)
     for n, m in [(1, 1), (3, 2), (4, 9)]:
         a = rng.standard_normal((n, m, 5)).astype("float32")
@@ -297,7 +293,7 @@ def test_dense_with_unknown_k_is_checked_at_run_time():
     w = np.random.default_rng(5).standard_normal((16, 8)).astype("float32")
     mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([x], relay.nn.dense(x, relay.const(w)))))
     assert mod["main"].ret_type.astext() == "Tensor[(?, 16), float32]"
-    vm = _vm(mod)
+    vm = vm_of(mod)
     a = np.random.default_rng(6).standard_normal((5, 8)).astype("float32")
     np.testing.assert_allclose(vm.run(a).numpy(), a @ w.T, rtol=1e-5, atol=1e-5)
     with pytest.raises(tvm.KilnError, match="must have size 8 at run time"):
@@ -319,7 +315,7 @@ def test_squeeze_unsqueeze_with_constant_axes_over_unknown_dims():
     assert not _calls(mod, "dyn.")
     assert mod["main"].ret_type.astext() == "Tensor[(1, ?, ?, 1), float32]"
     x = np.random.default_rng(8).standard_normal((3, 1, 5)).astype("float32")
-    np.testing.assert_array_equal(_vm(mod, params).run(x).numpy(), x.reshape(1, 3, 5, 1))
+    np.testing.assert_array_equal(vm_of(mod, params).run(x).numpy(), x.reshape(1, 3, 5, 1))
     nodes = [helper.make_node("Squeeze", ["x", "sq"], ["y"])]
     model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1, "m"])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1])], [_i64("sq", [2])])

@@ -4,11 +4,12 @@ import pytest
 
 import kiln as tvm
 from kiln import relay
-from kiln.ir.type import FuncType, TensorType, TupleType
+from kiln.ir.type import FuncType, TensorType
 from kiln.relay.adt import ConstructorValue
 from kiln.relay.prelude import GLOBAL_DEFS, Prelude
 from kiln.runtime import ndarray as nd
 from kiln.runtime.vm import ADT, VirtualMachine
+from relay_exec_util import vm_of
 
 rng = np.random.default_rng(18)
 F5 = TensorType((5,), "float32")
@@ -39,11 +40,6 @@ def _leaf(x):
     if isinstance(x, (tuple, ADT)):
         return tuple(_leaf(y) for y in x)
     return x.numpy()
-
-
-def run_vm(mod, *args):
-    exe = relay.vm.compile(mod, "llvm")
-    return VirtualMachine(exe, tvm.cpu()).run(*args)
 
 
 def test_prelude_defines_tvm_names():
@@ -84,7 +80,7 @@ def test_list_functions_vs_python():
     vals = [rng.standard_normal(5).astype("float32") for _ in range(4)]
     others = [rng.standard_normal(5).astype("float32") for _ in range(3)]
     vv = rng.standard_normal(5).astype("float32")
-    res = run_vm(p.mod, to_list(p, vals), to_list(p, others), np.array(2, "int32"), vv)
+    res = vm_of(p.mod).run(to_list(p, vals), to_list(p, others), np.array(2, "int32"), vv)
     L = lambda r: from_value(p, r)  # noqa: E731
     np.testing.assert_allclose(L(res[0]), [x * 2 for x in vals], rtol=1e-6)
     acc = vv
@@ -120,7 +116,7 @@ def test_empty_list_and_partial_functions():
     with pytest.raises(tvm.KilnError, match="no clause matches"):
         vm.run(to_list(p, []))  # hd of the empty list
     p.mod["main"] = relay.Function([xs], relay.Tuple([p.length(xs), p.rev(xs)]))
-    res = run_vm(p.mod, to_list(p, []))
+    res = vm_of(p.mod).run(to_list(p, []))
     assert int(res[0].numpy()) == 0 and from_value(p, res[1]) == []
 
 
@@ -141,7 +137,7 @@ def test_sum_map_accum_unfold_iterate():
                        p.unfoldr(step, k), p.unfoldl(step, k), p.iterate(inc, k)(relay.const(10))])
     p.mod["main"] = relay.Function([ints, k], out)
     vals = [int(v) for v in rng.integers(-9, 9, size=5)]
-    res = run_vm(p.mod, to_list(p, [np.array(v, "int32") for v in vals]), np.array(4, "int32"))
+    res = vm_of(p.mod).run(to_list(p, [np.array(v, "int32") for v in vals]), np.array(4, "int32"))
     assert int(res[0].numpy()) == sum(vals)
 
     def accum(seq):
@@ -183,7 +179,7 @@ def test_tree_and_nat_and_dynamic_elements():
     p.mod["main"] = relay.Function([xs], relay.Tuple([p.size(t), doubled, count(s(s(s(z())))),
                                                       p.map(relay.Function([e], relay.exp(e)), xs)]))
     vals = [rng.standard_normal(k).astype("float32") for k in (3, 7, 1)]
-    res = run_vm(p.mod, to_list(p, vals))
+    res = vm_of(p.mod).run(to_list(p, vals))
     assert int(res[0].numpy()) == 4
 
     def flatten(v):
@@ -202,7 +198,7 @@ def test_debug_interpreter_agrees_with_vm():
     p.mod["main"] = relay.Function([xs], relay.Tuple([p.rev(p.map(relay.Function([a], relay.tanh(a)), xs)),
                                                       p.length(xs)]))
     vals = [rng.standard_normal(5).astype("float32") for _ in range(3)]
-    want = from_value(p, run_vm(p.mod, to_list(p, vals))[0])
+    want = from_value(p, vm_of(p.mod).run(to_list(p, vals))[0])
     # the interpreter takes its list as a Relay expression
     lst = p.nil()
     for v in reversed(vals):

@@ -9,16 +9,11 @@ import pytest
 
 import kiln
 from kiln import relay
-from kiln.runtime.vm import VirtualMachine
 from kiln.runtime.vm_replay import data_dependent_regs
+from relay_exec_util import vm_of
 
 A = relay.Any()
 rng = np.random.default_rng(11)
-
-
-def _vm(mod):
-    with kiln.transform.PassContext(opt_level=3):
-        return VirtualMachine(relay.vm.compile(mod, target="llvm"), kiln.cpu())
 
 
 def _plan(vm, *arrays):
@@ -42,7 +37,7 @@ def test_shape_derived_values_are_computed_once_per_signature():
     x = relay.var("x", shape=(A, A))
     pos = relay.arange(relay.const(0, "int64"), _dim(x, 1), relay.const(1, "int64"), dtype="int64")
     mod = kiln.IRModule.from_expr(relay.Function([x], x * relay.const(2.0) + relay.cast(pos, "float32")))
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     shapes = [(2, 5), (2, 5), (3, 7), (2, 5), (3, 7), (3, 7), (1, 1)]
     xs = [rng.standard_normal(s).astype("float32") for s in shapes]
     outs = [vm.run(a) for a in xs]
@@ -58,7 +53,7 @@ def test_equal_shaped_shape_values_of_two_signatures_do_not_share_a_buffer():
     # buffer for the next signature, so a plan that computed it once must own a private copy
     x = relay.var("x", shape=(A, 4))
     mod = kiln.IRModule.from_expr(relay.Function([x], relay.Tuple([x * _rows(x), _rows(x) + relay.const(0.5)])))
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     xs = [rng.standard_normal((k, 4)).astype("float32") for k in (3, 5, 3, 5, 5, 3, 2, 3)]
     outs = [vm.run(a) for a in xs]  # every result kept: results escaping to the caller are fresh each call
     for a, o in zip(xs, outs):
@@ -70,7 +65,7 @@ def test_inputs_changed_in_place_are_read_again():
     x = relay.var("x", shape=(A, 8))
     y = relay.var("y", shape=(A, 8))
     mod = kiln.IRModule.from_expr(relay.Function([x, y], relay.nn.relu(x) * y + relay.const(1.0)))
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     a = kiln.nd.array(rng.standard_normal((4, 8)).astype("float32"))
     b = kiln.nd.array(rng.standard_normal((4, 8)).astype("float32"))
     vm.set_input("main", a, b)
@@ -90,7 +85,7 @@ def test_data_dependent_shape_functions_still_run_each_call():
     y = relay.strided_slice(x, relay.const(np.array([0], "int64"), dtype="int64"), n,
                             relay.const(np.array([1], "int64"), dtype="int64"))
     mod = kiln.IRModule.from_expr(relay.Function([x, n], y * relay.const(3.0)))
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     a = rng.standard_normal((6, 8)).astype("float32")
     for k in (4, 4, 2, 2, 6, 4):
         np.testing.assert_array_equal(vm.run(a, np.array([k], "int64")).numpy(), a[:k] * 3)
@@ -101,7 +96,7 @@ def test_data_dependent_shape_functions_still_run_each_call():
 def test_data_dependence_analysis():
     x = relay.var("x", shape=(A, 4))
     mod = kiln.IRModule.from_expr(relay.Function([x], x * _rows(x)))
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     f = vm.exe.functions[vm.exe.func_index["main"]]
     dep = data_dependent_regs(f, vm._kernels, 1)
     calls = [ins for ins in f.instructions if ins[0] == "invoke_packed"]
@@ -120,7 +115,7 @@ def test_plan_outputs_match_the_instruction_by_instruction_run():
     pos = relay.cast(relay.arange(relay.const(0, "int64"), relay.const(8, "int64") + _dim(x, 0) * relay.const(0, "int64"),
                                   relay.const(1, "int64"), dtype="int64"), "float32")
     mod = kiln.IRModule.from_expr(relay.Function([x], relay.nn.softmax(relay.nn.dense(x, w) + pos)))
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     runner = vm._replay[0]
     for k in (3, 5, 3, 3, 5):
         a = kiln.nd.array(rng.standard_normal((k, 16)).astype("float32"))
@@ -137,7 +132,7 @@ def test_int32_shape_variables_refuse_extents_that_overflow():
     from kiln.relay.backend.vm.lower import SHAPE_VAR_DTYPE
     assert SHAPE_VAR_DTYPE == "int32"
     x = relay.var("x", shape=(A, A))
-    vm = _vm(kiln.IRModule.from_expr(relay.Function([x], relay.nn.relu(x) * relay.const(2.0))))
+    vm = vm_of(kiln.IRModule.from_expr(relay.Function([x], relay.nn.relu(x) * relay.const(2.0))), opt_level=3)
     np.testing.assert_array_equal(vm.run(np.ones((2, 3), "float32")).numpy(), np.full((2, 3), 2, "float32"))
     try:
         vm.run(np.empty((0, 2 ** 31), "float32"))
@@ -166,7 +161,7 @@ def test_intermediates_share_planned_storage():
         h = relay.nn.softmax(relay.nn.dense(relay.nn.softmax(relay.nn.dense(h, w1)), w2))
     h2 = relay.reshape(h, (-1, 4, 6))
     mod = kiln.IRModule.from_expr(relay.Function([x], relay.nn.softmax(h2, axis=1) + relay.const(1.0)))
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
 
     def ref(a):
         def sm(v, axis=-1):
@@ -192,7 +187,7 @@ def test_numpy_inputs_are_copied_into_pooled_buffers(monkeypatch):
     x = relay.var("x", shape=(A, 6))
     m = relay.var("m", shape=(A, 6), dtype="bool")
     mod = kiln.IRModule.from_expr(relay.Function([x, m], relay.where(m, x * relay.const(3.0), x)))
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     xs = [rng.standard_normal((k, 6)).astype("float32") for k in (2, 5, 2, 2, 5)]
     ms = [rng.random(a.shape) < 0.5 for a in xs]
     outs, expect = [], []

@@ -6,36 +6,11 @@ import torch
 
 import kiln as tvm
 from kiln import relay
-from kiln.contrib import graph_executor
-from kiln.runtime import vm as rvm
+from relay_exec_util import graph_run, vm_of, vm_outputs
 
 A = relay.Any()
 rng = np.random.default_rng(7)
 F = torch.nn.functional
-
-
-def _vm(params, out):
-    mod = tvm.IRModule.from_expr(relay.Function(params, out))
-    exe = relay.vm.compile(mod, "llvm")
-    return rvm.VirtualMachine(exe, tvm.cpu())
-
-
-def _graph(params, out, arrays):
-    mod = tvm.IRModule.from_expr(relay.Function(params, out))
-    lib = relay.build(mod, "llvm")
-    g = graph_executor.GraphModule(lib["default"](tvm.cpu()))
-    for p, a in zip(params, arrays):
-        g.set_input(p.name_hint, a)
-    g.run()
-    return [g.get_output(i).numpy() for i in range(g.get_num_outputs())]
-
-
-def _outs(res):
-    if isinstance(res, (list, tuple)):
-        return [r.numpy() for r in res]
-    if hasattr(res, "numpy"):
-        return [res.numpy()]
-    return [r.numpy() for r in res]
 
 
 def check(make, specs, size_list, gen, ref, rtol=1e-5, atol=1e-5, static_sizes=None):
@@ -43,10 +18,10 @@ def check(make, specs, size_list, gen, ref, rtol=1e-5, atol=1e-5, static_sizes=N
     shapes; ``gen(shapes)`` the inputs; ``ref(*arrays)`` the expected outputs (one array or a list)."""
     params = [relay.var(f"p{i}", shape=tuple(A if d is None else d for d in s), dtype=dt)
               for i, (s, dt) in enumerate(specs)]
-    vm = _vm(params, make(*params))
+    vm = vm_of(relay.Function(params, make(*params)))
     for k, shapes in enumerate(size_list):
         arrays = gen(shapes)
-        got = _outs(vm.run(*arrays))
+        got = vm_outputs(vm.run(*arrays))
         want = ref(*arrays)
         want = list(want) if isinstance(want, (list, tuple)) else [want]
         assert len(got) == len(want)
@@ -56,7 +31,7 @@ def check(make, specs, size_list, gen, ref, rtol=1e-5, atol=1e-5, static_sizes=N
         if static_sizes is None or k in static_sizes:
             sparams = [relay.var(f"p{i}", shape=tuple(a.shape), dtype=dt) for i, (a, (_, dt)) in
                        enumerate(zip(arrays, specs))]
-            for g, s in zip(got, _graph(sparams, make(*sparams), arrays)):
+            for g, s in zip(got, graph_run(relay.Function(sparams, make(*sparams)), arrays)):
                 np.testing.assert_allclose(g, s, rtol=rtol, atol=atol)
 
 
@@ -307,11 +282,11 @@ def test_non_max_suppression_static_upper_bound():
 
 def test_unknown_extents_that_disagree_at_run_time_raise():
     x, y = relay.var("x", shape=(A, 1)), relay.var("y", shape=(A, A))
-    vm = _vm([x, y], relay.broadcast_to_like(x, y))
+    vm = vm_of(relay.Function([x, y], relay.broadcast_to_like(x, y)))
     with pytest.raises(tvm.error.KilnError, match="broadcast"):
         vm.run(np.zeros((3, 1), "float32"), np.zeros((4, 2), "float32"))
     d, i, u = relay.var("d", shape=(A, 5)), relay.var("i", shape=(A, 3), dtype="int64"), relay.var("u", shape=(A, 3))
-    vm = _vm([d, i, u], relay.scatter_elements(d, i, u, axis=1))
+    vm = vm_of(relay.Function([d, i, u], relay.scatter_elements(d, i, u, axis=1)))
     with pytest.raises(tvm.error.KilnError, match="scatter_elements"):
         vm.run(np.zeros((4, 5), "float32"), np.zeros((4, 3), "int64"), np.zeros((2, 3), "float32"))
 

@@ -8,8 +8,8 @@ import re
 import numpy as np
 import kiln
 from kiln import relay
-from kiln.contrib import graph_executor
 from kiln.runtime.vm import VirtualMachine
+from relay_exec_util import graph_run
 
 A = relay.Any()
 rng = np.random.default_rng(11)
@@ -18,15 +18,6 @@ rng = np.random.default_rng(11)
 def _compile(mod, params=None, target="llvm"):
     with kiln.transform.PassContext(opt_level=3):
         return relay.vm.compile(mod, target=target, params=params)
-
-
-def _graph(mod, params, x):
-    with kiln.transform.PassContext(opt_level=3):
-        lib = relay.build(mod, "llvm", params=params)
-    m = graph_executor.GraphModule(lib["default"](kiln.cpu()))
-    m.set_input("x", x)
-    m.run()
-    return m.get_output(0).numpy()
 
 
 def _res_block(batch, c=16, h=9):
@@ -57,7 +48,8 @@ def test_residual_block_dynamic_batch_matches_static_and_shares_the_batch_var():
     for n in (1, 3):
         x = rng.standard_normal((n, 16, 9, 9)).astype("float32")
         static_mod, _ = _res_block(n)
-        np.testing.assert_allclose(vm.run(x).numpy(), _graph(static_mod, params, x), rtol=1e-4, atol=1e-4)
+        want = graph_run(static_mod, {"x": x}, params, opt_level=3)[0]
+        np.testing.assert_allclose(vm.run(x).numpy(), want, rtol=1e-4, atol=1e-4)
 
 
 def _attention(batch_a, batch_b, seq, d=24):

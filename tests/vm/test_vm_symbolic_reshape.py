@@ -11,6 +11,7 @@ from kiln.relay.transform.dynamic_to_static import dynamic_to_static, has_dyn_op
 from kiln.runtime.cpu_features import host_features
 from kiln.runtime.vm import VirtualMachine
 from kiln.target.codegen_c import parallel_backend, parallel_loop_marker
+from relay_exec_util import vm_of
 
 A = relay.Any()
 rng = np.random.default_rng(5)
@@ -28,11 +29,6 @@ def _dims(e, *idx):
     return relay.concatenate(parts, 0)
 
 
-def _vm(mod):
-    with kiln.transform.PassContext(opt_level=3):
-        return VirtualMachine(relay.vm.compile(mod, target="llvm"), kiln.cpu())
-
-
 def _main_type(mod):
     return dynamic_to_static(mod)["main"].body.checked_type
 
@@ -44,7 +40,7 @@ def test_split_last_dim_becomes_static_reshape():
     out = dynamic_to_static(mod)
     assert not has_dyn_ops(out)
     assert [getattr(d, "value", d) for d in out["main"].body.checked_type.shape][2:] == [4, 64]
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     for b, s in ((3, 13), (1, 1), (2, 16)):
         a = rng.standard_normal((b, s, 256)).astype("float32")
         r = a.reshape(b, s, 4, 64)
@@ -67,7 +63,7 @@ def test_merge_and_split_of_unknown_dims_and_reshape_like():
     assert not has_dyn_ops(out)
     text = out["main"].astext()
     assert "reshape_like" in text and "lhs_end=1" in text
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     wn = w.data.numpy()
     for b, s in ((3, 13), (1, 1)):
         a = rng.standard_normal((b, s, 256)).astype("float32")
@@ -85,7 +81,7 @@ def test_attention_style_head_merge_uses_split_code():
     mod = kiln.IRModule.from_expr(relay.Function([x], relay.nn.softmax(back)))
     t = _main_type(mod)
     assert [getattr(d, "value", d) for d in t.shape][1] == 4
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     for b, s in ((3, 13), (1, 1)):
         a = rng.standard_normal((b, 4, s, 8)).astype("float32")
         qa = a.reshape(-1, s, 8)
@@ -115,7 +111,7 @@ def test_reshape_like_ranges_match_tvm():
         relay.transform.InferType()(kiln.IRModule.from_expr(
             relay.Function([x, like], relay.reshape_like(x, like, lhs_end=1, rhs_end=3))))
     a = rng.standard_normal((6, 4)).astype("float32")
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     np.testing.assert_array_equal(vm.run(a, np.zeros((2, 3, 7), "float32")).numpy(), a.reshape(2, 3, 4))
 
 
@@ -124,7 +120,7 @@ def test_plans_fresh_inputs_kept_results_and_alternating_sizes():
     y = relay.reshape(x, _dims(x, 0, 1, "c:4", "c:8"))
     z = relay.transpose(relay.nn.softmax(y), [0, 2, 1, 3])
     mod = kiln.IRModule.from_expr(relay.Function([x], relay.reshape(z, [0, 0, -1]) * relay.const(2.0)))
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
 
     def ref(a):
         r = a.reshape(a.shape[0], a.shape[1], 4, 8)
@@ -144,7 +140,7 @@ def test_plan_reruns_when_a_data_dependent_shape_changes():
     n = relay.var("n", shape=(1,), dtype="int64")
     y = relay.strided_slice(x, relay.const(np.array([0], "int64"), dtype="int64"), n, relay.const(np.array([1], "int64"), dtype="int64"))
     mod = kiln.IRModule.from_expr(relay.Function([x, n], relay.nn.relu(y) + relay.const(1.0)))
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     a = rng.standard_normal((6, 8)).astype("float32")
     for k in (4, 4, 2, 5, 5):
         out = vm.run(a, np.array([k], "int64")).numpy()
@@ -189,7 +185,7 @@ def test_plans_with_tuple_results_and_an_input_returned():
     x = relay.var("x", shape=(A, 4))
     r = relay.nn.relu(x)
     mod = kiln.IRModule.from_expr(relay.Function([x], relay.Tuple([x, r, r * relay.const(2.0)])))
-    vm = _vm(mod)
+    vm = vm_of(mod, opt_level=3)
     xs = [rng.standard_normal((n, 4)).astype("float32") for n in (3, 3, 3, 1, 3)]
     outs = [vm.run(a) for a in xs]
     for a, o in zip(xs, outs):

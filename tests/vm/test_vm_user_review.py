@@ -7,30 +7,26 @@ import kiln as tvm
 from kiln import relay
 from kiln.error import ArgumentError
 from kiln.runtime import vm as vm_rt
+from relay_exec_util import vm_of
 
 A = relay.Any
 
 
-def _vm(expr):
-    mod = tvm.IRModule.from_expr(relay.Function(relay.analysis.free_vars(expr), expr))
-    return vm_rt.VirtualMachine(relay.vm.compile(mod, target="llvm"), tvm.cpu())
-
-
 def test_invoke_without_args_uses_set_input():
     x = relay.var("x", shape=(A(), 3))
-    vm = _vm(x * relay.const(2.0))
+    vm = vm_of(x * relay.const(2.0))
     a = np.random.rand(5, 3).astype("float32")
     vm.set_input("main", x=a)
     np.testing.assert_allclose(vm.invoke("main").numpy(), a * 2)
     np.testing.assert_allclose(vm.run().numpy(), a * 2)
-    fresh = _vm(x * relay.const(2.0))
+    fresh = vm_of(x * relay.const(2.0))
     with pytest.raises(ArgumentError, match="missing input 'x'"):
         fresh.run()
 
 
 def test_wrong_dtype_and_unknown_name_are_refused():
     x = relay.var("x", shape=(A(), 3))
-    vm = _vm(x + relay.const(1.0))
+    vm = vm_of(x + relay.const(1.0))
     with pytest.raises(ArgumentError, match="float32.*float64.*astype"):
         vm.run(np.zeros((2, 3)))
     with pytest.raises(ArgumentError, match="float32.*int32"):
@@ -67,7 +63,7 @@ _X = np.random.RandomState(1).randn(3, 8, 5, 6).astype("float32")
 ])
 def test_shape_funcs_of_common_ops(name, make, inp, ref):
     var = relay.var("v", shape=(A(),) + inp.shape[1:])
-    vm = _vm(make(var))
+    vm = vm_of(make(var))
     for n in (inp.shape[0], 1, 0):
         want = ref(inp[:n])
         got = vm.run(inp[:n]).numpy()
@@ -80,7 +76,7 @@ def test_shape_funcs_of_common_ops(name, make, inp, ref):
 def test_dyn_resize2d_with_unknown_input_hw(method, mode):
     x = relay.var("x", shape=(1, 2, A(), A()))
     size = relay.var("size", shape=(2,), dtype="int64")
-    vm = _vm(relay.image.resize2d(x, size, method=method, coordinate_transformation_mode=mode))
+    vm = vm_of(relay.image.resize2d(x, size, method=method, coordinate_transformation_mode=mode))
     for h, w, oh, ow in ((4, 6, 8, 12), (5, 3, 7, 2)):
         data = np.random.rand(1, 2, h, w).astype("float32")
         xs = relay.var("xs", shape=(1, 2, h, w))
@@ -134,7 +130,7 @@ def test_broadcast_of_two_unknown_dims_that_disagree_is_refused():
     """(3, 4) + (2, 4) through two unknown batch dims: an error naming the shapes, never an out-of-bounds read."""
     a = relay.var("a", shape=(A(), 4))
     b = relay.var("b", shape=(A(), 4))
-    vm = _vm(a + b)
+    vm = vm_of(a + b)
     x, y = np.random.rand(3, 4).astype("float32"), np.random.rand(1, 4).astype("float32")
     np.testing.assert_allclose(vm.run(x, y).numpy(), x + y, rtol=1e-6)
     np.testing.assert_allclose(vm.run(y, x).numpy(), x + y, rtol=1e-6)
@@ -166,7 +162,7 @@ def test_tvm_helpers_set_one_input_arity_param_names_num_outputs():
 
 def test_benchmark_takes_tvm_keywords():
     x = relay.var("x", shape=(A(), 8))
-    vm = _vm(relay.exp(x))
+    vm = vm_of(relay.exp(x))
     data = np.random.rand(4, 8).astype("float32")
     res = vm.benchmark(tvm.cpu(), data, func_name="main", repeat=2, number=1, min_repeat_ms=5,
                        limit_zero_time_iterations=10, end_to_end=True, cooldown_interval_ms=1, repeats_to_cooldown=1)

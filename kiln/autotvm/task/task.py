@@ -146,33 +146,30 @@ class TaskTemplate:
         return inputs
 
 
-def _register_task_compute(name: str, func=None):
+def _register_task_part(name: str, slot: str, func, once: str | None):
+    """Set ``slot`` of task ``name``'s template to ``func`` (or return a decorator that does). ``once``: the
+    part's name when registering a different function a second time is an error."""
     def _do_reg(f):
         tmpl = TASK_TABLE.setdefault(name, TaskTemplate())
-        if tmpl.fcompute is not None and tmpl.fcompute is not f:
-            raise TemplateError(f"compute is already registered for AutoTVM task {name!r}")
-        tmpl.fcompute = f
+        old = getattr(tmpl, slot)
+        if once is not None and old is not None and old is not f:
+            raise TemplateError(f"{once} is already registered for AutoTVM task {name!r}")
+        setattr(tmpl, slot, f)
         return f
     return _do_reg(func) if func else _do_reg
+
+
+def _register_task_compute(name: str, func=None):
+    return _register_task_part(name, "fcompute", func, "compute")
 
 
 def _register_task_schedule(name: str, func=None):
-    def _do_reg(f):
-        tmpl = TASK_TABLE.setdefault(name, TaskTemplate())
-        if tmpl.fschedule is not None and tmpl.fschedule is not f:
-            raise TemplateError(f"schedule is already registered for AutoTVM task {name!r}")
-        tmpl.fschedule = f
-        return f
-    return _do_reg(func) if func else _do_reg
+    return _register_task_part(name, "fschedule", func, "schedule")
 
 
 def _register_customized_task(name: str, func=None):
-    def _do_reg(f):
-        tmpl = TASK_TABLE.setdefault(name, TaskTemplate())
-        # Re-registering the same name (re-imported module, spawn workers) replaces the function.
-        tmpl.fcustomized = f
-        return f
-    return _do_reg(func) if func else _do_reg
+    # Re-registering the same name (re-imported module, spawn workers) replaces the function.
+    return _register_task_part(name, "fcustomized", func, None)
 
 
 def template(task_name: str, func=None):

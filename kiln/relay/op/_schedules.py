@@ -9,15 +9,10 @@ from ...error import OpNotImplemented
 from ...ir.op import Op, OpPattern
 from ...target.generic_func import override_native_generic_func
 from ._define import DEFINED_OPS, topi_compute, topi_fn
-from .nn._conv_pool import pair
-from .nn._nn_extra import _pad2
+from .nn._spatial_attrs import pad_tuple
 from .op import register_broadcast_schedule, register_compute, register_injective_schedule, \
     register_reduce_schedule, register_strategy
 from .strategy import generic as G
-
-
-def _pair(v):
-    return pair(v, "value")
 
 
 def _pad_args(attrs, inputs, out_type):
@@ -86,7 +81,7 @@ def _pool1d_compute(pool_type):
     def compute(attrs, inputs, out_type):
         fn = topi_fn("nn.pool1d", f"nn.{pool_type}_pool1d")
         return [fn(inputs[0], tuple(attrs.pool_size), tuple(attrs.strides), tuple(attrs.dilation),
-                   tuple(_pad2(attrs.padding)), pool_type, attrs.ceil_mode, attrs.layout,
+                   pad_tuple(attrs.padding, 1), pool_type, attrs.ceil_mode, attrs.layout,
                    getattr(attrs, "count_include_pad", False))]
     return compute
 
@@ -96,7 +91,7 @@ def _conv1d_compute(attrs, inputs, out_type):
     if attrs.data_layout != "NCW" or attrs.kernel_layout != "OIW":
         raise OpNotImplemented(f"nn.conv1d with {attrs.data_layout}/{attrs.kernel_layout} has no TOPI compute in "
                                "kiln (supported: NCW/OIW)")
-    return [fn(inputs[0], inputs[1], attrs.strides[0], tuple(_pad2(attrs.padding)), attrs.dilation[0], attrs.groups,
+    return [fn(inputs[0], inputs[1], attrs.strides[0], pad_tuple(attrs.padding, 1), attrs.dilation[0], attrs.groups,
                attrs.out_dtype or out_type.dtype)]
 
 

@@ -7,12 +7,8 @@ from ...error import OpNotImplemented
 from ._layout import from_primal, to_primal
 from .nn._conv_pool import _transpose_kernel_dims, pad4, pair
 from .nn._nn_3d import pad6, triple
+from .nn._spatial_attrs import pad_tuple, pooled_size, window_span
 from .shape_func import _axes, _prod, _static
-
-
-def _pad2(p):
-    p = tuple(int(v) for v in p)
-    return p * 2 if len(p) == 1 else p
 
 
 def _one(v) -> int:
@@ -25,8 +21,7 @@ def _conv_out(n, k, s, d, pad):
 
 
 def _pool_out(n, k, s, d, pad, ceil_mode):
-    span = n + pad - ((k - 1) * d + 1)
-    return (span + s - 1) // s + 1 if ceil_mode else span // s + 1
+    return pooled_size(window_span(n, k, d, pad), s, ceil_mode)
 
 
 def _tconv_out(n, k, s, d, pad, out_pad):
@@ -36,7 +31,7 @@ def _tconv_out(n, k, s, d, pad, out_pad):
 # -- convolutions ------------------------------------------------------------------------------------------------
 def conv1d_shape_func(attrs, inputs, out_ndims):
     (n, _, w), (o, _, k) = tuple(inputs[0]), tuple(inputs[1])
-    pl, pr = _pad2(attrs.padding)
+    pl, pr = pad_tuple(attrs.padding, 1)
     return [(n, o, _conv_out(w, k, _one(attrs.strides), _one(attrs.dilation), pl + pr))]
 
 
@@ -62,7 +57,7 @@ def conv2d_transpose_shape_func(attrs, inputs, out_ndims):
 
 def conv1d_transpose_shape_func(attrs, inputs, out_ndims):
     (n, _, w), (_, opg, k) = tuple(inputs[0]), tuple(inputs[1])
-    pl, pr = _pad2(attrs.padding)
+    pl, pr = pad_tuple(attrs.padding, 1)
     out = _tconv_out(w, k, _one(attrs.strides), _one(attrs.dilation), pl + pr, _one(attrs.output_padding))
     return [(n, opg * int(attrs.groups), out)]
 
@@ -78,7 +73,7 @@ def conv3d_transpose_shape_func(attrs, inputs, out_ndims):
 # -- pools -------------------------------------------------------------------------------------------------------
 def pool1d_shape_func(attrs, inputs, out_ndims):
     n, c, w = tuple(inputs[0])
-    pl, pr = _pad2(attrs.padding)
+    pl, pr = pad_tuple(attrs.padding, 1)
     return [(n, c, _pool_out(w, _one(attrs.pool_size), _one(attrs.strides), _one(attrs.dilation), pl + pr,
                              attrs.ceil_mode))]
 

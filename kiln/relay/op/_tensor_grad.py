@@ -35,6 +35,7 @@ from .shape import shape_of
 from .transform import expand_dims as _expand_dims
 from ...topi.transform import strided_slice_plan as _slice_plan
 from .transform import layout_transform as _layout_transform
+from .nn._conv_pool import pad4
 
 
 # -- helpers -----------------------------------------------------------------------------------------------
@@ -554,15 +555,6 @@ def global_max_pool2d_grad(orig, grad):
     return [mask / _sum(mask, axis=axes, keepdims=True) * grad]
 
 
-def _pad4(padding) -> tuple:
-    p = [int(v) for v in padding]
-    if len(p) == 1:
-        return (p[0],) * 4
-    if len(p) == 2:
-        return (p[0], p[1], p[0], p[1])
-    return tuple(p)
-
-
 def _conv2d_weight_grad(data, grad, kh, kw, strides, padding, dilation):
     """dL/dW of one group of an NCHW/OIHW conv: a conv of data (channels as batch) by grad (batch as channels)."""
     data_t = transpose(data, [1, 0, 2, 3])  # (C, N, H, W)
@@ -600,7 +592,7 @@ def _conv2d_nchw_grads(data, weight, grad, dshape, wshape, gshape, attrs):
     _, _, oh, ow = gshape
     sh, sw = (int(s) for s in attrs.strides)
     dh, dw = (int(d) for d in attrs.dilation)
-    pt, pl, pb, pr = _pad4(attrs.padding)
+    pt, pl, pb, pr = pad4(attrs.padding)
     groups = int(attrs.groups)
     full_h = (oh - 1) * sh - pt - pb + (kh - 1) * dh + 1
     full_w = (ow - 1) * sw - pl - pr + (kw - 1) * dw + 1
@@ -651,7 +643,7 @@ def conv2d_transpose_grad(orig, grad):
     n, c, h, w = _shape(data)
     _, _, kh, kw = _shape(weight)
     groups = int(attrs.groups)
-    conv = dict(strides=tuple(int(v) for v in attrs.strides), padding=_pad4(attrs.padding),
+    conv = dict(strides=tuple(int(v) for v in attrs.strides), padding=pad4(attrs.padding),
                 dilation=tuple(int(v) for v in attrs.dilation))
     ddata = _nn.conv2d(grad, weight, groups=groups, channels=c, kernel_size=(kh, kw), **conv)
     ddata = strided_slice(ddata, [0, 0], [h, w], axes=[2, 3])  # output_padding >= stride leaves extra rows

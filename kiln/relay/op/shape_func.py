@@ -18,7 +18,9 @@ from ...tir import op as T
 from .type_relations import reduce_axes
 from ._layout import from_primal, to_primal
 from .nn._conv_pool import pad4, pair
+from .nn._spatial_attrs import pooled_size, window_span
 from ...topi.transform import infer_reshape_shape
+from ...topi.utils import prod as _prod
 from .transform import infer_reshape, slice_plan
 
 
@@ -54,13 +56,6 @@ def broadcast_dims(a, b):
     if _static(b):
         return int(b)
     return dim_max(a, b)
-
-
-def _prod(dims):
-    out = 1
-    for d in dims:
-        out = out * d
-    return out
 
 
 def _axes(axis, ndim):
@@ -139,10 +134,8 @@ def pool2d_shape_func(attrs, inputs, out_ndims):
     sh, sw = pair(attrs.strides, "strides")
     dh, dw = pair(attrs.dilation, "dilation")
     pt, pl, pb, pr = pad4(attrs.padding)
-    sizes = []
-    for n, k, s, dl, pad in ((d["H"], kh, sh, dh, pt + pb), (d["W"], kw, sw, dw, pl + pr)):
-        span = n + pad - ((k - 1) * dl + 1)
-        sizes.append((span + s - 1) // s + 1 if attrs.ceil_mode else span // s + 1)
+    sizes = [pooled_size(window_span(n, k, dl, pad), s, attrs.ceil_mode)
+             for n, k, s, dl, pad in ((d["H"], kh, sh, dh, pt + pb), (d["W"], kw, sw, dw, pl + pr))]
     return [tuple(from_primal({"N": d["N"], "C": d["C"], "H": sizes[0], "W": sizes[1]},
                               attrs.out_layout or attrs.layout))]
 

@@ -253,14 +253,19 @@ for _name in ("nn.relu", "reshape", "strided_slice", "annotation.stop_fusion", "
     register_realize_function(_name, identity_realize)
 
 
-def cast_dtype_input_realize(ref_call, new_args, ctx):
-    """max pooling on the int8 value itself."""
-    cfg = current_qconfig()
+def _realize_in(ref_call, new_args, dtype_field: str):
+    """The op on its quantized input cast to the qconfig's ``dtype_field`` dtype, at the input's scale."""
+    dtype = getattr(current_qconfig(), dtype_field)
     x = new_args[0]
     if isinstance(x, QRealizeIntExpr):
-        data = x.data if x.dtype == cfg.dtype_input else _cast(x.data, cfg.dtype_input)
-        return QRealizeIntExpr(forward_op(ref_call, [data]), x.dom_scale, cfg.dtype_input)
+        data = x.data if x.dtype == dtype else _cast(x.data, dtype)
+        return QRealizeIntExpr(forward_op(ref_call, [data]), x.dom_scale, dtype)
     return None
+
+
+def cast_dtype_input_realize(ref_call, new_args, ctx):
+    """max pooling on the int8 value itself."""
+    return _realize_in(ref_call, new_args, "dtype_input")
 
 
 register_realize_function("nn.max_pool2d", cast_dtype_input_realize)
@@ -269,12 +274,7 @@ register_realize_function("nn.max_pool1d", cast_dtype_input_realize)
 
 def avg_pool_realize(ref_call, new_args, ctx):
     """average pooling sums in the activation dtype (int32)."""
-    cfg = current_qconfig()
-    x = new_args[0]
-    if isinstance(x, QRealizeIntExpr):
-        data = x.data if x.dtype == cfg.dtype_activation else _cast(x.data, cfg.dtype_activation)
-        return QRealizeIntExpr(forward_op(ref_call, [data]), x.dom_scale, cfg.dtype_activation)
-    return None
+    return _realize_in(ref_call, new_args, "dtype_activation")
 
 
 register_realize_function("nn.avg_pool2d", avg_pool_realize)

@@ -48,6 +48,15 @@ def _same_primal(cur: str, orig: str) -> bool:
         return False
 
 
+def _same_primal_input(rw, arg):
+    """(original layout, current layout) of ``arg`` when the rewrite changed its layout to one over the same
+    axes (a permutation or a packing of them), else None."""
+    info = rw.altered.get(arg)
+    if info is None or not _same_primal(info[1], info[0]):
+        return None
+    return info
+
+
 # -- pooling ------------------------------------------------------------------------------------------------
 def _layout_rule(rw, orig_call, op, attrs, args):
     """Ops with a ``layout`` attr (pools, upsampling, ...): follow the input's layout when the spatial axes
@@ -156,12 +165,10 @@ register_layout_rule("concatenate")(_concat_rule)
 # -- softmax ------------------------------------------------------------------------------------------------
 @register_layout_rule("nn.softmax", "nn.log_softmax")
 def _softmax_rule(rw, orig_call, op, attrs, args):
-    info = rw.altered.get(args[0])
+    info = _same_primal_input(rw, args[0])
     if info is None:
         return None
     orig, cur = info
-    if not _same_primal(cur, orig):
-        return None
     letter = orig[_norm_axis(int(attrs.axis), len(orig))]
     if letter in split_letters(cur):
         return None
@@ -171,12 +178,10 @@ def _softmax_rule(rw, orig_call, op, attrs, args):
 # -- reductions ---------------------------------------------------------------------------------------------
 @register_layout_rule(*REDUCE_OPS)
 def _reduce_rule(rw, orig_call, op, attrs, args):
-    info = rw.altered.get(args[0])
+    info = _same_primal_input(rw, args[0])
     if info is None or attrs.axis is None or attrs.exclude:
         return None
     orig, cur = info
-    if not _same_primal(cur, orig):
-        return None
     rank = len(orig)
     letters = [orig[_norm_axis(int(a), rank)] for a in attrs.axis]
     if set(letters) & split_letters(cur):
@@ -196,12 +201,10 @@ def _reduce_rule(rw, orig_call, op, attrs, args):
 # -- pad ----------------------------------------------------------------------------------------------------
 @register_layout_rule("nn.pad")
 def _pad_rule(rw, orig_call, op, attrs, args):
-    info = rw.altered.get(args[0])
+    info = _same_primal_input(rw, args[0])
     if info is None:
         return None
     orig, cur = info
-    if not _same_primal(cur, orig):
-        return None
     widths = [tuple(int(v) for v in p) for p in attrs.pad_width]
     if len(widths) != len(orig):
         return None

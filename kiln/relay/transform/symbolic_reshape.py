@@ -326,6 +326,14 @@ class _Sym:
                 out.append(self.simp(f(_expr(p), _expr(q))))
         return (out, (len(out),) if max(len(x[1]), len(y[1])) else ())
 
+    def visit_equal(self, call: Call) -> None:
+        """visit() of an ``equal`` call whose entries equal_value decides stand as its value (the
+        ``where(equal(shape, -1), ..)`` of the exporters' reshape targets)."""
+        v = self.equal_value(call)
+        self.visit(call)
+        if v is not None:
+            self.value[id(call)] = v
+
     def equal_value(self, call: Call):
         """``equal(v, c)`` entries decided symbolically: a dim (non-negative) never equals a negative constant."""
         x, y = (self.value.get(id(a)) for a in call.args)
@@ -636,10 +644,7 @@ def symbolic_reshapes(func):
 
     def visit(e):
         if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "equal":
-            v = sym.equal_value(e)
-            sym.visit(e)
-            if v is not None:
-                sym.value[id(e)] = v
+            sym.visit_equal(e)
             return
         sym.visit(e)
         order[id(e)] = len(order)
@@ -745,10 +750,7 @@ class IncrementalSymbolicReshapes:
             return new
         if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == "equal":
             sym.type_of(e)
-            v = sym.equal_value(e)
-            sym.visit(e)
-            if v is not None:
-                sym.value[id(e)] = v
+            sym.visit_equal(e)
             return e
         if isinstance(e, (Call, Tuple, TupleGetItem, Constant)):
             sym.type_of(e)

@@ -30,12 +30,9 @@ class SymbolicShapes:
 
             def visit(e):
                 if is_op(e, "equal"):  # where(equal(shape, -1), ..) of the exporters' reshape targets
-                    v = sym.equal_value(e)
+                    sym.visit_equal(e)
+                else:
                     sym.visit(e)
-                    if v is not None:
-                        sym.value[id(e)] = v
-                    return
-                sym.visit(e)
             post_order_visit(self.body, visit)
             self._sym = sym
         return self._sym

@@ -8,25 +8,15 @@ import torch
 
 import kiln as tvm
 from kiln import relay, te, topi
-from kiln.contrib import graph_executor
 from kiln.error import KilnError
 from kiln.topi.testing.pool_grad import pool2d_grad_nchw_python
+from relay_exec_util import graph_run
 
 CASES = [  # shape, pool_size, strides, padding (t, l, b, r), dilation, ceil_mode, count_include_pad
     ((2, 3, 7, 9), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False, True),
     ((1, 2, 8, 5), (2, 3), (1, 2), (0, 1, 1, 0), (2, 1), True, False),
     ((1, 2, 5, 7), (3, 2), (3, 1), (1, 0, 1, 1), (1, 1), True, True),
 ]
-
-
-def _build_run(func, *inputs):
-    mod = tvm.IRModule.from_expr(func)
-    lib = relay.build(mod, target="llvm")
-    m = graph_executor.GraphModule(lib["default"](tvm.cpu()))
-    for k, a in enumerate(inputs):
-        m.set_input(k, a)
-    m.run()
-    return [m.get_output(i).numpy() for i in range(m.get_num_outputs())]
 
 
 @pytest.mark.parametrize("pool_type", ["max", "avg"])
@@ -45,7 +35,7 @@ def test_relay_pool_grad_op_compiles_and_matches_reference(pool_type, case):
     func = relay.Function([g, x], op(g, x, **kw))
     gv = rng.standard_normal([int(v) for v in out_shape]).astype("float32")
     xv = rng.standard_normal(shape).astype("float32")
-    (res,) = _build_run(func, gv, xv)
+    (res,) = graph_run(func, [gv, xv])
     ref = pool2d_grad_nchw_python(gv, xv, k, s, p, pool_type, ceil, cip if pool_type == "avg" else False, d)
     np.testing.assert_allclose(res, ref, rtol=1e-5, atol=1e-6)
 
@@ -66,7 +56,7 @@ def test_gradient_graph_with_pooling_builds_and_matches_pytorch(pool_type):
         g = relay.transform.gradient(f, mode="first_order")
     rng = np.random.RandomState(2)
     xv, wv = rng.randn(*shape).astype("float32"), rng.randn(4, 3, 3, 3).astype("float32")
-    out, gx, gw = _build_run(g, xv, wv)
+    out, gx, gw = graph_run(g, [xv, wv])
 
     tx, tw = torch.tensor(xv, requires_grad=True), torch.tensor(wv, requires_grad=True)
     ty = torch.nn.functional.conv2d(tx, tw, padding=1)

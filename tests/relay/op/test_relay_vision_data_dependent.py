@@ -6,35 +6,14 @@ import pytest
 
 import kiln as tvm
 from kiln import relay
-from kiln.contrib import graph_executor
 from kiln.relay.op.scatter_nd import scatter_nd_python
 from kiln.runtime import vm as rvm
 from kiln.topi.testing import all_class_nms_python, get_valid_counts_python
 from kiln.topi.testing.multibox_python import multibox_prior_python, multibox_transform_loc_python
+from relay_exec_util import graph_run, vm_of, vm_outputs
 
 A = relay.Any()
 rng = np.random.default_rng(11)
-
-
-def _graph_run(params, out, arrays):
-    mod = tvm.IRModule.from_expr(relay.Function(params, out))
-    lib = relay.build(mod, "llvm")
-    g = graph_executor.GraphModule(lib["default"](tvm.cpu()))
-    for p, a in zip(params, arrays):
-        g.set_input(p.name_hint, a)
-    g.run()
-    return [g.get_output(i).numpy() for i in range(g.get_num_outputs())]
-
-
-def _vm(params, out):
-    mod = tvm.IRModule.from_expr(relay.Function(params, out))
-    return rvm.VirtualMachine(relay.vm.compile(mod, "llvm"), tvm.cpu())
-
-
-def _numpy(res):
-    if hasattr(res, "numpy"):
-        return [res.numpy()]
-    return [r.numpy() for r in res]
 
 
 # -- scatter_nd ---------------------------------------------------------------------------------------------------
@@ -47,7 +26,7 @@ def test_scatter_nd_modes_graph_executor(mode):
     upd = rng.standard_normal((9, 7)).astype("float32")
     x, i, u = relay.var("x", shape=data.shape), relay.var("i", shape=idx.shape, dtype="int64"), \
         relay.var("u", shape=upd.shape)
-    (got,) = _graph_run([x, i, u], relay.scatter_nd(x, i, u, mode), [data, idx, upd])
+    (got,) = graph_run(relay.Function([x, i, u], relay.scatter_nd(x, i, u, mode)), [data, idx, upd])
     np.testing.assert_allclose(got, scatter_nd_python(data, idx, upd, mode), rtol=1e-5, atol=1e-6)
 
 
@@ -59,7 +38,7 @@ def test_scatter_nd_add_duplicates_match_numpy_add_at():
     np.add.at(want, idx[0], upd)
     x, i, u = relay.var("x", shape=(11,), dtype="int32"), relay.var("i", shape=idx.shape, dtype="int32"), \
         relay.var("u", shape=(40,), dtype="int32")
-    (got,) = _graph_run([x, i, u], relay.scatter_nd(x, i, u, "add"), [data, idx, upd])
+    (got,) = graph_run(relay.Function([x, i, u], relay.scatter_nd(x, i, u, "add")), [data, idx, upd])
     np.testing.assert_array_equal(got, want)
 
 
@@ -67,12 +46,12 @@ def test_scatter_nd_on_the_vm_with_unknown_dims():
     x = relay.var("x", shape=(A, 4), dtype="float32")
     i = relay.var("i", shape=(1, A), dtype="int64")
     u = relay.var("u", shape=(A, 4), dtype="float32")
-    vm = _vm([x, i, u], relay.scatter_nd(x, i, u, "add"))
+    vm = vm_of(relay.Function([x, i, u], relay.scatter_nd(x, i, u, "add")))
     for n, k in ((7, 3), (1, 5), (13, 13)):
         data = rng.standard_normal((n, 4)).astype("float32")
         idx = rng.integers(-n, n, (1, k)).astype("int64")
         upd = rng.standard_normal((k, 4)).astype("float32")
-        (got,) = _numpy(vm.run(data, idx, upd))
+        (got,) = vm_outputs(vm.run(data, idx, upd))
         np.testing.assert_allclose(got, scatter_nd_python(data, idx, upd, "add"), rtol=1e-5, atol=1e-6)
 
 
@@ -81,7 +60,7 @@ def test_scatter_nd_out_of_range_index_is_a_clear_error():
     data, upd = np.zeros((4, 3), "float32"), np.ones(2, "float32")
     for bad in ([[0, 4], [0, 0]], [[0, 1], [2, -4]]):
         with pytest.raises(tvm.error.KilnError, match="scatter_nd: an index on axis [01] is out of range"):
-            _graph_run([x, i, u], relay.scatter_nd(x, i, u), [data, np.array(bad, "int64"), upd])
+            graph_run(relay.Function([x, i, u], relay.scatter_nd(x, i, u)), [data, np.array(bad, "int64"), upd])
 
 
 def test_scatter_nd_type_errors():
@@ -104,16 +83,16 @@ def test_get_valid_counts_graph_and_vm():
     data = _detections(2, 9)
     x = relay.var("x", shape=data.shape)
     out = relay.vision.get_valid_counts(x, 0.4, id_index=0, score_index=1)
-    got = _graph_run([x], relay.Tuple([out[0], out[1], out[2]]), [data])
+    got = graph_run(relay.Function([x], relay.Tuple([out[0], out[1], out[2]])), [data])
     for g, w in zip(got, get_valid_counts_python(data, 0.4, 0, 1)):
         np.testing.assert_array_equal(g, w)
     xv = relay.var("x", shape=(A, A, 6))
     thr = relay.var("t", shape=(), dtype="float32")
     out = relay.vision.get_valid_counts(xv, thr, id_index=-1, score_index=2)
-    vm = _vm([xv, thr], relay.Tuple([out[0], out[1], out[2]]))
+    vm = vm_of(relay.Function([xv, thr], relay.Tuple([out[0], out[1], out[2]])))
     for b, n in ((1, 1), (3, 11)):
         data = _detections(b, n)
-        got = _numpy(vm.run(data, np.float32(0.5)))
+        got = vm_outputs(vm.run(data, np.float32(0.5)))
         for g, w in zip(got, get_valid_counts_python(data, 0.5, -1, 2)):
             np.testing.assert_array_equal(g, w)
 
@@ -149,7 +128,7 @@ def _nms_graph(b, c, n, mx, iou, sth):
 def test_all_class_nms_graph_executor(b, c, n, mx, iou, sth):
     boxes, scores = _boxes(b, n), _scores(b, c, n)
     params, out = _nms_graph(b, c, n, mx, iou, sth)
-    sel, count = _graph_run(params, out, [boxes, scores])
+    sel, count = graph_run(relay.Function(params, out), [boxes, scores])
     want = all_class_nms_python(boxes, scores, mx, iou, sth)
     assert sel.shape == (b * c * n, 3) and count.shape == (1,)
     assert count[0] == len(want)
@@ -162,12 +141,12 @@ def test_all_class_nms_run_time_limits_on_the_vm():
     mx = relay.var("mx", shape=(1,), dtype="int64")
     iou, sth = relay.var("iou", shape=(), dtype="float32"), relay.var("sth", shape=(1,), dtype="float32")
     out = relay.vision.all_class_non_max_suppression(bx, sc, mx, iou, sth)
-    vm = _vm([bx, sc, mx, iou, sth], relay.Tuple([out[0], out[1]]))
+    vm = vm_of(relay.Function([bx, sc, mx, iou, sth], relay.Tuple([out[0], out[1]])))
     for (b, c, n), m, t, s in (((1, 2, 7), 3, 0.4, 0.1), ((2, 1, 1), 1, 0.5, -1.0), ((2, 3, 11), 0, 0.5, 0.0),
                                ((1, 1, 15), -1, 0.2, 0.6)):
         boxes, scores = _boxes(b, n), _scores(b, c, n)
-        sel, count = _numpy(vm.run(boxes, scores, np.array([m], "int64"), np.float32(t),
-                                   np.array([s], "float32")))
+        sel, count = vm_outputs(vm.run(boxes, scores, np.array([m], "int64"), np.float32(t),
+                                       np.array([s], "float32")))
         want = all_class_nms_python(boxes, scores, m, t, s)
         assert sel.shape == (b * c * n, 3)
         np.testing.assert_array_equal(sel[:count[0]], want)
@@ -179,7 +158,7 @@ def test_all_class_nms_run_time_limits_on_the_vm():
 def test_multibox_prior(h, w, sizes, ratios, steps, clip):
     x = relay.var("x", shape=(1, 2, h, w))
     out = relay.vision.multibox_prior(x, sizes, ratios, steps, (0.5, 0.25), clip)
-    (got,) = _graph_run([x], out, [np.zeros((1, 2, h, w), "float32")])
+    (got,) = graph_run(relay.Function([x], out), [np.zeros((1, 2, h, w), "float32")])
     np.testing.assert_allclose(got, multibox_prior_python((1, 2, h, w), sizes, ratios, steps, (0.5, 0.25), clip),
                                rtol=1e-5, atol=1e-6)
 
@@ -191,7 +170,7 @@ def test_multibox_transform_loc():
     anchor = multibox_prior_python((1, 1, 3, 3), (0.4,), (1.0,))
     p, l, an = relay.var("p", shape=prob.shape), relay.var("l", shape=loc.shape), relay.var("a", shape=anchor.shape)
     out = relay.vision.multibox_transform_loc(p, l, an, clip=True, threshold=0.5)
-    got = _graph_run([p, l, an], relay.Tuple([out[0], out[1]]), [prob, loc, anchor])
+    got = graph_run(relay.Function([p, l, an], relay.Tuple([out[0], out[1]])), [prob, loc, anchor])
     want = multibox_transform_loc_python(prob, loc, anchor, True, 0.5)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got[1], want[1])
@@ -214,19 +193,19 @@ def test_all_class_nms_types_and_unimplemented_format():
 
 def test_ssd_ops_on_the_vm_with_unknown_sizes():
     x = relay.var("x", shape=(1, 2, A, A))
-    vm = _vm([x], relay.vision.multibox_prior(x, (0.2, 0.5), (1.0, 3.0), clip=True))
+    vm = vm_of(relay.Function([x], relay.vision.multibox_prior(x, (0.2, 0.5), (1.0, 3.0), clip=True)))
     for h, w in ((3, 5), (1, 1), (6, 2)):
-        (got,) = _numpy(vm.run(np.zeros((1, 2, h, w), "float32")))
+        (got,) = vm_outputs(vm.run(np.zeros((1, 2, h, w), "float32")))
         np.testing.assert_allclose(got, multibox_prior_python((1, 2, h, w), (0.2, 0.5), (1.0, 3.0), clip=True),
                                    rtol=1e-5, atol=1e-6)
     p, l, an = relay.var("p", shape=(A, 3, A)), relay.var("l", shape=(A, A)), relay.var("a", shape=(1, A, 4))
     out = relay.vision.multibox_transform_loc(p, l, an, clip=False, threshold=0.3, variances=(0.2, 0.1, 0.3, 0.4))
-    vm = _vm([p, l, an], relay.Tuple([out[0], out[1]]))
+    vm = vm_of(relay.Function([p, l, an], relay.Tuple([out[0], out[1]])))
     for b, a in ((1, 4), (3, 7)):
         prob = rng.uniform(0, 1, (b, 3, a)).astype("float32")
         loc = rng.standard_normal((b, a * 4)).astype("float32") * 0.5
         anchor = rng.uniform(0, 1, (1, a, 4)).astype("float32")
-        got = _numpy(vm.run(prob, loc, anchor))
+        got = vm_outputs(vm.run(prob, loc, anchor))
         want = multibox_transform_loc_python(prob, loc, anchor, False, 0.3, (0.2, 0.1, 0.3, 0.4))
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(got[1], want[1])
@@ -246,6 +225,6 @@ def test_vm_executable_with_nms_and_scatter_nd_saves_and_loads():
         boxes, scores = _boxes(1, n), _scores(1, 2, n)
         data, idx = rng.standard_normal((5, 3)).astype("float32"), np.array([[0, 4, 0]], "int64")
         upd = rng.standard_normal((3, 3)).astype("float32")
-        got = _numpy(vm.run(boxes, scores, data, idx, upd))
+        got = vm_outputs(vm.run(boxes, scores, data, idx, upd))
         np.testing.assert_array_equal(got[0], all_class_nms_python(boxes, scores, 3, 0.5, 0.1))
         np.testing.assert_allclose(got[1], scatter_nd_python(data, idx, upd, "add"), rtol=1e-6)

@@ -1,6 +1,7 @@
 """Shared helpers for the graph-pass tests."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 
 import numpy as np
@@ -8,6 +9,7 @@ import numpy as np
 import kiln
 from kiln import relay
 from kiln.ir import assert_structural_equal
+from kiln.ir.op import Op
 
 
 def parse(text, consts=None):
@@ -91,3 +93,26 @@ def assert_same_numerics(before, after, rtol=1e-5, atol=1e-5, seed=0):
     for x, y in zip(a, b):
         assert x.shape == y.shape and x.dtype == y.dtype
         np.testing.assert_allclose(y, x, rtol=rtol, atol=atol)
+
+
+@contextlib.contextmanager
+def alter_hook(op_name, hook):
+    """Install ``hook`` as the op's FTVMAlterOpLayout for the duration of a test, then restore."""
+    op = Op.get(op_name)
+    saved = op._attrs.get("FTVMAlterOpLayout")
+    op.set_attr("FTVMAlterOpLayout", hook, 10000, _replace=True)
+    try:
+        yield
+    finally:
+        if saved is None:
+            op.reset_attr("FTVMAlterOpLayout")
+        else:
+            op._attrs["FTVMAlterOpLayout"] = saved
+
+
+def nchw4c_hook(attrs, inputs, tinfos, out_type):
+    """A test hook: compute every conv2d in NCHW4c with OIHW4i4o weights."""
+    if attrs.data_layout != "NCHW":
+        return None
+    new = attrs.with_values(data_layout="NCHW4c", kernel_layout="OIHW4i4o", out_layout="NCHW4c")
+    return relay.Call(Op.get("nn.contrib_conv2d_NCHWc"), list(inputs), new)

@@ -2,7 +2,6 @@
 a split layout (NCHW4c with a test hook; NCHW[x]c with the x86 hooks on whole models), with numerics checked
 against the reference interpreter."""
 import collections
-import contextlib
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ from kiln.ir.op import Op
 from kiln.relay.expr_functor import post_order_visit
 from kiln.relay.transform import AlterOpLayout, FoldConstant, InferType
 
-from pass_helpers import assert_same_numerics, need_ops, parse, run
+from pass_helpers import alter_hook, assert_same_numerics, nchw4c_hook, need_ops, parse, run
 
 X = "Tensor[(1, 8, 6, 6), float32]"
 W = "Tensor[(8, 8, 3, 3), float32]"
@@ -22,27 +21,6 @@ W = "Tensor[(8, 8, 3, 3), float32]"
 @pytest.fixture(autouse=True)
 def _ops():
     need_ops("nn.conv2d", "layout_transform", "nn.max_pool2d", "concatenate", "nn.contrib_conv2d_NCHWc")
-
-
-@contextlib.contextmanager
-def alter_hook(op_name, hook):
-    op = Op.get(op_name)
-    saved = op._attrs.get("FTVMAlterOpLayout")
-    op.set_attr("FTVMAlterOpLayout", hook, 10000, _replace=True)
-    try:
-        yield
-    finally:
-        if saved is None:
-            op.reset_attr("FTVMAlterOpLayout")
-        else:
-            op._attrs["FTVMAlterOpLayout"] = saved
-
-
-def nchw4c_hook(attrs, inputs, tinfos, out_type):
-    if attrs.data_layout != "NCHW":
-        return None
-    new = attrs.with_values(data_layout="NCHW4c", kernel_layout="OIHW4i4o", out_layout="NCHW4c")
-    return relay.Call(Op.get("nn.contrib_conv2d_NCHWc"), list(inputs), new)
 
 
 def calls(mod):

@@ -1,5 +1,4 @@
 """ConvertLayout and AlterOpLayout: the layout-propagation mechanism."""
-import contextlib
 
 import numpy as np
 import pytest
@@ -9,7 +8,7 @@ from kiln import relay
 from kiln.ir.op import Op
 from kiln.relay.transform import AlterOpLayout, ConvertLayout, FoldConstant
 
-from pass_helpers import assert_same_numerics, check, need_ops, parse, run
+from pass_helpers import alter_hook, assert_same_numerics, check, nchw4c_hook, need_ops, parse, run
 
 X = "Tensor[(1, 8, 6, 6), float32]"
 W = "Tensor[(8, 8, 3, 3), float32]"
@@ -56,29 +55,6 @@ def test_convert_layout_nhwc():
 def test_convert_layout_no_op_when_already_in_layout_or_not_listed():
     check(ConvertLayout({"nn.conv2d": ["NCHW", "default"]}), BLOCK, BLOCK)
     check(ConvertLayout({"nn.dense": ["NC"]}), BLOCK, BLOCK)
-
-
-@contextlib.contextmanager
-def alter_hook(op_name, hook):
-    """Install ``hook`` as the op's FTVMAlterOpLayout for the duration of a test, then restore."""
-    op = Op.get(op_name)
-    saved = op._attrs.get("FTVMAlterOpLayout")
-    op.set_attr("FTVMAlterOpLayout", hook, 10000, _replace=True)
-    try:
-        yield
-    finally:
-        if saved is None:
-            op.reset_attr("FTVMAlterOpLayout")
-        else:
-            op._attrs["FTVMAlterOpLayout"] = saved
-
-
-def nchw4c_hook(attrs, inputs, tinfos, out_type):
-    """A test hook: compute every conv2d in NCHW4c with OIHW4i4o weights."""
-    if attrs.data_layout != "NCHW":
-        return None
-    new = attrs.with_values(data_layout="NCHW4c", kernel_layout="OIHW4i4o", out_layout="NCHW4c")
-    return relay.Call(Op.get("nn.contrib_conv2d_NCHWc"), list(inputs), new)
 
 
 def test_alter_op_layout_keeps_chain_in_new_layout():

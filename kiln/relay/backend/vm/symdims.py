@@ -15,19 +15,12 @@ every other one, so a wrong equality would be an ArgumentError at the call, neve
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .... import te
 from ....ir.type import TensorType, TupleType
 from ....tir.expr import Var
 from ....tir.stmt_functor import substitute
-from ...transform.symbolic_reshape import fresh_shape
+from ...transform.symbolic_reshape import _int as _static, fresh_shape  # _static: a dim's int, or None
 from .lower import SHAPE_VAR_DTYPE  # the compiler's symbols meet the kernels' variables in one expression
-
-
-def _static(d):
-    v = getattr(d, "value", d)
-    return int(v) if isinstance(v, (int, np.integer)) else None
 
 
 class SymDims:

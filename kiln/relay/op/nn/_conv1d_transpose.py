@@ -10,17 +10,15 @@ from ....ir.attrs import Attrs, Field
 from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
+from ..op_attrs import _int_tuple as _ints
 from .._define import define_op, topi_compute
 from ._any_channels import channels_from_weight
+from ._spatial_attrs import pad_tuple
 from ..type_relations import is_any, shape_text, tensor_arg
 from .nn import _call, _dtype
 from ....topi.testing import conv3d_transpose_ncdhw_python
 
 __all__ = ["conv1d_transpose"]
-
-
-def _ints(v):
-    return tuple(int(x) for x in (v if isinstance(v, (list, tuple)) else (v,)))
 
 
 def _single(v, what):
@@ -31,12 +29,7 @@ def _single(v, what):
 
 
 def _pad2(v):
-    p = _ints(v)
-    if len(p) == 1:
-        return p * 2
-    if len(p) != 2:
-        raise TypeInferenceError(f"conv1d_transpose: padding must have 1 or 2 values, got {p}")
-    return p
+    return pad_tuple(v, 1, "conv1d_transpose")
 
 
 class Conv1DTransposeAttrs(Attrs):

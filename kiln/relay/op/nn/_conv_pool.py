@@ -14,6 +14,7 @@ from ....ir.type import TensorType
 from .. import op_attrs as A
 from .._define import define_op
 from ._any_channels import channels_from_weight
+from ._spatial_attrs import ntuple, pad_tuple, pooled_size, window_span
 from .._layout import from_primal, to_primal
 from ..type_relations import is_any, shape_text, tensor_arg
 from ....topi.nn.winograd_util import winograd_matrices
@@ -25,23 +26,11 @@ _P = OpPattern
 
 def pad4(padding) -> tuple:
     """TVM's get_pad_tuple2d: 1 value -> all sides; 2 -> (h, w); 4 -> (top, left, bottom, right)."""
-    p = tuple(int(x) for x in padding)
-    if len(p) == 1:
-        return p * 4
-    if len(p) == 2:
-        return (p[0], p[1], p[0], p[1])
-    if len(p) == 4:
-        return p
-    raise TypeInferenceError(f"padding must have 1, 2 or 4 values, got {p}")
+    return pad_tuple(padding, 2)
 
 
 def pair(v, what) -> tuple:
-    v = tuple(int(x) for x in v)
-    if len(v) == 1:
-        return v * 2
-    if len(v) != 2:
-        raise TypeInferenceError(f"{what} must have 2 values, got {v}")
-    return v
+    return ntuple(v, 2, what)
 
 
 def _to_nchw(x: np.ndarray, layout: str, primal: str = "NCHW") -> np.ndarray:
@@ -268,11 +257,11 @@ def pool2d_rel(arg_types, attrs):
     pt, pl, pb, pr = pad4(attrs.padding)
     sizes = []
     for n, k, s, dl, pad in ((d["H"], kh, sh, dh, pt + pb), (d["W"], kw, sw, dw, pl + pr)):
-        span = n + pad - ((k - 1) * dl + 1)
+        span = window_span(n, k, dl, pad)
         if span < 0:
             raise TypeInferenceError(f"pool2d: a {kh}x{kw} window does not fit the padded input "
                                      f"{shape_text(data.shape)} ({attrs.layout})")
-        sizes.append((span + s - 1) // s + 1 if attrs.ceil_mode else span // s + 1)
+        sizes.append(pooled_size(span, s, attrs.ceil_mode))
     shape = from_primal({"N": d["N"], "C": d["C"], "H": sizes[0], "W": sizes[1]}, attrs.out_layout or attrs.layout)
     return TensorType(shape, data.dtype)
 

@@ -8,32 +8,18 @@ from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from ....topi.testing import deformable_conv2d_nchw_python
 from .. import op_attrs as A
+from ..op_attrs import _int_tuple as _ints
 from .._define import define_op, topi_compute
 from ..type_relations import shape_text, tensor_arg
-
-
-def _ints(v):
-    return tuple(int(x) for x in (v if isinstance(v, (list, tuple)) else (v,)))
+from ._spatial_attrs import ntuple, pad_tuple
 
 
 def _pair(v, what):
-    v = _ints(v)
-    if len(v) == 1:
-        v = v * 2
-    if len(v) != 2:
-        raise TypeInferenceError(f"deformable_conv2d: {what} must have 1 or 2 values, got {v}")
-    return v
+    return ntuple(v, 2, what, "deformable_conv2d")
 
 
 def _pad4(v):
-    p = _ints(v)
-    if len(p) == 1:
-        return p * 4
-    if len(p) == 2:
-        return p + p
-    if len(p) == 4:
-        return p
-    raise TypeInferenceError(f"deformable_conv2d: padding must have 1, 2 or 4 values, got {p}")
+    return pad_tuple(v, 2, "deformable_conv2d")
 
 
 class DeformableConv2DAttrs(Attrs):

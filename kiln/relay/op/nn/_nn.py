@@ -166,12 +166,19 @@ define_op("nn.batch_norm", num_inputs=5, args=("data", "gamma", "beta", "moving_
           reference=_batch_norm_ref, level=1)
 
 
-def layer_norm_rel(arg_types, attrs):
-    data = tensor_arg(arg_types, 0, "data")
-    axis = normalize_axis(attrs.axis, len(data.shape), "layer_norm axis")
-    _channel_vector(arg_types, 1, "gamma", data.shape[axis], data, axis)
-    _channel_vector(arg_types, 2, "beta", data.shape[axis], data, axis)
-    return TensorType(data.shape, data.dtype)
+def axis_norm_rel(what: str):
+    """The type relation of a normalization over ``attrs.axis`` with a gamma and a beta per entry of that axis
+    (layer_norm, instance_norm): the data's type; ``what`` names the op in errors."""
+    def rel(arg_types, attrs):
+        data = tensor_arg(arg_types, 0, "data")
+        axis = normalize_axis(attrs.axis, len(data.shape), f"{what} axis")
+        _channel_vector(arg_types, 1, "gamma", data.shape[axis], data, axis)
+        _channel_vector(arg_types, 2, "beta", data.shape[axis], data, axis)
+        return TensorType(data.shape, data.dtype)
+    return rel
+
+
+layer_norm_rel = axis_norm_rel("layer_norm")
 
 
 def _layer_norm_ref(attrs, inputs, out_type):

@@ -3,15 +3,15 @@ nn.max_pool3d, nn.avg_pool3d, nn.adaptive_{avg,max}_pool{1,3}d). kiln computes c
 (NCDHW data, OIDHW / IODHW kernels, NCW for 1-D); relations reject others with a clear message."""
 from __future__ import annotations
 
-import numpy as np
-
 from ....error import TypeInferenceError
 from ....ir.attrs import Attrs, Field
 from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
+from ..op_attrs import _int_tuple as _ints
 from .._define import define_op, topi_compute
 from ._any_channels import channels_from_weight
+from ._spatial_attrs import ntuple, pad_tuple, pooled_size, window_span
 from ..type_relations import is_any, shape_text, tensor_arg
 from ....topi.testing import conv3d_ncdhw_python, conv3d_transpose_ncdhw_python, poolnd_python, adaptive_pool
 from ....topi.utils import get_const_tuple
@@ -19,29 +19,13 @@ from ....topi.utils import get_const_tuple
 _P = OpPattern
 
 
-def _ints(v):
-    return tuple(int(x) for x in (v if isinstance(v, (list, tuple)) else (v,)))
-
-
 def triple(v, what) -> tuple:
-    v = _ints(v)
-    if len(v) == 1:
-        v = v * 3
-    if len(v) != 3:
-        raise TypeInferenceError(f"{what} must have 1 or 3 values, got {v}")
-    return v
+    return ntuple(v, 3, what)
 
 
 def pad6(padding) -> tuple:
     """(front, top, left, back, bottom, right) from 1, 3 or 6 values (TVM's get_pad_tuple3d)."""
-    p = _ints(padding)
-    if len(p) == 1:
-        return p * 6
-    if len(p) == 3:
-        return p + p
-    if len(p) == 6:
-        return p
-    raise TypeInferenceError(f"padding must have 1, 3 or 6 values, got {p}")
+    return pad_tuple(padding, 3)
 
 
 class Conv3DAttrs(Attrs):
@@ -180,10 +164,10 @@ def pool3d_rel(arg_types, attrs):
     dl, p = triple(attrs.dilation, "dilation"), pad6(attrs.padding)
     out = []
     for j, (s, k, t, d) in enumerate(zip(data.shape[2:], ks, st, dl)):
-        span = s + p[j] + p[j + 3] - ((k - 1) * d + 1)
+        span = window_span(s, k, d, p[j] + p[j + 3])
         if span < 0:
             raise TypeInferenceError(f"pool3d: a {ks} window does not fit the padded input {shape_text(data.shape)}")
-        out.append((span + t - 1) // t + 1 if attrs.ceil_mode else span // t + 1)
+        out.append(pooled_size(span, t, attrs.ceil_mode))
     return TensorType(tuple(data.shape[:2]) + tuple(out), data.dtype)
 
 

@@ -9,17 +9,15 @@ from ....ir.attrs import Attrs, Field
 from ....ir.op import OpPattern
 from ....ir.type import TensorType
 from .. import op_attrs as A
+from ..op_attrs import _int_tuple as _ints
 from .._define import define_op, topi_compute
 from ._any_channels import channels_from_weight
-from ..type_relations import is_any, normalize_axis, shape_text, tensor_arg
-from ._nn import _channel_vector
+from ._spatial_attrs import pad_tuple, pooled_size, window_span
+from ..type_relations import is_any, shape_text, tensor_arg
+from ._nn import axis_norm_rel
 from ....topi.testing import conv2d_nchw_python, pool2d_python
 
 _P = OpPattern
-
-
-def _ints(v):
-    return tuple(int(x) for x in (v if isinstance(v, (list, tuple)) else (v,)))
 
 
 class InstanceNormAttrs(Attrs):
@@ -68,12 +66,7 @@ class MirrorPadAttrs(Attrs):
 
 
 # -- normalizations ------------------------------------------------------------------------------------------
-def _instance_norm_rel(arg_types, attrs):
-    data = tensor_arg(arg_types, 0, "data")
-    axis = normalize_axis(attrs.axis, len(data.shape), "instance_norm axis")
-    _channel_vector(arg_types, 1, "gamma", data.shape[axis], data, axis)
-    _channel_vector(arg_types, 2, "beta", data.shape[axis], data, axis)
-    return TensorType(data.shape, data.dtype)
+_instance_norm_rel = axis_norm_rel("instance_norm")
 
 
 def _instance_norm_ref(attrs, inputs, out_type):
@@ -120,11 +113,6 @@ define_op("nn.lrn", num_inputs=1, attrs=LRNAttrs, rel="Identity", pattern=_P.OPA
 
 
 # -- 1-D convolution and pooling ---------------------------------------------------------------------------------
-def _pad2(p):
-    p = tuple(p)
-    return p * 2 if len(p) == 1 else p
-
-
 def _conv1d_rel(arg_types, attrs):
     data = tensor_arg(arg_types, 0, "data")
     weight = tensor_arg(arg_types, 1, "weight")
@@ -136,7 +124,7 @@ def _conv1d_rel(arg_types, attrs):
     if i * attrs.groups != c:
         raise TypeInferenceError(f"conv1d: data {shape_text(data.shape)} has {c} channels but weight "
                                  f"{shape_text(weight.shape)} with groups={attrs.groups} expects {i * attrs.groups}")
-    pl, pr = _pad2(attrs.padding)
+    pl, pr = pad_tuple(attrs.padding, 1)
     ow = (w + pl + pr - ((k - 1) * attrs.dilation[0] + 1)) // attrs.strides[0] + 1
     if not is_any(ow) and ow <= 0:
         raise TypeInferenceError(f"conv1d: a kernel of {k} does not fit the padded input {shape_text(data.shape)}")
@@ -145,7 +133,7 @@ def _conv1d_rel(arg_types, attrs):
 
 def _conv1d_ref(attrs, inputs, out_type):
     x, w = inputs
-    pl, pr = _pad2(attrs.padding)
+    pl, pr = pad_tuple(attrs.padding, 1)
     out = conv2d_nchw_python(x[:, :, None, :], w[:, :, None, :], (1, attrs.strides[0]), (0, pl, 0, pr),
                              groups=attrs.groups, dilation=(1, attrs.dilation[0]))
     return out[:, :, 0, :]
@@ -161,17 +149,17 @@ def _pool1d_rel(arg_types, attrs):
     if attrs.layout != "NCW" or len(data.shape) != 3:
         raise TypeInferenceError(f"pool1d: kiln supports NCW data, got {attrs.layout} {shape_text(data.shape)}")
     k, s, d = attrs.pool_size[0], attrs.strides[0], attrs.dilation[0]
-    pl, pr = _pad2(attrs.padding)
-    span = data.shape[2] + pl + pr - ((k - 1) * d + 1)
+    pl, pr = pad_tuple(attrs.padding, 1)
+    span = window_span(data.shape[2], k, d, pl + pr)
     if span < 0:
         raise TypeInferenceError(f"pool1d: a window of {k} does not fit the padded input {shape_text(data.shape)}")
-    ow = (span + s - 1) // s + 1 if attrs.ceil_mode else span // s + 1
+    ow = pooled_size(span, s, attrs.ceil_mode)
     return TensorType(data.shape[:2] + (ow,), data.dtype)
 
 
 def _pool1d_ref(pool_type):
     def ref(attrs, inputs, out_type):
-        pl, pr = _pad2(attrs.padding)
+        pl, pr = pad_tuple(attrs.padding, 1)
         out = pool2d_python(inputs[0][:, :, None, :], (1, attrs.pool_size[0]), (1, attrs.strides[0]),
                             (0, pl, 0, pr), pool_type, ceil_mode=attrs.ceil_mode,
                             count_include_pad=getattr(attrs, "count_include_pad", False),
