@@ -350,7 +350,13 @@ class CSupport:
         it = self.int_type_like(dt)
         mt = self.mask_type(dt.lanes)
         name = f"kiln_select_{_suffix(dt)}"
-        conv = "m" if it == mt else f"__builtin_convertvector(m, {it})"
+        conv = "m"
+        if it != mt:
+            # an int32 mask narrowed to 8/16-bit lanes (a uint8 pad value chosen by an index compare): the
+            # shuffle helper, as __builtin_convertvector narrows lane by lane on x86 (GCC 12)
+            bits = 32 if dt.is_bool else dt.bits
+            narrow = self.int_convert(f"int32x{dt.lanes}", f"int{bits}x{dt.lanes}")
+            conv = f"({it}){narrow}(m)" if narrow else f"__builtin_convertvector(m, {it})"
         return self.helper(name, (
             f"static inline {vt} {name}({mt} m, {vt} a, {vt} b) {{\n"
             f"  {it} mm = {conv};\n"
