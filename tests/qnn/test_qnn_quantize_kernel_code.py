@@ -155,3 +155,14 @@ def test_image_quantize_pad_mask_narrowed_by_shuffle(target):
     assert "__builtin_convertvector" not in sel.group(1)  # gcc narrows that lane by lane
     _, asm = _kernel_asm(lib, target, "fused_divide_round")
     assert "nearbyint" not in asm
+
+
+def test_image_quantize_avx512_keeps_the_index_affine():
+    """Padded to 26 wide, a row of NCHW4c is 104 bytes: 6.5 zmm vectors but 13 ymm ones. The vector axis is the
+    row at 8 lanes, not the whole image at 16 lanes (which divided each lane's index by 26, lane by lane)."""
+    lib = _build(_image_quantize((1, 3, 16, 20), 0.05, 120), AVX512)
+    src = lib.get_lib().get_source()
+    assert "i3_i4_fused_outer < 13" in src
+    assert not re.search(r"kiln_(div|mod)_i32x\d+\([^;]*kiln_broadcast_i32x\d+\(26\)", src)
+    _, asm = _kernel_asm(lib, AVX512, "fused_divide_round")
+    assert not re.search(r"idiv", asm)
