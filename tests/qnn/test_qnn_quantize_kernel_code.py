@@ -166,3 +166,13 @@ def test_image_quantize_avx512_keeps_the_index_affine():
     assert not re.search(r"kiln_(div|mod)_i32x\d+\([^;]*kiln_broadcast_i32x\d+\(26\)", src)
     _, asm = _kernel_asm(lib, AVX512, "fused_divide_round")
     assert not re.search(r"idiv", asm)
+
+
+def test_short_inner_lanes_choice():
+    from kiln.topi.x86.injective import short_inner_lanes
+    assert short_inner_lanes([230, 4], 16) == 8  # 920 = 115 ymm vectors, 57.5 zmm ones
+    assert short_inner_lanes([224, 4], 16) == 16  # a whole number of zmm vectors already
+    assert short_inner_lanes([230, 4], 8) == 8
+    assert short_inner_lanes([3, 4], 8) == 8  # never below 8 float32 lanes: fused deeper as before
+    assert short_inner_lanes([3, 4], 16) == 16  # 12 is no multiple of 8 either
+    assert short_inner_lanes([4], 16) == 16
