@@ -343,20 +343,24 @@ class CSupport:
             return f"(({mt})({expr}))"
         return f"__builtin_convertvector({expr}, {mt})"
 
-    def select(self, dtype) -> str:
-        """``kiln_select_T(mask, a, b)``: lane-wise ``mask ? a : b`` with bit operations."""
+    def select(self, dtype, wide_mask: bool = False) -> str:
+        """``kiln_select_T(mask, a, b)``: lane-wise ``mask ? a : b`` with bit operations. ``wide_mask``: the mask
+        comes from compares of 32-bit lanes (a uint8 pad value chosen by an index compare) and ``T`` has 8- or
+        16-bit lanes: it is narrowed by the shuffle helper (``kiln_select_T_w``), as ``__builtin_convertvector``
+        narrows lane by lane on x86 (GCC 12). A mask widened from compares of ``T`` itself (the
+        ``__builtin_convertvector(a > b, int32)`` of an 8-bit max) keeps the plain form, where gcc folds the
+        widening and the narrowing away (the helper would hide that: an 8-bit max pool ran 4x slower)."""
         dt = parse_dtype(dtype)
         vt = self.ctype(dt)
         it = self.int_type_like(dt)
         mt = self.mask_type(dt.lanes)
         name = f"kiln_select_{_suffix(dt)}"
-        conv = "m"
-        if it != mt:
-            # an int32 mask narrowed to 8/16-bit lanes (a uint8 pad value chosen by an index compare): the
-            # shuffle helper, as __builtin_convertvector narrows lane by lane on x86 (GCC 12)
+        conv = "m" if it == mt else f"__builtin_convertvector(m, {it})"
+        if it != mt and wide_mask:
             bits = 32 if dt.is_bool else dt.bits
             narrow = self.int_convert(f"int32x{dt.lanes}", f"int{bits}x{dt.lanes}")
-            conv = f"({it}){narrow}(m)" if narrow else f"__builtin_convertvector(m, {it})"
+            if narrow:
+                name, conv = f"{name}_w", f"({it}){narrow}(m)"
         return self.helper(name, (
             f"static inline {vt} {name}({mt} m, {vt} a, {vt} b) {{\n"
             f"  {it} mm = {conv};\n"
