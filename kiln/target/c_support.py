@@ -46,12 +46,20 @@ _X86_MINMAX = {
     ("float64", 128): ("defined(__SSE4_1__) && (defined(__x86_64__) || defined(__i386__))", "__m128d", "_mm_{}_pd",
                        "_mm_blendv_pd", "_mm_cmpunord_pd({0}, {0})"),
 }
+# AVX-512: one zmm register (no blendv there: the NaN lanes of a are put back by a mask blend, written as a
+# format of r and a); without these a 16-lane clip was a compare + bit-mask select per bound
+_X86_MINMAX[("float32", 512)] = ("defined(__AVX512F__)", "__m512", "_mm512_{}_ps",
+                                 "_mm512_mask_blend_ps(_mm512_cmp_ps_mask({a}, {a}, _CMP_UNORD_Q), {r}, {a})", None)
+_X86_MINMAX[("float64", 512)] = ("defined(__AVX512F__)", "__m512d", "_mm512_{}_pd",
+                                 "_mm512_mask_blend_pd(_mm512_cmp_pd_mask({a}, {a}, _CMP_UNORD_Q), {r}, {a})", None)
 # integer lanes (no NaN: one instruction, vpminsd / vpmaxub ...; gcc keeps the compare + blend form otherwise)
 for _t, _sfx in (("int8", "epi8"), ("int16", "epi16"), ("int32", "epi32"), ("uint8", "epu8"), ("uint16", "epu16"),
                  ("uint32", "epu32")):
     _X86_MINMAX[(_t, 256)] = ("defined(__AVX2__)", "__m256i", "_mm256_{}_" + _sfx, None, None)
     _X86_MINMAX[(_t, 128)] = ("defined(__SSE4_1__) && (defined(__x86_64__) || defined(__i386__))", "__m128i",
                               "_mm_{}_" + _sfx, None, None)
+    _X86_MINMAX[(_t, 512)] = ("defined(__AVX512F__)" if _t.endswith("32") else "defined(__AVX512BW__)", "__m512i",
+                              "_mm512_{}_" + _sfx, None, None)
 
 
 # C helpers a ``call_extern``/``call_pure_extern`` may name (micro-kernels written with the compiler's
@@ -335,14 +343,24 @@ class CSupport:
             return f"(({mt})({expr}))"
         return f"__builtin_convertvector({expr}, {mt})"
 
-    def select(self, dtype) -> str:
-        """``kiln_select_T(mask, a, b)``: lane-wise ``mask ? a : b`` with bit operations."""
+    def select(self, dtype, wide_mask: bool = False) -> str:
+        """``kiln_select_T(mask, a, b)``: lane-wise ``mask ? a : b`` with bit operations. ``wide_mask``: the mask
+        comes from compares of 32-bit lanes (a uint8 pad value chosen by an index compare) and ``T`` has 8- or
+        16-bit lanes: it is narrowed by the shuffle helper (``kiln_select_T_w``), as ``__builtin_convertvector``
+        narrows lane by lane on x86 (GCC 12). A mask widened from compares of ``T`` itself (the
+        ``__builtin_convertvector(a > b, int32)`` of an 8-bit max) keeps the plain form, where gcc folds the
+        widening and the narrowing away (the helper would hide that: an 8-bit max pool ran 4x slower)."""
         dt = parse_dtype(dtype)
         vt = self.ctype(dt)
         it = self.int_type_like(dt)
         mt = self.mask_type(dt.lanes)
         name = f"kiln_select_{_suffix(dt)}"
         conv = "m" if it == mt else f"__builtin_convertvector(m, {it})"
+        if it != mt and wide_mask:
+            bits = 32 if dt.is_bool else dt.bits
+            narrow = self.int_convert(f"int32x{dt.lanes}", f"int{bits}x{dt.lanes}")
+            if narrow:
+                name, conv = f"{name}_w", f"({it}){narrow}(m)"
         return self.helper(name, (
             f"static inline {vt} {name}({mt} m, {vt} a, {vt} b) {{\n"
             f"  {it} mm = {conv};\n"
@@ -376,6 +394,9 @@ class CSupport:
             fast = f"  return ({vt}){fn.format(which)}(({reg})a, ({reg})b);"
         elif b_not_nan:
             fast = f"  return ({vt}){fn.format(which)}(({reg})b, ({reg})a);"
+        elif unord is None:  # AVX-512: a mask blend written as a format of r and a
+            fast = (f"  {reg} r = {fn.format(which)}(({reg})a, ({reg})b);\n"
+                    f"  return ({vt}){blend.format(r='r', a='(' + reg + ')a')};")
         else:
             fast = (f"  {reg} r = {fn.format(which)}(({reg})a, ({reg})b);\n"
                     f"  return ({vt}){blend}(r, ({reg})a, {unord.format('(' + reg + ')a')});")
@@ -424,9 +445,12 @@ class CSupport:
                 body = (f"__m128i t; memcpy(&t, (const char*)&v + i * 2, 16); "
                         f"__m128i r = _mm_shuffle_epi8(t, _mm_setr_epi8({mask})); memcpy((char*)&o + i, &r, 8);")
         self.uses_x86_intrinsics = True
+        wide = _avx512_int_convert(s, d, sign) if lanes % 16 == 0 else None
+        head = "#if" if wide is None else (
+            f"#if {wide[0]}\n  {dt_} o;\n  for (int i = 0; i < {lanes}; i += 16) {{ {wide[1]} }}\n  return o;\n#elif")
         return self.helper(name, (
             f"static inline __attribute__((always_inline)) {dt_} {name}({st} v) {{\n"
-            f"#if defined(__AVX2__)\n  {dt_} o;\n"
+            f"{head} defined(__AVX2__)\n  {dt_} o;\n"
             f"  for (int i = 0; i < {lanes}; i += 8) {{ {body} }}\n  return o;\n"
             f"#else\n  return __builtin_convertvector(v, {dt_});\n#endif\n}}"))
 
@@ -436,10 +460,14 @@ class CSupport:
         functions or widths. The lane loop costs 8 scalar ``roundss`` plus shuffles per vector (fast_exp's
         floor made a softmax 2x slower)."""
         modes = {"floorf": "_MM_FROUND_TO_NEG_INF", "ceilf": "_MM_FROUND_TO_POS_INF",
-                 "truncf": "_MM_FROUND_TO_ZERO", "rintf": "_MM_FROUND_CUR_DIRECTION"}
+                 "truncf": "_MM_FROUND_TO_ZERO", "rintf": "_MM_FROUND_CUR_DIRECTION",
+                 "nearbyintf": "_MM_FROUND_CUR_DIRECTION"}
         dt = parse_dtype(dtype)
         if fname not in modes or str(dt.element_of()) != "float32" or dt.lanes not in (4, 8, 16):
             return None
+        # nearbyint = rint without the inexact exception: the current (round half to even) mode, no exception;
+        # tir.round lowers to it (quantize's round: gcc split a 16-lane loop of nearbyintf into two ymm
+        # vrndscaleps with the halves spilled to the stack)
         mode = modes[fname] + ("" if fname == "rintf" else " | _MM_FROUND_NO_EXC")
         guard, reg, call = {4: ("defined(__SSE4_1__)", "__m128", "_mm_round_ps"),
                             8: ("defined(__AVX__)", "__m256", "_mm256_round_ps"),
@@ -464,6 +492,30 @@ class CSupport:
         return self.helper(name, (
             f"static inline {ot} {name}({params}) {{\n"
             f"  {ot} r = {{0}};\n  for (int k = 0; k < {out.lanes}; ++k) r[k] = {value};\n  return r;\n}}"))
+
+
+def _avx512_int_convert(s, d, sign: str):
+    """(guard, body) converting 16 lanes at offset ``i`` of ``v`` into ``o`` with one AVX-512 instruction
+    (``vpmovdb``/``vpmovdw``/``vpmovwb`` truncate, ``vpmovzx``/``vpmovsx`` widen), or None. The AVX2 form of a
+    16-lane vector goes through two 8-lane halves that gcc stores to and reloads from the stack (a zmm load of
+    two ymm stores: a store-forwarding stall per vector)."""
+    sb, db = s.bits // 8, d.bits // 8
+    if d.bits < s.bits:
+        if s.bits == 32:
+            src, fn = ("__m512i", f"_mm512_cvtepi32_epi{d.bits}")
+            guard = "defined(__AVX512F__)"
+        else:  # 16 -> 8
+            src, fn = ("__m256i", "_mm256_cvtepi16_epi8")
+            guard = "defined(__AVX512BW__) && defined(__AVX512VL__)"
+        out = "__m128i" if 16 * db == 16 else "__m256i"
+        return guard, (f"{src} t; memcpy(&t, (const char*)&v + i * {sb}, {16 * sb}); {out} r = {fn}(t); "
+                       f"memcpy((char*)&o + i * {db}, &r, {16 * db});")
+    if d.bits == 32:
+        src = "__m128i" if sb == 1 else "__m256i"
+        return "defined(__AVX512F__)", (
+            f"{src} t; memcpy(&t, (const char*)&v + i * {sb}, {16 * sb}); "
+            f"__m512i r = _mm512_cvt{sign}{s.bits}_epi32(t); memcpy((char*)&o + i * 4, &r, 64);")
+    return None  # 8 -> 16 bits: the AVX2 form is one vpmovzxbw per 16 lanes already
 
 
 def _suffix(dtype) -> str:

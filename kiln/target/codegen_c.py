@@ -94,6 +94,21 @@ _LOGICAL = {E.And: ("&&", "&"), E.Or: ("||", "|")}
 _CALL_PRINTERS: dict = {}
 
 
+def _wide_mask(cond) -> bool:
+    """Whether a vector condition is built from compares of 32- or 64-bit lanes (its int32 mask is not a widened
+    8/16-bit compare): compares, and the ``&``/``|``/``!`` of conditions (iteratively: padding masks chain many)."""
+    stack = [cond]
+    while stack:
+        c = stack.pop()
+        if isinstance(c, (E.And, E.Or)):
+            stack.extend((c.a, c.b))
+        elif isinstance(c, E.Not):
+            stack.append(c.a)
+        elif isinstance(c, (E.LT, E.LE, E.GT, E.GE, E.EQ, E.NE)) and parse_dtype(c.a.dtype).bits >= 32:
+            return True
+    return False
+
+
 def _prints(*names):
     """Register the decorated FunctionCodegen method as the printer of the intrinsics ``names``."""
     def register(method):
@@ -890,7 +905,7 @@ class FunctionCodegen(StmtExprVisitor):
         cond_lanes = parse_dtype(e.condition.dtype).lanes
         if cond_lanes == 1:
             return f"({self.visit(e.condition)} ? {self.visit(e.true_value)} : {self.visit(e.false_value)})"
-        fn = self.c.select(e.dtype)
+        fn = self.c.select(e.dtype, wide_mask=_wide_mask(e.condition))
         return f"{fn}({self.visit(e.condition)}, {self.visit(e.true_value)}, {self.visit(e.false_value)})"
 
     def visit_Cast(self, e):

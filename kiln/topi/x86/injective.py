@@ -37,6 +37,24 @@ def fuse_short_inner(stage, axes, extents, lanes: int):
     return axes, extents
 
 
+def short_inner_lanes(extents, lanes: int) -> int:
+    """The vector width for an innermost axis shorter than a vector: ``lanes``, or a narrower power of two (at least
+    8 lanes, a 256-bit float32 vector, and the axis's extent) when that makes the axis and the one outside it a
+    whole number of vectors and ``lanes`` would not. Fusing a third axis in can make an inlined input's index
+    non-affine in the lanes: each lane divides it by the middle extent (NCHW4c padded to 230 wide: 230 x 4 = 920
+    is 57.5 zmm vectors, so the AVX-512 input quantize of an int8 ResNet divided and took the remainder by 230
+    lane by lane, 16 times per vector; 920 is 115 ymm vectors). Never below 8 lanes: an elementwise stage reads
+    the fused index as is (affine), and halving an AVX2 vector would halve its throughput."""
+    if len(extents) < 2 or (extents[-1] * extents[-2]) % lanes == 0:
+        return lanes
+    w = lanes // 2
+    while w >= max(8, extents[-1]):
+        if (extents[-1] * extents[-2]) % w == 0:
+            return w
+        w //= 2
+    return lanes
+
+
 def _uses(e, var) -> bool:
     hit = [False]
     post_order_visit(e, lambda n: hit.__setitem__(0, hit[0] or (isinstance(n, E.Var) and n is var)))
@@ -84,6 +102,7 @@ def schedule_stage_loops(s, op) -> None:
         head = len(axes)
         while head > 0 and not symbolic[head - 1]:
             head -= 1  # only static trailing axes may be fused into the vector axis
+        lanes = short_inner_lanes(extents[head:], lanes)
         tail_axes, tail_extents = fuse_short_inner(stage, axes[head:], extents[head:], lanes)
         axes, extents = axes[:head] + tail_axes, extents[:head] + tail_extents
         symbolic = symbolic[:head] + [False] * len(tail_axes)
