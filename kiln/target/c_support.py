@@ -433,9 +433,9 @@ class CSupport:
         wide = _avx512_int_convert(s.bits, d.bits, sign, lanes)
         wide_branch = ""
         if wide is not None:
-            guard, step, wbody = wide
+            guard, zmm_step, zmm_body = wide
             wide_branch = (f"#if {guard}\n  {dt_} o;\n"
-                           f"  for (int i = 0; i < {lanes}; i += {step}) {{ {wbody} }}\n  return o;\n#el")
+                           f"  for (int i = 0; i < {lanes}; i += {zmm_step}) {{ {zmm_body} }}\n  return o;\n#el")
         return self.helper(name, (
             f"static inline __attribute__((always_inline)) {dt_} {name}({st} v) {{\n"
             f"{wide_branch or '#'}if defined(__AVX2__)\n  {dt_} o;\n"
