@@ -52,6 +52,9 @@ for _t, _sfx in (("int8", "epi8"), ("int16", "epi16"), ("int32", "epi32"), ("uin
     _X86_MINMAX[(_t, 256)] = ("defined(__AVX2__)", "__m256i", "_mm256_{}_" + _sfx, None, None)
     _X86_MINMAX[(_t, 128)] = ("defined(__SSE4_1__) && (defined(__x86_64__) || defined(__i386__))", "__m128i",
                               "_mm_{}_" + _sfx, None, None)
+    # one zmm (the int8 kernels' 16-lane requantize epilogues on AVX-512): vpminsd zmm, not two ymm halves
+    _X86_MINMAX[(_t, 512)] = ("defined(__AVX512F__)" if _t.endswith("32") else "defined(__AVX512BW__)", "__m512i",
+                              "_mm512_{}_" + _sfx, None, None)
 
 
 # C helpers a ``call_extern``/``call_pure_extern`` may name (micro-kernels written with the compiler's
