@@ -486,8 +486,8 @@ def _avx512_int_convert(src_bits: int, dst_bits: int, sign: str, lanes: int) -> 
     ``vpmovsx`` into a zmm, ``vpmovdb`` / ``vpmovdw`` / ``vpmovwb`` out of one), or None where ``lanes`` is not
     a multiple of a zmm's lanes. Why: the AVX2 form assembles a 64-byte vector from 32-byte halves through
     memory; GCC does not merge the halves into one register, so on an AVX-512 target each 16-lane uint8 -> int32
-    widening of the int8 depthwise kernel was two stores, a failed store-to-load forward and a reload (docs/x86.md,
-    "Integer vector conversions on AVX-512")."""
+    widening of the int8 depthwise kernel was two stores, a failed store-to-load forward and a reload (docs/qnn.md,
+    "Integer vector casts and requantize epilogues on AVX-512")."""
     wide = max(src_bits, dst_bits)
     step = 512 // wide
     if lanes % step:
