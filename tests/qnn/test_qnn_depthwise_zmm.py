@@ -101,12 +101,14 @@ def depthwise_asm(lib, target, tmp_path) -> list:
     return [ln.strip() for ln in body.splitlines() if ln.startswith("\t") and not ln.strip().startswith(".")]
 
 
-# mobilenet_v2's depthwise channel counts at (reduced) spatial sizes, stride 1 and 2
-AVX512_CASES = [(32, 20, 1), (96, 21, 2), (144, 14, 1), (576, 7, 2)]
+# mobilenet_v2's depthwise channel counts at (reduced) spatial sizes, stride 1 and 2: every shape for
+# sapphirerapids (AVX-512 + VNNI + AMX), one of each stride for the two older AVX-512 CPUs
+AVX512_CASES = ([("llvm -mcpu=sapphirerapids", c, h, s) for c, h, s in [(32, 20, 1), (96, 21, 2), (144, 14, 1),
+                                                                           (576, 7, 2)]]
+                + [(t, c, h, s) for t in AVX512_TARGETS[:2] for c, h, s in [(32, 20, 1), (576, 7, 2)]])
 
 
-@pytest.mark.parametrize("target", AVX512_TARGETS)
-@pytest.mark.parametrize("c,h,stride", AVX512_CASES)
+@pytest.mark.parametrize("target,c,h,stride", AVX512_CASES)
 def test_avx512_depthwise_int8_stays_in_zmm_registers(target, c, h, stride, tmp_path):
     mod, d, want = make_case(c, h, h, stride)
     lib = build(mod, target)
