@@ -29,7 +29,7 @@ from ..nn.pad import pad
 from ..utils import get_const_tuple
 from .conv2d import _schedule_producers
 from .tensor_intrin import ASM_STEP, dot_u8s8_intrin
-from .utils import divisor_at_most, reduction_flops, schedule_anchored, simd_width, worth_parallel
+from .utils import divisor_at_most, reduction_flops, schedule_anchored, worth_parallel
 from ...transform.config import register_pass_config
 from ...target.x86 import target_cpu_flags
 from ...transform import PassContext
@@ -247,18 +247,11 @@ def conv2d_nchw_int8(data, kernel, strides, padding, dilation, out_dtype="int32"
 EPILOGUE_LANES = 8
 
 
-def epilogue_lanes() -> int:
-    """int32 lanes of one vector register of the current target: 8 (AVX2), 16 (AVX-512)."""
-    return 16 if simd_width("int32") >= 16 else EPILOGUE_LANES
-
-
 def vectorize_int32_epilogue(stage, axis, extent: int) -> None:
-    """Vectorize an int8 kernel's output loop one int32 register at a time (8 lanes on AVX2, 16 on AVX-512):
-    the requantize epilogue computes on int32 lanes, and GCC keeps vectors wider than a register in memory (on
-    AVX-512, 8-lane pieces of the kernel's 16-lane accumulators went through the stack too)."""
-    lanes = epilogue_lanes()
-    if extent > lanes and extent % lanes == 0:
-        outer, inner = stage.split(axis, factor=lanes)
+    """Vectorize an int8 kernel's output loop 8 int32 lanes at a time (one AVX2 register): the requantize
+    epilogue computes on int32 lanes, and GCC keeps 16-lane (64-byte) int32 vectors in memory on AVX2."""
+    if extent > EPILOGUE_LANES and extent % EPILOGUE_LANES == 0:
+        outer, inner = stage.split(axis, factor=EPILOGUE_LANES)
         stage.unroll(outer)
         stage.vectorize(inner)
     else:
