@@ -29,7 +29,7 @@ from ..nn.pad import pad
 from ..utils import get_const_tuple
 from .conv2d import _schedule_producers
 from .tensor_intrin import ASM_STEP, dot_u8s8_intrin
-from .utils import divisor_at_most, reduction_flops, schedule_anchored, worth_parallel
+from .utils import divisor_at_most, reduction_flops, schedule_anchored, simd_width, worth_parallel
 from ...transform.config import register_pass_config
 from ...target.x86 import target_cpu_flags
 from ...transform import PassContext
@@ -98,10 +98,13 @@ def check_u8s8(task: str, data, kernel, out_dtype: str) -> None:
 
 def _acc_budget(mode: str, lanes: int, oc_bn: int = OC_BN) -> int:
     """Accumulator registers of the pixel tile: the register file less the weights, the broadcast input and
-    the mode's constants / temporaries."""
+    the mode's constants / temporaries. VNNI on AVX-512 keeps 5 spare: with 28 accumulators (30 live zmm with
+    the weights and the broadcast) gcc 12 spills part of the tile around every vpdpbusd
+    (-march=sapphirerapids); 26 gives rows of 14 pixels that stay in registers, one weight load and 14
+    broadcast + vpdpbusd pairs per step."""
     regs = 32 if lanes == 16 else 16
     vecs = max(1, oc_bn // lanes)
-    spare = {"vnni": 2, "maddubs": 4, "maddubs_exact": 6}[mode]
+    spare = {"vnni": 5 if lanes == 16 else 2, "maddubs": 4, "maddubs_exact": 6}[mode]
     return regs - vecs - spare
 
 
@@ -124,7 +127,7 @@ def _asm_tile_px(vecs: int, kh: int, kw: int, ic_bn: int) -> int:
 def _define_space(cfg, oh: int, ow: int, mode: str, lanes: int, oc_bn: int = OC_BN, kh: int = 3, kw: int = 3,
                   ic_bn: int = 16) -> None:
     vecs = max(1, oc_bn // lanes)
-    if asm_step(mode, lanes):
+    if asm_step(mode, lanes) and mode == "maddubs":
         budget = _asm_tile_px(vecs, kh, kw, ic_bn)
     else:
         budget = max(1, _acc_budget(mode, lanes, oc_bn) // vecs)
@@ -244,14 +247,15 @@ def conv2d_nchw_int8(data, kernel, strides, padding, dilation, out_dtype="int32"
                       name="output_unpack", tag="injective,unpack_nchwc")
 
 
-EPILOGUE_LANES = 8
-
-
 def vectorize_int32_epilogue(stage, axis, extent: int) -> None:
-    """Vectorize an int8 kernel's output loop 8 int32 lanes at a time (one AVX2 register): the requantize
-    epilogue computes on int32 lanes, and GCC keeps 16-lane (64-byte) int32 vectors in memory on AVX2."""
-    if extent > EPILOGUE_LANES and extent % EPILOGUE_LANES == 0:
-        outer, inner = stage.split(axis, factor=EPILOGUE_LANES)
+    """Vectorize an int8 kernel's output loop one int32 register at a time (8 lanes on AVX2, 16 on AVX-512):
+    the requantize epilogue computes on int32 lanes, and GCC keeps wider int32 vectors than a register in
+    memory. Narrower than the register tile's vectors is wrong too: the epilogue's reads of the tile must have
+    the tile's width, else PromoteRegisters leaves the tile in memory (on AVX-512 an 8-lane epilogue kept the
+    28 accumulators of the VNNI conv on the stack, stored after every vpdpbusd)."""
+    lanes = simd_width()
+    if extent > lanes and extent % lanes == 0:
+        outer, inner = stage.split(axis, factor=lanes)
         stage.unroll(outer)
         stage.vectorize(inner)
     else:
