@@ -58,6 +58,7 @@ for _t, _sfx in (("int8", "epi8"), ("int16", "epi16"), ("int32", "epi32"), ("uin
     _X86_MINMAX[(_t, 256)] = ("defined(__AVX2__)", "__m256i", "_mm256_{}_" + _sfx, None, None)
     _X86_MINMAX[(_t, 128)] = ("defined(__SSE4_1__) && (defined(__x86_64__) || defined(__i386__))", "__m128i",
                               "_mm_{}_" + _sfx, None, None)
+    # one zmm (the int8 kernels' 16-lane requantize epilogues on AVX-512): vpminsd zmm, not two ymm halves
     _X86_MINMAX[(_t, 512)] = ("defined(__AVX512F__)" if _t.endswith("32") else "defined(__AVX512BW__)", "__m512i",
                               "_mm512_{}_" + _sfx, None, None)
 
@@ -409,8 +410,9 @@ class CSupport:
     def int_convert(self, src, dst) -> str | None:
         """``kiln_cvt_S_D(v)`` for a conversion between integer vectors of 8-, 16- or 32-bit lanes (a multiple of
         8 lanes) with different widths, written with AVX2 / SSE4.1 intrinsics (``vpmovzx``/``vpmovsx`` to widen,
-        ``vpshufb`` to truncate); ``__builtin_convertvector`` otherwise (GCC 12 scalarizes these on x86, one
-        byte at a time). None where no helper applies."""
+        ``vpshufb`` to truncate) and, where the target has AVX-512 and the lanes fill whole zmm registers, with the
+        AVX-512 forms (:func:`_avx512_int_convert`); ``__builtin_convertvector`` otherwise (GCC 12 scalarizes
+        these on x86, one byte at a time). None where no helper applies."""
         s, d = parse_dtype(src), parse_dtype(dst)
         if (not (s.is_integral and d.is_integral) or s.is_bool or d.is_bool or s.lanes != d.lanes or s.lanes % 8
                 or s.bits == d.bits or s.bits not in (8, 16, 32) or d.bits not in (8, 16, 32)):
@@ -420,6 +422,7 @@ class CSupport:
         name = f"kiln_cvt_{_suffix(s)}_{_suffix(d)}"
         sb, db = s.bits // 8, d.bits // 8
         sign = "epi" if s.type_code == parse_dtype("int8").type_code else "epu"
+        step = 8
         if d.bits > s.bits:  # widen 8 lanes: 8 * sb bytes in, 8 * db bytes out
             if s.bits == 16:  # 16 -> 32 bits
                 body = (f"__m128i t; memcpy(&t, (const char*)&v + i * 2, 16); "
@@ -427,6 +430,10 @@ class CSupport:
             elif db == 4:  # 8 -> 32 bits
                 body = (f"__m128i t = _mm_loadl_epi64((const __m128i*)((const char*)&v + i)); "
                         f"__m256i r = _mm256_cvt{sign}8_epi32(t); memcpy((char*)&o + i * 4, &r, 32);")
+            elif lanes % 16 == 0:  # 8 -> 16 bits, 16 lanes into one ymm (two xmm halves went through memory)
+                step = 16
+                body = (f"__m128i t; memcpy(&t, (const char*)&v + i, 16); "
+                        f"__m256i r = _mm256_cvt{sign}8_epi16(t); memcpy((char*)&o + i * 2, &r, 32);")
             else:  # 8 -> 16 bits
                 body = (f"__m128i t = _mm_loadl_epi64((const __m128i*)((const char*)&v + i)); "
                         f"__m128i r = _mm_cvt{sign}8_epi16(t); memcpy((char*)&o + i * 2, &r, 16);")
@@ -445,13 +452,16 @@ class CSupport:
                 body = (f"__m128i t; memcpy(&t, (const char*)&v + i * 2, 16); "
                         f"__m128i r = _mm_shuffle_epi8(t, _mm_setr_epi8({mask})); memcpy((char*)&o + i, &r, 8);")
         self.uses_x86_intrinsics = True
-        wide = _avx512_int_convert(s, d, sign) if lanes % 16 == 0 else None
-        head = "#if" if wide is None else (
-            f"#if {wide[0]}\n  {dt_} o;\n  for (int i = 0; i < {lanes}; i += 16) {{ {wide[1]} }}\n  return o;\n#elif")
+        wide = _avx512_int_convert(s.bits, d.bits, sign, lanes)
+        wide_branch = ""
+        if wide is not None:
+            guard, zmm_step, zmm_body = wide
+            wide_branch = (f"#if {guard}\n  {dt_} o;\n"
+                           f"  for (int i = 0; i < {lanes}; i += {zmm_step}) {{ {zmm_body} }}\n  return o;\n#el")
         return self.helper(name, (
             f"static inline __attribute__((always_inline)) {dt_} {name}({st} v) {{\n"
-            f"{head} defined(__AVX2__)\n  {dt_} o;\n"
-            f"  for (int i = 0; i < {lanes}; i += 8) {{ {body} }}\n  return o;\n"
+            f"{wide_branch or '#'}if defined(__AVX2__)\n  {dt_} o;\n"
+            f"  for (int i = 0; i < {lanes}; i += {step}) {{ {body} }}\n  return o;\n"
             f"#else\n  return __builtin_convertvector(v, {dt_});\n#endif\n}}"))
 
     def vector_round(self, fname: str, dtype) -> str | None:
@@ -494,28 +504,33 @@ class CSupport:
             f"  {ot} r = {{0}};\n  for (int k = 0; k < {out.lanes}; ++k) r[k] = {value};\n  return r;\n}}"))
 
 
-def _avx512_int_convert(s, d, sign: str):
-    """(guard, body) converting 16 lanes at offset ``i`` of ``v`` into ``o`` with one AVX-512 instruction
-    (``vpmovdb``/``vpmovdw``/``vpmovwb`` truncate, ``vpmovzx``/``vpmovsx`` widen), or None. The AVX2 form of a
-    16-lane vector goes through two 8-lane halves that gcc stores to and reloads from the stack (a zmm load of
-    two ymm stores: a store-forwarding stall per vector)."""
-    sb, db = s.bits // 8, d.bits // 8
-    if d.bits < s.bits:
-        if s.bits == 32:
-            src, fn = ("__m512i", f"_mm512_cvtepi32_epi{d.bits}")
-            guard = "defined(__AVX512F__)"
-        else:  # 16 -> 8
-            src, fn = ("__m256i", "_mm256_cvtepi16_epi8")
-            guard = "defined(__AVX512BW__) && defined(__AVX512VL__)"
-        out = "__m128i" if 16 * db == 16 else "__m256i"
-        return guard, (f"{src} t; memcpy(&t, (const char*)&v + i * {sb}, {16 * sb}); {out} r = {fn}(t); "
-                       f"memcpy((char*)&o + i * {db}, &r, {16 * db});")
-    if d.bits == 32:
-        src = "__m128i" if sb == 1 else "__m256i"
-        return "defined(__AVX512F__)", (
-            f"{src} t; memcpy(&t, (const char*)&v + i * {sb}, {16 * sb}); "
-            f"__m512i r = _mm512_cvt{sign}{s.bits}_epi32(t); memcpy((char*)&o + i * 4, &r, 64);")
-    return None  # 8 -> 16 bits: the AVX2 form is one vpmovzxbw per 16 lanes already
+def _avx512_int_convert(src_bits: int, dst_bits: int, sign: str, lanes: int) -> tuple | None:
+    """``(guard, lanes per step, loop body)`` converting integer lanes one whole zmm at a time (``vpmovzx`` /
+    ``vpmovsx`` into a zmm, ``vpmovdb`` / ``vpmovdw`` / ``vpmovwb`` out of one), or None where ``lanes`` is not
+    a multiple of a zmm's lanes. Why: the AVX2 form assembles a 64-byte vector from 32-byte halves through
+    memory; GCC does not merge the halves into one register, so on an AVX-512 target each 16-lane uint8 -> int32
+    widening of the int8 depthwise kernel was two stores, a failed store-to-load forward and a reload (docs/qnn.md,
+    "Integer vector casts and requantize epilogues on AVX-512")."""
+    wide = max(src_bits, dst_bits)
+    step = 512 // wide
+    if lanes % step:
+        if wide == 16 and src_bits > dst_bits and lanes % 16 == 0:  # 16 int16 lanes: one ymm -> xmm (vpmovwb)
+            return ("defined(__AVX512BW__) && defined(__AVX512VL__)", 16,
+                    "__m256i t; memcpy(&t, (const char*)&v + i * 2, 32); __m128i r = _mm256_cvtepi16_epi8(t); "
+                    "memcpy((char*)&o + i, &r, 16);")
+        return None
+    guard = "defined(__AVX512BW__)" if min(src_bits, dst_bits) == 8 and wide == 16 else "defined(__AVX512F__)"
+    narrow_bytes = step * min(src_bits, dst_bits) // 8
+    narrow_reg = "__m128i" if narrow_bytes == 16 else "__m256i"
+    if src_bits < dst_bits:   # narrow register in, zmm out
+        body = (f"{narrow_reg} t; memcpy(&t, (const char*)&v + i * {src_bits // 8}, {narrow_bytes}); "
+                f"__m512i r = _mm512_cvt{sign}{src_bits}_epi{dst_bits}(t); "
+                f"memcpy((char*)&o + i * {dst_bits // 8}, &r, 64);")
+    else:                     # zmm in, low bits of each lane out
+        body = (f"__m512i t; memcpy(&t, (const char*)&v + i * {src_bits // 8}, 64); "
+                f"{narrow_reg} r = _mm512_cvtepi{src_bits}_epi{dst_bits}(t); "
+                f"memcpy((char*)&o + i * {dst_bits // 8}, &r, {narrow_bytes});")
+    return guard, step, body
 
 
 def _suffix(dtype) -> str:

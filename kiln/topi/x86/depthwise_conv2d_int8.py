@@ -124,15 +124,15 @@ def depthwise_conv2d_nchw_int8(data, kernel, strides, padding, dilation, out_dty
 @autotvm.register_topi_schedule(TASK)
 def schedule_depthwise_conv2d_NCHWc_int8(cfg, outs):  # noqa: N802
     """The fp32 depthwise template's register-tiled schedule, on the int8 compute (with its fused epilogue); the
-    output stage (int32 accumulators -> requantize -> uint8) is vectorized 8 int32 lanes at a time (one AVX2
-    register; 16-lane int32 vectors would go through memory)."""
+    output stage (int32 accumulators -> requantize -> uint8) is vectorized one int32 register at a time (8 lanes
+    on AVX2, 16 on AVX-512; vectors wider than a register would go through memory)."""
     return schedule_anchored(outs, "depthwise_conv2d_NCHWc_int8", lambda s, C, O: _schedule_dw_int8(s, cfg, C, O))
 
 
 def _schedule_dw_int8(s, cfg, C, O) -> None:
     """Register tile ``tile_oh x tile_ow`` pixels x one vector of channels (``C``'s local stage, every loop
     unrolled, the window outside the pixels so GCC converts each input vector once per tile); parallel over
-    (batch x channel blocks x row tiles); the output stage (requantize epilogue) works 8 int32 lanes at a time."""
+    (batch x channel blocks x row tiles); the output stage (requantize epilogue) works one int32 register at a time."""
     reg_n = int(cfg["tile_ow"].size[-1])
     try:
         oh_t = int(cfg["tile_oh"].val)

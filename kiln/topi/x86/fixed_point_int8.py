@@ -82,6 +82,28 @@ def _avx2_core_high() -> str:
             "  return _mm256_srav_epi32(_mm256_add_epi32(hi, rc), sh);\n}\n#endif")
 
 
+def _avx512_loop(tag: str, lanes: int) -> str:
+    """On AVX-512, whole zmm vectors of 16 lanes: each operand's two 8-lane halves taken out of the register
+    (``vextracti64x4``) for the AVX2 core and the results put back (``vinserti64x4``). Why: the 8-lane loop
+    below reads ``x`` and the parameters through memory, which on a zmm vector is a store and two reloads per
+    operand (the fused epilogue of the int8 depthwise / conv kernels). The arithmetic is the AVX2 core's, so the
+    results are the same bits."""
+    if lanes % 16:
+        return ""
+    halves = "".join(
+        f"    __m512i z{v}; memcpy(&z{v}, (int32_t*)&{v} + i, 64);\n" for v in "xmlr")
+    return ("#if defined(__AVX512F__)\n"
+            f"  for (; i + 16 <= {lanes}; i += 16) {{\n"
+            f"{halves}"
+            f"    __m256i lo = kiln_qms8_{tag}(_mm512_castsi512_si256(zx), _mm512_castsi512_si256(zm), "
+            "_mm512_castsi512_si256(zl), _mm512_castsi512_si256(zr));\n"
+            f"    __m256i hi = kiln_qms8_{tag}(_mm512_extracti64x4_epi64(zx, 1), _mm512_extracti64x4_epi64(zm, 1), "
+            "_mm512_extracti64x4_epi64(zl, 1), _mm512_extracti64x4_epi64(zr, 1));\n"
+            "    __m512i zo = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);\n"
+            "    memcpy((int32_t*)&o + i, &zo, 64);\n  }\n"
+            "#endif\n")
+
+
 def _vector_form(tag: str):
     def make(lanes: int):
         name = f"kiln_q_multiply_shift_{tag}_i32x{lanes}"
@@ -93,6 +115,7 @@ def _vector_form(tag: str):
                 f"typedef int32_t {vt} __attribute__((vector_size({nbytes})));\n"
                 f"static inline __attribute__((always_inline)) {vt} {name}({vt} x, {vt} m, {vt} l, {vt} r) {{\n"
                 f"  {vt} o;\n  int i = 0;\n"
+                f"{_avx512_loop(tag, lanes)}"
                 "#if defined(__AVX2__)\n"
                 f"  for (; i + 8 <= {lanes}; i += 8) {{\n"
                 "    __m256i vx, vm, vl, vr, vo;\n"
