@@ -193,7 +193,7 @@ def _vectorize_lanes(stage, axis, block: int) -> None:
 def _schedule_dw(s, cfg, C, O, what: str = "depthwise_conv2d_NCHWc", vectorize_output=_vectorize_lanes) -> None:
     """The register-tiled schedule of depthwise conv ``C`` whose fused output is ``O`` (5-D, or the 4-D
     unpacked form). ``vectorize_output(stage, channel_axis, block)`` vectorizes the output stage (the int8
-    template passes one that works 8 int32 lanes at a time)."""
+    template passes one that works one int32 register at a time: 8 lanes on AVX2, 16 on AVX-512)."""
     reg_n = int(cfg["tile_ow"].size[-1])
     unroll_kw = bool(cfg["unroll_kw"].val)
     bn = get_const_tuple(C.shape)[-1]
