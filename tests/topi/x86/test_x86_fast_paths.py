@@ -215,3 +215,42 @@ def test_24_channel_blocks_are_machine_vectors(isa):
         m.run()
         ref = np.maximum(np.einsum("oc,nchw->nohw", w2[:, :, 0, 0], np.einsum("oc,nchw->nohw", w1[:, :, 0, 0], xv)), 0)
         np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_image_to_nchw3c_is_a_copy_loop_not_a_gather(isa):
+    """The first kernel of every CNN, NCHW -> NCHW3c of the image: the 3-channel axis read with a plane stride is
+    unrolled (three contiguous input rows, gcc vectorizes along the width) instead of fused into the vector with a
+    gather and a division by 3 per lane (0.21 -> 0.025 ms for 224x224 on one Zen 3 core). A stage that computes
+    on the value (quantize + pad + NCHW4c of an int8 model) keeps its vector form."""
+    import json
+    from kiln import relay
+    x = relay.var("x", shape=(1, 3, 13, 16))    # rows of 48 values: whole vectors on both ISAs
+    mod = tvm.IRModule.from_expr(relay.Function([x], relay.layout_transform(x, "NCHW", "NCHW3c")))
+    with tvm.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target=ISA[isa])
+    src = lib.get_lib().get_source()
+    kernel = src[src.index("/* kernel tvmgen_default_fused_layout_transform"):]
+    assert "kiln_gather" not in kernel and "kiln_div" not in kernel
+    xq = relay.var("x", shape=(1, 3, 13, 14))   # padded rows of 16 pixels x 4 channels: whole vectors
+    q = relay.nn.pad(relay.qnn.op.quantize(xq, relay.const(0.02), relay.const(128), out_dtype="uint8"),
+                     ((0, 0), (0, 1), (1, 1), (1, 1)), pad_value=128)
+    mod_q = tvm.IRModule.from_expr(relay.Function([xq], relay.layout_transform(q, "NCHW", "NCHW4c")))
+    with tvm.transform.PassContext(opt_level=3):
+        lib_q = relay.build(mod_q, target=ISA[isa])
+    assert "kiln_vstore_u8x" in lib_q.get_lib().get_source()     # still vectorized
+    if x86_target.host_can_run(ISA[isa]):
+        from kiln.contrib import graph_executor
+        xv = np.random.default_rng(3).standard_normal((1, 3, 13, 16)).astype("float32")
+        m = graph_executor.GraphModule(lib["default"](tvm.cpu(0)))
+        m.set_input("x", xv)
+        m.run()
+        np.testing.assert_array_equal(m.get_output(0).numpy(), xv.reshape(1, 1, 3, 13, 16).transpose(0, 1, 3, 4, 2))
+        xqv = np.random.default_rng(4).standard_normal((1, 3, 13, 14)).astype("float32")
+        mq = graph_executor.GraphModule(lib_q["default"](tvm.cpu(0)))
+        mq.set_input("x", xqv)
+        mq.run()
+        ref = np.clip(np.round(xqv / np.float32(0.02)) + 128, 0, 255).astype("uint8")
+        ref = np.pad(ref, ((0, 0), (0, 1), (1, 1), (1, 1)), constant_values=128)
+        np.testing.assert_array_equal(mq.get_output(0).numpy(), ref.reshape(1, 1, 4, 15, 16).transpose(0, 1, 3, 4, 2))
+    assert json.loads(lib.get_graph_json())["nodes"]
