@@ -7,7 +7,6 @@ vector stack accesses as FMAs, and the kernels took 75% of int8 mobilenet_v2 on 
 Values: the host's own target (an AVX-512 host runs the zmm code) against a numpy reference of the QNN definitions,
 equal to the ``core-avx2`` build, and a QDQ model from ONNX Runtime's quantizer against ONNX Runtime."""
 import re
-import subprocess
 
 import numpy as np
 import pytest
@@ -16,8 +15,8 @@ import kiln
 from kiln import relay
 from kiln.contrib import graph_executor
 from kiln.relay import qnn
-from kiln.target.flags import target_cflags
 from kiln.target.x86 import host_can_run
+from vector_code_util import target_asm
 
 AVX512_TARGETS = ["llvm -mcpu=skylake-avx512", "llvm -mcpu=cascadelake", "llvm -mcpu=sapphirerapids"]
 AVX2 = "llvm -mcpu=core-avx2"
@@ -89,11 +88,7 @@ def run(lib, d):
 def depthwise_asm(lib, target, tmp_path) -> list:
     """gcc's assembly of the depthwise kernel's loop body (the parallel closure, or the kernel itself), as
     instruction lines."""
-    src = lib.get_lib().get_source()
-    (tmp_path / "k.c").write_text(src)
-    subprocess.run(["gcc", *target_cflags(kiln.target.Target(target)), "-fPIC", "-S", str(tmp_path / "k.c"), "-o",
-                    str(tmp_path / "k.s")], check=True, capture_output=True)
-    asm = (tmp_path / "k.s").read_text()
+    asm = target_asm(lib.get_lib().get_source(), target)
     bodies = re.findall(r"\n((?:kiln_par_)?tvmgen_default_fused_nn_contrib_depthwise\w*):\n(.*?)\.cfi_endproc", asm,
                         re.S)
     assert bodies, "no depthwise kernel in the assembly"

@@ -9,7 +9,6 @@ vector); the 16-lane clip was a compare + bit-mask select per bound. The AVX2 pa
 narrowed its int32 pad mask to uint8 lane by lane (GCC 12 scalarizes ``__builtin_convertvector`` there).
 AVX-512 code is compiled (gcc -S), never run."""
 import re
-import subprocess
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ import kiln as tvm
 from kiln import relay
 from kiln.relay import qnn
 from kiln.contrib import graph_executor
-from kiln.target.flags import cpu_cflags
+from vector_code_util import target_asm
 
 AVX2 = "llvm -mcpu=core-avx2"
 AVX512 = "llvm -mcpu=skylake-avx512"
@@ -115,9 +114,7 @@ def _kernel_asm(lib, target, name_part):
     """gcc's assembly of the generated C for ``target`` (compile only), cut to the functions whose name contains
     ``name_part`` (the kernel and its parallel-loop body)."""
     src = lib.get_lib().get_source()
-    asm = subprocess.run(["gcc", "-O3", "-std=gnu11", "-fPIC", *cpu_cflags(tvm.target.Target(target)), "-fopenmp",
-                          "-fno-tree-loop-if-convert", "-S", "-x", "c", "-", "-o", "-"],
-                         input=src, capture_output=True, text=True, check=True).stdout
+    asm = target_asm(src, target)
     funcs = re.findall(r"^(\w+):\n(.*?)\.size\s+\1", asm, re.S | re.M)
     body = "\n".join(text for name, text in funcs if name_part in name)
     assert body, f"no function named like {name_part!r} in the assembly"

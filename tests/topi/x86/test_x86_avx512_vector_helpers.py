@@ -3,15 +3,14 @@
 ``round`` one ``vrndscaleps``; none goes through the stack. Compiled for ``skylake-avx512`` (``gcc -S``); the values
 are checked against numpy where the host runs AVX-512."""
 import re
-import subprocess
 
 import numpy as np
 import pytest
 
 import kiln as tvm
 from kiln import te
-from kiln.target.flags import cpu_cflags
 from kiln.target.x86 import host_can_run
+from vector_code_util import check_cast, target_asm, vector_cast_func
 
 AVX512 = "llvm -mcpu=skylake-avx512"
 CAN_RUN = host_can_run(tvm.target.Target(AVX512))
@@ -31,9 +30,7 @@ def _vector_build(n, lanes, fcompute, in_dtype, out_dtype):
 
 
 def _asm(f):
-    return subprocess.run(["gcc", "-O3", "-std=gnu11", "-fPIC", *cpu_cflags(tvm.target.Target(AVX512)),
-                           "-S", "-x", "c", "-", "-o", "-"],
-                          input=f.get_source(), capture_output=True, text=True, check=True).stdout
+    return target_asm(f.get_source(), AVX512)
 
 
 def _no_stack_vectors(asm):
@@ -44,18 +41,13 @@ def _no_stack_vectors(asm):
 @pytest.mark.parametrize("lanes", [16, 32])
 def test_avx512_int_casts(src, dst, lanes):
     n = 3 * lanes
-    f = _vector_build(n, lanes, lambda v: v.astype(dst), src, dst)
+    f = vector_cast_func(src, dst, lanes, AVX512)
     asm = _asm(f)
     assert re.search(rf"{CASTS[(src, dst)]}\s", asm), CASTS[(src, dst)]
     if lanes == 16:  # one register in, one out (32 lanes assemble two results in memory)
         assert _no_stack_vectors(asm)
     if CAN_RUN:
-        info = np.iinfo(src)
-        x = np.random.default_rng(5).integers(info.min, info.max + 1, n).astype(src)
-        x[:2] = [info.min, info.max]
-        out = tvm.nd.array(np.zeros(n, dst))
-        f(tvm.nd.array(x), out)
-        np.testing.assert_array_equal(out.numpy(), x.astype(dst))
+        check_cast(f, src, dst, n, seed=5)
 
 
 @pytest.mark.parametrize("which", ["min", "max"])

@@ -7,6 +7,7 @@ import pytest
 import kiln as tvm
 from kiln import te
 from kiln.target.x86 import host_can_run
+from vector_code_util import check_cast, vector_cast_func
 
 AVX2 = "llvm -mcpu=core-avx2"
 PAIRS = [("uint8", "int32"), ("int8", "int32"), ("uint8", "int16"), ("int8", "int16"), ("int16", "int32"),
@@ -18,20 +19,9 @@ PAIRS = [("uint8", "int32"), ("int8", "int32"), ("uint8", "int16"), ("int8", "in
 @pytest.mark.parametrize("src,dst", PAIRS)
 @pytest.mark.parametrize("lanes", [8, 16])
 def test_vector_int_casts(src, dst, lanes):
-    n = 3 * lanes
-    a = te.placeholder((n,), src, name="a")
-    b = te.compute((n,), lambda i: a[i].astype(dst), name="b")
-    s = te.create_schedule(b.op)
-    _, inner = s[b].split(b.op.axis[0], factor=lanes)
-    s[b].vectorize(inner)
-    f = tvm.build(s, [a, b], AVX2)
+    f = vector_cast_func(src, dst, lanes, AVX2)
     assert "kiln_cvt_" in f.get_source()
-    info = np.iinfo(src)
-    x = np.random.default_rng(3).integers(info.min, info.max + 1, n).astype(src)
-    x[:2] = [info.min, info.max]
-    out = tvm.nd.array(np.zeros(n, dst))
-    f(tvm.nd.array(x), out)
-    np.testing.assert_array_equal(out.numpy(), x.astype(dst))
+    check_cast(f, src, dst, 3 * lanes, seed=3)
 
 
 @pytest.mark.skipif(not host_can_run(tvm.target.Target(AVX2)), reason="host lacks AVX2")

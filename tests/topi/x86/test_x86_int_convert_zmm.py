@@ -4,38 +4,17 @@ stack and reloaded as one zmm (the store-to-load forward fails: the int8 depthwi
 float32 twins on Sapphire Rapids). The code for AVX-512 targets is compiled and its assembly read (never run unless
 the host has AVX-512); the values are checked on the host's own target against numpy's ``astype``."""
 import re
-import subprocess
 
-import numpy as np
 import pytest
 
 import kiln as tvm
 from kiln import te
-from kiln.target.flags import target_cflags
+from vector_code_util import check_cast, target_asm, vector_cast_func
 
 AVX512_TARGETS = ["llvm -mcpu=skylake-avx512", "llvm -mcpu=cascadelake", "llvm -mcpu=sapphirerapids"]
 PAIRS = [("uint8", "int32"), ("int8", "int32"), ("uint8", "int16"), ("int8", "int16"), ("int16", "int32"),
          ("uint16", "int32"), ("int32", "uint8"), ("int32", "int8"), ("int32", "int16"), ("int16", "int8"),
          ("int16", "uint8")]
-
-
-def cast_func(src: str, dst: str, lanes: int, target: str, n: int | None = None):
-    n = n or 3 * lanes
-    a = te.placeholder((n,), src, name="a")
-    b = te.compute((n,), lambda i: a[i].astype(dst), name="b")
-    s = te.create_schedule(b.op)
-    _, inner = s[b].split(b.op.axis[0], factor=lanes)
-    s[b].vectorize(inner)
-    return tvm.build(s, [a, b], target, name="cast_kernel")
-
-
-def assembly(src: str, target: str, tmp_path) -> str:
-    c = tmp_path / "k.c"
-    c.write_text(src)
-    out = tmp_path / "k.s"
-    subprocess.run(["gcc", *target_cflags(tvm.target.Target(target)), "-fPIC", "-S", str(c), "-o", str(out)],
-                   check=True, capture_output=True)
-    return out.read_text()
 
 
 def function_asm(asm: str, name: str) -> list:
@@ -57,14 +36,8 @@ HOST_CASES = ([(s, d, lanes) for s, d in PAIRS for lanes in (16, 64)]
 def test_casts_on_the_host_target_match_numpy(src, dst, lanes):
     # the host's own ISA (AVX-512 hosts run the zmm branch, AVX2 hosts the ymm one); 24 / 48 lanes: no whole zmm
     # of 32- / 16-bit lanes, the ymm form
-    f = cast_func(src, dst, lanes, "llvm")
-    n = 3 * lanes
-    info = np.iinfo(src)
-    x = np.random.default_rng(lanes).integers(info.min, info.max + 1, n).astype(src)
-    x[:2] = [info.min, info.max]
-    out = tvm.nd.array(np.zeros(n, dst))
-    f(tvm.nd.array(x), out)
-    np.testing.assert_array_equal(out.numpy(), x.astype(dst))
+    f = vector_cast_func(src, dst, lanes, "llvm")
+    check_cast(f, src, dst, 3 * lanes, seed=lanes)
 
 
 @pytest.mark.parametrize("target", AVX512_TARGETS)
@@ -76,7 +49,7 @@ def test_avx512_helpers_convert_whole_zmm_registers(target):
                                       ("int32", "uint8", 16): "_mm512_cvtepi32_epi8",
                                       ("int32", "int16", 16): "_mm512_cvtepi32_epi16",
                                       ("int16", "int8", 32): "_mm512_cvtepi16_epi8"}.items():
-        src_c = cast_func(src, dst, lanes, target).get_source()
+        src_c = vector_cast_func(src, dst, lanes, target).get_source()
         assert intrin in src_c, (src, dst, lanes)
 
 
@@ -92,7 +65,7 @@ def test_avx512_widening_stays_in_registers(target, tmp_path):
     _, inner = s[b].split(b.op.axis[0], factor=16)
     s[b].vectorize(inner)
     f = tvm.build(s, [a, w, b], target, name="cvt_mul")
-    insns = function_asm(assembly(f.get_source(), target, tmp_path), "cvt_mul")
+    insns = function_asm(target_asm(f.get_source(), target), "cvt_mul")
     widen = [i for i in insns if i.startswith("vpmovzxbd")]
     assert widen and all(re.search(r"%zmm\d+$", i) for i in widen), widen
     assert vector_stack_ops(insns) == 0, [i for i in insns if re.search(r"\((%rsp|%rbp)\)", i)]
@@ -101,8 +74,8 @@ def test_avx512_widening_stays_in_registers(target, tmp_path):
 def test_avx2_uint8_to_int16_is_one_ymm(tmp_path):
     # 16 uint8 lanes -> int16: one vpmovzxbw into a ymm (two xmm halves went through the stack)
     target = "llvm -mcpu=core-avx2"
-    f = cast_func("uint8", "int16", 16, target, n=16 * 4)
-    insns = function_asm(assembly(f.get_source(), target, tmp_path), "cast_kernel")
+    f = vector_cast_func("uint8", "int16", 16, target, n=16 * 4)
+    insns = function_asm(target_asm(f.get_source(), target), "cast_kernel")
     widen = [i for i in insns if i.startswith("vpmovzxbw")]
     assert widen and all(re.search(r"%ymm\d+$", i) for i in widen), widen
     assert vector_stack_ops(insns) == 0, insns

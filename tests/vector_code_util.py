@@ -1,0 +1,40 @@
+"""Shared by the tests that check generated vector code: gcc's assembly of kiln's C for a named target (the flags
+kiln itself compiles that target with), and a vectorized integer cast kernel with its numpy check."""
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+
+import kiln
+from kiln import te
+from kiln.target.compiler import DEFAULT_CFLAGS, GCC_WORKAROUND_CFLAGS
+from kiln.target.flags import target_cflags
+
+
+def target_asm(src: str, target: str) -> str:
+    """gcc's assembly of the C source ``src`` compiled as kiln compiles for ``target`` (compiled, never run)."""
+    return subprocess.run(["gcc", *DEFAULT_CFLAGS, *GCC_WORKAROUND_CFLAGS, *target_cflags(kiln.target.Target(target)),
+                           "-S", "-x", "c", "-", "-o", "-"],
+                          input=src, capture_output=True, text=True, check=True).stdout
+
+
+def vector_cast_func(src: str, dst: str, lanes: int, target: str, n: int | None = None):
+    """``b[i] = a[i].astype(dst)`` over ``n`` (default 3 vectors) elements, vectorized ``lanes`` wide."""
+    n = n or 3 * lanes
+    a = te.placeholder((n,), src, name="a")
+    b = te.compute((n,), lambda i: a[i].astype(dst), name="b")
+    s = te.create_schedule(b.op)
+    _, inner = s[b].split(b.op.axis[0], factor=lanes)
+    s[b].vectorize(inner)
+    return kiln.build(s, [a, b], target, name="cast_kernel")
+
+
+def check_cast(f, src: str, dst: str, n: int, seed: int) -> None:
+    """Run cast kernel ``f`` on random ``src`` values (both extremes included) against numpy's ``astype``."""
+    info = np.iinfo(src)
+    x = np.random.default_rng(seed).integers(info.min, info.max + 1, n).astype(src)
+    x[:2] = [info.min, info.max]
+    out = kiln.nd.array(np.zeros(n, dst))
+    f(kiln.nd.array(x), out)
+    np.testing.assert_array_equal(out.numpy(), x.astype(dst))
