@@ -51,16 +51,19 @@ def build_mlp(batch: int = 1, vm: bool = False):
 CLOCKS = {"wall": time.perf_counter_ns, "cpu": time.thread_time_ns}
 
 
+def _block_us(fn, number: int, clock) -> float:
+    """Mean microseconds per call of ``fn`` over ``number`` calls in a row."""
+    t0 = clock()
+    for _ in range(number):
+        fn()
+    return (clock() - t0) / number / 1e3
+
+
 def per_call_us(fn, number: int, repeat: int, clock=time.perf_counter_ns) -> tuple:
     """(median, min) over ``repeat`` blocks of the mean microseconds per call of ``fn`` in a block of ``number``."""
     for _ in range(max(10, number // 10)):
         fn()
-    means = []
-    for _ in range(repeat):
-        t0 = clock()
-        for _ in range(number):
-            fn()
-        means.append((clock() - t0) / number / 1e3)
+    means = [_block_us(fn, number, clock) for _ in range(repeat)]
     return statistics.median(means), min(means)
 
 
@@ -69,17 +72,7 @@ def paired_extra_us(fn, base, number: int, repeat: int, clock=time.perf_counter_
     for _ in range(max(10, number // 10)):
         fn()
         base()
-    diffs = []
-    for _ in range(repeat):
-        t0 = clock()
-        for _ in range(number):
-            fn()
-        t1 = clock()
-        for _ in range(number):
-            base()
-        t2 = clock()
-        diffs.append(((t1 - t0) - (t2 - t1)) / number / 1e3)
-    return statistics.median(diffs)
+    return statistics.median(_block_us(fn, number, clock) - _block_us(base, number, clock) for _ in range(repeat))
 
 
 EMPTY_PLAN = (ctypes.c_int64 * 2)(0, 0)  # (steps, count): the plan runner over zero kernels
