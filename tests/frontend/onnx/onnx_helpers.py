@@ -22,7 +22,6 @@ def make_model(nodes, inputs: dict, outputs: dict, initializers: dict | None = N
     inits = [onnx.numpy_helper.from_array(np.asarray(v), n) for n, v in (initializers or {}).items()]
     graph = helper.make_graph(nodes, name, vin, vout, initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = min(model.ir_version, 10)
     if any(s is None for s, _ in outputs.values()):
         model = onnx.shape_inference.infer_shapes(model)  # fills in the output shapes the checker requires
     return model
