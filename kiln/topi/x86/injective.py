@@ -223,16 +223,11 @@ def _reads_along(expr, var) -> bool:
     (consecutive reduction steps read consecutive elements), and at least one read does."""
     found, ok = [False], [True]
 
-    def uses(e) -> bool:
-        hit = [False]
-        post_order_visit(e, lambda n: hit.__setitem__(0, hit[0] or (isinstance(n, E.Var) and n is var)))
-        return hit[0]
-
     def visit(n):
         if isinstance(n, E.ProducerLoad) and n.indices:
-            if n.indices[-1] is var and not any(uses(i) for i in n.indices[:-1]):
+            if n.indices[-1] is var and not any(_uses(i, var) for i in n.indices[:-1]):
                 found[0] = True
-            elif any(uses(i) for i in n.indices):
+            elif any(_uses(i, var) for i in n.indices):
                 ok[0] = False
     post_order_visit(expr, visit)
     return found[0] and ok[0]
