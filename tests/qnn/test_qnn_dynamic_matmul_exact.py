@@ -2,6 +2,8 @@
 through from_onnx and the x86 int8 dense, bit-exact against numpy references written from the ONNX definitions:
 the range, scale and zero point in float32 with round-half-to-even, the uint8 data, and the exact integer
 product (odd K, M = 1, 7, 33, 3-D data, int8 / uint8 weights with zero points, ties)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import kiln  # noqa: E402
 from kiln import relay  # noqa: E402
 from kiln.contrib import graph_executor  # noqa: E402
+from kiln.target.x86 import host_can_run  # noqa: E402
+from vector_code_util import target_asm  # noqa: E402
 
 RNG = np.random.default_rng(19)
 F32 = np.float32
@@ -26,7 +30,7 @@ def dql_ref(x):
     return y.astype(np.uint8), scale, np.uint8(zp)
 
 
-def _model(xshape, w, w_zp, target="llvm"):
+def _lib(xshape, w, w_zp, target="llvm"):
     k, n = w.shape
     nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
              helper.make_node("MatMulInteger", ["xq", "w", "xz", "wz"], ["y"])]
@@ -41,7 +45,11 @@ def _model(xshape, w, w_zp, target="llvm"):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     mod, params = relay.frontend.from_onnx(model, shape={"x": xshape}, freeze_params=True)
     with kiln.transform.PassContext(opt_level=3):
-        lib = relay.build(mod, target, params=params)
+        return relay.build(mod, target, params=params)
+
+
+def _model(xshape, w, w_zp, target="llvm"):
+    lib = _lib(xshape, w, w_zp, target)
     return graph_executor.GraphModule(lib["default"](kiln.cpu()))
 
 
@@ -100,3 +108,26 @@ def test_imported_dynamic_matmul_takes_the_int16_dense_on_avx2():
         opt, _ = relay.optimize(mod, "llvm -mcpu=core-avx2", params=params)
     text = opt["main"].astext(show_meta_data=False)
     assert 'weight_layout="NC16n2c"' in text and "int16" in text
+
+
+def _hot_block(asm: str) -> str:
+    """The basic block of ``asm`` with the most vpdpbusd (the dense's reduction loop)."""
+    return max(re.split(r"^\.L\w+:\s*$", asm, flags=re.M), key=lambda b: b.count("vpdpbusd"))
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=cascadelake", "llvm -mcpu=znver4"])
+def test_imported_dynamic_matmul_takes_vpdpbusd_on_zmm(target):
+    """With AVX-512 VNNI the imported pattern, at the shape of a small BERT's projections (128 rows, K = 256, with
+    a 3-D input), runs the uint8 x int8 dense on vpdpbusd over zmm registers: its reduction loop keeps the
+    accumulator tile in registers (no stack operand), one zmm weight load shared by the tile's rows. Exact against
+    numpy where the host has the ISA (compiled only elsewhere)."""
+    w = RNG.integers(-128, 128, (256, 48)).astype("int8")
+    lib = _lib((1, 128, 256), w, 0, target)
+    src = lib.get_lib().get_source()
+    loop = _hot_block(target_asm(src, target))
+    dots = re.findall(r"vpdpbusd\s+%(\w+)mm\d+, %\w+, %(\w+)mm\d+", loop)
+    assert len(dots) >= 8 and all(a == "z" and b == "z" for a, b in dots), dots[:4]
+    assert not re.search(r"\((%rsp|%rbp)\)", loop)
+    if host_can_run(kiln.target.Target(target)):
+        m = graph_executor.GraphModule(lib["default"](kiln.cpu()))
+        _check(m, RNG.standard_normal((1, 128, 256)).astype(F32), w, 0)
