@@ -4,7 +4,9 @@ Every non-inlined stage gets its leading data-parallel axes fused into one paral
 cores) and its innermost data-parallel axis split by the SIMD width and vectorized when the width divides it
 (reduction axes are moved outside that vector axis, so e.g. a pool over NCHW8c reduces 8 channels at once, and
 several output vectors share each reduction step: independent accumulators, :func:`accumulator_count`).
-Float reductions along a contiguous axis are split into vector lanes (:func:`lane_split_reduction`).
+Float reductions along a contiguous axis are split into vector lanes (:func:`lane_split_reduction`). A plain copy
+whose input and output innermost axes differ (NCHW <-> NCHW16c) is left to gcc's vectorizer as an interleave group
+instead (:func:`_transposing_copy`): whole-vector loads and stores and permutes, where the output-axis vector gathered.
 """
 from __future__ import annotations
 
