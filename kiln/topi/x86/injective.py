@@ -198,7 +198,7 @@ def _transposing_copy(s, stage, axes, extents, symbolic) -> bool:
     MAX_INTERLEAVE) walk the axis contiguous in the other, so every iteration of ``lanes`` loads whole vectors of
     both tensors and gcc transposes the ``g x lanes`` tile with permutes in registers. Vectorized along the
     output's innermost axis instead, each lane gathered one element (NCHW16c -> NCHW of 64 x 56 x 56 fp32:
-    0.13 -> 0.026 ms on two Zen 5 cores). Two forms:
+    0.113 -> 0.016 ms on two Zen 5 cores). Two forms:
 
     * store-interleaved: the output's innermost axis ``L`` is short and the input's innermost index is exactly
       the output axis ``R`` just outside it (NCHW -> NCHW{x}c: ``out[.., w, c] = in[.., c, .., w]``): loop
@@ -207,8 +207,10 @@ def _transposing_copy(s, stage, axes, extents, symbolic) -> bool:
       or by ``R % g`` (NCHW{x}c -> NCHW: ``in[.., w, c % 16]``) while the output's innermost axis ``L`` is the
       input's next axis: ``R`` is split by ``g``, loop along ``L``, the ``g`` part of ``R`` unrolled.
 
-    The loop along the contiguous axis takes in the axes outside it that are contiguous in both tensors while
-    it is shorter than two vectors (7 x 7 images: one loop of 49). Returns whether the stage was scheduled."""
+    The loop along the contiguous axis takes in the axes outside it that are contiguous in both tensors (H and W:
+    no partial vector after every row), cut into parallel pieces of whole vectors when the loops outside it give the
+    cores fewer than 4 chunks each; where no such pieces divide it, it takes in axes only while it is shorter than
+    two vectors (7 x 7 images: one loop of 49). Returns whether the stage was scheduled."""
     load = _plain_copy_load(s, stage.op)
     if load is None or len(axes) < 2 or symbolic[-1]:
         return False
@@ -246,18 +248,32 @@ def _transposing_copy(s, stage, axes, extents, symbolic) -> bool:
         in_pos = len(idx) - 2
     else:
         return False
-    # the axes outside the vectorized loop that are contiguous in both tensors join it while it is short, and
-    # while the loops left outside it still give every core a few chunks (or the copy is too small to share)
-    first, span = loop, extents[loop]
+    # the axes outside the vectorized loop that are contiguous in both tensors may join it (one loop over a 56 x 56
+    # image instead of 56 rows of 3 vectors and an 8-lane tail); runs[k]: (first axis, extent) of k + 1 axes
+    runs, p = [(loop, extents[loop])], in_pos
+    while runs[-1][0] > 0 and p > 0 and not symbolic[runs[-1][0] - 1] and runs[-1][0] - 1 != r and \
+            only_in(axes[runs[-1][0] - 1].var, p - 1) and in_shape[p] == extents[runs[-1][0]]:
+        first = runs[-1][0] - 1
+        runs.append((first, runs[-1][1] * extents[first]))
+        p -= 1
     size = 1  # output elements
     for e in extents:
         size *= e
     chunks = 4 * num_cores()
-    while span < 2 * lanes and first > 0 and in_pos > 0 and not symbolic[first - 1] and \
-            first - 1 != r and only_in(axes[first - 1].var, in_pos - 1) and \
-            in_shape[in_pos] == extents[first] and \
-            (size // (span * extents[first - 1] * in_group) >= chunks or size < PARALLEL_MIN_ELEMENTS):
-        first, in_pos, span = first - 1, in_pos - 1, span * extents[first - 1]
+
+    def outside(span):  # iterations of the loops outside a run of ``span``
+        return size // (span * in_group)
+    first, span = runs[-1]
+    piece = None  # the whole run is one loop, or pieces of ``piece`` (a multiple of the lanes) in parallel
+    if outside(span) < chunks and size >= PARALLEL_MIN_ELEMENTS:
+        piece = next((f for f in range(span // 2, lanes - 1, -1)
+                      if span % f == 0 and f % lanes == 0 and outside(span) * (span // f) >= chunks), None)
+        if piece is None:  # no even pieces: the run joins axes only while it is short and cores keep chunks
+            first, span = runs[0]
+            for f_, s_ in runs[1:]:
+                if span >= 2 * lanes or outside(s_) < chunks:
+                    break
+                first, span = f_, s_
     if unrolled is not None:  # store-interleaved: [outer..., loop axes..., L]
         outer, outer_ext, outer_sym = axes[:first], extents[:first], symbolic[:first]
         run = axes[first:loop + 1]
@@ -279,12 +295,12 @@ def _transposing_copy(s, stage, axes, extents, symbolic) -> bool:
             outer_sym.append(symbolic[k])
         run = axes[first:]
         stage.reorder(*outer, *run, unrolled)
-    if len(run) > 1:
-        stage.fuse(*run)  # the loop gcc vectorizes: the interleave group is its pattern, not kiln's Ramp loads
-    total = span * in_group
-    for e in outer_ext:
-        total *= e
-    if outer and total >= PARALLEL_MIN_ELEMENTS // 4:
+    # the loop gcc vectorizes: the interleave group is its pattern, not kiln's Ramp loads
+    vec = run[0] if len(run) == 1 else stage.fuse(*run)
+    if piece is not None:
+        vec_outer, _ = stage.split(vec, factor=piece)
+        stage.parallel(stage.fuse(*outer, vec_outer) if outer else vec_outer)
+    elif outer and size >= PARALLEL_MIN_ELEMENTS // 4:
         fused, prod = [outer[0]], 1 if outer_sym[0] else outer_ext[0]
         for ax, e, sym in zip(outer[1:], outer_ext[1:], outer_sym[1:]):
             if prod >= 64 or sym:

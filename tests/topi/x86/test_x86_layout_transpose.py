@@ -130,3 +130,15 @@ def test_image_input_transform_stays_unrolled_for_gcc():
     ops = _kernel_asm(AVX512, (1, 3, 224, 224), "NCHW", "NCHW3c")
     assert "vpermt2ps" in ops
     assert not {"vinsertps", "vgatherdps"} & set(ops)
+
+
+@pytest.mark.parametrize("target,lanes", [(AVX2, 8), (AVX512, 16)])
+def test_image_rows_are_one_loop_in_whole_vectors(target, lanes):
+    """Compile only: the rows of a 56 x 56 image are contiguous in both NCHW16c and NCHW, so H and W are one loop
+    (no 8-lane tail after every row of 56), cut into pieces of whole vectors when the channel blocks alone give the
+    cores too few chunks."""
+    f, _ = _build((1, 4, 56, 56, 16), "float32", target, lambda a: topi.layout_transform(a, "NCHW16c", "NCHW"))
+    loops = re.findall(r"for \(int32_t (i2_i3_fused\w*) = 0; \1 < (\d+);", f.get_source())
+    assert loops, "H and W are not one loop"
+    name, extent = loops[-1]
+    assert int(extent) == 3136 or (name.endswith("_inner") and int(extent) % lanes == 0 and 3136 % int(extent) == 0)
