@@ -62,7 +62,7 @@ ERF_SMALL = (1.1283791574901956, -0.37612550452055715, 0.11282455181924744, -0.0
              0.0050321708963054, -0.000620319438041515)
 # erfc(a) = Q(u) on [0.875, ERF_CLAMP], u = a * 0.625 - 1.5234375 (= (a - 2.4375) / 1.6, exact constants; u in
 # [-0.98, 0.93]) (degree 14): absolute error 1.0e-8 (float64). ERF_CLAMP is the least float32 whose erf rounds
-# to 1 (erfc(ERF_CLAMP) = 2^-25 - 1.5e-14); Q there is 1.9e-8 (2.1e-8 with FMA) in float32, below 2^-25, so
+# to 1 (erfc(ERF_CLAMP) = 2^-25 - 1.5e-14); Q there is 1.0e-8 (FMA) to 1.5e-8 in float32, below 2^-25, so
 # 1 - Q rounds to exactly 1 for every |x| >= ERF_CLAMP.
 ERF_BOUND, ERF_CLAMP = 0.875, 3.919205904006958
 ERF_U_SCALE, ERF_U_SHIFT = 0.625, 1.5234375
