@@ -10,8 +10,11 @@ loop's vector body and its scalar tail agree bit for bit.
 Method (coefficients fitted here with numpy in float64, Lawson-weighted least squares, see
 docs/architecture.md): on ``a = |x|``, with the sign put back by a bit or (so ``f(-x) = -f(x)``, -0 stays -0),
 
-* erf: ``a < 0.875``: ``a * P(a^2)`` (degree 6); else ``1 - exp(L(min(a, 4)))`` with ``L`` a degree-9
-  polynomial fitting ``log(erfc(a))`` (erf rounds to 1 beyond 3.92);
+* erf: ``a < 0.875``: ``a * P(a^2)`` (degree 5); else ``1 - Q(u)``, ``Q`` a degree-14 polynomial fitting
+  ``erfc`` on [0.875, 3.9192] in ``u = 0.625 a - 1.5234375`` (evaluated as ``E(u^2) + u O(u^2)``), ``a`` clamped
+  at 3.9192059, the least float32 whose erf rounds to 1 (``Q`` is below 2^-25 there, so erf is exactly +-1 from
+  there on). No exp and no division: the form before (Nov 2026) was ``1 - exp(L(min(a, 4)))``, ``L`` a degree-9
+  fit of ``log erfc``, and cost 1.6-1.9x as much (figures below);
 * tanh: ``a < 0.625``: ``a + a^3 P(a^2)`` (degree 5); else ``1 - 2 / (exp(2 min(a, 10)) + 1)``;
 * exp (``tir.exp``, whole range): as the next item on ``x`` clamped to [-104, 89] (a NaN lane is blended back), with ``2^n`` applied
   as two factors ``2^(n/2) 2^(n - n/2)`` so that subnormal results round once and large ones overflow to inf;
@@ -22,8 +25,29 @@ Both branches are computed and one is kept per lane by a bit blend on ``a >= bou
 a NaN lane takes the polynomial branch and stays NaN. ``erf(+-inf) = tanh(+-inf) = +-1``.
 Measured max error against float64 (erf / tanh: every 7th positive float32 bit pattern; exp: every 1021st, both
 signs; plus subnormals, +-0, +-inf, NaN):
-exp 0.94 ulp (subnormal results included), erf 2.5 ulp, tanh 1.3 ulp, in units of the float32 ulp of the exact
-value, with and without FMA (tests/topi/test_topi_erf_vectorized.py checks 1 / 3 / 2).
+exp 0.94 ulp (subnormal results included), erf 2.45 ulp with FMA / 2.52 without (AVX-512, AVX2 and AVX2
+``-mno-fma`` builds; the largest errors are the small branch's, near 0.47; mean 0.27), tanh 1.3 ulp, in units of
+the float32 ulp of the exact value (tests/topi/test_topi_erf_vectorized.py checks 1 / 3 / 2, erf with and without
+FMA, and erf's saturation at +-1).
+
+erf speed, AMD EPYC Zen 5 (2 cores shared with other jobs), one thread, A/B/C in one process, 15 interleaved
+rounds of 40 runs each, median (min) ms, relay kernels over 128 x 3072 float32 (128 x 512 gave the same ratios):
+
+| kernel, target | before (exp form) | now | rational ``x P(x^2) / Q(x^2)`` (tried, not kept) |
+|---|---|---|---|
+| erf, ``llvm`` (AVX-512) | 0.163 (0.161) | 0.088 (0.087): 1.85x | 0.057 (0.055) |
+| GELU ``x/2 (1 + erf(x/sqrt 2))``, ``llvm`` | 0.207 (0.204) | 0.127 (0.125): 1.63x | 0.084 (0.081) |
+| erf, ``llvm -mcpu=core-avx2`` | 0.306 (0.304) | 0.178 (0.176): 1.71x | 0.102 (0.101) |
+| GELU, ``llvm -mcpu=core-avx2`` | 0.384 (0.380) | 0.238 (0.234): 1.61x | 0.151 (0.148) |
+
+The rational form (degrees 5 / 5 in ``x^2``, one division, fitted here, relative error 1.9e-8 in float64) is the
+cheapest tried but its float32 evaluation errs by 4.8 ulp with FMA and 7.0 without (near 1, where ``P`` and ``Q``
+are large and each carries ~2 ulp of Horner rounding), so it breaks the 3 ulp contract; ``topi.fast_erf`` stays the
+opt-in fast form. A single Horner chain for ``Q`` (14 dependent FMAs) was 10-13% slower than the even / odd split.
+tanh keeps its exp form (0.110 ms on the erf table's kernel and machine, AVX-512): the same kind of odd rational
+(degrees 4 / 4 to 5 / 5 in ``x^2`` on [-9.01, 9.01], where float32 tanh reaches 1) errs by 4.4-6.2 ulp in float32
+for the same reason, against tanh's 2 ulp, and ``1 - tanh`` decays like ``e^-2a`` over [0.625, 9]: a polynomial
+for it would need far more terms than erfc's.
 """
 from __future__ import annotations
 
@@ -33,14 +57,19 @@ from ..tir import expr as E
 from ..tir.transform.vectorize import register_vectorizable_extern
 from .c_support import next_pow2, register_extern_helper, register_vector_extern_helper
 
-# erf(a) / a = P(a^2) on [0, 0.875]: relative error 2.0e-10 (float64)
-ERF_SMALL = (1.1283791668711864, -0.3761263607244296, 0.11283733072578256, -0.02686158782463767,
-             0.0052067541967433795, -0.0008211174377898908, 8.675673817641616e-05)
-ERF_BOUND, ERF_CLAMP = 0.875, 4.0
-# log(erfc(a)) on [0.875, 4]: absolute error of erfc 1.1e-11 (float64)
-ERF_LARGE = (7.759596814491738e-05, -1.1289301561396052, -0.6348818526088986, -0.10597753775864877,
-             0.02294585401481547, -0.002833118615589214, -0.00010216828197495698, 0.00011404631184930292,
-             -1.9377299899314693e-05, 1.2045433870344624e-06)
+# erf(a) / a = P(a^2) on [0, 0.875] (degree 5): relative error 8.5e-9 (float64)
+ERF_SMALL = (1.1283791574901956, -0.37612550452055715, 0.11282455181924744, -0.026791456848143744,
+             0.0050321708963054, -0.000620319438041515)
+# erfc(a) = Q(u) on [0.875, ERF_CLAMP], u = a * 0.625 - 1.5234375 (= (a - 2.4375) / 1.6, exact constants; u in
+# [-0.98, 0.93]) (degree 14): absolute error 1.0e-8 (float64). ERF_CLAMP is the least float32 whose erf rounds
+# to 1 (erfc(ERF_CLAMP) = 2^-25 - 1.5e-14); Q there is 1.0e-8 (FMA) to 1.5e-8 in float32, below 2^-25, so
+# 1 - Q rounds to exactly 1 for every |x| >= ERF_CLAMP.
+ERF_BOUND, ERF_CLAMP = 0.875, 3.919205904006958
+ERF_U_SCALE, ERF_U_SHIFT = 0.625, 1.5234375
+ERFC_BIG = (0.0005665449656432715, -0.0047450461936546715, 0.01850608235626337, -0.04407409232474824,
+            0.07014349104618682, -0.07548552032674936, 0.05032824209127285, -0.010547810186595253,
+            -0.017693019984723418, 0.02189769230014552, -0.008107528013586385, -0.005359308844464547,
+            0.005337854305876407, 0.00018652809289163526, -0.0009558769834096105)
 # (tanh(a) - a) / a^3 = P(a^2) on [0, 0.625]: relative error of tanh 4.8e-10 (float64)
 TANH_SMALL = (-0.33333332335569055, 0.1333326115929771, -0.05395322518221414, 0.021733798316642853,
               -0.008254411334449013, 0.0022096731495725307)
@@ -115,7 +144,9 @@ static inline __attribute__((always_inline)) {vt} kiln_vm_erf_{sfx}({vt} x) {{
   {vt} a2 = a * a;
   {vt} small = a * {_horner('a2', ERF_SMALL)};
   {vt} t = KILN_VM_BLEND_{sfx}(a < {_f(ERF_CLAMP)}, a, ({vt}){{}} + {_f(ERF_CLAMP)});
-  {vt} big = 1.0f - kiln_vm_exp_{sfx}({_horner('t', ERF_LARGE)});
+  {vt} u = t * {_f(ERF_U_SCALE)} - {_f(ERF_U_SHIFT)};
+  {vt} u2 = u * u;  /* Q(u) = E(u^2) + u O(u^2): two chains of 7 instead of one of 14 */
+  {vt} big = 1.0f - ({_horner('u2', ERFC_BIG[0::2])} + u * {_horner('u2', ERFC_BIG[1::2])});
   {vt} res = KILN_VM_BLEND_{sfx}(a >= {_f(ERF_BOUND)}, big, small);
   return ({vt})(({it})res | sign);
 }}
