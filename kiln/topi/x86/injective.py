@@ -7,6 +7,9 @@ several output vectors share each reduction step: independent accumulators, :fun
 Float reductions along a contiguous axis are split into vector lanes (:func:`lane_split_reduction`). A plain copy
 whose input and output innermost axes differ (NCHW <-> NCHW16c) is left to gcc's vectorizer as an interleave group
 instead (:func:`_transposing_copy`): whole-vector loads and stores and permutes, where the output-axis vector gathered.
+One that transposes two long axes (a 300 x 300 transpose, NCHW -> NHWC with 64 channels, attention's key transpose,
+also through inlined reshapes and a scale) is tiled, each tile copied to a local buffer and transposed from there in
+the same form (:func:`_tiled_transpose`).
 """
 from __future__ import annotations
 
@@ -341,52 +344,173 @@ def _dtype_bytes(dtype: str) -> int:
     return max(1, int("".join(ch for ch in dtype if ch.isdigit()) or 32) // 8)
 
 
+# the operations a tiled transpose may apply to the value it moves (the scale multiplied into attention's key
+# transpose): elementwise with constants, which gcc vectorizes in the unrolled statements
+_VALUE_OPS = (E.Add, E.Sub, E.Mul, E.Min, E.Max, E.Cast)
+
+
+def _one_load(e):
+    """The one tensor read in ``e`` under elementwise operations with constants; False for a constant, else None."""
+    if isinstance(e, E.ProducerLoad):
+        return e
+    if isinstance(e, (E.IntImm, E.FloatImm)):
+        return False
+    if isinstance(e, E.Cast):
+        return _one_load(e.value)
+    if isinstance(e, _VALUE_OPS):
+        a, b = _one_load(e.a), _one_load(e.b)
+        if a is None or b is None or (a is not False and b is not False):
+            return None
+        return a if a is not False else b
+    return None
+
+
+def _inlined_load(s, stage, axes):
+    """The stage's value with the stages inlined into it substituted (reshapes, a transpose, a multiply by a
+    constant fused with it) and its one tensor read's indices simplified over the stage's axes (a reshape's
+    ``((i0 * 64 + i1) * 128 + i2) // 128 % 64`` becomes ``i1``): (value, load), or None when the value is not one
+    read under elementwise operations with constants."""
+    from ...arith import Analyzer
+    from ...te.schedule_dataflow import _Inliner
+    body = list(getattr(stage.op, "body", []) or [])
+    if len(body) != 1 or isinstance(body[0], E.Reduce):
+        return None
+    if not isinstance(_one_load(body[0]), E.ProducerLoad):
+        return None  # (checked before inlining: an elementwise kernel's several reads cost no inlining here)
+    bodies = {}
+    inliner = _Inliner(bodies)
+    for st in s.stages:
+        if st.attach_type in (kInline, kInlinedAlready) and hasattr(st.op, "axis"):
+            sb = list(getattr(st.op, "body", []) or [])
+            if len(sb) == 1 and not isinstance(sb[0], E.Reduce):
+                bodies[st.op.output(0)] = ([iv.var for iv in st.op.axis], inliner(sb[0]))
+    value = inliner(body[0])
+    load = _one_load(value)
+    if not isinstance(load, E.ProducerLoad) or getattr(load.producer, "op", None) is None:
+        return None
+    try:
+        if s[load.producer.op].attach_type in (kInline, kInlinedAlready):
+            return None
+    except (KeyError, ValueError, AttributeError):
+        pass  # a placeholder
+    ana = Analyzer()
+    for a in axes:
+        ana.bind(a.var, E.Range.from_min_extent(0, a.dom.extent))
+    simple = E.ProducerLoad(load.producer, [ana.canonical_simplify(i) for i in load.indices])
+    return value, load, simple
+
+
+def _fused_axes(index, axes, extents, last: int):
+    """``(k, m)`` when ``index`` is the index of output axes ``k..m`` (``m`` before ``last``) fused into one
+    (``i0 * 64 + i1`` for a (4, 64, ...) output: a reshape's heads and head size), else None."""
+    from ...arith import Analyzer
+    ana = Analyzer()
+    for m in range(last - 1, -1, -1):
+        expr, stride = None, 1
+        for k in range(m, -1, -1):
+            term = axes[k].var if stride == 1 else axes[k].var * stride
+            expr = term if expr is None else term + expr
+            stride *= extents[k]
+            diff = ana.canonical_simplify(index - expr)
+            if isinstance(diff, E.IntImm) and int(diff.value) == 0:
+                return k, m
+    return None
+
+
+def _substitute_load(value, old, new):
+    """``value`` with the read ``old`` replaced by ``new``."""
+    from ...tir.stmt_functor import StmtExprMutator
+
+    class _Swap(StmtExprMutator):
+        def visit_ProducerLoad(self, node):
+            return new if node is old else node
+    return _Swap()(value)
+
+
+def _rewrite_value(s, stage, value) -> None:
+    """Give ``stage`` the value ``value`` (its own value with the stages inlined into it substituted and the read's
+    indices simplified): bound inference then sees the tile a loop nest reads (through a reshape's divisions it
+    relaxed the tile's buffer to the whole input). The stages that were inlined into it are left unread."""
+    from ...te.schedule_dataflow import replace_dataflow
+    from ...te.tensor import ComputeOp
+    op = stage.op
+    new_op = ComputeOp(op.name, op.tag, op.attrs, op.axis, [value])
+    vmap = {op.output(0): new_op.output(0)}
+    rvmap = {new_op.output(0): op.output(0)}
+    stage.op = new_op
+    replace_dataflow(s.stages, vmap, rvmap)
+
+
 def _tiled_transpose(s, stage, axes, extents, symbolic) -> bool:
-    """Schedule a plain copy that transposes two long axes (both over MAX_INTERLEAVE: a 300 x 300 transpose, NCHW ->
-    NHWC with 64 channels, attention's (batch, seq, heads, dim) -> (batch, heads, dim, seq)) in tiles. The output's
-    innermost axis ``L`` is read at some input position with a long stride, and the input's innermost index is an
-    output axis ``R`` further out. ``R`` is split by ``g`` (16, or 8 where 8 divides it and 16 does not) and ``L`` by
+    """Schedule a copy that transposes two long axes (both over MAX_INTERLEAVE: a 300 x 300 transpose, NCHW -> NHWC
+    with 64 channels, attention's key transpose (batch, seq, heads, dim) -> (batch, heads, dim, seq)) in tiles. The
+    value is one read of a tensor, through the stages inlined into it (reshapes; the int8 BERT's key transpose
+    fuses reshape, transpose, a multiply by the scale and reshape: (128, 256) -> (4, 64, 128)), under elementwise
+    operations with constants (:func:`_inlined_load`). The output's innermost axis ``L`` is one of the read's indices
+    other than its last, and the read's last index walks output axes ``R`` further out (one axis, or several fused:
+    ``h * 64 + d``). ``R`` is split by a group ``g`` of 16, 8, 4, 3 or 2 (the first that divides it) and ``L`` by
     ``t`` (:func:`_tile_extent`); each ``t x g`` tile of the input is first copied into a contiguous local buffer
     (``g`` whole elements per row: a vector load and store each), and the tile's loop along ``L`` then reads it with
     ``R``'s ``g`` part unrolled inside: the load-interleaved form of :func:`_transposing_copy` with a stride of
     exactly ``g``, which gcc vectorizes with register permutes and whole-vector stores to the output. Straight from
-    the input (a stride of the whole row) gcc left the tile scalar. Sizes that do not divide by 16: ``R`` takes the
-    first group of 16, 8, 4, 3, 2 that divides it, ``L`` a tile that divides it with the fewest elements left after
-    whole vectors (gcc's loop ends in a scalar epilogue for those); where neither exists (an odd side of 301 or 65)
-    the copy is not tiled (a partial tile's guards kept gcc's loop scalar, slower than the gathered vector). The
+    the input (a stride of the whole row) gcc left the tile scalar. ``L``'s tile divides it with the fewest elements
+    left after whole vectors (gcc's loop ends in a scalar epilogue for those); where no group or tile divides (an odd
+    side of 301 or 65) the copy is not tiled (a partial tile's guards kept gcc's loop scalar, slower than the
+    gathered vector). The stage takes the inlined and simplified value as its own (:func:`_rewrite_value`), and the
     tile loops outside are fused into the parallel loop. Returns whether the stage was scheduled."""
-    load = _plain_copy_load(s, stage.op)
-    if load is None or len(axes) < 2 or any(symbolic):
+    if len(axes) < 2 or any(symbolic):
         return False
     dtype = stage.op.output(0).dtype
-    if dtype not in _INTERLEAVE_DTYPES:
+    if dtype not in _INTERLEAVE_DTYPES or extents[-1] <= MAX_INTERLEAVE:
         return False
+    found = _inlined_load(s, stage, axes)
+    if found is None:
+        return False
+    value, orig_load, load = found
     idx = list(load.indices)
-    pos = {id(a.var): k for k, a in enumerate(axes)}
     last = axes[-1]
-    r_var = idx[-1]
-    if not isinstance(r_var, E.Var) or id(r_var) not in pos or r_var is last.var:
+    run = _fused_axes(idx[-1], axes, extents, len(axes) - 1)
+    if run is None:
         return False
-    r = pos[id(r_var)]
+    k0, k1 = run
 
     def only_in(var, k):
-        return idx[k] is var and not any(_uses(e, var) for j, e in enumerate(idx) if j != k)
+        return (idx[k] is var or k == len(idx) - 1) and not any(_uses(e, var) for j, e in enumerate(idx) if j != k)
 
-    if not only_in(r_var, len(idx) - 1) or not any(only_in(last.var, k) for k in range(len(idx) - 1)):
+    if not all(only_in(axes[k].var, len(idx) - 1) for k in range(k0, k1 + 1)) or \
+            not any(idx[k] is last.var and only_in(last.var, k) for k in range(len(idx) - 1)):
         return False
-    if extents[-1] <= MAX_INTERLEAVE or extents[r] <= MAX_INTERLEAVE:
+    r_extent = 1
+    for e in extents[k0:k1 + 1]:
+        r_extent *= e
+    if extents[-1] <= MAX_INTERLEAVE or r_extent <= MAX_INTERLEAVE:
         return False  # a short side: _transposing_copy's forms (or nothing to tile)
     lanes = simd_width(dtype)
-    group = next((g for g in _TILE_GROUPS if extents[r] % g == 0), None)
+    # R: the output axes k0..k1 the input's innermost index walks (several: a reshape's heads and head size). The
+    # group comes from the innermost of them where one divides it (the others stay loops of their own: bound
+    # inference of the tile's buffer is exact), else from them fused
+    group = next((g for g in _TILE_GROUPS if extents[k1] % g == 0), None)
+    if group is None and k0 < k1:
+        group = next((g for g in _TILE_GROUPS if r_extent % g == 0), None)
+        fuse_run = True
+    else:
+        fuse_run = False
     if group is None:
         return False  # a guarded last tile kept gcc's loop scalar: 301 x 301 ran 0.029 ms against 0.012 gathered
     tile = _tile_extent(extents[-1], lanes)
     if tile is None:
         return False
+    _rewrite_value(s, stage, _substitute_load(value, orig_load, load))
+    if fuse_run:
+        axes = axes[:k0] + [stage.fuse(*axes[k0:k1 + 1])] + axes[k1 + 1:]
+        extents = extents[:k0] + [r_extent] + extents[k1 + 1:]
+        r = k0
+    else:
+        r = k1
     r_outer, r_inner = stage.split(axes[r], factor=group)
     l_outer, l_inner = stage.split(last, factor=tile)
     outer = [r_outer if k == r else a for k, a in enumerate(axes[:-1])] + [l_outer]
-    outer_ext = [-(-e // group) if k == r else e for k, e in enumerate(extents[:-1])] + [extents[-1] // tile]
+    outer_ext = [e // group if k == r else e for k, e in enumerate(extents[:-1])] + [extents[-1] // tile]
     stage.reorder(*outer, l_inner, r_inner)
     stage.unroll(r_inner)
     # the loops outside the tile: fused into one parallel loop while the cores lack chunks (the tile's buffer is

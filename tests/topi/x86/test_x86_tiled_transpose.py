@@ -50,7 +50,7 @@ _CASES = [((300, 300), (1, 0)), ((17, 61), (1, 0)), ((63, 65), (1, 0)), ((301, 3
           ((2, 40, 3, 64), (0, 2, 3, 1)), ((3, 24, 72), (2, 0, 1)), ((1, 32, 5, 33), (0, 3, 2, 1))]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int8", "uint8", "float16", "int32"])
+@pytest.mark.parametrize("dtype", ["float32", "int8", "uint8", "float16", "int32", "int16", "float64"])
 @pytest.mark.parametrize("shape,axes", _CASES)
 def test_large_transposes_match_numpy(shape, axes, dtype):
     _check(shape, axes, dtype)
@@ -122,3 +122,45 @@ def test_odd_sides_keep_the_output_axis_vector():
     """Compile only: 301 x 301 (no group of 2 to 16 divides 301) is not tiled."""
     src, _ = _ops(AVX512, (301, 301), (1, 0))
     assert "a_local" not in src
+
+
+def _key_transpose(a, heads, scale):
+    """The int8 BERT's (quantize_dynamic ONNX) attention key transpose as Relay fuses it: (seq, hidden) reshaped to
+    (1, seq, heads, dim), transposed to (1, heads, dim, seq), multiplied by the scale, reshaped to (heads, dim, seq)."""
+    seq, hidden = (int(d) for d in a.shape)
+    r = topi.reshape(a, (1, seq, heads, hidden // heads))
+    t = topi.transpose(r, (0, 2, 3, 1))
+    m = topi.multiply(t, tvm.tir.const(scale, a.dtype))
+    return topi.reshape(m, (heads, hidden // heads, seq))
+
+
+@pytest.mark.parametrize("seq,hidden,heads", [(128, 256, 4), (61, 96, 3), (40, 80, 5), (17, 68, 4)])
+def test_fused_key_transpose_matches_numpy(seq, hidden, heads):
+    x = _random((seq, hidden), "float32", seed=seq)
+    f, out_shape = _build((seq, hidden), "float32", "llvm", lambda a: _key_transpose(a, heads, 0.125))
+    o = tvm.nd.array(np.zeros(out_shape, "float32"))
+    f(tvm.nd.array(x), o)
+    ref = (x.reshape(1, seq, heads, hidden // heads).transpose(0, 2, 3, 1) * np.float32(0.125)).reshape(out_shape)
+    np.testing.assert_array_equal(o.numpy(), ref)
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512])
+def test_fused_key_transpose_tiles_whole_vectors(target):
+    """Compile only: through the inlined reshapes the read is p0[s, h * 64 + d]; the tile buffer holds exactly one
+    16-column tile of it (4 vectors x 16, not the whole head), the scale is multiplied in vectors, no gathers."""
+    f, _ = _build((128, 256), "float32", target, lambda a: _key_transpose(a, 4, 0.125))
+    src = f.get_source()
+    sizes = [int(n) for n in re.findall(r"a_local\[(\d+)\]", src)]
+    assert sizes and all(n in (16 * 32, 16 * 64) for n in sizes), sizes  # 4 vectors of 8 or 16 lanes x 16 columns
+    assert "kiln_gather" not in src
+    ops = [m.group(1) for m in re.finditer(r"^\s+(v\w+)", target_asm(src, target), re.M)]
+    assert "vmulps" in ops
+    assert not GATHERS & set(ops), GATHERS & set(ops)
+
+
+def test_head_split_keeps_its_contiguous_rows():
+    """Compile only: splitting heads, (seq, hidden) -> (heads, seq, dim), keeps dim innermost on both sides: not a
+    transpose of the innermost axis, not tiled."""
+    f, _ = _build((128, 768), "float32", AVX512,
+                  lambda a: topi.transpose(topi.reshape(a, (128, 12, 64)), (1, 0, 2)))
+    assert "_local" not in f.get_source()
