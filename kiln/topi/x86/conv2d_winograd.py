@@ -25,7 +25,7 @@ Knobs (6 configs): ``tile_ic`` / ``tile_oc`` (channel blocks, the :func:`~.conv2
 the direct conv), ``tile_size`` (m: 2 or 4) and ``tile_p`` (tiles in the GEMM's register block: 10, 12 or 14
 accumulator vectors). The GEMM runs output-channel chunks outside the tile blocks (a weight chunk stays in L1
 while the transformed input streams; the reverse order measured the same within noise, so it is no knob).
-Fallback: m from :func:`fallback_tile_size` (4, or 2 below 25 4x4 tiles per image, 16 with AVX-512) and the 12-accumulator
+Fallback: m from :func:`fallback_tile_size` (4, or 2 below 25 4x4 tiles per image) and the 12-accumulator
 block. relay.build takes this template untuned where :func:`winograd_pays` (docs/architecture.md). On resnet-18's 3x3 stride-1 layers (one thread, packed inputs)
 m = 4 beat m = 2 by 1.5-2x on the 56 and 28 layers and was about even at 14 (F(4x4) multiplies 4x less than
 the direct conv, F(2x2) 2.25x); m = 4 ran 2.2-3.4x faster than conv2d_NCHWc.x86's fallback there. At 7x7 with
@@ -114,12 +114,10 @@ def _define_space(cfg, ic: int, oc: int, oh: int, ow: int, ic_bn=None, oc_bn=Non
 # Winograd is relay.build's default for a float32 3x3 stride-1 conv with at least this many input and output
 # channels (see :func:`winograd_pays`)
 MIN_WINOGRAD_CHANNELS = 32
-# F(4x4) needs this many 4x4 tiles per image for its GEMMs to reuse each transformed weight enough (AVX2)
+# F(4x4) needs this many 4x4 tiles per image for its GEMMs to reuse each transformed weight enough
 MIN_TILES_F4 = 25
-# with AVX-512 (16 fp32 lanes, 32 registers) F(4x4) pays from this many (14x14 images)
-MIN_TILES_F4_AVX512 = 16
-# with AVX-512, an F(2x2) conv (fewer than MIN_TILES_F4_AVX512 4x4 tiles) whose transformed weights exceed this
-# keeps the direct conv: they stream from memory each inference for too few tiles (see :func:`winograd_pays`)
+# with AVX-512, a conv whose fallback GEMMs reuse each transformed weight over fewer than MIN_TILES_F4 tiles and
+# whose transformed weights exceed this keeps the direct conv (see :func:`winograd_pays`)
 MAX_STREAMED_U_BYTES_AVX512 = 8 << 20
 
 
@@ -127,20 +125,17 @@ def _tiles(oh: int, ow: int, m: int) -> int:
     return (-(-oh // m)) * (-(-ow // m))
 
 
-def fallback_tile_size(oh: int, ow: int, lanes: int | None = None) -> int:
+def fallback_tile_size(oh: int, ow: int) -> int:
     """m of the fallback: 4 (4x fewer multiplications than the direct conv where 2x2 gives 2.25x) when the
-    image has enough 4x4 tiles, else 2; ``lanes``: fp32 SIMD lanes of the target (default the current one's).
-    Each of the alpha^2 GEMMs reuses a transformed weight once per tile, and F(4x4)'s weights are 2.25x larger.
-    AVX2 (8 lanes): m = 4 from :data:`MIN_TILES_F4` tiles. At 7x7 (4 tiles of 4x4, 16 of 2x2) m = 2 ran
+    image has at least :data:`MIN_TILES_F4` 4x4 tiles, else 2. Each of the alpha^2 GEMMs reuses a transformed
+    weight once per tile, and F(4x4)'s weights are 2.25x larger: at 7x7 (4 tiles of 4x4, 16 of 2x2) m = 2 ran
     92 GFLOP/s against m = 4's 74 (512 channels, one thread, Zen 3); at 14x14 they were even and m = 2 rounds
-    10x less (relative error 7e-7 against 1e-5); `-mcpu=core-avx2` code on Zen 5 (2 threads) agreed: m = 4 at
-    14x14 made resnet-18 3% slower end to end. AVX-512 (16 lanes): m = 4 from :data:`MIN_TILES_F4_AVX512`
-    tiles, i.e. also at 14x14. Zen 5, caches flushed before each call (as in a network, where the weights
-    stream), 256@14: m = 4 0.52 ms against m = 2's 0.58 on two threads, 0.86 against 1.05 on one; end to
-    end (interleaved rounds on a shared machine) resnet-18 and resnet-50 moved within the noise (+-2%)."""
-    lanes = lanes or simd_width()
-    need = MIN_TILES_F4_AVX512 if lanes >= 16 else MIN_TILES_F4
-    return 4 if _tiles(oh, ow, 4) >= need else 2
+    10x less (relative error 7e-7 against 1e-5). Zen 5 (AVX-512) at 14x14: the layer alone ran faster with
+    m = 4 (256@14, caches flushed before each call, 0.52 ms against 0.58 on two threads, 0.86 against 1.05 on
+    one), but in the network its 2.25x larger weights ate that: m = 4 there moved resnet-18 and resnet-50 by
+    0.99-1.01x end to end (one and two threads, interleaved rounds), so m = 2 stays; `-mcpu=core-avx2` code on
+    Zen 5 made resnet-18 3% slower with m = 4 at 14x14."""
+    return 4 if _tiles(oh, ow, 4) >= MIN_TILES_F4 else 2
 
 
 def winograd_pays(ic: int, oc: int, oh: int, ow: int, lanes: int | None = None) -> bool:
@@ -151,22 +146,26 @@ def winograd_pays(ic: int, oc: int, oh: int, ow: int, lanes: int | None = None) 
     resnet's 64@56 direct 76 / Winograd (fallback m) 211 / ONNX Runtime 83; 128@28 82 / 292 / 88; 256@14
     80 / 165 / 86; 512@7 67 / 92 / 67.
 
-    With AVX-512 the direct conv runs about twice as fast per core (twice the lanes, twice the registers for
-    its register tile) while an F(2x2) conv at 7x7 is held back by its weights: the transformed weights
-    (16/9 of the kernel, 16.8 MB at 512 channels) stream from memory each inference, where the network's
-    other weights have evicted them, and each is reused by 16 tiles only. So where the fallback m is 2 and
-    those weights exceed :data:`MAX_STREAMED_U_BYTES_AVX512`, AVX-512 keeps the direct conv. Zen 5, two
-    threads, caches flushed before each call, direct / F(2x2) / F(4x4): 512@7 0.83 / 0.98 / 0.97 ms,
-    256@7 (4.2 MB) 0.24 / 0.21 / 0.26, 128@7 0.11 / 0.10 / 0.10; end to end (2 threads, interleaved rounds
-    on a shared machine, paired medians of four runs) resnet-50 1.01-1.03x with 512@7 direct and m = 4 at
-    14x14 (:func:`fallback_tile_size`), resnet-18 0.99-1.05x. AVX2 code keeps Winograd there: `-mcpu=core-avx2` on Zen 5, 512@7 direct 1.89 ms / F(2x2) 1.13
-    with flushed caches, and resnet-18 19% slower end to end with its 7x7 layers direct."""
+    With AVX-512 (16 lanes) the direct conv runs about twice as fast per core (twice the lanes, twice the
+    registers for its register tile) while Winograd at 7x7 is held back by its weights: the transformed
+    weights (16/9 of the kernel for F(2x2), 16.8 MB at 512 channels) stream from memory each inference, where
+    the network's other weights have evicted them, and each is reused by 16 tiles only. So where the fallback
+    GEMMs reuse each weight over fewer than :data:`MIN_TILES_F4` tiles and the transformed weights exceed
+    :data:`MAX_STREAMED_U_BYTES_AVX512`, AVX-512 keeps the direct conv. Zen 5, caches flushed before each
+    call, direct / F(2x2) / F(4x4): two threads 512@7 0.83 / 0.98 / 0.97 ms, 256@7 (4.2 MB) 0.24 / 0.21 /
+    0.26, 128@7 0.11 / 0.10 / 0.10; one thread 512@7 1.56 / 1.74 / 1.29 (F(4x4)'s 37.7 MB of weights stream
+    at about 29 GB/s: a one-thread win that two threads, sharing the bandwidth, lose). End to end, 512@7
+    direct against F(2x2) (interleaved rounds on a shared machine, medians): resnet-50 1.2% and 1.4%
+    faster on two threads, 0.9% on one; resnet-18 1% on two. AVX2 code keeps Winograd there:
+    `-mcpu=core-avx2` on Zen 5, 512@7 direct 1.89 ms / F(2x2) 1.13 with flushed caches, and resnet-18 19%
+    slower end to end with its 7x7 layers direct."""
     if min(ic, oc) < MIN_WINOGRAD_CHANNELS or min(oh, ow) < 7:
         return False
     lanes = lanes or simd_width()
-    if lanes < 16 or fallback_tile_size(oh, ow, lanes) == 4:
+    if lanes < 16:
         return True
-    return 16 * ic * oc * 4 <= MAX_STREAMED_U_BYTES_AVX512
+    m = fallback_tile_size(oh, ow)
+    return _tiles(oh, ow, m) >= MIN_TILES_F4 or (m + 2) ** 2 * ic * oc * 4 <= MAX_STREAMED_U_BYTES_AVX512
 
 
 def _fallback(cfg, ic, oc, oh, ow, lanes, ic_bn=None, oc_bn=None) -> None:
@@ -178,7 +177,7 @@ def _fallback(cfg, ic, oc, oh, ow, lanes, ic_bn=None, oc_bn=None) -> None:
     cfg["tile_ic"] = autotvm.task.SplitEntity([-1, ic_bn])
     cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn])
     # a symbolic height / width (a VM kernel over unknown H/W) counts at its size hint
-    cfg["tile_size"] = autotvm.task.OtherOptionEntity(fallback_tile_size(size_hint(oh), size_hint(ow), lanes))
+    cfg["tile_size"] = autotvm.task.OtherOptionEntity(fallback_tile_size(size_hint(oh), size_hint(ow)))
     cfg["tile_p"] = autotvm.task.OtherOptionEntity(max(1, scaled_registers(12) // vecs))
 
 

@@ -227,24 +227,18 @@ def test_bad_input(kw, match):
             conv2d_NCHWc_winograd(A, te.placeholder((8, 16, 3, 3)), (1, 1), (1, 1, 1, 1), (1, 1), "NCHW", "NCHW")
 
 
-@pytest.mark.parametrize("isa", ["avx2", "avx512"])
-def test_fallback_tile_size_follows_the_tile_count(isa):
+def test_fallback_tile_size_follows_the_tile_count():
     from kiln.topi.x86.conv2d_winograd import fallback_tile_size
-    lanes = {"avx2": 8, "avx512": 16}[isa]
-    # F(4x4) from 25 4x4 tiles per image with AVX2 (resnet's 56 and 28 layers), from 16 with AVX-512 (its 14
-    # layers too), F(2x2) below
-    sizes = (56, 28, 20, 17, 16, 14, 13, 12, 7)
-    assert [fallback_tile_size(s, s, lanes) for s in sizes] == \
-        {"avx2": [4, 4, 4, 4, 2, 2, 2, 2, 2], "avx512": [4, 4, 4, 4, 4, 4, 4, 2, 2]}[isa]
-    # the tile count decides, not the shorter side: 2x16 and 1x16 4x4 tiles, 1x10
-    assert fallback_tile_size(7, 64, lanes) == 4 and fallback_tile_size(3, 40, lanes) == 2
-    assert fallback_tile_size(3, 64, lanes) == {"avx2": 2, "avx512": 4}[isa]
+    # F(4x4) from 25 4x4 tiles per image (resnet's 56 and 28 layers), F(2x2) below (14 and 7)
+    assert [fallback_tile_size(s, s) for s in (56, 28, 20, 17, 16, 14, 7)] == [4, 4, 4, 4, 2, 2, 2]
+    assert fallback_tile_size(7, 64) == 4 and fallback_tile_size(3, 64) == 2
     from kiln.topi.x86.conv2d_alter_op import winograd_tile
-    for (h, w), m in (((56, 56), 4), ((14, 14), {"avx2": 2, "avx512": 4}[isa]), ((7, 7), 2)):
-        with tvm.target.Target(ISA[isa]):  # no config: the fallback's m, read off the kernel transform
-            out = conv2d_nchw_winograd(te.placeholder((1, 64, h, w)), te.placeholder((64, 64, 3, 3)), (1, 1),
-                                       (1,) * 4, (1, 1))
-        assert winograd_tile(None, [out]) == m
+    for isa in sorted(ISA):
+        for (h, w), m in (((56, 56), 4), ((14, 14), 2)):
+            with tvm.target.Target(ISA[isa]):  # no config: the fallback's m, read off the kernel transform
+                out = conv2d_nchw_winograd(te.placeholder((1, 64, h, w)), te.placeholder((64, 64, 3, 3)), (1, 1),
+                                           (1,) * 4, (1, 1))
+            assert winograd_tile(None, [out]) == m
 
 
 def test_winograd_pays_by_isa():
@@ -252,11 +246,11 @@ def test_winograd_pays_by_isa():
     for lanes in (8, 16):
         assert winograd_pays(64, 64, 56, 56, lanes) and winograd_pays(256, 256, 14, 14, lanes)
         assert winograd_pays(256, 256, 7, 7, lanes)  # 4.2 MB of F(2x2) weights
+        assert winograd_pays(512, 512, 14, 14, lanes)  # 16.8 MB, but reused by 49 tiles
         assert not winograd_pays(24, 64, 56, 56, lanes) and not winograd_pays(64, 64, 6, 6, lanes)
     # 512@7: F(2x2)'s 16.8 MB of transformed weights stream for 16 tiles; AVX-512's direct conv keeps it
     assert winograd_pays(512, 512, 7, 7, 8) and not winograd_pays(512, 512, 7, 7, 16)
-    # at 14x14 AVX-512 takes F(4x4) (4x fewer multiplies than the direct conv): Winograd whatever the weights
-    assert winograd_pays(512, 512, 14, 14, 16)
+    assert not winograd_pays(512, 512, 9, 8, 16) and winograd_pays(512, 512, 10, 10, 16)  # 20 / 25 tiles
 
 
 @pytest.mark.parametrize("isa", sorted(ISA))
@@ -300,7 +294,7 @@ def _conv_anchors(lib):
 @pytest.mark.parametrize("ic,oc,h,w,padding", [
     (40, 48, 9, 11, (1, 0, 2, 1)),   # channels not dividing the block, asymmetric padding, 10x10 output: F(2x2)
     (32, 32, 23, 21, (1, 1, 1, 1)),  # 36 4x4 tiles, neither size divides 4: F(4x4)
-    (32, 40, 13, 15, (1, 1, 1, 1)),  # 16 4x4 tiles (13x15): F(4x4) on an AVX-512 host, F(2x2) on AVX2
+    (32, 40, 13, 15, (1, 1, 1, 1)),  # 13x15 output, 16 4x4 tiles: F(2x2) with partial last tiles
 ])
 def test_relay_build_defaults_to_winograd_where_it_pays(ic, oc, h, w, padding):
     from kiln.runtime.graph_executor import GraphModule
