@@ -162,10 +162,11 @@ def winograd_pays(ic: int, oc: int, oh: int, ow: int, lanes: int | None = None) 
     / 0.26, 128@7 0.11 / 0.10 / 0.10; one thread 512@7 1.56 / 1.74 / 1.29 (F(4x4)'s 37.7 MB of weights stream
     at about 29 GB/s: a one-thread win that two threads, sharing the bandwidth, lose). End to end, the
     AVX-512 rules together (this one, m = 4 at 14x14 and the balanced GEMM blocks of :func:`_fallback`)
-    against the AVX2 ones (two threads, interleaved rounds on a shared machine, paired medians, 25 rounds):
-    resnet-50 1.038x (95% interval 1.019-1.059), resnet-18 1.059x (1.043-1.078); one thread, resnet-50 even
-    (0.999x). AVX2 code keeps Winograd at 7x7: `-mcpu=core-avx2` on Zen 5, 512@7 direct 1.89 ms / F(2x2)
-    1.13 with flushed caches, and resnet-18 19% slower end to end with its 7x7 layers direct."""
+    against the AVX2 ones (two threads, interleaved rounds on a shared machine, paired medians of 25 rounds,
+    two runs): resnet-50 1.038x (95% interval 1.019-1.059) and 1.051x (1.045-1.066), resnet-18 1.059x
+    (1.043-1.078) and 1.062x (1.026-1.109); one thread, resnet-50 0.999x and 1.009x (1.004-1.019). AVX2 code
+    keeps Winograd at 7x7: `-mcpu=core-avx2` on Zen 5, 512@7 direct 1.89 ms / F(2x2) 1.13 with flushed
+    caches, and resnet-18 19% slower end to end with its 7x7 layers direct."""
     if min(ic, oc) < MIN_WINOGRAD_CHANNELS or min(oh, ow) < 7:
         return False
     lanes = lanes or simd_width()
