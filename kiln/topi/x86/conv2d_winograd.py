@@ -26,9 +26,9 @@ the direct conv), ``tile_size`` (m: 2 or 4) and ``tile_p`` (tiles in the GEMM's 
 accumulator vectors). The GEMM runs output-channel chunks outside the tile blocks (a weight chunk stays in L1
 while the transformed input streams; the reverse order measured the same within noise, so it is no knob).
 Fallback: m from :func:`fallback_tile_size` (4, or 2 below 25 4x4 tiles per image, 16 with AVX-512) and
-blocks of up to 12 accumulators, the tiles shared evenly between them. relay.build takes this template
-untuned where :func:`winograd_pays` (docs/architecture.md). On resnet-18's 3x3 stride-1 layers (one thread,
-Zen 3 AVX2, packed inputs)
+blocks of up to 12 accumulators (24 with AVX-512), the tiles shared evenly between them. relay.build takes this
+template untuned where :func:`winograd_pays` (docs/architecture.md). On resnet-18's 3x3 stride-1 layers (one
+thread, Zen 3 AVX2, packed inputs)
 m = 4 beat m = 2 by 1.5-2x on the 56 and 28 layers and was about even at 14 (F(4x4) multiplies 4x less than
 the direct conv, F(2x2) 2.25x); m = 4 ran 2.2-3.4x faster than conv2d_NCHWc.x86's fallback there. At 7x7 with
 512 channels the transformed kernel (36 MB for m = 4) streams from memory and both are near the direct conv.
