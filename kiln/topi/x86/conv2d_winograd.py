@@ -25,8 +25,10 @@ Knobs (6 configs): ``tile_ic`` / ``tile_oc`` (channel blocks, the :func:`~.conv2
 the direct conv), ``tile_size`` (m: 2 or 4) and ``tile_p`` (tiles in the GEMM's register block: 10, 12 or 14
 accumulator vectors). The GEMM runs output-channel chunks outside the tile blocks (a weight chunk stays in L1
 while the transformed input streams; the reverse order measured the same within noise, so it is no knob).
-Fallback: m from :func:`fallback_tile_size` (4, or 2 below 25 4x4 tiles per image) and the 12-accumulator
-block. relay.build takes this template untuned where :func:`winograd_pays` (docs/architecture.md). On resnet-18's 3x3 stride-1 layers (one thread, packed inputs)
+Fallback: m from :func:`fallback_tile_size` (4, or 2 below 25 4x4 tiles per image, 16 with AVX-512) and
+blocks of up to 12 accumulators (24 with AVX-512), the tiles shared evenly between them. relay.build takes this
+template untuned where :func:`winograd_pays` (docs/architecture.md). On resnet-18's 3x3 stride-1 layers (one
+thread, Zen 3 AVX2, packed inputs)
 m = 4 beat m = 2 by 1.5-2x on the 56 and 28 layers and was about even at 14 (F(4x4) multiplies 4x less than
 the direct conv, F(2x2) 2.25x); m = 4 ran 2.2-3.4x faster than conv2d_NCHWc.x86's fallback there. At 7x7 with
 512 channels the transformed kernel (36 MB for m = 4) streams from memory and both are near the direct conv.
@@ -34,8 +36,6 @@ The flops counted are those
 of the direct conv, so GFLOP/s compare with ``conv2d_NCHWc.x86``.
 """
 from __future__ import annotations
-
-import numpy as np
 
 from ... import autotvm, te
 from ...error import KilnError
@@ -103,52 +103,109 @@ def _tile_p_candidates(oc_bn: int, lanes: int) -> list:
     return sorted({max(1, scaled_registers(a) // vecs) for a in _ACC_CHOICES})
 
 
-def _define_space(cfg, ic: int, oc: int, oh: int, ow: int, ic_bn=None, oc_bn=None) -> None:
+def _define_space(cfg, ic: int, oc: int, oh: int, ow: int, ic_bn=None, oc_bn=None, n=1) -> None:
     lanes = simd_width()
     cfg.define_split("tile_ic", ic, num_outputs=2, policy="candidate", candidate=_block_candidates(ic, lanes))
     cfg.define_split("tile_oc", oc, num_outputs=2, policy="candidate", candidate=_block_candidates(oc, lanes))
     cfg.define_knob("tile_size", [2, 4])
     cfg.define_knob("tile_p", _tile_p_candidates(oc_bn or channel_block(oc, lanes), lanes))
     if cfg.is_fallback:
-        _fallback(cfg, ic, oc, oh, ow, lanes, ic_bn, oc_bn)
+        _fallback(cfg, ic, oc, oh, ow, lanes, ic_bn, oc_bn, n)
 
 
 # Winograd is relay.build's default for a float32 3x3 stride-1 conv with at least this many input and output
 # channels (see :func:`winograd_pays`)
 MIN_WINOGRAD_CHANNELS = 32
-# F(4x4) needs this many tiles per image for its GEMMs to reuse each transformed weight enough
+# F(4x4) needs this many 4x4 tiles per image for its GEMMs to reuse each transformed weight enough (AVX2)
 MIN_TILES_F4 = 25
+# with AVX-512 (16 fp32 lanes, 32 registers) F(4x4) pays from this many (14x14 images)
+MIN_TILES_F4_AVX512 = 16
+# with AVX-512, an F(2x2) conv whose GEMMs reuse each transformed weight over fewer than MIN_TILES_F4 tiles and
+# whose transformed weights exceed this keeps the direct conv (see :func:`winograd_pays`)
+MAX_STREAMED_U_BYTES_AVX512 = 8 << 20
 
 
-def fallback_tile_size(oh: int, ow: int) -> int:
+def _tiles(oh: int, ow: int, m: int) -> int:
+    return (-(-oh // m)) * (-(-ow // m))
+
+
+def fallback_tile_size(oh: int, ow: int, lanes: int | None = None) -> int:
     """m of the fallback: 4 (4x fewer multiplications than the direct conv where 2x2 gives 2.25x) when the
-    image has at least :data:`MIN_TILES_F4` 4x4 tiles, else 2. Each of the alpha^2 GEMMs reuses a transformed
-    weight once per tile, and F(4x4)'s weights are 2.25x larger: at 7x7 (4 tiles of 4x4, 16 of 2x2) m = 2 ran
+    image has enough 4x4 tiles, else 2; ``lanes``: fp32 SIMD lanes of the target (default the current one's).
+    Each of the alpha^2 GEMMs reuses a transformed weight once per tile, and F(4x4)'s weights are 2.25x larger.
+    AVX2 (8 lanes): m = 4 from :data:`MIN_TILES_F4` tiles. At 7x7 (4 tiles of 4x4, 16 of 2x2) m = 2 ran
     92 GFLOP/s against m = 4's 74 (512 channels, one thread, Zen 3); at 14x14 they were even and m = 2 rounds
-    10x less (relative error 7e-7 against 1e-5)."""
-    return 4 if (-(-oh // 4)) * (-(-ow // 4)) >= MIN_TILES_F4 else 2
+    10x less (relative error 7e-7 against 1e-5); `-mcpu=core-avx2` code on Zen 5 agreed (m = 4 at 14x14:
+    resnet-18 3% slower end to end, two threads). AVX-512 (16 lanes): m = 4 from :data:`MIN_TILES_F4_AVX512`
+    tiles, i.e. also at 14x14. Zen 5, 256@14, m = 4 against m = 2: 0.36 against 0.46 ms hot and 0.52 against
+    0.58 with caches flushed before each call (two threads), 0.60 / 0.82 and 0.86 / 1.05 on one thread; end to
+    end (two threads, interleaved rounds on a shared machine, paired medians, balanced GEMM blocks in both)
+    resnet-18 1.033x, resnet-50 1.010x; on one thread resnet-50 even (0.995x)."""
+    lanes = lanes or simd_width()
+    need = MIN_TILES_F4_AVX512 if lanes >= 16 else MIN_TILES_F4
+    return 4 if _tiles(oh, ow, 4) >= need else 2
 
 
-def winograd_pays(ic: int, oc: int, oh: int, ow: int) -> bool:
+def winograd_pays(ic: int, oc: int, oh: int, ow: int, lanes: int | None = None) -> bool:
     """Whether a float32 3x3 stride-1 conv should run by Winograd without a tuning record saying so: enough
     channels for the GEMMs to be the work (the transforms cost per channel what a few direct taps do) and an
-    output of at least 7x7. Untuned, one thread, Zen 3 AVX2, packed inputs, GFLOP/s counted as the direct conv:
+    output of at least 7x7; ``lanes``: fp32 SIMD lanes of the target (default the current one's).
+    Untuned, one thread, Zen 3 AVX2, packed inputs, GFLOP/s counted as the direct conv:
     resnet's 64@56 direct 76 / Winograd (fallback m) 211 / ONNX Runtime 83; 128@28 82 / 292 / 88; 256@14
-    80 / 165 / 86; 512@7 67 / 92 / 67."""
-    return min(ic, oc) >= MIN_WINOGRAD_CHANNELS and min(oh, ow) >= 7
+    80 / 165 / 86; 512@7 67 / 92 / 67.
+
+    With AVX-512 (16 lanes) the direct conv runs about twice as fast per core (twice the lanes, twice the
+    registers for its register tile) while F(2x2) at 7x7 is held back by its weights: the transformed
+    weights (16/9 of the kernel, 16.8 MB at 512 channels) stream from memory each inference, where the
+    network's other weights have evicted them, and each is reused by 16 tiles only. So where the fallback m is
+    2, its GEMMs reuse each weight over fewer than :data:`MIN_TILES_F4` tiles and the transformed weights
+    exceed :data:`MAX_STREAMED_U_BYTES_AVX512`, AVX-512 keeps the direct conv. Zen 5, caches flushed before
+    each call, direct / F(2x2) / F(4x4): two threads 512@7 0.83 / 0.98 / 0.97 ms, 256@7 (4.2 MB) 0.24 / 0.21
+    / 0.26, 128@7 0.11 / 0.10 / 0.10; one thread 512@7 1.56 / 1.74 / 1.29 (F(4x4)'s 37.7 MB of weights stream
+    at about 29 GB/s: a one-thread win that two threads, sharing the bandwidth, lose). End to end, the
+    AVX-512 rules together (this one, m = 4 at 14x14 and the balanced GEMM blocks of :func:`_fallback`)
+    against the AVX2 ones (two threads, interleaved rounds on a shared machine, paired medians of 25 rounds,
+    two runs): resnet-50 1.038x (95% interval 1.019-1.059) and 1.051x (1.045-1.066), resnet-18 1.059x
+    (1.043-1.078) and 1.062x (1.026-1.109); one thread, resnet-50 0.999x and 1.009x (1.004-1.019). AVX2 code
+    keeps Winograd at 7x7: `-mcpu=core-avx2` on Zen 5, 512@7 direct 1.89 ms / F(2x2) 1.13 with flushed
+    caches, and resnet-18 19% slower end to end with its 7x7 layers direct."""
+    if min(ic, oc) < MIN_WINOGRAD_CHANNELS or min(oh, ow) < 7:
+        return False
+    lanes = lanes or simd_width()
+    if lanes < 16 or fallback_tile_size(oh, ow, lanes) == 4:
+        return True
+    return _tiles(oh, ow, 2) >= MIN_TILES_F4 or 16 * ic * oc * 4 <= MAX_STREAMED_U_BYTES_AVX512
 
 
-def _fallback(cfg, ic, oc, oh, ow, lanes, ic_bn=None, oc_bn=None) -> None:
-    """m from :func:`fallback_tile_size` and a 12-accumulator GEMM block (6 tiles of two AVX2 vectors, as the
-    direct conv's register budget; 24 accumulators with AVX-512's 32 registers)."""
+def balanced_tile_p(ntiles: int, most: int) -> int:
+    """Tiles per GEMM register block: ``most`` where one block holds all ``ntiles`` (the schedule clamps it),
+    else the fewest blocks of at most ``most`` tiles, evened out, so that no nearly empty last block repeats
+    the whole reduction over the channels for a few tiles (49 tiles in blocks of 24 left a last block of one
+    tile: a single accumulator chain, a third of the GEMM's time for 2% of its work)."""
+    if ntiles <= most:
+        return most
+    blocks = -(-ntiles // most)
+    return -(-ntiles // blocks)
+
+
+def _fallback(cfg, ic, oc, oh, ow, lanes, ic_bn=None, oc_bn=None, n=1) -> None:
+    """m from :func:`fallback_tile_size` and a GEMM block of up to 12 accumulators (6 tiles of two AVX2
+    vectors, as the direct conv's register budget; 24 accumulators with AVX-512's 32 registers), the tiles
+    shared evenly between the blocks (:func:`balanced_tile_p`). resnet's 49-tile layers (256@14 F(2x2),
+    128@28 F(4x4)) on AVX-512 then run blocks of 17, 17 and 15 tiles instead of 24, 24 and 1: Zen 5, one
+    thread, medians of interleaved rounds, 256@14 0.652 -> 0.620 ms, 128@28 0.444 -> 0.428; with AVX2's
+    blocks of 6 tiles (49 = 8 x 6 + 1) the balanced block is 6 again (7 tiles, 14 accumulators, spill: 256@14
+    0.97 -> 1.50 ms with `-mcpu=core-avx2` code)."""
     ic_bn = ic_bn or channel_block(ic, lanes)
     oc_bn = oc_bn or channel_block(oc, lanes)
     vecs = -(-oc_bn // lanes)
     cfg["tile_ic"] = autotvm.task.SplitEntity([-1, ic_bn])
     cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn])
-    # a symbolic height / width (a VM kernel over unknown H/W) counts at its size hint
-    cfg["tile_size"] = autotvm.task.OtherOptionEntity(fallback_tile_size(size_hint(oh), size_hint(ow)))
-    cfg["tile_p"] = autotvm.task.OtherOptionEntity(max(1, scaled_registers(12) // vecs))
+    # a symbolic batch / height / width (a VM kernel over unknown sizes) counts at its size hint
+    m = fallback_tile_size(size_hint(oh), size_hint(ow), lanes)
+    cfg["tile_size"] = autotvm.task.OtherOptionEntity(m)
+    ntiles = size_hint(n) * _tiles(size_hint(oh), size_hint(ow), m)
+    cfg["tile_p"] = autotvm.task.OtherOptionEntity(balanced_tile_p(ntiles, max(1, scaled_registers(12) // vecs)))
 
 
 def _check_conv(strides, dilation, kh: int, kw: int, what: str):
@@ -192,11 +249,11 @@ def conv2d_NCHWc_winograd(cfg, data, kernel, strides, padding, dilation, layout,
     oh = _out_size(h, pt + pb, 3, 1, what)
     ow = _out_size(w, pl + pr, 3, 1, what)
     if packed:
-        _define_space(cfg, ic, oc, oh, ow, ic_bn, oc_bn)
+        _define_space(cfg, ic, oc, oh, ow, ic_bn, oc_bn, n)
         m = alpha - 2
         data_vec, U = data, kernel
     else:
-        _define_space(cfg, ic, oc, oh, ow)
+        _define_space(cfg, ic, oc, oh, ow, n=n)
         ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
         if ic % ic_bn or oc % oc_bn:
             raise KilnError(f"{what}: config blocks ic_bn={ic_bn}, oc_bn={oc_bn} do not divide the {ic} input / "

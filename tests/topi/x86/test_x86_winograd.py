@@ -108,8 +108,9 @@ def test_space_and_fallback(isa):
     fb = FallbackConfigEntity()
     with task.target:
         task.instantiate(fb)
+    # 196 4x4 tiles: AVX2 blocks of 6 (33 blocks, evened out: still 6); AVX-512 9 blocks of at most 24 -> 22
     assert (fb["tile_ic"].size[-1], fb["tile_oc"].size[-1], fb["tile_size"].val, fb["tile_p"].val) == \
-        (16, 16, 4, {"avx2": 6, "avx512": 24}[isa])
+        (16, 16, 4, {"avx2": 6, "avx512": 22}[isa])
     # flops are the direct conv's, comparable with conv2d_NCHWc.x86
     assert task.flop == 2 * 64 * 56 * 56 * 64 * 9
 
@@ -227,17 +228,65 @@ def test_bad_input(kw, match):
             conv2d_NCHWc_winograd(A, te.placeholder((8, 16, 3, 3)), (1, 1), (1, 1, 1, 1), (1, 1), "NCHW", "NCHW")
 
 
-def test_fallback_tile_size_follows_the_tile_count():
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_fallback_tile_size_follows_the_tile_count(isa):
     from kiln.topi.x86.conv2d_winograd import fallback_tile_size
-    # F(4x4) from 25 4x4 tiles per image (resnet's 56 and 28 layers), F(2x2) below (14 and 7)
-    assert [fallback_tile_size(s, s) for s in (56, 28, 20, 17, 16, 14, 7)] == [4, 4, 4, 4, 2, 2, 2]
-    assert fallback_tile_size(7, 64) == 4 and fallback_tile_size(3, 64) == 2
+    lanes = {"avx2": 8, "avx512": 16}[isa]
+    # F(4x4) from 25 4x4 tiles per image with AVX2 (resnet's 56 and 28 layers), from 16 with AVX-512 (its 14
+    # layers too), F(2x2) below
+    sizes = (56, 28, 20, 17, 16, 14, 13, 12, 7)
+    assert [fallback_tile_size(s, s, lanes) for s in sizes] == \
+        {"avx2": [4, 4, 4, 4, 2, 2, 2, 2, 2], "avx512": [4, 4, 4, 4, 4, 4, 4, 2, 2]}[isa]
+    # the tile count decides, not the shorter side: 2x16 and 1x16 4x4 tiles, 1x10
+    assert fallback_tile_size(7, 64, lanes) == 4 and fallback_tile_size(3, 40, lanes) == 2
+    assert fallback_tile_size(3, 64, lanes) == {"avx2": 2, "avx512": 4}[isa]
     from kiln.topi.x86.conv2d_alter_op import winograd_tile
-    for (h, w), m in (((56, 56), 4), ((14, 14), 2)):
-        with tvm.target.Target(TARGET):  # no config: the fallback's m, read off the kernel transform
+    for (h, w), m in (((56, 56), 4), ((14, 14), {"avx2": 2, "avx512": 4}[isa]), ((7, 7), 2)):
+        with tvm.target.Target(ISA[isa]):  # no config: the fallback's m, read off the kernel transform
             out = conv2d_nchw_winograd(te.placeholder((1, 64, h, w)), te.placeholder((64, 64, 3, 3)), (1, 1),
                                        (1,) * 4, (1, 1))
         assert winograd_tile(None, [out]) == m
+
+
+def test_balanced_tile_p():
+    from kiln.topi.x86.conv2d_winograd import balanced_tile_p
+    assert balanced_tile_p(16, 24) == 24 and balanced_tile_p(24, 24) == 24  # one block: the schedule clamps
+    assert balanced_tile_p(49, 24) == 17 and balanced_tile_p(49, 6) == 6 and balanced_tile_p(25, 6) == 5
+    assert balanced_tile_p(196, 24) == 22 and balanced_tile_p(48, 24) == 24
+    for ntiles in range(1, 300):
+        for most in (5, 6, 7, 20, 24, 28):
+            tp = balanced_tile_p(ntiles, most)
+            blocks = -(-ntiles // tp)
+            assert tp <= most or ntiles <= most
+            assert blocks == -(-ntiles // most)  # no more blocks than before
+            assert ntiles <= most or ntiles - (blocks - 1) * tp >= tp - blocks  # the last block nearly full
+
+
+def test_winograd_pays_by_isa():
+    from kiln.topi.x86.conv2d_winograd import winograd_pays
+    for lanes in (8, 16):
+        assert winograd_pays(64, 64, 56, 56, lanes) and winograd_pays(256, 256, 14, 14, lanes)
+        assert winograd_pays(256, 256, 7, 7, lanes)  # 4.2 MB of F(2x2) weights
+        assert winograd_pays(512, 512, 14, 14, lanes)  # 16.8 MB, but reused by 49 tiles
+        assert not winograd_pays(24, 64, 56, 56, lanes) and not winograd_pays(64, 64, 6, 6, lanes)
+    # 512@7: F(2x2)'s 16.8 MB of transformed weights stream for 16 tiles; AVX-512's direct conv keeps it
+    assert winograd_pays(512, 512, 7, 7, 8) and not winograd_pays(512, 512, 7, 7, 16)
+    # F(2x2) over 20 / 25 2x2 tiles (9x8, 10x10: 9 4x4 tiles); 13x13 is F(4x4) on AVX-512 (16 4x4 tiles)
+    assert not winograd_pays(512, 512, 9, 8, 16) and winograd_pays(512, 512, 10, 10, 16)
+    assert winograd_pays(512, 512, 13, 13, 16)
+
+
+@pytest.mark.parametrize("isa", sorted(ISA))
+def test_relay_build_512_at_7_follows_the_isa(isa):
+    """Built, not run: a 384-channel 7x7 conv (9.4 MB of F(2x2) weights) takes Winograd for AVX2 and keeps
+    the direct conv for AVX-512; a 384-channel 14x14 one takes Winograd for both."""
+    from kiln import relay
+    for hw, wino in ((7, isa == "avx2"), (14, True)):
+        x = relay.var("data", shape=(1, 384, hw, hw))
+        w = relay.var("w", shape=(384, 384, 3, 3))
+        y = relay.nn.relu(relay.nn.conv2d(x, w, padding=(1, 1), channels=384, kernel_size=(3, 3)))
+        lib = _build(tvm.IRModule.from_expr(relay.Function([x, w], y)), ISA[isa])
+        assert any("winograd" in a for a in _conv_anchors(lib)) == wino, (hw, _conv_anchors(lib))
 
 
 def _default_net(ic, oc, h, w, padding, seed):
@@ -268,6 +317,7 @@ def _conv_anchors(lib):
 @pytest.mark.parametrize("ic,oc,h,w,padding", [
     (40, 48, 9, 11, (1, 0, 2, 1)),   # channels not dividing the block, asymmetric padding, 10x10 output: F(2x2)
     (32, 32, 23, 21, (1, 1, 1, 1)),  # 36 4x4 tiles, neither size divides 4: F(4x4)
+    (32, 40, 13, 15, (1, 1, 1, 1)),  # 16 4x4 tiles (13x15): F(4x4) on an AVX-512 host, F(2x2) on AVX2
 ])
 def test_relay_build_defaults_to_winograd_where_it_pays(ic, oc, h, w, padding):
     from kiln.runtime.graph_executor import GraphModule

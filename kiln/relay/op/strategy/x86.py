@@ -25,6 +25,7 @@ from ..op import OpStrategy, schedule_by_name
 from . import generic as G
 from .generic import wrap_topi_schedule as _wrap
 from ....topi.x86.conv2d_int8 import int8_supported
+from ....target.x86 import get_simd_width
 from ....topi.x86.conv2d_winograd import winograd_pays
 
 X86_PLEVEL = 15
@@ -114,21 +115,23 @@ def _winograd_applies(attrs, inputs) -> bool:
 
 
 # Winograd joins below the direct conv, except where ``topi.x86.conv2d_winograd.winograd_pays`` (enough channels
-# and output pixels: 1.4-3.5x the direct conv's speed on resnet's 3x3 layers, untuned), where it joins above it.
+# and output pixels: 1.4-3.5x the direct conv's speed on resnet's 3x3 layers, untuned, AVX2; with AVX-512 not
+# where its transformed weights stream for too few tiles, e.g. 512@7), where it joins above it.
 # A tuning log overrides either way (select_implementation compares the tuned costs of both templates). Its
 # float32 rounding error is larger (F(4x4, 3x3) ~1e-5 relative, F(2x2) ~1e-6), so small convs keep the direct one.
 WINOGRAD_PLEVEL = X86_PLEVEL - 5
 WINOGRAD_DEFAULT_PLEVEL = X86_PLEVEL + 1
 
 
-def _winograd_plevel(inputs, out_type) -> int:
+def _winograd_plevel(inputs, out_type, target) -> int:
     try:
         int(inputs[0].shape[0])  # the Winograd schedule tiles over batch x tiles: static sizes only
         ic = int(inputs[0].shape[1])
         oc, oh, ow = (int(x) for x in out_type.shape[1:4])
     except (TypeError, ValueError):  # a symbolic batch, channel or spatial dim (a VM kernel): the direct conv
         return WINOGRAD_PLEVEL
-    return WINOGRAD_DEFAULT_PLEVEL if winograd_pays(ic, oc, oh, ow) else WINOGRAD_PLEVEL
+    lanes = get_simd_width(target, "float32")
+    return WINOGRAD_DEFAULT_PLEVEL if winograd_pays(ic, oc, oh, ow, lanes) else WINOGRAD_PLEVEL
 
 
 def _conv2d_int8_compute(attrs, inputs, out_type):
@@ -175,7 +178,7 @@ def conv2d_strategy_cpu(attrs, inputs, out_type, target):
             if _winograd_applies(attrs, inputs) and _static_conv(inputs, out_type):
                 strategy.add_implementation(_winograd_nchw_compute, _wrap(topi_x86.schedule_conv2d_nchw_winograd),
                                             name="conv2d_NCHWc_winograd.x86",
-                                            plevel=_winograd_plevel(inputs, out_type))
+                                            plevel=_winograd_plevel(inputs, out_type, target))
         elif _is_depthwise(attrs, inputs):
             strategy.add_implementation(_depthwise_nchw_compute, _wrap(topi_x86.schedule_depthwise_conv2d_nchw),
                                         name="depthwise_conv2d_NCHWc.x86", plevel=X86_PLEVEL)
