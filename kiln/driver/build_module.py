@@ -1,7 +1,7 @@
 """``kiln.lower`` and ``kiln.build`` for single operators (TVM's ``tvm.lower`` / ``tvm.build``).
 
 ``lower`` turns a TE schedule (or a PrimFunc / IRModule) into lowered TIR: TE lowering, then the
-TIR pipeline Simplify, StorageFlatten, LoopPartition, VectorizeLoop, UnrollLoop, Simplify,
+TIR pipeline InjectPrefetch, Simplify, StorageFlatten, LoopPartition, VectorizeLoop, UnrollLoop, Simplify,
 RemoveNoOp. ``build`` lowers, applies the target's intrinsic lowering rules (``LowerIntrin``), hands
 the IRModule to the code generator registered as the global function ``target.build.<target kind>``
 and returns the loaded ``runtime.Module``.
@@ -20,7 +20,7 @@ from ..runtime.registry import get_global_func
 from ..tir.transform import LowerIntrin
 
 # The TIR passes run by lower(), in order (names in kiln.tir.transform).
-TIR_PIPELINE = ("Simplify", "StorageFlatten", "LoopPartition", "VectorizeLoop", "UnrollLoop", "Simplify",
+TIR_PIPELINE = ("InjectPrefetch", "Simplify", "StorageFlatten", "LoopPartition", "VectorizeLoop", "UnrollLoop", "Simplify",
                 "RemoveNoOp")
 
 

@@ -1016,6 +1016,13 @@ class FunctionCodegen(StmtExprVisitor):
         params = ", ".join(_prototype_ctype(a.dtype) for a in e.args[1:]) or "void"
         self.c.helper("__kiln_proto_" + fname, f"{_prototype_ctype(e.dtype)} {fname}({params});")
 
+    @_prints("prefetch")
+    def _prefetch(self, e, _name):
+        """``tir.prefetch(address, rw, locality, cache_type)`` (StorageFlatten's lowering of a Prefetch region):
+        GCC's ``__builtin_prefetch``; the address is an element of the buffer, never past it."""
+        rw, loc = (int(a.value) for a in e.args[1:3])
+        return f"__builtin_prefetch({bare(self.visit(e.args[0]))}, {rw}, {loc})"
+
     @_prints("tvm_access_ptr")
     def _access_ptr(self, e, _name):
         """``tvm_access_ptr(type_annotation, data, offset, extent, mask)``: a typed pointer into a buffer."""

@@ -110,6 +110,13 @@ class _TensorToBuffer(StmtExprMutator):
             return body
         if s.attr_key == "buffer_bind_scope":
             return self._bind_region(s)
+        if s.attr_key == "prefetch_scope" and isinstance(s.node, Tensor):
+            key = self._key(s.node)
+            buf = self.extern.get(key) or self.local.get(key)
+            body = self.visit(s.body)
+            if buf is None:  # inlined into its consumers: it has no memory to prefetch
+                return body
+            return S.AttrStmt(buf, s.attr_key, self.visit(s.value), body)
         return self.generic_visit(s)
 
     def _bind_region(self, s):

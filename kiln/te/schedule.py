@@ -88,12 +88,16 @@ class IterVarAttr:
         self.dim_align_factor = 0
         self.dim_align_offset = 0
         self.tensor_intrin = None
+        self.prefetch_data: list = []     # tensors to prefetch at this loop (Stage.prefetch)
+        self.prefetch_offset: list = []   # how many iterations ahead, one per tensor
 
     def copy(self) -> "IterVarAttr":
         n = IterVarAttr()
         n.__dict__.update(self.__dict__)
         n.pragma_keys = list(self.pragma_keys)
         n.pragma_values = list(self.pragma_values)
+        n.prefetch_data = list(self.prefetch_data)
+        n.prefetch_offset = list(self.prefetch_offset)
         return n
 
 
@@ -102,6 +106,19 @@ _ITER_TYPE_NAMES = {
     E.IterVar.Ordered: "ordered", E.IterVar.DimInfo: "dim-info", E.IterVar.Unrolled: "unrolled",
     E.IterVar.Vectorized: "vectorized", E.IterVar.Parallelized: "parallel", E.IterVar.Tensorized: "tensorized",
 }
+
+
+def _upstream_tensors(op) -> list:
+    """Every tensor ``op`` reads, directly or through the operations producing its inputs."""
+    out, seen, todo = [], set(), [op]
+    while todo:
+        o = todo.pop()
+        for t in o.input_tensors:
+            out.append(t)
+            if id(t.op) not in seen:
+                seen.add(id(t.op))
+                todo.append(t.op)
+    return out
 
 
 def _axis_name(iv) -> str:
@@ -400,7 +417,24 @@ class Stage(Node):
 
     @_recorded("prefetch")
     def prefetch(self, tensor, var, offset):
-        raise OpNotImplemented("Stage.prefetch is not implemented in kiln")
+        """Prefetch ``tensor`` at loop ``var``: before each iteration, the part of ``tensor`` that iteration
+        ``var + offset`` reads is requested into the cache (TE lowering puts a ``prefetch_scope`` attribute on the
+        loop; ``kiln.tir.transform.InjectPrefetch`` turns it into a ``Prefetch`` of that region, clamped to the
+        buffer; StorageFlatten makes it one ``tir.prefetch`` call per 64-byte cache line)."""
+        if not isinstance(tensor, Tensor):
+            raise ScheduleError(f"prefetch on stage '{self.op.name}': the first argument must be a te.Tensor "
+                                f"(the tensor to prefetch), got {tensor!r}")
+        self._find_leaf(var, "prefetch")
+        if not any(t.op is tensor.op and t.value_index == tensor.value_index for t in _upstream_tensors(self.op)):
+            raise ScheduleError(f"prefetch on stage '{self.op.name}': tensor '{tensor.name}' is not an input of "
+                                f"this stage (directly or through its producers), so there is nothing of it to "
+                                "prefetch")
+        offset = tir_op.convert(offset)
+        if not parse_dtype(offset.dtype).is_integral:
+            raise ScheduleError(f"prefetch on stage '{self.op.name}': the offset must be an integer, got {offset!r}")
+        a = self._attr(var)
+        a.prefetch_data.append(tensor)
+        a.prefetch_offset.append(offset)
 
     @_recorded("storage_align")
     def storage_align(self, axis, factor, offset):

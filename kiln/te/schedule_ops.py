@@ -21,6 +21,7 @@ from .bound import _storage_rank, _thread_rank
 from .tensor_intrin import make_tensorize_stmt
 
 LOOP_SCOPE = "loop_scope"
+PREFETCH_SCOPE = "prefetch_scope"
 _NOOP = None
 
 
@@ -139,6 +140,12 @@ def make_loop_nest(stage, dom_map, begin_iter_pos, new_loop_var, skip_iter, valu
                 level.append(_wrap("for", idx, tir_op.const(0, dom.extent.dtype), dom.extent, kind, None))
                 value_map[iv] = tir_op.add(dom.min, idx)
                 level.append(_wrap("let", var, value_map[iv]))
+            if attr is not None and attr.prefetch_data and not new_loop_var and \
+                    not ana.can_prove_equal(dom.extent, 1):
+                # inside the loop, around the stages computed at it (kiln.tir.transform.InjectPrefetch); a loop
+                # of one iteration has no later iteration to prefetch for
+                for tensor, offset in zip(attr.prefetch_data, attr.prefetch_offset):
+                    level.append(_wrap("attr", tensor, PREFETCH_SCOPE, offset))
         else:
             if not ana.can_prove_equal(dom.min, 0):
                 raise LoweringError(f"thread-bound axis {iv.var.name} must start at 0, but starts at {dom.min}")

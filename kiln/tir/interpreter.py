@@ -449,6 +449,8 @@ class _Compiler:
     def e_Call(self, e):
         op = e.op if isinstance(e.op, str) else getattr(e.op, "name", str(e.op))
         name = op[4:] if op.startswith("tir.") else op
+        if name == "prefetch":  # a cache hint: nothing to do
+            return lambda env: 0
         args = [self.expr(a) for a in e.args]
         lanes = _lanes(e.dtype)
         if name == "if_then_else":

@@ -7,6 +7,7 @@ from .pass_base import PrimFuncPass, prim_func_pass
 from .simplify import Simplify, simplify_stmt, StmtSimplifier
 from .remove_no_op import RemoveNoOp, remove_no_op_stmt
 from .storage_flatten import StorageFlatten, FlattenBuffer
+from .inject_prefetch import InjectPrefetch
 from .vectorize import VectorizeLoop
 from .unroll import UnrollLoop
 from .loop_partition import LoopPartition
@@ -15,6 +16,6 @@ from . import intrin_rule as _intrin_rule  # registers the default (C library) r
 from .promote_registers import PromoteRegisters
 
 __all__ = [
-    "PrimFuncPass", "prim_func_pass", "Simplify", "RemoveNoOp", "StorageFlatten", "FlattenBuffer",
+    "PrimFuncPass", "prim_func_pass", "Simplify", "RemoveNoOp", "StorageFlatten", "FlattenBuffer", "InjectPrefetch",
     "VectorizeLoop", "UnrollLoop", "LoopPartition", "LowerIntrin", "PromoteRegisters", "simplify_stmt", "remove_no_op_stmt", "StmtSimplifier",
 ]

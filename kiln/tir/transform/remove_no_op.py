@@ -9,7 +9,7 @@ from .pass_base import PrimFuncPass
 
 _PURE_PREFIX = "tir."
 _IMPURE = {"tir.tvm_call_packed", "tir.call_extern", "tir.call_packed", "tir.tvm_call_packed_lowered",
-           "tir.ret", "tir.tvm_storage_sync", "tir.call_llvm_intrin"}
+           "tir.ret", "tir.tvm_storage_sync", "tir.call_llvm_intrin", "tir.prefetch"}
 
 
 def is_no_op(s) -> bool:

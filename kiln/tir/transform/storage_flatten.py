@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ...error import LoweringError
 from ...arith import Analyzer
+from ...runtime.dtype import parse_dtype
 from .. import expr as E
 from .. import stmt as S
 from .. import op as _op
@@ -28,7 +29,8 @@ class _Realized:
 
 
 class BufferFlattener(StmtExprMutator):
-    def __init__(self):
+    def __init__(self, cache_line: int = 64):
+        self.cache_line = int(cache_line)
         self.ana = Analyzer()
         self.flat: dict = {}       # id(buffer) -> flat Buffer (parameters and views)
         self.realized: dict = {}   # id(buffer) -> _Realized
@@ -147,7 +149,61 @@ class BufferFlattener(StmtExprMutator):
         return E.Call(e.dtype, e.op, args)
 
     def visit_Prefetch(self, s):
-        return S.Evaluate(0)
+        """A region prefetch becomes loops of ``tir.prefetch(tvm_access_ptr(...), 0, 3, 1)`` (read, keep in all
+        cache levels), one call per cache line: the innermost dimensions the region covers whole are one
+        contiguous span with the first partial dimension; the outer dimensions are loops. The region must lie in
+        the buffer (InjectPrefetch clamps it); an extent that may be zero guards the whole prefetch."""
+        b = s.buffer
+        mins = [self._simp(self.visit(r.min)) for r in s.bounds]
+        exts = [self._simp(self.visit(r.extent)) for r in s.bounds]
+        if not mins:
+            return S.Evaluate(0)
+        r = self.realized.get(id(b))
+        full_mins = r.mins if r is not None else [_op.const(0, d.dtype) for d in b.shape]
+        full_exts = r.extents if r is not None else list(b.shape)
+        elem_bytes = max(parse_dtype(b.dtype).itemsize, 1)
+        per_line = max(self.cache_line // elem_bytes, 1)
+        if b.strides and r is None:  # a strided view: only the innermost dimension, if its stride is 1
+            j = len(mins) - 1
+            if not self.ana.can_prove_equal(b.strides[-1], 1):
+                per_line = 1
+        else:
+            j = len(mins) - 1
+            while j > 0 and self.ana.can_prove_equal(mins[j], full_mins[j]) and \
+                    self.ana.can_prove_equal(exts[j], full_exts[j]):
+                j -= 1
+        span = exts[j]
+        for d in range(j + 1, len(mins)):
+            span = span * exts[d]
+        span = self._simp(span)
+        dt = mins[0].dtype
+        outer = [E.Var(f"{b.name}.pf{d}", dt) for d in range(j)]
+        idx = [outer[d] + mins[d] if not _is_zero(mins[d]) else outer[d] for d in range(j)] + mins[j:]
+        flat, (start,) = self._access(b, idx)
+        line = E.Var(f"{b.name}.line", start.dtype)
+
+        def call(offset):
+            ptr = E.Call("handle", "tir.tvm_access_ptr", [E.Call(flat.dtype, "tir.type_annotation", []), flat.data,
+                                                          self._simp(offset), _op.const(1), _op.const(1)])
+            return S.Evaluate(E.Call("int32", "tir.prefetch", [ptr, _op.const(0), _op.const(3), _op.const(1)]))
+
+        last = _op.const(1, span.dtype)
+        nlines = self._simp(_op.floordiv(span - last, per_line) + last)
+        body = call(start + line * per_line) if not self.ana.can_prove_equal(nlines, 1) else call(start)
+        if not self.ana.can_prove_equal(nlines, 1):
+            body = S.For(line, _op.const(0, nlines.dtype), nlines, S.ForKind.SERIAL, body)
+        if per_line > 1 and not self.ana.can_prove_equal(span, 1):
+            # the last element's line, where the span does not start on a line boundary
+            body = S.SeqStmt([body, call(start + span - last)])
+        for d in reversed(range(j)):
+            body = S.For(outer[d], _op.const(0, dt), exts[d], S.ForKind.SERIAL, body)
+        maybe_empty = [e for e in exts if not self.ana.can_prove(e > 0)]
+        if maybe_empty:
+            cond = maybe_empty[0] > 0
+            for e in maybe_empty[1:]:
+                cond = _op.all(cond, e > 0)
+            body = S.IfThenElse(cond, body)
+        return body
 
     def visit_ProducerRealize(self, s):
         raise LoweringError("StorageFlatten got a ProducerRealize: TE tensors must be turned into buffers "
@@ -176,8 +232,8 @@ def _is_zero(e) -> bool:
     return isinstance(e, E.IntImm) and e.value == 0
 
 
-def flatten_func(func, mod=None, ctx=None):
-    f = BufferFlattener()
+def flatten_func(func, mod=None, ctx=None, cache_line: int = 64):
+    f = BufferFlattener(cache_line)
     for b in func.buffer_map.values():
         f.flat_buffer(b)
     body = f(func.body)
@@ -185,8 +241,9 @@ def flatten_func(func, mod=None, ctx=None):
 
 
 def StorageFlatten(cache_line_size: int = 64, create_bound_attribute: bool = False) -> PrimFuncPass:  # noqa: N802
-    """Flatten multi-dimensional buffer accesses and turn realizations into allocations."""
-    return PrimFuncPass(flatten_func, 0, "tir.StorageFlatten")
+    """Flatten multi-dimensional buffer accesses and turn realizations into allocations (``Prefetch`` regions
+    into one ``tir.prefetch`` per ``cache_line_size`` bytes)."""
+    return PrimFuncPass(lambda f, *a: flatten_func(f, *a, cache_line=cache_line_size), 0, "tir.StorageFlatten")
 
 
 def FlattenBuffer() -> PrimFuncPass:  # noqa: N802

@@ -1,0 +1,266 @@
+"""Stage.prefetch (TVM's API): TE lowering puts a ``prefetch_scope`` attribute on the loop, InjectPrefetch makes
+it a Prefetch of the region the later iteration reads (clamped to the buffer), StorageFlatten one ``tir.prefetch``
+per cache line, the C printer ``__builtin_prefetch``. Results never change."""
+import re
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import te, tir
+from kiln.error import KilnError
+from kiln.tir import stmt as S
+from kiln.tir.stmt_functor import post_order_visit
+from kiln.tir.transform import InjectPrefetch
+
+AVX2 = "llvm -mcpu=core-avx2"
+AVX512 = "llvm -mcpu=skylake-avx512"
+
+
+def _host_runs_avx512():
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return " avx512f " in flags and " avx512bw " in flags and " avx512vl " in flags
+
+
+def _elementwise(n, m):
+    A = te.placeholder((n, m), name="A")
+    B = te.compute((n, m), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    return A, B
+
+
+def _prefetches(func):
+    found = []
+    post_order_visit(func.body, lambda x: found.append(x) if isinstance(x, S.Prefetch) else None)
+    return found
+
+
+def _prefetch_calls(func):
+    found = []
+    post_order_visit(func.body, lambda x: found.append(x)
+                     if isinstance(x, tir.Call) and x.op == "tir.prefetch" else None)
+    return found
+
+
+def _run(f, arrays):
+    nds = [kiln.nd.array(a) for a in arrays]
+    f(*nds)
+    return [x.numpy() for x in nds]
+
+
+def test_te_lowering_emits_prefetch_region():
+    A, B = _elementwise(37, 53)
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=4)
+    s[B].prefetch(A, xo, 1)
+    mod = kiln.driver.schedule_to_module(s, [A, B])
+    func = mod["main"]
+    attrs = []
+    post_order_visit(func.body, lambda x: attrs.append(x)
+                     if isinstance(x, S.AttrStmt) and x.attr_key == "prefetch_scope" else None)
+    assert len(attrs) == 1 and attrs[0].node is func.buffer_map[func.params[0]]
+    injected = InjectPrefetch()(func)
+    (pf,) = _prefetches(injected)
+    text = injected.script()
+    assert "T.prefetch(A, [" in text
+    # the region of iteration xo + 1: rows 4 * xo + 4 .. 4 * xo + 7 clamped to the 37 rows, every column
+    ana = kiln.arith.Analyzer()
+    assert ana.can_prove_equal(pf.bounds[1].min, 0) and ana.can_prove_equal(pf.bounds[1].extent, 53)
+    lowered = kiln.lower(s, [A, B])["main"]
+    assert _prefetch_calls(lowered)
+    assert "T.prefetch(T.tvm_access_ptr" in lowered.script()
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512])
+@pytest.mark.parametrize("shape,factor,offset,emitted", [((37, 53), 4, 1, True), ((11, 7), 3, 2, True),
+                                                          ((64, 64), 8, 1, True), ((9, 3), 4, 5, False)])
+def test_results_unchanged_odd_shapes(target, shape, factor, offset, emitted):
+    rng = np.random.default_rng(1)
+    A, B = _elementwise(*shape)
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=factor)
+    s[B].prefetch(A, xo, offset)   # TVM-classic call, unmodified
+    f = kiln.build(s, [A, B], target)
+    src = f.get_source()
+    # 3 iterations of xo and offset 5: no later iteration exists, the clamped region is provably empty
+    assert ("__builtin_prefetch(" in src) == emitted
+    if target == AVX512 and not _host_runs_avx512():
+        return
+    a = rng.standard_normal(shape).astype("float32")
+    _, b = _run(f, [a, np.zeros(shape, "float32")])
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+
+
+def test_prefetch_addresses_stay_in_the_buffer():
+    # every prefetched element offset, evaluated for every iteration, lies inside A (the interpreter checks no
+    # accesses, so check the region directly): rows clamped to [0, n), extents zero past the end
+    n, m = 10, 6
+    A, B = _elementwise(n, m)
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=3)
+    s[B].prefetch(A, xo, 2)
+    func = InjectPrefetch()(kiln.driver.schedule_to_module(s, [A, B])["main"])
+    (pf,) = _prefetches(func)
+    loop_var = None
+
+    def find(x):
+        nonlocal loop_var
+        if isinstance(x, S.For) and x.loop_var.name.startswith("i.outer"):
+            loop_var = x.loop_var
+    post_order_visit(func.body, find)
+    assert loop_var is not None
+    seen = set()
+    for it in range(4):
+        r = [(tir.stmt_functor.substitute(b.min, {loop_var: it}), tir.stmt_functor.substitute(b.extent, {loop_var: it}))
+             for b in pf.bounds]
+        (lo0, ext0), (lo1, ext1) = [(kiln.arith.Analyzer().simplify(a).value, kiln.arith.Analyzer().simplify(e).value)
+                                    for a, e in r]
+        if ext0 > 0:
+            assert 0 <= lo0 and lo0 + ext0 <= n and lo1 == 0 and ext1 == m
+            seen.update(range(lo0, lo0 + ext0))
+        else:
+            assert it >= 2  # iterations 2, 3 have no iteration + 2 inside the rows (3 * 4 >= 10)
+    assert seen == set(range(6, 10))
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512])
+def test_vectorized_unrolled_parallel_loops(target):
+    rng = np.random.default_rng(2)
+    n, m = 37, 53
+    A, B = _elementwise(n, m)
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=4)
+    jo, ji = s[B].split(B.op.axis[1], factor=8)
+    s[B].reorder(xo, jo, xi, ji)
+    s[B].parallel(xo)
+    s[B].unroll(xi)
+    s[B].vectorize(ji)
+    s[B].prefetch(A, ji, 2)   # hoisted in front of the vector loop
+    s[B].prefetch(A, xi, 1)
+    s[B].prefetch(A, jo, 1)
+    s[B].prefetch(A, xo, 1)
+    f = kiln.build(s, [A, B], target)
+    assert f.get_source().count("__builtin_prefetch(") >= 4
+    if target == AVX512 and not _host_runs_avx512():
+        return
+    a = rng.standard_normal((n, m)).astype("float32")
+    _, b = _run(f, [a, np.zeros((n, m), "float32")])
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+
+
+def test_prefetch_covers_producers_computed_at_the_loop():
+    rng = np.random.default_rng(3)
+    n, m = 19, 23
+    A = te.placeholder((n, m), name="A")
+    W = te.placeholder((m, 11), name="W")
+    k = te.reduce_axis((0, m), name="k")
+    C = te.compute((n, m), lambda i, j: A[i, j] * 3.0, name="C")
+    D = te.compute((n, 11), lambda i, o: te.sum(C[i, k] * W[k, o], axis=k), name="D")
+    s = te.create_schedule(D.op)
+    io, ii = s[D].split(D.op.axis[0], factor=5)
+    s[C].compute_at(s[D], io)
+    s[D].prefetch(A, io, 1)   # A is read only by C, computed at io
+    s[D].prefetch(W, io, 1)
+    func = InjectPrefetch()(kiln.driver.schedule_to_module(s, [A, W, D])["main"])
+    names = sorted(p.buffer.name for p in _prefetches(func))
+    assert names == ["A", "W"]
+    f = kiln.build(s, [A, W, D], AVX2)
+    a = rng.standard_normal((n, m)).astype("float32")
+    w = rng.standard_normal((m, 11)).astype("float32")
+    *_, d = _run(f, [a, w, np.zeros((n, 11), "float32")])
+    np.testing.assert_allclose(d, (a * 3) @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_nchwc_like_weight_block_contiguous_span():
+    # the whole inner block of a 4-d weight is one contiguous span: one line loop, no per-row loops
+    W = te.placeholder((8, 4, 3, 16), name="W")
+    X = te.placeholder((4, 3, 16), name="X")
+    r = te.reduce_axis((0, 4), name="r")
+    t = te.reduce_axis((0, 3), name="t")
+    u = te.reduce_axis((0, 16), name="u")
+    Y = te.compute((8,), lambda o: te.sum(W[o, r, t, u] * X[r, t, u], axis=[r, t, u]), name="Y")
+    s = te.create_schedule(Y.op)
+    (o,) = Y.op.axis
+    s[Y].prefetch(W, o, 1)
+    lowered = kiln.lower(s, [W, X, Y])["main"]
+    calls = _prefetch_calls(lowered)
+    assert len(calls) == 2  # the line loop and the span's last element
+    loops = []
+    post_order_visit(lowered.body, lambda x: loops.append(x) if isinstance(x, S.For) and "W" in x.loop_var.name
+                     else None)
+    assert len(loops) == 1 and "* 12" in str(loops[0].extent)  # 4 * 3 * 16 floats = 12 lines per weight block
+    rng = np.random.default_rng(4)
+    f = kiln.build(s, [W, X, Y], AVX2)
+    w = rng.standard_normal((8, 4, 3, 16)).astype("float32")
+    x = rng.standard_normal((4, 3, 16)).astype("float32")
+    *_, y = _run(f, [w, x, np.zeros(8, "float32")])
+    np.testing.assert_allclose(y, np.einsum("ortu,rtu->o", w, x), rtol=1e-4, atol=1e-4)
+
+
+def test_int8_and_symbolic_shape():
+    n = te.var("n")
+    A = te.placeholder((n, 70), name="A", dtype="int8")
+    B = te.compute((n, 70), lambda i, j: A[i, j] + tir.const(1, "int8"), name="B")
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=2)
+    s[B].prefetch(A, xo, 1)
+    f = kiln.build(s, [A, B], AVX2)
+    assert "__builtin_prefetch(" in f.get_source()
+    for rows in (1, 7):
+        a = np.random.default_rng(rows).integers(-100, 100, (rows, 70)).astype("int8")
+        _, b = _run(f, [a, np.zeros((rows, 70), "int8")])
+        np.testing.assert_array_equal(b, a + 1)
+
+
+def test_errors():
+    A, B = _elementwise(8, 8)
+    other = te.placeholder((8, 8), name="other")
+    s = te.create_schedule(B.op)
+    i, j = B.op.axis
+    xo, xi = s[B].split(i, factor=4)
+    with pytest.raises(KilnError, match=r"prefetch on stage 'B'.*'i'.*no longer a loop"):
+        s[B].prefetch(A, i, 1)
+    with pytest.raises(KilnError, match=r"prefetch on stage 'B'.*'other' is not an input"):
+        s[B].prefetch(other, xo, 1)
+    with pytest.raises(KilnError, match=r"prefetch on stage 'B'.*must be a te.Tensor"):
+        s[B].prefetch("A", xo, 1)
+    with pytest.raises(KilnError, match=r"prefetch on stage 'B'.*offset must be an integer"):
+        s[B].prefetch(A, xo, 1.5)
+
+
+def test_no_prefetch_for_inlined_tensor_and_trivial_loop():
+    A = te.placeholder((6, 5), name="A")
+    C = te.compute((6, 5), lambda i, j: A[i, j] + 1.0, name="C")
+    B = te.compute((6, 5), lambda i, j: C[i, j] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    s[C].compute_inline()
+    xo, xi = s[B].split(B.op.axis[0], factor=6)   # xo has one iteration
+    s[B].prefetch(C, xi, 1)   # C is inlined: nothing to prefetch
+    s[B].prefetch(A, xo, 1)   # a loop of one iteration: no later iteration
+    lowered = kiln.lower(s, [A, B])["main"]
+    assert not _prefetch_calls(lowered)
+    f = kiln.build(s, [A, B], AVX2)
+    a = np.random.default_rng(5).standard_normal((6, 5)).astype("float32")
+    _, b = _run(f, [a, np.zeros((6, 5), "float32")])
+    np.testing.assert_allclose(b, (a + 1) * 2, rtol=1e-6)
+
+
+def test_tir_prefetch_statement_prints_and_flattens():
+    # a hand-written Prefetch (TVM's tir.Prefetch) in a PrimFunc: printed, lowered to calls, run
+    A = tir.decl_buffer((4, 40), "float32", name="A")
+    B = tir.decl_buffer((4, 40), "float32", name="B")
+    i = tir.Var("i", "int32")
+    j = tir.Var("j", "int32")
+    body = S.For(i, 0, 4, S.ForKind.SERIAL, S.SeqStmt([
+        S.Prefetch(A, [tir.Range.from_min_extent(i, 1), tir.Range.from_min_extent(0, 40)]),
+        S.For(j, 0, 40, S.ForKind.SERIAL, S.BufferStore(B, A[i, j] + 1.0, [i, j]))]))
+    pa, pb = tir.Var("A", "handle"), tir.Var("B", "handle")
+    func = tir.PrimFunc([pa, pb], body, None, {pa: A, pb: B}, {"global_symbol": "main", "tir.noalias": True})
+    assert re.search(r"T\.prefetch\(A, \[i:i \+ 1, 0:40\]\)", func.script())
+    f = kiln.build(func, target=AVX2)
+    assert f.get_source().count("__builtin_prefetch(") >= 1
+    a = np.random.default_rng(6).standard_normal((4, 40)).astype("float32")
+    _, b = _run(f, [a, np.zeros((4, 40), "float32")])
+    np.testing.assert_allclose(b, a + 1, rtol=1e-6)
