@@ -5,8 +5,8 @@ just inside the loop of ``var``. Here the attribute becomes ``SeqStmt([Prefetch(
 ``region`` is what the loads of ``buffer`` in ``body`` touch in iteration ``var + offset``: the loops and lets
 inside ``body`` relaxed over their ranges, the loop variable shifted by ``offset``. The region is clamped to the
 buffer (its shape, or the realized bounds of an intermediate), so it never names an element outside the
-allocation; where the clamp may leave it empty (the last ``offset`` iterations) its extent goes to zero and
-StorageFlatten guards the prefetch. A prefetch at a vectorized loop is hoisted in front of that loop and covers
+allocation; where it may miss the buffer altogether (the last ``offset`` iterations) the Prefetch is guarded by
+``if`` the region meets the buffer. A prefetch at a vectorized loop is hoisted in front of that loop and covers
 every lane's iteration ``+ offset``. Runs before StorageFlatten, which turns each ``Prefetch`` into one
 ``tir.prefetch`` call per cache line.
 """
@@ -58,7 +58,6 @@ class _Touched(StmtExprVisitor):
 
 class _Injector(StmtExprMutator):
     def __init__(self):
-        self.ana = Analyzer()
         self.scopes = []       # enclosing bindings, innermost last: (var, For) or (var, let value)
         self.realized = {}     # id(buffer) -> its realized bounds
         self.hoisted = {}      # id(vectorized For) -> Prefetch statements to put in front of it
@@ -101,7 +100,11 @@ class _Injector(StmtExprMutator):
         or the region is unbounded (data-dependent indices)."""
         if not self.scopes or buf.scope().startswith("local"):
             return None, None
-        t = _Touched(buf, self.ana)
+        ana = Analyzer()  # knows the enclosing loops' ranges: clamps that always hold fold away
+        for v, b in self.scopes:
+            if isinstance(b, S.For):
+                ana.bind(v, E.Range.from_min_extent(b.min, b.extent), allow_override=True)
+        t = _Touched(buf, ana)
         t(body)
         if t.sets is None:
             return None, None
@@ -119,24 +122,39 @@ class _Injector(StmtExprMutator):
         bounds = self.realized.get(id(buf))
         mins = [b.min for b in bounds] if bounds else [_op.const(0, d.dtype) for d in buf.shape]
         exts = [b.extent for b in bounds] if bounds else list(buf.shape)
-        region = []
+        raw = []
         for st, mn, ext in zip(t.sets, mins, exts):
             if not st.is_bounded() or _is_inf(st.min_value) or _is_inf(st.max_value):
                 return None, None
             lo = substitute(st.min_value, {var: shifted})
             hi = substitute(st.max_value, {var: shifted})
             if relax:
-                lo, hi = eval_set(lo, relax, self.ana).min_value, eval_set(hi, relax, self.ana).max_value
+                lo, hi = eval_set(lo, relax, ana).min_value, eval_set(hi, relax, ana).max_value
                 if _is_inf(lo) or _is_inf(hi):
                     return None, None
-            lo, hi = _op.max(lo, mn), _op.min(hi, mn + ext - 1)
-            lo = self.ana.simplify(lo)
-            extent = self.ana.simplify(_op.max(hi - lo + 1, 0))
-            region.append(E.Range.from_min_extent(lo, extent))
+            raw.append((ana.simplify(lo), ana.simplify(hi), mn, ana.simplify(mn + ext - 1)))
+        # the region meets the buffer where every dimension does; there it is clamped (the clamps simplified
+        # under that condition: a block the iteration reads whole keeps its constant extent)
+        conds = []
+        for lo, hi, mn, mx in raw:
+            for c in (lo <= mx, mn <= hi):
+                if not ana.can_prove(c):
+                    conds.append(c)
+        cond = None
+        for c in conds:
+            cond = c if cond is None else _op.all(cond, c)
+        if cond is not None and ana.can_prove(_op.logical_not(cond)):
+            return None, None  # no iteration ever reads inside the buffer there (offset past the loop's end)
+        region = []
+        with ana.constraint_scope(cond if cond is not None else _op.const(True)):
+            for lo, hi, mn, mx in raw:
+                clo = ana.simplify(_op.max(lo, mn))
+                region.append(E.Range.from_min_extent(clo, ana.simplify(_op.min(hi, mx) - clo + 1)))
         if hoist_to is not None and any(uses_var(r.min, hoist_to.loop_var) or uses_var(r.extent, hoist_to.loop_var)
                                         for r in region):
             return None, None
-        return S.Prefetch(buf, region), hoist_to
+        stmt = S.Prefetch(buf, region)
+        return (stmt if cond is None else S.IfThenElse(cond, stmt)), hoist_to
 
 
 def inject_prefetch_func(func, mod=None, ctx=None):

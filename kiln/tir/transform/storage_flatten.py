@@ -177,8 +177,10 @@ class BufferFlattener(StmtExprMutator):
             span = span * exts[d]
         span = self._simp(span)
         dt = mins[0].dtype
-        outer = [E.Var(f"{b.name}.pf{d}", dt) for d in range(j)]
-        idx = [outer[d] + mins[d] if not _is_zero(mins[d]) else outer[d] for d in range(j)] + mins[j:]
+        # a loop per outer dimension, none where the region is one index wide
+        outer = [None if self.ana.can_prove_equal(exts[d], 1) else E.Var(f"{b.name}.pf{d}", dt) for d in range(j)]
+        idx = [mins[d] if outer[d] is None else (outer[d] + mins[d] if not _is_zero(mins[d]) else outer[d])
+               for d in range(j)] + mins[j:]
         flat, (start,) = self._access(b, idx)
         line = E.Var(f"{b.name}.line", start.dtype)
 
@@ -196,7 +198,8 @@ class BufferFlattener(StmtExprMutator):
             # the last element's line, where the span does not start on a line boundary
             body = S.SeqStmt([body, call(start + span - last)])
         for d in reversed(range(j)):
-            body = S.For(outer[d], _op.const(0, dt), exts[d], S.ForKind.SERIAL, body)
+            if outer[d] is not None:
+                body = S.For(outer[d], _op.const(0, dt), exts[d], S.ForKind.SERIAL, body)
         maybe_empty = [e for e in exts if not self.ana.can_prove(e > 0)]
         if maybe_empty:
             cond = maybe_empty[0] > 0
