@@ -143,6 +143,8 @@ class _Injector(StmtExprMutator):
         cond = None
         for c in conds:
             cond = c if cond is None else _op.all(cond, c)
+        if cond is not None:
+            cond = ana.simplify(cond)
         if cond is not None and ana.can_prove(_op.logical_not(cond)):
             return None, None  # no iteration ever reads inside the buffer there (offset past the loop's end)
         region = []
