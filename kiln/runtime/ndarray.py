@@ -1,5 +1,5 @@
-"""NDArray: a dense tensor on a device, backed (on the CPU) by a 64-byte-aligned numpy buffer (from 2 MiB up: a
-2 MiB-aligned buffer of its own mapping, advised for transparent huge pages; see ``_huge_empty``).
+"""NDArray: a dense tensor on a device, backed (on the CPU) by a 64-byte-aligned numpy buffer (the runtime's own
+long-lived buffers from 2 MiB up: 2 MiB-aligned in a mapping advised for transparent huge pages; ``_huge_empty``).
 
 Arrays made here are compact row-major; arrays imported through DLPack may view foreign, possibly
 strided memory (``is_contiguous`` says which), which the kernel wrapper refuses.
@@ -25,7 +25,8 @@ _ALIGN = 64
 
 # -- transparent huge pages ----------------------------------------------------------------------------------
 # An inference streams its parameters (~150 MB of resnet50 buffers here, ~440 MB of BERT-base) once per run; on 4 KiB
-# pages that is tens of thousands of pages, each a TLB miss. Buffers of at least HUGE_MIN_BYTES therefore come from
+# pages that is tens of thousands of pages, each a TLB miss. The runtime's long-lived buffers (executor storage,
+# which holds the parameters; the VM's pool and constants) of at least HUGE_MIN_BYTES therefore come from
 # their own anonymous private mapping, start on a 2 MiB boundary and are madvise(MADV_HUGEPAGE)'d, so with THP in
 # "madvise" (or "always") mode the kernel backs each whole 2 MiB of them with one huge page (docs/architecture.md,
 # "Runtime memory"). numpy's allocator advises huge pages for its big blocks too, but they are not 2 MiB aligned,
@@ -90,18 +91,21 @@ def _huge_empty(nbytes: int):
     return whole[offset:offset + nbytes], base + offset
 
 
-def _aligned_empty(shape: tuple, np_dtype: np.dtype) -> np.ndarray:
-    """An uninitialised C-contiguous array whose data pointer is a multiple of 64."""
-    return _aligned_empty_ptr(shape, np_dtype)[0]
+def _aligned_empty(shape: tuple, np_dtype: np.dtype, huge: bool = False) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data pointer is a multiple of 64 (``huge``: see below)."""
+    return _aligned_empty_ptr(shape, np_dtype, huge)[0]
 
 
-def _aligned_empty_ptr(shape: tuple, np_dtype: np.dtype) -> tuple:
+def _aligned_empty_ptr(shape: tuple, np_dtype: np.dtype, huge: bool = False) -> tuple:
     """``(array, address of its first element)`` of :func:`_aligned_empty`: the address is known here, so the
     caller need not ask numpy again (``__array_interface__`` costs microseconds; see docs/call_overhead.md).
-    Buffers of at least :data:`HUGE_MIN_BYTES` start on a 2 MiB boundary in memory advised for transparent huge
-    pages (:func:`_huge_empty`) where the host allows it."""
+    With ``huge`` (the runtime's long-lived buffers: executor storage, the VM's pool and constants), buffers of at
+    least :data:`HUGE_MIN_BYTES` start on a 2 MiB boundary in memory advised for transparent huge pages
+    (:func:`_huge_empty`) where the host allows it. Arrays made per call (nd.array, nd.empty) do not: a fresh
+    mapping is faulted in and zeroed at every allocation, where numpy's heap hands back memory already mapped
+    (an 8 MiB nd.array: 0.30 ms against 0.145 ms on Zen 5)."""
     nbytes = math.prod(shape) * np_dtype.itemsize
-    if nbytes >= HUGE_MIN_BYTES and _huge_state is not False:
+    if huge and nbytes >= HUGE_MIN_BYTES and _huge_state is not False:
         got = _huge_empty(nbytes)
         if got is not None:
             raw, base = got
@@ -399,6 +403,15 @@ def array(arr, device: Device | None = None, dtype=None, ctx: Device | None = No
     out, ptr = _aligned_empty_ptr(shape, np_dt)
     np.copyto(out, src)
     return NDArray._compact(out, shape, _dtype_name(np_dt), ptr, out.nbytes, dev)
+
+
+def _resident_array(src: np.ndarray) -> NDArray:
+    """A compact copy of numpy array ``src`` that lives as long as a module does (the VM's constants): in
+    huge-page memory when it is big enough (:func:`_aligned_empty_ptr`)."""
+    shape = tuple(src.shape)
+    out, ptr = _aligned_empty_ptr(shape, src.dtype, huge=True)
+    np.copyto(out, src)
+    return NDArray._compact(out, shape, _dtype_name(src.dtype), ptr, out.nbytes, cpu(0))
 
 
 # numpy dtypes nd.array has checked to have a kiln equivalent (parse_dtype costs microseconds)

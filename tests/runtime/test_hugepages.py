@@ -1,6 +1,7 @@
-"""Big runtime buffers (>= nd.HUGE_MIN_BYTES) start on a 2 MiB boundary of their own private anonymous mapping,
-advised for transparent huge pages; smaller ones stay 64-byte aligned numpy memory. Contents, views, DLPack and
-lifetimes behave as for any NDArray; KILN_HUGEPAGES=0 and a refused madvise fall back to numpy memory.
+"""The runtime's long-lived buffers (graph executor storage, the VM's pool, plans and constants) of at least
+nd.HUGE_MIN_BYTES start on a 2 MiB boundary of their own private anonymous mapping, advised for transparent huge
+pages; smaller ones, and arrays made per call (nd.array, nd.empty), stay 64-byte aligned numpy memory. Contents,
+views, DLPack and lifetimes behave as for any NDArray; KILN_HUGEPAGES=0 and a refused madvise fall back to numpy.
 
 Most tests force the huge-page path on (``forced``: the THP check answered yes) so that they run on any POSIX host;
 only the check that the kernel really backed the buffer with huge pages needs THP on the host."""
@@ -52,6 +53,16 @@ def forced(monkeypatch):
     return monkeypatch
 
 
+def huge_nd(shape, dtype="float32", src=None) -> kiln.nd.NDArray:
+    """An NDArray from the runtime's long-lived allocation path (what executor storage and the VM pool use)."""
+    arr, ptr = ndm._aligned_empty_ptr(tuple(shape), np.dtype(dtype), huge=True)
+    assert ptr == arr.__array_interface__["data"][0] or arr.nbytes == 0
+    out = kiln.nd.NDArray(arr)
+    if src is not None:
+        out.copyfrom(src)
+    return out
+
+
 @pytest.fixture
 def fresh_state(monkeypatch):
     """The THP check not yet made (restored afterwards, whatever the test changed)."""
@@ -61,9 +72,9 @@ def fresh_state(monkeypatch):
 
 
 @posix_only
-def test_big_arrays_are_2mib_aligned_and_mapped(forced):
-    for arr in (kiln.nd.empty((BIG,), "float32"), kiln.nd.empty((1024, 1024), "float32"),
-                kiln.nd.array(np.ones((2048, 512), "int32")), kiln.nd.empty((5, 7, 30000), "float64")):
+def test_big_buffers_are_2mib_aligned_and_mapped(forced):
+    for arr in (huge_nd((BIG,)), huge_nd((1024, 1024)), huge_nd((2048, 512), "int32", np.ones((2048, 512), "int32")),
+                huge_nd((5, 7, 30000), "float64")):
         assert arr.data_ptr % HUGE == 0, f"{arr.shape} at {arr.data_ptr:#x}"
         assert _mapping(arr._arr) is not None
         assert arr.is_contiguous and arr.is_writable
@@ -71,16 +82,20 @@ def test_big_arrays_are_2mib_aligned_and_mapped(forced):
 
 
 @posix_only
-def test_small_arrays_stay_numpy_64_byte_aligned(forced):
+def test_small_buffers_and_per_call_arrays_stay_numpy(forced):
     calls = []
     real = ndm._huge_empty
     forced.setattr(ndm, "_huge_empty", lambda n: calls.append(n) or real(n))
     for shape in ((1,), (7, 13), (ndm.HUGE_MIN_BYTES // 4 - 1,), (0,), (3, 0)):
-        arr = kiln.nd.empty(shape, "float32")
+        arr = huge_nd(shape)
         assert arr.data_ptr % 64 == 0 or arr._arr.nbytes == 0
         assert _mapping(arr._arr) is None
     assert calls == []
-    big = kiln.nd.empty((ndm.HUGE_MIN_BYTES,), "uint8")  # exactly the threshold: the huge-page path
+    # per-call arrays: numpy memory whatever their size (a fresh mapping would be faulted in at each call)
+    for arr in (kiln.nd.empty((BIG,), "float32"), kiln.nd.array(np.ones(BIG, "float32"))):
+        assert arr.data_ptr % 64 == 0 and _mapping(arr._arr) is None
+    assert calls == []
+    big = huge_nd((ndm.HUGE_MIN_BYTES,), "uint8")  # exactly the threshold: the huge-page path
     assert calls == [ndm.HUGE_MIN_BYTES] and big.data_ptr % HUGE == 0
 
 
@@ -88,29 +103,32 @@ def test_small_arrays_stay_numpy_64_byte_aligned(forced):
 def test_contents_and_copies(forced):
     rng = np.random.default_rng(0)
     src = rng.standard_normal((BIG,)).astype("float32")
-    a = kiln.nd.array(src)
+    a = huge_nd(src.shape, "float32", src)
     np.testing.assert_array_equal(a.numpy(), src)
     out = a.numpy()
     out[0] = 42.0  # numpy() is a copy
     assert a.numpy()[0] == src[0]
-    b = kiln.nd.empty((BIG,), "float32").copyfrom(a)
+    b = huge_nd((BIG,)).copyfrom(a)
     np.testing.assert_array_equal(b.numpy(), src)
-    c = kiln.nd.empty((BIG,), "float16").copyfrom(src)  # 1.5 MiB: numpy memory; the cast works alike
+    c = huge_nd((BIG,), "float16").copyfrom(src)  # 1.5 MiB: numpy memory; the cast works alike
     np.testing.assert_array_equal(c.numpy(), src.astype("float16"))
     b[:] = 3.0
     assert (b.numpy() == 3.0).all()
-    d = a.copyto(kiln.cpu(0))
-    assert d.data_ptr % HUGE == 0 and d.data_ptr != a.data_ptr
+    d = a.copyto(kiln.cpu(0))  # a per-call copy: numpy memory
+    assert d.data_ptr != a.data_ptr
     np.testing.assert_array_equal(d.numpy(), src)
-    f64 = kiln.nd.array(src, dtype="float64")  # converted on the way in
+    f64 = huge_nd((BIG,), "float64").copyfrom(src)  # converted on the way in
     np.testing.assert_array_equal(f64.numpy(), src.astype("float64"))
     assert f64.data_ptr % HUGE == 0
+    r = ndm._resident_array(src.reshape(4, -1))  # the VM's constants
+    assert r.data_ptr % HUGE == 0 and r.shape == (4, BIG // 4) and r.dtype == "float32"
+    np.testing.assert_array_equal(r.numpy().ravel(), src)
 
 
 @posix_only
 def test_dlpack_round_trip_and_views(forced):
     src = np.arange(BIG, dtype="float32")
-    a = kiln.nd.array(src)
+    a = huge_nd(src.shape, "float32", src)
     view = np.from_dlpack(a)  # zero copy
     assert view.__array_interface__["data"][0] == a.data_ptr
     view[5] = -1.0
@@ -125,14 +143,14 @@ def test_dlpack_round_trip_and_views(forced):
     assert a.numpy()[7] == 123.0
     from_torch = kiln.nd.from_dlpack(torch.arange(BIG, dtype=torch.float32))
     assert from_torch.numpy()[-1] == BIG - 1
-    copied = kiln.nd.array(torch.arange(BIG, dtype=torch.float32).numpy())
+    copied = huge_nd((BIG,), "float32", torch.arange(BIG, dtype=torch.float32).numpy())
     assert copied.data_ptr % HUGE == 0
     np.testing.assert_array_equal(torch.from_dlpack(copied).numpy(), np.arange(BIG, dtype="float32"))
 
 
 @posix_only
 def test_memory_is_freed_with_the_last_view(forced):
-    a = kiln.nd.empty((BIG,), "float32")
+    a = huge_nd((BIG,))
     ref = weakref.ref(_mapping(a._arr))
     view = np.from_dlpack(a)[10:20]
     del a
@@ -143,7 +161,7 @@ def test_memory_is_freed_with_the_last_view(forced):
     gc.collect()
     assert ref() is None
     torch = pytest.importorskip("torch")
-    b = kiln.nd.empty((BIG,), "float32")
+    b = huge_nd((BIG,))
     ref = weakref.ref(_mapping(b._arr))
     t = torch.from_dlpack(b)
     del b
@@ -162,11 +180,11 @@ def test_repeated_allocation_does_not_grow_the_address_space(forced):
         with open("/proc/self/status") as f:
             return int(re.search(r"VmSize:\s+(\d+)", f.read()).group(1))
     for _ in range(3):
-        kiln.nd.empty((16 << 20,), "float32").numpy()
+        huge_nd((16 << 20,)).numpy()
     gc.collect()
     before = vm_size_kb()
     for _ in range(40):  # 40 x 64 MiB: a leak would add 2.5 GiB
-        a = kiln.nd.empty((16 << 20,), "float32")
+        a = huge_nd((16 << 20,))
         a[:] = 1.0
         del a
     gc.collect()
@@ -176,10 +194,10 @@ def test_repeated_allocation_does_not_grow_the_address_space(forced):
 @posix_only
 def test_env_switch_turns_it_off(forced):
     forced.setenv("KILN_HUGEPAGES", "0")
-    a = kiln.nd.empty((BIG,), "float32")
+    a = huge_nd((BIG,))
     assert _mapping(a._arr) is None and a.data_ptr % 64 == 0
     forced.setenv("KILN_HUGEPAGES", "1")  # read at each allocation
-    assert kiln.nd.empty((BIG,), "float32").data_ptr % HUGE == 0
+    assert huge_nd((BIG,)).data_ptr % HUGE == 0
 
 
 @posix_only
@@ -191,17 +209,17 @@ def test_refused_madvise_falls_back_and_stops_trying(forced):
         raise OSError(22, "Invalid argument")
     forced.setattr(ndm, "_madvise_huge", refuse)
     src = np.arange(BIG, dtype="float32")
-    a = kiln.nd.array(src)
+    a = huge_nd(src.shape, "float32", src)
     assert len(calls) == 1 and ndm._huge_state is False
     assert _mapping(a._arr) is None and a.data_ptr % 64 == 0
     np.testing.assert_array_equal(a.numpy(), src)
-    kiln.nd.empty((BIG,), "float32")
+    huge_nd((BIG,))
     assert len(calls) == 1  # not asked again in this process
 
 
 def test_thp_check(fresh_state):
     """Huge pages are used only on Linux with THP 'always' or 'madvise' (elsewhere: numpy memory, silently)."""
-    a = kiln.nd.empty((BIG,), "float32")
+    a = huge_nd((BIG,))
     mode = ndm._thp_mode()
     if sys.platform.startswith("linux") and hasattr(mmap, "MADV_HUGEPAGE") and mode in ("always", "madvise"):
         assert ndm._huge_state is True and a.data_ptr % HUGE == 0
@@ -209,7 +227,7 @@ def test_thp_check(fresh_state):
         assert ndm._huge_state is False and _mapping(a._arr) is None and a.data_ptr % 64 == 0
     fresh_state.setattr(ndm, "_huge_state", None)
     fresh_state.setattr(ndm, "_thp_mode", lambda: "never")
-    b = kiln.nd.empty((BIG,), "float32")
+    b = huge_nd((BIG,))
     assert ndm._huge_state is False and _mapping(b._arr) is None and b.data_ptr % 64 == 0
 
 
@@ -231,7 +249,7 @@ def test_kernel_backs_big_buffers_with_huge_pages(fresh_state):
         pytest.skip(f"transparent huge pages unavailable on this host (mode {ndm._thp_mode()!r})")
     # the kernel may find no free 2 MiB page at the moment (fragmented memory): a few tries
     for _ in range(3):
-        a = kiln.nd.empty((4 << 20,), "float32")  # 16 MiB
+        a = huge_nd((4 << 20,))  # 16 MiB
         a[:] = 1.0  # touch it
         if _anon_huge_kb(a.data_ptr) >= 2048:
             break
@@ -276,3 +294,19 @@ def test_graph_executor_parameters_in_huge_page_memory(forced):
     g2.run(x=x)
     assert all(_mapping(e._arr) is None for e in g2.module.entries)
     np.testing.assert_array_equal(g2.get_output(0).numpy(), g.get_output(0).numpy())
+
+
+@posix_only
+def test_vm_constants_and_results(forced):
+    """A VM executable's 4 MiB constant (the bound weight) lives in mapped memory; results unchanged."""
+    from kiln.runtime import vm as rvm
+    rng = np.random.default_rng(1)
+    m, k, n = 5, 1024, 1029
+    xv = relay.var("x", shape=(m, k))
+    w = rng.standard_normal((n, k)).astype("float32")
+    f = relay.Function([xv], relay.nn.dense(xv, relay.const(w)))
+    exe = relay.vm.compile(kiln.IRModule.from_expr(f), "llvm")
+    vm = rvm.VirtualMachine(exe, kiln.cpu())
+    assert any(_mapping(c._arr) is not None and c.data_ptr % HUGE == 0 for c in vm._consts)
+    x = rng.standard_normal((m, k)).astype("float32")
+    np.testing.assert_allclose(vm.run(x).numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
