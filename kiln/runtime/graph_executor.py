@@ -172,7 +172,9 @@ class GraphExecutor(Module):
         sizes: dict = {}
         for eid, sid in enumerate(spec.storage_ids):
             sizes[sid] = max(sizes.get(sid, 0), _nbytes(spec.shapes[eid], spec.dtypes[eid]))
-        self.storage = {sid: _aligned_empty((max(size, 1),), np.dtype(np.uint8)) for sid, size in sizes.items()}
+        # parameters and big activations: on huge pages where the host allows (nd._huge_empty)
+        self.storage = {sid: _aligned_empty((max(size, 1),), np.dtype(np.uint8), huge=True)
+                        for sid, size in sizes.items()}
         self.entries: list = []
         for eid, sid in enumerate(spec.storage_ids):
             np_dtype = parse_dtype(spec.dtypes[eid]).numpy_dtype()

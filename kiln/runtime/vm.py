@@ -367,7 +367,7 @@ class _StoragePool:
             entry = bucket.pop()
             self.reused += 1
         else:
-            raw = nd._aligned_empty((max(nbytes, 1),), _UINT8)
+            raw = nd._aligned_empty((max(nbytes, 1),), _UINT8, huge=True)
             entry = [raw, raw.__array_interface__["data"][0], {}]
             self.allocated += 1
         key = (shape, dtype)
@@ -440,7 +440,7 @@ class VirtualMachine:
             k = exe.lib[name]
             self._kernels.append(k)
             self._shape_funcs.append(None)
-        self._consts = [nd.array(c) for c in exe.constants]
+        self._consts = [nd._resident_array(c) for c in exe.constants]
         # straight-line functions replay with per-instruction memory (vm_replay.py); None: general loop
         self._replay = [ReplayRunner(self, f) if is_straight_line(f) else None for f in exe.functions]
         self._inputs: dict = {}

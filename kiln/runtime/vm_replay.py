@@ -152,7 +152,7 @@ def plan_storage(instructions: list, escaped: set, regs: list) -> dict:
                     buf = min(fits, key=lambda b: b[0])
                     free.remove(buf)
                 else:
-                    buf = [nbytes, nd._aligned_empty((nbytes,), np.dtype(np.uint8))]
+                    buf = [nbytes, nd._aligned_empty((nbytes,), np.dtype(np.uint8), huge=True)]
                 out[reg] = NDArray(buf[1][:int(t._arr.nbytes)].view(t._arr.dtype).reshape(t._shape))
                 release.setdefault(max(last.get(rt, pc), pc), []).append(buf)
         free.extend(release.pop(pc, ()))
