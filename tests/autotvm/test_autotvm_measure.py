@@ -1,5 +1,6 @@
 """Measurement in worker processes: the job pool, LocalBuilder, LocalRunner, and the end-to-end matmul
 tuning flow; a crashing or hanging kernel costs one failed measurement only."""
+import importlib
 import os
 import signal
 import time
@@ -194,3 +195,53 @@ def test_crashing_and_hanging_kernels_cost_one_measurement_each():
     assert [r.error_no for r in results] == [MeasureErrorNo.NO_ERROR, MeasureErrorNo.RUN_TIMEOUT,
                                              MeasureErrorNo.RUNTIME_DEVICE, MeasureErrorNo.NO_ERROR]
     assert tuner.best_config.index in (0, 3)
+
+
+class _ArgInfoRunner(FunctionRunner):
+    """Runs nothing: records the argument shapes of each built config (and a fixed cost)."""
+
+    def __init__(self):
+        super().__init__(lambda cfg: 1e-3)
+        self.arg_shapes: list = []
+
+    def run(self, measure_inputs, build_results):
+        for res in build_results:
+            assert isinstance(res, BuildResult) and res.error is None, res
+            self.arg_shapes.append(sorted(tuple(shape) for shape, _ in res.arg_info))
+        return super().run(measure_inputs, build_results)
+
+
+def test_measure_batch_builds_configs_as_the_tuner_does():
+    """A script that re-measures configs with ``create_measure_batch`` (e.g. benchmarks/tune_resnet.py's
+    verification of the best configs) gets the build the tuner measured: the x86 conv template measured
+    alone takes packed data and weights while tuning, so a build outside ``in_tuning`` timed the weight
+    packing on every call too (1x1 convs measured 1.8x slower on Zen 5) and the verified records were not
+    comparable with the search's. Compiled for AVX-512, not run."""
+    from kiln.autotvm.env import GLOBAL_SCOPE
+    importlib.import_module("kiln.topi.x86.conv2d")  # registers the conv2d_NCHWc.x86 template
+    target = "llvm -mcpu=skylake-avx512"
+    with Target(target):
+        task = autotvm.task.create(
+            "conv2d_NCHWc.x86", args=(("TENSOR", (1, 32, 7, 9), "float32"), ("TENSOR", (48, 32, 1, 1), "float32"),
+                                      (1, 1), (0, 0, 0, 0), (1, 1), "NCHW", "NCHW", "float32"), target=target)
+    idx = next(i for i in range(task.config_space.range_length) if task.config_space.is_index_valid(i))
+    cfg = task.config_space.get(idx)
+    ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
+    packed = sorted([(1, 32 // ic_bn, 7, 9, ic_bn), (48 // oc_bn, 32 // ic_bn, 1, 1, ic_bn, oc_bn),
+                     (1, 48 // oc_bn, 7, 9, oc_bn)])
+
+    tuned = _ArgInfoRunner()
+    option = autotvm.measure_option(builder=autotvm.LocalBuilder(timeout=60, n_parallel=1), runner=tuned)
+    autotvm.tuner.GridSearchTuner(task, range_idx=(idx, idx)).tune(n_trial=1, measure_option=option)
+    assert tuned.arg_shapes == [packed]
+
+    direct = _ArgInfoRunner()
+    option = autotvm.measure_option(builder=autotvm.LocalBuilder(timeout=60, n_parallel=1), runner=direct)
+    measure_batch = autotvm.measure.create_measure_batch(task, option)
+    try:
+        results = measure_batch([MeasureInput(task.target, task, cfg)])
+    finally:
+        option["builder"].executor.close()
+    assert results[0].error_no == 0
+    assert direct.arg_shapes == tuned.arg_shapes
+    assert GLOBAL_SCOPE.in_tuning is False  # restored after the build

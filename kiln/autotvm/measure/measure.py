@@ -109,13 +109,25 @@ def measure_option(builder, runner) -> dict:
 
 
 def create_measure_batch(task, option):
-    """A function measuring a list of MeasureInputs with the option's builder and runner."""
+    """A function measuring a list of MeasureInputs with the option's builder and runner.
+
+    The configs are built with ``GLOBAL_SCOPE.in_tuning`` set, as ``Tuner.tune`` builds them, whoever
+    calls the function: templates that measure a kernel alone the way the network runs it (the x86 conv
+    and Winograd templates take their data and kernel already packed / transformed while tuning) then
+    give the same timings when a script re-measures configs outside a tuner (e.g. to verify the best
+    ones), instead of timings that include packing the weights on every call."""
+    from ..env import GLOBAL_SCOPE
     builder, runner = option["builder"], option["runner"]
     attach_objects = runner.set_task(task)
     builder.set_task(task, runner.get_build_kwargs())
 
     def measure_batch(measure_inputs):
-        build_results = builder.build(measure_inputs)
+        old = GLOBAL_SCOPE.in_tuning
+        GLOBAL_SCOPE.in_tuning = True
+        try:
+            build_results = builder.build(measure_inputs)
+        finally:
+            GLOBAL_SCOPE.in_tuning = old
         return runner.run(measure_inputs, build_results)
 
     measure_batch.n_parallel = builder.n_parallel

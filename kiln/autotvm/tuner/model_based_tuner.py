@@ -143,6 +143,7 @@ class ModelBasedTuner(Tuner):
     def load_history(self, data_set, min_seed_records: int = 500) -> None:
         """Fit a base model on earlier records of the same task (transfer learning); with no plan yet,
         its best predictions become the first trials."""
+        old_in_tuning = GLOBAL_SCOPE.in_tuning
         GLOBAL_SCOPE.in_tuning = True
         try:
             base_model = self.cost_model.spawn_base_model()
@@ -153,7 +154,7 @@ class ModelBasedTuner(Tuner):
                 self.trial_pt = 0
             self.cost_model.load_basemodel(base_model)
         finally:
-            GLOBAL_SCOPE.in_tuning = False
+            GLOBAL_SCOPE.in_tuning = old_in_tuning
 
     def has_next(self) -> bool:
         return len(self.visited) < self.space_len

@@ -15,13 +15,15 @@ output value, so it is bound by moving data, and the schedule is built around no
 * the fused epilogue (clip / add / ...) is applied to the accumulators in registers as they are stored;
 * parallel over (batch x channel blocks x output rows).
 
-Knobs (TVM's names): ``tile_ic`` / ``tile_oc`` (channel block, equal for a depthwise conv), ``tile_ow``
+Knobs (TVM's names): ``tile_ic`` / ``tile_oc`` (channel block: only the layout rule's, see
+:func:`dw_channel_block`, so a tuned layer keeps its neighbours' layout), ``tile_ow``
 (pixels per register tile) and ``unroll_kw`` (unroll the kernel width; the kernel rows are always unrolled
 when the window is at most 5x5). Fallback: the NCHWc channel block of ``conv2d_alter_layout`` and the widest
 register tile that fits the 16 AVX2 registers.
 
 Given plain NCHW data with a ``[C, 1, KH, KW]`` kernel (no AlterOpLayout), the compute packs both inside
-(with the config's channel block) and :func:`depthwise_conv2d_nchw` unpacks the result.
+(with the config's channel block) and :func:`depthwise_conv2d_nchw` unpacks the result; while tuning
+(``autotvm.GLOBAL_SCOPE.in_tuning``) it takes them already packed, as the network runs it.
 """
 from __future__ import annotations
 
@@ -64,8 +66,13 @@ def _define_space(cfg, c: int, ow, kw: int, stride_w: int, bn: int | None) -> No
     sym_w = not is_static(ow)
     ow = size_hint(ow)
     lanes = simd_width()
-    cfg.define_split("tile_ic", c, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 4 * lanes)
-    cfg.define_split("tile_oc", c, num_outputs=2, policy="factors", filter=lambda e: e.size[-1] <= 4 * lanes)
+    # the channel block is the layout rule's only (the packed call's own block): a tuned block becomes the
+    # graph's layout (conv2d_alter_layout reads tile_oc), and a block other than the neighbouring 1x1 convs'
+    # puts layout transforms around the depthwise conv that the kernel measured alone never paid; on
+    # mobilenet_v2 (Zen 5) records choosing blocks of 4 to 40 made the tuned network slower than the untuned
+    block = [[-1, bn or dw_channel_block(c, lanes)]]
+    cfg.define_split("tile_ic", c, num_outputs=2, policy="candidate", candidate=block)
+    cfg.define_split("tile_oc", c, num_outputs=2, policy="candidate", candidate=block)
     cfg.define_split("tile_ow", ow, num_outputs=2, policy="verbose", filter=lambda e: e.size[-1] <= 16)
     cfg.define_knob("unroll_kw", [True, False])
     if cfg.is_fallback:
@@ -118,6 +125,15 @@ def depthwise_conv2d_NCHWc(cfg, data, kernel, strides, padding, dilation, layout
     _define_space(cfg, c, ow, kw, s_w, bn if packed else None)
     if packed:
         data_vec, kernel_vec = data, kernel
+    elif autotvm.GLOBAL_SCOPE.in_tuning:
+        # measured alone while tuning: take data and kernel already packed, as the network runs it (the
+        # producer writes NCHW{bn}c, AlterOpLayout packs the kernel at compile time), so the timing is the
+        # conv's and not that of packing the input on every call (as much traffic as the conv itself)
+        bn = cfg["tile_oc"].size[-1]
+        if c % bn:
+            raise KilnError(f"{TASK}: channel block {bn} does not divide the {c} channels")
+        data_vec = te.placeholder((n, c // bn, h, w, bn), dtype=data.dtype, name="data_vec")
+        kernel_vec = te.placeholder((c // bn, 1, kh, kw, 1, bn), dtype=kernel.dtype, name="kernel_vec")
     else:
         bn = cfg["tile_oc"].size[-1]
         if c % bn:

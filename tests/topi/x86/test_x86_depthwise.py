@@ -11,6 +11,7 @@ from kiln.runtime.graph_executor import GraphModule
 from kiln.topi.testing import depthwise_conv2d_python_nchw, layout_transform_python as lt
 from kiln.topi.x86 import depthwise_conv2d as dw
 from kiln.target.codegen_c import parallel_loop_marker
+from kiln.target.x86 import host_can_run
 
 TARGET = "llvm -mcpu=core-avx2"
 
@@ -129,6 +130,59 @@ def test_autotvm_task_space_and_configs():
             mod = tvm.build(sch, [data, kernel, out], target=TARGET, name="dw")
         got = _run_packed(mod, out, a, w, bn)
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+
+
+def _nchw_task(c, hw, s, target):
+    with tvm.target.Target(target):
+        return autotvm.task.create("depthwise_conv2d_NCHWc.x86",
+                                   args=(("TENSOR", (1, c, hw, hw), "float32"), ("TENSOR", (c, 1, 3, 3), "float32"),
+                                         (s, s), (1, 1, 1, 1), (1, 1), "NCHW", "NCHW", "float32"), target=target)
+
+
+@pytest.mark.parametrize("target,c,block", [("llvm -mcpu=core-avx2", 144, 16), ("llvm -mcpu=core-avx2", 24, 8),
+                                            ("llvm -mcpu=skylake-avx512", 96, 16),
+                                            ("llvm -mcpu=skylake-avx512", 960, 16),
+                                            ("llvm -mcpu=skylake-avx512", 24, 8)])
+def test_tuning_space_keeps_the_layout_block(target, c, block):
+    """The channel block is not a knob: a tuned block is the graph's layout (conv2d_alter_layout reads
+    tile_oc), and mobilenet_v2 records with blocks of 4 to 40 put layout transforms around the depthwise
+    convs that the tuned kernels never measured (the tuned network ran slower than the untuned one)."""
+    space = _nchw_task(c, 14, 1, target).config_space
+    for name in ("tile_ic", "tile_oc"):
+        assert [list(e.size) for e in space.space_map[name].entities] == [[-1, block]]
+    assert block == dw.dw_channel_block(c, 16 if "avx512" in target else 8)
+    assert len(space) == len(space.space_map["tile_ow"]) * 2     # tile_ow x unroll_kw
+
+
+def test_tuning_measures_the_packed_kernel():
+    """While tuning, the NCHW task takes data and kernel already packed (as the network runs it), so the
+    measurement is not that of packing the input per call; the kernel still computes the depthwise conv
+    (rows of 13 and stride 2: tiles that do not divide the row)."""
+    from kiln.autotvm.env import GLOBAL_SCOPE
+    c, hw, s = 48, 13, 2
+    task = _nchw_task(c, hw, s, TARGET)
+    cfg = task.config_space.get(len(task.config_space) - 1)
+    with tvm.target.Target(TARGET):
+        _, plain_args = task.instantiate(cfg)
+    assert sorted(len(a.shape) for a in plain_args[1:]) == [4, 4]
+    old = GLOBAL_SCOPE.in_tuning
+    GLOBAL_SCOPE.in_tuning = True
+    try:
+        with tvm.target.Target(TARGET):
+            sch, args = task.instantiate(cfg)
+            out = args[0]
+            data, kernel = sorted(args[1:], key=lambda t: len(t.shape))
+            mod = tvm.build(sch, [data, kernel, out], target=TARGET, name="dw")
+    finally:
+        GLOBAL_SCOPE.in_tuning = old
+    bn = dw.dw_channel_block(c, 8)
+    assert [tuple(int(d) for d in t.shape) for t in (data, kernel)] == [(1, c // bn, hw, hw, bn), (c // bn, 1, 3, 3, 1, bn)]
+    if not host_can_run(TARGET):
+        return
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((1, c, hw, hw)).astype("float32")
+    w = rng.standard_normal((c, 1, 3, 3)).astype("float32")
+    np.testing.assert_allclose(_run_packed(mod, out, a, w, bn), _ref(a, w, s, 1), rtol=1e-4, atol=1e-4)
 
 
 def test_bad_kernel_shape_is_reported():
