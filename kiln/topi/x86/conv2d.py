@@ -18,8 +18,13 @@ chunks outside the rows, the weights of a chunk stay in cache; 1: rows outside t
 in cache while all weights stream) and ``unroll_kw``. While tuning (``autotvm.GLOBAL_SCOPE.in_tuning``) the
 template takes data and kernel already packed, as in the network, so a measurement is not that of packing the
 weights on every call. The fallback takes a row of at most 14 accumulators (28 with AVX-512's 32 registers), 2 rows when
-one vector of channels leaves room, one chunk, ``order`` from a traffic estimate (:func:`fallback_order`) and
-unrolls the kernel row for strided or single-tile-row layers. A layer whose input block is narrower than a
+one vector of channels leaves room, two chunks where that tile is still under the budget's fewest
+(:func:`fallback_chunks`: AVX-512's 7-wide rows, 7 -> 14 accumulators; one thread, CPU time, AMD Zen 5, old ->
+new fallback: resnet 3x3 512@7 1.22x, 3x3/2 256->512 to 7x7 1.24x, the 1x1 convs at 7x7 (512->2048,
+2048->512, 960->160, 160->960, 320->1280) 1.19-1.25x, a 3x3 output 1.58x; AVX2 (``-mcpu=core-avx2`` on the
+same host) keeps one chunk on these, its two-vector rows of 7 are 14 already, and gains 1.21x on a 3-wide
+row), ``order`` from a traffic estimate (:func:`fallback_order`) and unrolls the kernel row for strided or
+single-tile-row layers. A layer whose input block is narrower than a
 vector (the 3-channel stem) is the exception (:func:`narrow_budget`): its tile leaves registers for every
 weight vector and the broadcast (12 accumulators of 16 on AVX2 with two weight vectors, a peeled tail where
 the row does not divide) and keeps the kernel row a loop.
@@ -145,6 +150,18 @@ def fallback_order(ic: int, oc: int, ih: int, iw: int, oh: int, kh: int, kw: int
     return 1 if yo <= 1.5 * oy else 0
 
 
+def fallback_chunks(acc: int, min_acc: int, max_acc: int, oc_chunks: int, narrow: bool = False) -> int:
+    """``tile_occ`` of the fallback: 2 output-channel chunks when the pixel tile of one chunk (``acc``
+    accumulators) is under the register budget's fewest and two of it still fit its most, and the chunks
+    pair up (the knob's condition), else 1. It is a narrow output row's case: AVX-512's 7-wide rows (one
+    odd row of 7 vectors, 7 of 32 registers) take 14 (one thread, AMD Zen 5: resnet 512@7 3x3 1.3x, the 7x7 1x1
+    convs of resnet50 / mobilenet_v2 1.1-1.6x). A narrow input block (the stem, :func:`narrow_budget`) or a
+    symbolic width keeps one chunk."""
+    if narrow or oc_chunks % 2 or acc >= min_acc or 2 * acc > max_acc:
+        return 1
+    return 2
+
+
 def _define_nchwc_space(cfg, ic: int, oc: int, ih: int, iw: int, oh: int, ow: int, kh: int, kw: int,
                         stride_w: int = 1, ic_bn=None, oc_bn=None) -> None:
     """The ``conv2d_NCHWc.x86`` config space and its fallback (see the module doc). Symbolic spatial sizes (a VM
@@ -192,7 +209,8 @@ def _define_nchwc_space(cfg, ic: int, oc: int, ih: int, iw: int, oh: int, ow: in
         # was even. A narrow block (the 3-channel stem) is the exception: there the unrolled row let gcc hoist
         # the few broadcasts of each kernel tap across taps and spill (stem 7x7/2: 66 -> 96 GFLOP/s without it)
         cfg["unroll_kw"] = autotvm.task.OtherOptionEntity(kw > 1 and not narrow and (stride_w > 1 or ow <= row))
-        cfg["tile_occ"] = autotvm.task.OtherOptionEntity(1)
+        cfg["tile_occ"] = autotvm.task.OtherOptionEntity(
+            fallback_chunks(vecs * rows * row, min_acc, max_acc, oc // oc_bn, narrow or sym_w))
 
 
 def pack_data(data, ic_bn: int, name="data_vec"):

@@ -13,7 +13,7 @@ from kiln.runtime.graph_executor import GraphModule
 from kiln.topi import x86
 from kiln.topi.testing import conv2d_nchw_python
 from kiln.topi.testing import layout_transform_python as lt
-from kiln.topi.x86.conv2d import channel_block, fallback_order, register_budget
+from kiln.topi.x86.conv2d import channel_block, fallback_chunks, fallback_order, register_budget
 
 TARGET = "llvm"  # numerical checks run on the host
 # config-space / fallback checks name the ISA they are about, whatever the host
@@ -155,6 +155,81 @@ def test_fallback_rules(isa, cases):
         got = (fb["tile_ic"].size[-1], fb["tile_oc"].size[-1], fb["tile_oh"].size[-1], fb["tile_ow"].size[-1],
                fb["order"].val, bool(fb["unroll_kw"].val))
         assert got == want, (args, got)
+        # tile_occ: see test_fallback_chunks_of_narrow_rows (two chunks on AVX-512's 512@7 only, here)
+        assert fb["tile_occ"].val == (2 if (isa, args) == ("avx512", (512, 7, 7, 512, 3, 1, 1)) else 1), args
+
+
+@pytest.mark.parametrize("isa,cases", [
+    # AVX2: a 7-wide row of two vectors is 14 accumulators already; a 3-wide row (6) takes two chunks (12),
+    # unless the chunks are odd (48 = 3 x 16)
+    ("avx2", [((512, 7, 7, 512, 3, 1, 1), (1, 7, 1)), ((160, 7, 7, 960, 1, 1, 0), (1, 7, 1)),
+              ((64, 3, 3, 64, 3, 1, 1), (1, 3, 2)), ((64, 3, 3, 48, 3, 1, 1), (1, 3, 1)),
+              ((64, 5, 5, 64, 1, 1, 0), (1, 5, 1))]),
+    # AVX-512: a 7-wide row of one vector (7 of 28) takes two chunks (14), strided or 1x1 alike; a 14x14
+    # output keeps its 2 x 14 tile; odd chunks (48 = 3 x 16, 80 = 5 x 16) keep one
+    ("avx512", [((512, 7, 7, 512, 3, 1, 1), (1, 7, 2)), ((256, 14, 14, 512, 3, 2, 1), (1, 7, 2)),
+                ((2048, 7, 7, 512, 1, 1, 0), (1, 7, 2)), ((960, 7, 7, 160, 1, 1, 0), (1, 7, 2)),
+                ((160, 7, 7, 960, 1, 1, 0), (1, 7, 2)), ((256, 14, 14, 256, 3, 1, 1), (2, 14, 1)),
+                ((64, 7, 7, 48, 3, 1, 1), (1, 7, 1)), ((64, 7, 7, 80, 1, 1, 0), (1, 7, 1)),
+                ((64, 5, 5, 64, 1, 1, 0), (1, 5, 2)), ((3, 29, 29, 64, 7, 2, 3), (1, 15, 1))]),
+])
+def test_fallback_chunks_of_narrow_rows(isa, cases):
+    """A fallback pixel tile under the register budget's fewest accumulators takes two output-channel chunks
+    when they pair up and fit the budget (``tile_occ``); a narrow input block (the stem) keeps one."""
+    from kiln.autotvm.task.space import FallbackConfigEntity
+    for args, want in cases:
+        task = _task(*args, target=ISA[isa])
+        fb = FallbackConfigEntity()
+        with task.target:
+            task.instantiate(fb)
+        got = (fb["tile_oh"].size[-1], fb["tile_ow"].size[-1], fb["tile_occ"].val)
+        assert got == want, (args, got)
+
+
+def test_fallback_chunks_rule():
+    assert fallback_chunks(7, 24, 28, 32) == 2          # AVX-512, 7-wide row: 14 of 28
+    assert fallback_chunks(7, 24, 28, 5) == 1           # odd chunks
+    assert fallback_chunks(14, 24, 28, 32) == 2         # 28 fits
+    assert fallback_chunks(15, 24, 28, 32) == 1         # 30 does not
+    assert fallback_chunks(24, 24, 28, 32) == 1         # full enough
+    assert fallback_chunks(6, 12, 14, 4) == 2 and fallback_chunks(8, 12, 14, 4) == 1   # AVX2
+    assert fallback_chunks(7, 24, 28, 32, narrow=True) == 1
+
+
+@pytest.mark.parametrize("ic,h,w,oc,k,s,p", [
+    (48, 7, 7, 96, 3, 1, 1),       # 7x7, 3x3: 6 chunks of 16 on AVX-512 (two a tile), 3 of 32 on AVX2 (one)
+    (40, 7, 7, 160, 1, 1, 0),      # 1x1 at 7x7, odd input chunks (5 x 8 on both)
+    (32, 13, 13, 96, 3, 2, 1),     # strided to 7x7
+    (24, 7, 7, 48, 3, 1, 1),       # 3 chunks of 16 (AVX-512) / of 16 (AVX2): one chunk a tile
+    (16, 3, 3, 64, 3, 1, 1),       # a 3-wide row: two chunks on both ISAs
+])
+def test_fallback_on_narrow_rows_numerics(ic, h, w, oc, k, s, p):
+    """The fallback (two chunks a tile where the rule takes them) on the host, against numpy, with a fused
+    bias + relu, on 7x7 outputs with channel counts that allow and forbid two chunks."""
+    rng = np.random.default_rng(ic * 31 + oc)
+    a = rng.standard_normal((1, ic, h, w)).astype("float32")
+    wt = rng.standard_normal((oc, ic, k, k)).astype("float32")
+    bias = rng.standard_normal(oc).astype("float32")
+    ref = np.maximum(conv2d_nchw_python(a, wt, (s, s), (p,) * 4) + bias[None, :, None, None], 0)
+    np.testing.assert_allclose(_run_packed(None, a, wt, s, p, bias), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_two_chunk_fallback_tile_is_registers(isa):
+    """Generated code of a 7x7 conv's fallback per ISA (compiled, not run): AVX-512 holds 2 chunks x 7 pixels
+    = 14 zmm accumulators, AVX2 one chunk of 2 ymm x 7 pixels = 14."""
+    with tvm.target.Target(ISA[isa]):
+        lanes = LANES[isa]
+        ocb = channel_block(64, lanes)
+        A = te.placeholder((1, 64 // 16, 9, 9, 16), name="A")
+        W = te.placeholder((64 // ocb, 64 // 16, 3, 3, 16, ocb), name="W")
+        out = x86.conv2d_NCHWc(A, W, (1, 1), (0, 0, 0, 0), (1, 1), "NCHW16c", f"NCHW{ocb}c", "float32")
+        f = tvm.build(x86.schedule_conv2d_NCHWc([out]), [A, W, out], target=ISA[isa])
+    src = f.get_source()
+    vec = {"avx2": "kiln_f32x8", "avx512": "kiln_f32x16"}[isa]
+    assert f"{vec} conv2d_NCHWc_global_r0," in src or f"{vec} conv2d_NCHWc_global_r0;" in src
+    n = 7 * 2
+    assert f"conv2d_NCHWc_global_r{n - 1}" in src and f"conv2d_NCHWc_global_r{n}" not in src
 
 
 @pytest.mark.parametrize("ic,h,w,oc,k,s,p", [
