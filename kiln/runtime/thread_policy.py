@@ -11,7 +11,8 @@ the launch function the loader stored in the module's ``__kiln_parallel_launch``
 so an exported ``.so`` stays self-contained). The pool has N-1 workers (N: the thread count below, grown on
 demand); the caller publishes a job, runs chunks itself (claimed through one atomic ticket, guided sizes: the
 work left / (2 * threads)), and when none is left waits only for chunks already claimed, never for a worker
-that has not woken up. Idle workers spin 50 us (``KILN_POOL_SPIN_US``, :func:`kiln.runtime.thread_pool.set_spin_us`),
+that has not woken up. Idle workers spin 300 us while no other process keeps a core busy, else 50 us (the
+adaptive policy below; ``KILN_POOL_SPIN_US`` or :func:`kiln.runtime.thread_pool.set_spin_us` fix it),
 then sleep on a futex. A launch while the pool is busy (a second Python thread, a kernel called from inside a
 parallel body) runs serially; a forked child starts new workers on its first launch. Measurements:
 benchmarks/results/contention_pool.md and docs/architecture.md ("Parallel loops: kiln's thread pool").
@@ -317,6 +318,20 @@ def effective_threads(requested: int | None = None, backend: str = "pool") -> in
 
 def _apply() -> None:
     apply_effective_threads()
+    _apply_spin()
+
+
+def _apply_spin() -> None:
+    """The pool workers' spin follows the adaptive decision (:func:`spin_choice`): long while no other process
+    keeps a core busy (:data:`kiln.runtime.thread_pool.QUIET_SPIN_US`), short otherwise or under ``fixed``."""
+    from . import thread_pool
+    thread_pool.adapt_spin(spin_choice())
+
+
+def spin_choice() -> bool:
+    """Whether the pool's workers take the long (quiet-machine) spin: the adaptive policy, and no other process
+    kept a core busy in its last decision (none yet counts as quiet: a busy start costs one decision's 0.5 s)."""
+    return get_thread_policy() == "adaptive" and (ADAPTER.usable is None or ADAPTER.usable >= ADAPTER.cpus)
 
 
 def tick() -> None:

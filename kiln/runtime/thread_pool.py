@@ -39,6 +39,12 @@ def _load():
             if path is None:
                 raise FileNotFoundError("no C compiler side to build it and no copy in $KILN_CACHE_DIR/runtime")
             lib = _typed(ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL))
+            if not _spin_is_explicit():  # the adaptive policy's spin (adapt_spin), decided before or now
+                us = _state.get("adaptive_spin_us")
+                if us is None:
+                    from .thread_policy import spin_choice
+                    us = _state["adaptive_spin_us"] = QUIET_SPIN_US if spin_choice() else BUSY_SPIN_US
+                lib.kiln_pool_set_spin_us(us)
         except Exception as err:  # noqa: BLE001 - no compiler / failed build: parallel loops run serially
             _log.warning("kiln thread pool unavailable (%s); parallel loops run on the pool an exported library "
                          "carries, else serially", err)
@@ -105,11 +111,42 @@ def pool_stats() -> dict:
 
 def set_spin_us(us: int) -> int:
     """How long (microseconds) idle workers spin before they sleep on a futex; returns the previous value.
-    The default is ``$KILN_POOL_SPIN_US`` or 50."""
+    The default is ``$KILN_POOL_SPIN_US``, else the adaptive thread policy's choice (:func:`adapt_spin`), else
+    50. A value set here (or in the environment) is kept: the adaptive policy no longer changes it."""
     if isinstance(us, bool) or not isinstance(us, int) or us < 0:
         from ..error import KilnError
         raise KilnError(f"set_spin_us expects a non-negative integer, got {us!r}")
+    _state["explicit_spin"] = True
     lib = _load()
     if lib is None:
         return 0
     return int(lib.kiln_pool_set_spin_us(us))
+
+
+# Idle workers' spin under the adaptive thread policy (kiln.runtime.thread_policy): long while no other process
+# keeps a core busy, short otherwise. A futex wake-up of a worker whose vCPU went idle costs tens of
+# microseconds in a VM, at times far more: on a quiet 2-core Zen 5 VM, mobilenet_v2 at 2 threads ran at 4.3 ms
+# median beside ONNX Runtime's 2.4 with a 50 us spin (the worker asleep at 20-40% of the jobs), 2.1 with 300 us
+# and 2.2 with 1000 us (benchmarks.run's interleaved blocks, session 12). Under heavy outside load a long spin
+# burns the scheduler share the process then lacks (session 8: 200 and 1000 us were worse than 50 us at load
+# ~13, docs/architecture.md), so the short spin stays where others are busy.
+QUIET_SPIN_US = 300
+BUSY_SPIN_US = 50
+
+
+def _spin_is_explicit() -> bool:
+    return bool(_state.get("explicit_spin")) or bool(os.environ.get("KILN_POOL_SPIN_US", "").strip())
+
+
+def adapt_spin(quiet: bool) -> int | None:
+    """Set the idle workers' spin for a quiet machine (:data:`QUIET_SPIN_US`) or a busy one
+    (:data:`BUSY_SPIN_US`), unless the spin was set explicitly (:func:`set_spin_us`, ``$KILN_POOL_SPIN_US``).
+    Never builds the pool: a pool loaded later starts with this choice. Returns the spin chosen, or None."""
+    if _spin_is_explicit():
+        return None
+    us = QUIET_SPIN_US if quiet else BUSY_SPIN_US
+    _state["adaptive_spin_us"] = us
+    lib = _state.get("lib")
+    if lib is not None:
+        lib.kiln_pool_set_spin_us(us)
+    return us
