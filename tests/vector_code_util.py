@@ -38,3 +38,23 @@ def check_cast(f, src: str, dst: str, n: int, seed: int) -> None:
     out = kiln.nd.array(np.zeros(n, dst))
     f(kiln.nd.array(x), out)
     np.testing.assert_array_equal(out.numpy(), x.astype(dst))
+
+
+def build_injective(shape, dtype: str, target: str, make):
+    """``make(a)`` of a placeholder ``a`` scheduled by the x86 injective schedule and built for ``target``;
+    returns (the function, the output shape)."""
+    from kiln import topi
+    with kiln.target.Target(target):
+        a = te.placeholder(shape, dtype, name="a")
+        out = make(a)
+        s = topi.x86.schedule_injective([out])
+        return kiln.build(s, [a, out], target), [int(d) for d in out.shape]
+
+
+def random_array(shape, dtype: str, seed: int) -> np.ndarray:
+    """Random values over a float dtype's normal range (x8) or an integer dtype's whole range."""
+    rng = np.random.default_rng(seed)
+    if dtype.startswith("float"):
+        return (rng.standard_normal(shape) * 8).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)

@@ -544,16 +544,8 @@ def _strided_read(s, op, var) -> bool:
     transform, a transpose) that indexes with ``var`` anywhere but in its last index (the output's innermost
     axis is a strided walk through the input). Only copies: a stage computing on the value (the int8 input
     quantize, pad and NCHW4c transform in one) runs no faster unrolled than as the gathered vector."""
-    body = list(getattr(op, "body", []) or [])
-    if len(body) != 1 or not isinstance(body[0], E.ProducerLoad):
-        return False
-    src = getattr(body[0].producer, "op", None)
-    try:
-        if src is not None and s[src].attach_type in (kInline, kInlinedAlready):
-            return False
-    except (KeyError, ValueError, AttributeError):
-        pass  # not a stage of this schedule (a placeholder)
-    return any(_uses(i, var) for i in list(body[0].indices)[:-1])
+    load = _plain_copy_load(s, op)
+    return load is not None and any(_uses(i, var) for i in list(load.indices)[:-1])
 
 
 def _interleave_outputs(stage, axes, extents, symbolic, reduce_axes, inner):

@@ -65,6 +65,16 @@ def _run_packed(cfg, a, wt, s, p, bias=None):
     return lt(res.numpy(), f"NCHW{ocb}c", "NCHW")
 
 
+def _check_fallback_bias_relu(ic, h, w, oc, k, s, p, seed):
+    """The fallback config's conv with a fused bias + relu, run on the host, against numpy."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((1, ic, h, w)).astype("float32")
+    wt = rng.standard_normal((oc, ic, k, k)).astype("float32")
+    bias = rng.standard_normal(oc).astype("float32")
+    ref = np.maximum(conv2d_nchw_python(a, wt, (s, s), (p,) * 4) + bias[None, :, None, None], 0)
+    np.testing.assert_allclose(_run_packed(None, a, wt, s, p, bias), ref, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
 def test_space_knobs_and_register_budget(isa):
     """Every tile of the space holds its accumulators in the ISA's registers: 14 of AVX2's 16 ymm, 28 of
@@ -206,12 +216,7 @@ def test_fallback_chunks_rule():
 def test_fallback_on_narrow_rows_numerics(ic, h, w, oc, k, s, p):
     """The fallback (two chunks a tile where the rule takes them) on the host, against numpy, with a fused
     bias + relu, on 7x7 outputs with channel counts that allow and forbid two chunks."""
-    rng = np.random.default_rng(ic * 31 + oc)
-    a = rng.standard_normal((1, ic, h, w)).astype("float32")
-    wt = rng.standard_normal((oc, ic, k, k)).astype("float32")
-    bias = rng.standard_normal(oc).astype("float32")
-    ref = np.maximum(conv2d_nchw_python(a, wt, (s, s), (p,) * 4) + bias[None, :, None, None], 0)
-    np.testing.assert_allclose(_run_packed(None, a, wt, s, p, bias), ref, rtol=1e-4, atol=1e-4)
+    _check_fallback_bias_relu(ic, h, w, oc, k, s, p, seed=ic * 31 + oc)
 
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
@@ -274,12 +279,7 @@ def test_last_config_and_fallback_with_epilogue():
 def test_fallback_of_narrow_blocks(ic, h, w, oc, k, s, p):
     """The fallback of a conv whose input block is narrower than a vector (the network stem), on the host,
     against numpy, with a fused bias + relu."""
-    rng = np.random.default_rng(ic * 100 + oc)
-    a = rng.standard_normal((1, ic, h, w)).astype("float32")
-    wt = rng.standard_normal((oc, ic, k, k)).astype("float32")
-    bias = rng.standard_normal(oc).astype("float32")
-    ref = np.maximum(conv2d_nchw_python(a, wt, (s, s), (p,) * 4) + bias[None, :, None, None], 0)
-    np.testing.assert_allclose(_run_packed(None, a, wt, s, p, bias), ref, rtol=1e-4, atol=1e-4)
+    _check_fallback_bias_relu(ic, h, w, oc, k, s, p, seed=ic * 100 + oc)
 
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])

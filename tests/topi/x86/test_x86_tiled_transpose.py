@@ -9,30 +9,14 @@ import numpy as np
 import pytest
 
 import kiln as tvm
-from kiln import te, topi
+from kiln import topi
 
-from tests.vector_code_util import target_asm
+from tests.vector_code_util import build_injective as _build, random_array as _random, target_asm
 
 AVX2 = "llvm -mcpu=core-avx2"
 AVX512 = "llvm -mcpu=skylake-avx512"
 GATHERS = {"vinsertps", "vgatherdps", "vgatherqps", "vpgatherdd", "vpinsrd", "vpinsrb", "vpinsrw", "vpinsrq",
            "vinsertf128", "vinserti128", "vpextrb", "vpextrw", "vextractps"}
-
-
-def _random(shape, dtype, seed):
-    rng = np.random.default_rng(seed)
-    if dtype.startswith("float"):
-        return (rng.standard_normal(shape) * 8).astype(dtype)
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
-
-
-def _build(shape, dtype, target, make):
-    with tvm.target.Target(target):
-        a = te.placeholder(shape, dtype, name="a")
-        out = make(a)
-        s = topi.x86.schedule_injective([out])
-        return tvm.build(s, [a, out], target), [int(d) for d in out.shape]
 
 
 def _check(shape, axes, dtype):
