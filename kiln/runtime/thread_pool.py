@@ -25,7 +25,7 @@ _lock = threading.Lock()
 _state: dict = {}
 SOURCE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "thread_pool.c")
 STATS_FIELDS = ("workers", "jobs", "serial_jobs", "chunks_by_caller", "chunks_by_workers", "wakeups", "spin_us",
-                "caller_waits")
+                "caller_waits", "caller_moves")
 
 
 def _load():
