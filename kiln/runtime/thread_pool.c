@@ -19,7 +19,8 @@
  * once, where a caller that spun or sched_yield()ed kept that core busy and the job waited for the
  * worker's own core (a scheduler slice, milliseconds).
  * Each worker is bound to its own CPU (as TVM binds its workers): worker k to the k-th CPU of the creating
- * thread's affinity mask other than the CPU that thread ran on, unbound when the mask has too few CPUs. Left
+ * thread's affinity mask other than the CPU that thread ran on, one CPU per physical core before any SMT
+ * sibling (kiln_pool_cpu_order), unbound when the mask has too few CPUs. Left
  * free, Linux wakes a sleeping worker on the CPU of the thread that woke it (the caller), and in a VM the
  * idle CPU pulls one of them away only at its next tick (4 ms at HZ=250): until then the two time-share one CPU
  * while the other idles. On a 2-core Zen 5 VM a quarter of mobilenet_v2's calls after a pause took 4.5-6.5 ms
@@ -233,15 +234,57 @@ static void kiln_pool_init_once(void) {
   pthread_atfork(NULL, NULL, kiln_pool_after_fork_child);
 }
 
-/* The CPU worker `id` is bound to: the id-th CPU of `mask` other than `skip` (the creating thread's CPU), -1
- * when the mask has no such CPU. */
-static int32_t kiln_pool_pick_cpu(const cpu_set_t* mask, int32_t skip, int32_t id) {
-  int32_t seen = 0;
-  for (int32_t c = 0; c < CPU_SETSIZE; ++c) {
-    if (!CPU_ISSET(c, mask) || c == skip) continue;
-    if (++seen == id) return c;
+/* The physical core of `cpu` (package << 20 | core id, from sysfs), or -1 - cpu when unknown (each CPU its own). */
+static int64_t kiln_pool_core_of(int32_t cpu) {
+  char path[96];
+  long v[2] = {-1, -1};
+  const char* names[2] = {"physical_package_id", "core_id"};
+  for (int i = 0; i < 2; ++i) {
+    snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/topology/%s", (int)cpu, names[i]);
+    FILE* f = fopen(path, "r");
+    if (!f) return -1 - (int64_t)cpu;
+    if (fscanf(f, "%ld", &v[i]) != 1) v[i] = -1;
+    fclose(f);
+    if (v[i] < 0) return -1 - (int64_t)cpu;
   }
-  return -1;
+  return (int64_t)v[0] << 20 | v[1];
+}
+
+/* The binding order of `n` candidate CPUs `cpus` with physical cores `cores`: one CPU of every physical core
+ * other than `skip_core` (the creating thread's: an SMT sibling of a busy CPU is half a core) in the given
+ * order, then the remaining CPUs. Writes at most `cap` CPUs to `order`, returns how many. Exported for tests. */
+int32_t kiln_pool_order_cpus(const int32_t* cpus, const int64_t* cores, int32_t n, int64_t skip_core,
+                             int32_t* order, int32_t cap) {
+  int32_t m = 0;
+  if (n > KILN_POOL_MAX_THREADS) n = KILN_POOL_MAX_THREADS;
+  char taken[KILN_POOL_MAX_THREADS] = {0};
+  for (int32_t i = 0; i < n && m < cap; ++i) {
+    int fresh = cores[i] != skip_core;
+    for (int32_t j = 0; j < i && fresh; ++j) fresh = !(taken[j] && cores[j] == cores[i]);
+    if (fresh) {
+      taken[i] = 1;
+      order[m++] = cpus[i];
+    }
+  }
+  for (int32_t i = 0; i < n && m < cap; ++i)
+    if (!taken[i]) order[m++] = cpus[i];
+  return m;
+}
+
+/* The CPUs of `mask` other than `skip` (the creating thread's CPU) and other than those already bound to a
+ * worker, in binding order (kiln_pool_order_cpus). Returns how many were written to `order`. */
+static int32_t kiln_pool_cpu_order(const cpu_set_t* mask, int32_t skip, int32_t* order, int32_t cap) {
+  int32_t cpus[KILN_POOL_MAX_THREADS], n = 0;
+  int64_t cores[KILN_POOL_MAX_THREADS];
+  for (int32_t c = 0; c < CPU_SETSIZE && n < KILN_POOL_MAX_THREADS; ++c) {
+    if (!CPU_ISSET(c, mask) || c == skip) continue;
+    int bound = 0;
+    for (int32_t k = 1; k <= kiln_pool.workers && !bound; ++k) bound = kiln_pool.worker_cpu[k] == c;
+    if (bound) continue;
+    cpus[n] = c;
+    cores[n++] = kiln_pool_core_of(c);
+  }
+  return kiln_pool_order_cpus(cpus, cores, n, skip >= 0 ? kiln_pool_core_of(skip) : INT64_MIN, order, cap);
 }
 
 /* Start workers until there are `want` of them; returns how many there are. */
@@ -253,13 +296,14 @@ static int32_t kiln_pool_grow(int32_t want) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);  /* workers take no signals: Python's go to its main thread */
   cpu_set_t mask;
-  int have_mask = kiln_pool.bind && sched_getaffinity(0, sizeof(mask), &mask) == 0;
-  int32_t here = sched_getcpu();
+  int32_t order[KILN_POOL_MAX_THREADS], n_order = 0, next = 0;
+  if (kiln_pool.bind && sched_getaffinity(0, sizeof(mask), &mask) == 0)
+    n_order = kiln_pool_cpu_order(&mask, sched_getcpu(), order, KILN_POOL_MAX_THREADS);
   while (kiln_pool.workers < want) {
     pthread_t th;
     pthread_attr_t attr;
     int32_t id = kiln_pool.workers + 1;
-    int32_t cpu = have_mask ? kiln_pool_pick_cpu(&mask, here, id) : -1;
+    int32_t cpu = next < n_order ? order[next++] : -1;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     if (cpu >= 0) {

@@ -14,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 SCRIPT = r"""
 import json, os, sys, threading
-import kiln  # the compiler side builds the pool when no cached copy of this source exists
+import kiln.target.compiler  # registers the pool's build (no cached copy of this source yet)
 import test_thread_pool_chunks as t
 from kiln.runtime import thread_pool
 
@@ -127,3 +127,32 @@ def test_one_cpu_process_keeps_an_unbound_worker_and_runs_every_iteration():
 def test_caller_on_a_workers_cpu_moves_off_it_mask_restored():
     res = _run(threads=2, mode="move")
     assert res["moved"], "the caller, put on the bound worker's CPU, was never moved off it in 20 launches"
+
+
+def _order(cpus, cores, skip_core, cap=None):
+    import ctypes
+    from kiln.runtime import thread_pool
+    lib = thread_pool._load()
+    assert lib is not None, "kiln's thread pool could not be built"
+    n = len(cpus)
+    cap = n if cap is None else cap
+    out = (ctypes.c_int32 * max(1, cap))()
+    m = lib.kiln_pool_order_cpus((ctypes.c_int32 * max(1, n))(*cpus), (ctypes.c_int64 * max(1, n))(*cores),
+                                 n, skip_core, out, cap)
+    return list(out[:m])
+
+
+@pytest.mark.parametrize("cpus,cores,skip_core,want", [
+    # 4 cores x 2 SMT siblings numbered adjacently (0-1 one core): the caller on core 0 (CPU 0)
+    ([1, 2, 3, 4, 5, 6, 7], [0, 1, 1, 2, 2, 3, 3], 0, [2, 4, 6, 1, 3, 5, 7]),
+    # siblings numbered far apart (Linux's usual: CPU c and c + 4 share a core)
+    ([1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 0, 1, 2, 3], 0, [1, 2, 3, 4, 5, 6, 7]),
+    # no SMT: mask order
+    ([0, 2, 5], [0, 2, 5], 1, [0, 2, 5]),
+    # topology unknown (each CPU its own core)
+    ([3, 1], [-4, -2], -1, [3, 1]),
+    ([], [], 0, []),
+])
+def test_binding_order_spreads_over_physical_cores_first(cpus, cores, skip_core, want):
+    assert _order(cpus, cores, skip_core) == want
+    assert _order(cpus, cores, skip_core, cap=2) == want[:2]
