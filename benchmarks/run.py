@@ -163,8 +163,9 @@ def bench_one(key: str, args, tmpdir: str) -> dict:
                               pause=PAUSES[args.pause])
         after = thread_pool.pool_stats()
         if before:  # kiln's pool while every contender was timed: did its workers sleep between jobs?
-            row["kiln_pool"] = {k: after[k] - before[k] for k in ("jobs", "wakeups", "caller_waits",
-                                                                   "chunks_by_caller", "chunks_by_workers")}
+            row["kiln_pool"] = {k: after[k] - before[k] for k in ("jobs", "wakeups", "caller_waits", "caller_moves",
+                                                                   "chunks_by_caller", "chunks_by_workers")
+                                if k in after}
         for name, t in timings.items():
             row["results"][name] = {"median_ms": t["median_s"] * 1e3, "min_ms": t["best_s"] * 1e3,
                                     "compile_s": compile_s[name], "max_abs_err": errors[name],
@@ -212,12 +213,13 @@ def to_markdown(data: dict) -> str:
     pool = [(r["description"], r["kiln_pool"]) for r in data["rows"] if r.get("kiln_pool", {}).get("jobs")]
     if pool:
         lines += ["", "kiln's thread pool during the timing (every kiln column, warm-up included): parallel jobs, "
-                  "worker wake-ups from sleep per job, share of chunks run by the workers, caller sleeps."]
+                  "worker wake-ups from sleep per job, share of chunks run by the workers, caller sleeps, caller "
+                  "moves off a bound worker's CPU."]
         for desc, p in pool:
             chunks = p["chunks_by_caller"] + p["chunks_by_workers"]
             lines.append(f"- {desc}: {p['jobs']} jobs, {p['wakeups'] / p['jobs']:.2f} wake-ups per job, "
                          f"{100 * p['chunks_by_workers'] / max(1, chunks):.0f}% of chunks by workers, "
-                         f"{p['caller_waits']} caller sleeps")
+                         f"{p['caller_waits']} caller sleeps, {p.get('caller_moves', 0)} caller moves")
     settles = [(r["description"], {c: res["settle_ms"] for c, res in r["results"].items() if res.get("settle_ms")})
                for r in data["rows"]]
     settles = [(d, s) for d, s in settles if s]
