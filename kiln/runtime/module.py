@@ -225,7 +225,8 @@ class CModule(Module):
                  target_info: dict | None = None):
         super().__init__()
         self.library = library
-        #: {"target": target string, "required_features": [ISA features the code may use]} (empty if unknown)
+        #: {"target": target string, "required_features": [ISA features the code may use], and where the CPU has
+        #: some the code is compiled without, "unused_features": [those] (information only)} (empty if unknown)
         self.target_info = dict(target_info or {})
         self.type_key = type_key
         self.functions = [dict(f) for f in functions]
@@ -382,7 +383,7 @@ def _load_library_module(header: dict, payloads: dict, library: Library | None) 
     if library is None:
         raise ModuleLoadError("a compiled-code module needs its shared library")
     source = payloads.get("source")
-    info = {k: header[k] for k in ("target", "required_features") if k in header}
+    info = {k: header[k] for k in ("target", "required_features", "unused_features") if k in header}
     mod = CModule(library, header["functions"], header.get("entry_name"), type_key=LIBRARY_TYPE_KEY,
                   source=source.decode("utf-8") if source is not None else None, objects=None, target_info=info)
     return mod

@@ -17,7 +17,7 @@ from ..runtime.library import Library, UnrunnableLibrary
 from ..runtime.module import CModule, Module
 from ..runtime.registry import register_func
 from . import compiler
-from .x86 import required_features
+from .x86 import required_features, unused_features
 
 __all__ = ["create_c_module"]
 
@@ -26,13 +26,17 @@ def create_c_module(source: str, functions: list, entry_name: str | None = None,
                     type_key: str = "llvm", target=None, extra_objects: Sequence[str] = ()) -> Module:
     """Compile C ``source`` (starting with the ABI prelude) whose kernels ``functions`` describes and load it;
     the compile goes through the driver's disk cache. With ``target`` (the CPU target of ``cflags``) the module
-    records the target and the ISA features its code may use; when this CPU lacks some, the code is compiled
-    (its source, objects and exports are there) but not loaded, and calling a kernel raises ModuleLoadError."""
+    records the target and the ISA features its code may use (and, for information, those of the CPU the code
+    is compiled without); when this CPU lacks some, the code is compiled (its source, objects and exports are
+    there) but not loaded, and calling a kernel raises ModuleLoadError."""
     objects = [compiler.compile_object(source, list(cflags))] + list(extra_objects)  # extra: pragma import_llvm
     so_path = compiler.link_cached(objects)
     info = {}
     if target is not None:
         info = {"target": str(target), "required_features": required_features(target)}
+        unused = unused_features(target)
+        if unused:  # the CPU has them, the code cannot contain them (informational, never checked)
+            info["unused_features"] = unused
     missing = missing_features(info.get("required_features", ()))
     if missing:
         lib = UnrunnableLibrary(so_path, f"it was compiled for {info['target']!r} and this CPU lacks "

@@ -10,6 +10,13 @@ it (sapphirerapids, znver5 hosts): kiln's kernels never use its instructions on 
 arithmetic then rounds the same on every CPU (gcc evaluates ``_Float16`` in float without AVX512-FP16 and in
 half precision with it), and gcc 13 emits AVX512-FP16 stores with zero-masking (``vmovsh %xmm1,
 (%rcx){%k1}{z}``) that the assembler rejects, failing every float16 model on such a host.
+
+AMX (``amx-tile``, ``amx-int8``, ``amx-bf16``, ``amx-fp16``, ``amx-complex``) and AVX512-VP2INTERSECT are turned
+off too (``-mno-<feature>``, where the compiler's ``-march`` enables them and ``-mattr`` does not ask for them):
+their instructions come only from their intrinsics, which kiln's C never calls, so the code cannot contain them
+and a library need not require them (:func:`compiled_features`): code for sapphirerapids loads on a CPU, or a
+VM, that hides AMX. gcc 12's ``-march=sapphirerapids`` also enables AVX512-VP2INTERSECT, which LLVM's (and kiln's)
+sapphirerapids does not list.
 """
 from __future__ import annotations
 
@@ -18,7 +25,8 @@ import subprocess
 import threading
 
 from ..error import KilnError
-from .compiler import compiler_identity, find_compiler
+from ..runtime.cpu_features import ISA_FEATURES
+from .compiler import DEFAULT_CFLAGS, compiler_identity, find_compiler
 from .cpus import known_cpu_names, UnknownCpuError, cpu_ancestors, cpu_features
 
 
@@ -117,8 +125,68 @@ def target_cflags(target) -> list:
     flags = [f"-O{min(max(level, 0), 3)}"]
     flags.extend(cpu_cflags(target))
     flags.extend(_mattr_flag(a) for a in target.mattr)
-    if "+avx512fp16" not in [a.lower() for a in target.mattr] and _probe(("-mno-avx512fp16",)):
+    asked = _asked_features(target)
+    if "avx512fp16" not in asked and _probe(("-mno-avx512fp16",)):
         flags.append("-mno-avx512fp16")
+    enabled = compiled_features(flags) or frozenset()
+    amx_asked = any(f.startswith("amx-") for f in asked)
+    for feat in UNUSED_FEATURES:
+        # an asked AMX extension keeps amx-tile, whose tile loads and configuration it needs
+        if feat in enabled and feat not in asked and not (feat == "amx-tile" and amx_asked):
+            flags.append(f"-mno-{feat}")
     if target.attrs.get("fast-math"):
         flags.append("-ffast-math")
     return flags
+
+
+#: ISA extensions kiln compiles without (``-mno-<feature>``) where the compiler's ``-march`` enables them, unless
+#: ``-mattr`` asks for them: only their intrinsics emit their instructions, and kiln's C calls none of them.
+#: (AVX512-FP16 is off as well, for every target: see the module docstring.)
+UNUSED_FEATURES = ("amx-tile", "amx-int8", "amx-bf16", "amx-fp16", "amx-complex", "avx512vp2intersect")
+
+
+def _asked_features(target) -> set:
+    """The features ``-mattr`` turns on: the target's, and ``$KILN_HOST_TARGET``'s when the target names no CPU
+    (its ``-mattr`` flags are in :func:`cpu_cflags`)."""
+    attrs = list(target.mattr)
+    if not target.mcpu:
+        from .x86 import host_target
+        host = host_target()
+        if host is not None:
+            attrs += list(host.mattr)
+    return {a[1:].lower().replace("_", ".") for a in attrs if a.startswith("+")}
+
+
+def _feature_macro(feature: str) -> str:
+    """The macro a C compiler predefines when ``feature`` is enabled: ``avx512f`` -> ``__AVX512F__``,
+    ``sse4.1`` -> ``__SSE4_1__``, ``amx-tile`` -> ``__AMX_TILE__``."""
+    return "__" + feature.upper().replace("-", "_").replace(".", "_") + "__"
+
+
+def compiled_features(flags) -> frozenset | None:
+    """The ISA features (LLVM names, those :data:`kiln.runtime.cpu_features.ISA_FEATURES` lists) the C compiler
+    may use when it compiles with ``flags`` (after kiln's default flags): those whose macro it predefines
+    (``__AVX512F__``, ``__AMX_TILE__``, ...), so ``-march``, ``-m<feature>`` and ``-mno-<feature>`` count as the
+    compiler applies them. None when the compiler cannot be asked."""
+    cc = tuple(find_compiler())
+    args = tuple(DEFAULT_CFLAGS) + tuple(flags)
+    key = (compiler_identity(list(cc)), "macros", args)
+    with _probe_lock:
+        hit = _probe_cache.get(key, _MISSING)
+    if hit is _MISSING:
+        hit = None
+        try:
+            proc = subprocess.run(list(cc) + list(args) + ["-dM", "-E", "-x", "c", os.devnull],
+                                  capture_output=True, text=True, timeout=60)
+            if proc.returncode == 0:
+                defined = {line.split()[1] for line in proc.stdout.splitlines()
+                           if line.startswith("#define ") and len(line.split()) > 1}
+                hit = frozenset(f for f in ISA_FEATURES if _feature_macro(f) in defined)
+        except (OSError, subprocess.SubprocessError):
+            pass
+        with _probe_lock:
+            _probe_cache[key] = hit
+    return hit
+
+
+_MISSING = object()

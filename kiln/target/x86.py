@@ -12,7 +12,7 @@ from functools import lru_cache
 from .cpus import UnknownCpuError, cpu_features
 from ..runtime.cpu_features import features_from_cpuinfo_flags, missing_features, ISA_FEATURES
 from ..runtime.dtype import parse_dtype
-from .flags import unknown_cpu_error, cpu_cflags
+from .flags import UNUSED_FEATURES, compiled_features, cpu_cflags, target_cflags, unknown_cpu_error
 
 
 @dataclass(frozen=True)
@@ -151,8 +151,34 @@ def host_can_run(target=None) -> bool:
 
 
 def required_features(target=None) -> list:
-    """The ISA features (LLVM names, those the runtime checks at load) code built for ``target`` may use."""
-    return sorted(f for f in target_cpu_flags(target) if f in ISA_FEATURES)
+    """The ISA features (LLVM names, those the runtime checks at load) code built for ``target`` may use: those the
+    C compiler enables with kiln's flags for it (:func:`kiln.target.flags.compiled_features` of
+    :func:`~kiln.target.flags.target_cflags`), so not the extensions kiln compiles without (AVX512-FP16, AMX,
+    AVX512-VP2INTERSECT: ``flags.UNUSED_FEATURES``) even where the CPU has them. Where the compiler cannot be
+    asked: the target CPU's features less those."""
+    t = _as_target(target)
+    try:
+        enabled = compiled_features(target_cflags(t))
+    except NotImplementedError:  # not a CPU target kiln compiles C for
+        enabled = None
+    if enabled is None:
+        off = set(UNUSED_FEATURES) | {"avx512fp16"}
+        enabled = {f for f in target_cpu_flags(t) if f not in off or f"+{f}" in [a.lower() for a in t.mattr]}
+    return sorted(f for f in enabled if f in ISA_FEATURES)
+
+
+def unused_features(target=None) -> list:
+    """The ISA features the target CPU has that code built for it cannot contain (kiln compiles without them,
+    see :func:`required_features`): recorded in a library for information, never checked."""
+    t = _as_target(target)
+    return sorted(set(target_cpu_flags(t)) & set(ISA_FEATURES) - set(required_features(t)))
+
+
+def _as_target(target):
+    from .target import Target
+    if target is None:
+        target = Target.current(allow_none=True) or Target("llvm")
+    return target if isinstance(target, Target) else Target(target)
 
 
 def get_simd_width(target=None, dtype: str = "float32") -> int:

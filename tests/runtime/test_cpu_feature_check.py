@@ -9,6 +9,7 @@ from kiln import te
 from kiln.error import ModuleLoadError
 from kiln.runtime import cpu_features
 from kiln.runtime.library import read_blob_from_file
+from kiln.runtime.module import check_blob_runnable
 from kiln.target import x86
 
 AVX512 = "llvm -mcpu=skylake-avx512"
@@ -117,3 +118,36 @@ def test_set_num_threads(monkeypatch):
     finally:
         tvm.runtime.set_num_threads(None)
     assert tvm.runtime.num_threads() >= 1
+
+
+SPR = "llvm -mcpu=sapphirerapids"
+SPR_COMPILED_OUT = {"amx-tile", "amx-int8", "amx-bf16", "avx512fp16"}
+
+
+def _as_cpu(monkeypatch, features):
+    """Pretend this CPU has exactly ``features``."""
+    monkeypatch.setattr(cpu_features, "host_features", lambda: frozenset(features))
+
+
+def test_sapphirerapids_library_does_not_require_amx_or_fp16(tmp_path, monkeypatch):
+    """kiln compiles without AMX and AVX512-FP16 (-mno-...): code for sapphirerapids cannot contain them, so it
+    loads on a CPU (or a VM) that hides them, and is refused, naming the feature, where AVX-512 itself is missing."""
+    f = _add_one(SPR)   # compiled on any host; run only where this CPU can
+    required = set(f.target_info["required_features"])
+    assert {"avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "avx2", "fma"} <= required
+    assert not required & (SPR_COMPILED_OUT | {"avx512vp2intersect"})
+    assert SPR_COMPILED_OUT <= set(f.target_info["unused_features"])   # recorded, not checked
+    path = str(tmp_path / "spr.so")
+    f.export_library(path)
+    if x86.host_can_run(SPR):   # e.g. Zen 5: AVX-512 with VNNI and BF16, AVX-VNNI, no AMX, no FP16
+        _without(monkeypatch, *SPR_COMPILED_OUT)   # (hidden as well where the CPU has them)
+        loaded = tvm.runtime.load_module(path)
+        assert loaded.target_info == f.target_info
+        _run(loaded)
+    # any host: a CPU with exactly the features the code may use (no AMX, no FP16) passes the load-time check
+    _as_cpu(monkeypatch, required)
+    check_blob_runnable(read_blob_from_file(path), path)
+    # the same CPU without AVX-512F: refused before the library is mapped, naming avx512f
+    _as_cpu(monkeypatch, required - {"avx512f"})
+    with pytest.raises(ModuleLoadError, match=r"compiled for 'llvm .*-mcpu=sapphirerapids'.*lacks: avx512f\. "):
+        tvm.runtime.load_module(path)

@@ -7,6 +7,7 @@ import kiln as tvm
 from kiln import te
 from kiln.target import Target, x86
 from kiln.target.cpus import cpu_features, known_cpu_names
+from kiln.runtime.cpu_features import ISA_FEATURES
 from kiln.target.flags import TargetFlagsError, march_and_flags, target_cflags
 
 # names LLVM 17 knows for x86-64 CPUs of the last decade (gcc 12 lacks znver4, znver5, graniterapids,
@@ -111,3 +112,49 @@ def test_avx512fp16_stays_off_unless_asked():
         assert "-mno-avx512fp16" in target_cflags(t), t
     flags = target_cflags("llvm -mcpu=sapphirerapids -mattr=+avx512fp16")
     assert "-mno-avx512fp16" not in flags and "-mavx512fp16" in flags
+
+
+def _compiles(code, flags):
+    import subprocess
+    from kiln.target.compiler import DEFAULT_CFLAGS, find_compiler
+    proc = subprocess.run(find_compiler() + list(DEFAULT_CFLAGS) + list(flags) + ["-S", "-x", "c", "-", "-o", "/dev/null"],
+                          input=code, capture_output=True, text=True)
+    return proc.returncode == 0
+
+
+def test_amx_fp16_vp2intersect_compiled_out(monkeypatch):
+    """kiln compiles without AMX, AVX512-FP16 and AVX512-VP2INTERSECT (their instructions come only from their
+    intrinsics, which kiln's C never calls): the flags turn them off, so the code cannot contain them (their
+    intrinsics no longer compile) and a library for sapphirerapids / graniterapids / znver5 does not require
+    them. What the flags allow stays required (AVX-VNNI: gcc may encode vpdpbusd in its VEX form)."""
+    from kiln.target.flags import compiled_features
+    flags = target_cflags("llvm -mcpu=sapphirerapids")
+    assert {"-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16", "-mno-avx512fp16"} <= set(flags)
+    enabled = compiled_features(flags)
+    assert {"avx512f", "avx512bw", "avx512vnni", "avx512bf16", "avxvnni"} <= enabled
+    assert not enabled & {"amx-tile", "amx-int8", "amx-bf16", "amx-fp16", "avx512fp16", "avx512vp2intersect"}
+    head = "#include <immintrin.h>\n"
+    assert _compiles(head + "__m512i f(__m512i a, __m512i b, __m512i c) { return _mm512_dpbusd_epi32(a, b, c); }",
+                     flags)
+    # AMX code starts by loading a tile configuration: that intrinsic no longer compiles (gcc 12 writes some AMX
+    # intrinsics as asm macros, which compile anywhere; without a loaded configuration they fault)
+    assert not _compiles(head + "void f(const void *cfg) { _tile_loadconfig(cfg); }", flags)
+    assert not _compiles(head + "__m512h f(__m512h a) { return _mm512_add_ph(a, a); }", flags)
+    for name, absent in (("sapphirerapids", {"amx-tile", "amx-int8", "amx-bf16", "avx512fp16"}),
+                         ("graniterapids", {"amx-tile", "amx-fp16", "avx512fp16"}),
+                         ("znver5", {"avx512vp2intersect"})):
+        target = f"llvm -mcpu={name}"
+        assert absent <= cpu_features(name)             # the CPU has them ...
+        required = set(x86.required_features(target))
+        assert not required & absent                    # ... the code does not use them
+        assert absent & set(x86.unused_features(target)) == absent & ISA_FEATURES.keys()
+        assert {"avx512f", "avx512vnni", "avx512bf16", "avxvnni"} <= required
+    # CPUs without these extensions keep their flags; -mattr brings one back (and amx-tile with an AMX extension)
+    assert not [f for f in target_cflags("llvm -mcpu=skylake-avx512") if "amx" in f or "vp2intersect" in f]
+    asked = target_cflags("llvm -mcpu=sapphirerapids -mattr=+amx-int8")
+    assert "-mno-amx-int8" not in asked and "-mno-amx-tile" not in asked and "-mno-amx-bf16" in asked
+    assert {"amx-tile", "amx-int8"} <= set(x86.required_features("llvm -mcpu=sapphirerapids -mattr=+amx-int8"))
+    # no compiler to ask: the CPU's features less those kiln compiles without
+    monkeypatch.setattr(x86, "compiled_features", lambda flags: None)
+    fallback = set(x86.required_features("llvm -mcpu=sapphirerapids"))
+    assert "avx512f" in fallback and not fallback & {"amx-tile", "amx-int8", "amx-bf16", "avx512fp16"}

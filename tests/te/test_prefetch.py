@@ -44,6 +44,12 @@ def _prefetch_calls(func):
     return found
 
 
+def _has_prefetch(stmt):
+    found = []
+    post_order_visit(stmt, lambda x: found.append(x) if isinstance(x, tir.Call) and x.op == "tir.prefetch" else None)
+    return bool(found)
+
+
 def _run(f, arrays):
     nds = [kiln.nd.array(a) for a in arrays]
     f(*nds)
@@ -269,3 +275,80 @@ def test_tir_prefetch_statement_prints_and_flattens():
     a = np.random.default_rng(6).standard_normal((4, 40)).astype("float32")
     _, b = _run(f, [a, np.zeros((4, 40), "float32")])
     np.testing.assert_allclose(b, a + 1, rtol=1e-6)
+
+
+def _prefetched_per_iteration(func, outer, arrays):
+    """Run ``func`` in the TIR interpreter, recording the element offset of every ``tir.prefetch`` per value of the
+    loop variable ``outer``."""
+    from kiln.tir import interpreter
+    seen = {}
+    plain = interpreter._Compiler.e_Call
+
+    def e_call(comp, e):
+        if e.op != "tir.prefetch":
+            return plain(comp, e)
+        off = comp.expr(e.args[0].args[2])
+
+        def record(env):
+            seen.setdefault(int(env[outer]), []).append(int(off(env)))
+            return 0
+        return record
+    interpreter._Compiler.e_Call = e_call
+    try:
+        interpreter.run_primfunc(func, arrays)
+    finally:
+        interpreter._Compiler.e_Call = plain
+    return seen
+
+
+@pytest.mark.parametrize("shape,axis,factor,offset", [((37, 53), 0, 4, 1), ((10, 6), 0, 3, 2), ((11, 7), 0, 3, 2),
+                                                       ((37, 53), 1, 8, 1), ((9, 30), 1, 7, 2)])
+def test_loop_dependent_region_has_one_guard(shape, axis, factor, offset):
+    # the region of iteration outer + offset has a loop-dependent extent (the last iteration's block is short):
+    # the one guard is InjectPrefetch's `outer <= last`, under which the extent is provably positive, so no second
+    # `if (extent > 0)` is left inside it; the prefetched lines are those of exactly that region, every iteration
+    n, m = shape
+    A, B = _elementwise(n, m)
+    s = te.create_schedule(B.op)
+    i, j = B.op.axis
+    outer, inner = s[B].split((i, j)[axis], factor=factor)
+    if axis == 1:
+        s[B].reorder(outer, i, inner)
+    s[B].prefetch(A, outer, offset)
+    lowered = kiln.lower(s, [A, B])["main"]
+    loops = []
+    post_order_visit(lowered.body, lambda x: loops.append(x) if isinstance(x, S.For) else None)
+    outer_loop = loops[-1]   # post order: the outermost loop comes last
+    # the IfThenElse statements with a prefetch inside (nested guards would each count)
+    ifs = []
+    post_order_visit(outer_loop.body, lambda x: ifs.append(x) if isinstance(x, S.IfThenElse) and _has_prefetch(x)
+                     else None)
+    assert len(ifs) == 1, [str(g.condition) for g in ifs]
+    trips = -(-(n, m)[axis] // factor)
+    ana = kiln.arith.Analyzer()
+    live = [it for it in range(trips)
+            if ana.simplify(tir.stmt_functor.substitute(ifs[0].condition, {outer_loop.loop_var: it})).value]
+    assert live == list(range(trips - offset))
+    # the C: one `if` between the loop header and the first prefetch
+    for target in (AVX2, AVX512):
+        src = kiln.build(s, [A, B], target).get_source()
+        head = src[src.index(f"for (int32_t {outer_loop.loop_var.name.replace('.', '_')} = 0"):
+                   src.index("__builtin_prefetch(")]
+        assert head.count("if (") == 1, head
+    # the addresses: every element of iteration it + offset's block (clamped) and nothing else, every cache line
+    # of it whatever the alignment of A
+    a = np.random.default_rng(7).standard_normal(shape).astype("float32")
+    seen = _prefetched_per_iteration(lowered, outer_loop.loop_var, [a, np.zeros(shape, "float32")])
+    assert sorted(seen) == live
+    for it in live:
+        lo = (it + offset) * factor
+        hi = min(lo + factor, (n, m)[axis])
+        rows, cols = (range(lo, hi), range(m)) if axis == 0 else (range(n), range(lo, hi))
+        region = {r * m + c for r in rows for c in cols}
+        assert set(seen[it]) <= region
+        for align in range(16):
+            assert {(e + align) // 16 for e in seen[it]} == {(e + align) // 16 for e in region}
+    # numerics, run on every host (AVX2)
+    f = kiln.build(s, [A, B], AVX2)
+    _, b = _run(f, [a, np.zeros(shape, "float32")])
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)

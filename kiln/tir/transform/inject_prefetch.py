@@ -147,11 +147,17 @@ class _Injector(StmtExprMutator):
             cond = ana.simplify(cond)
         if cond is not None and ana.can_prove(_op.logical_not(cond)):
             return None, None  # no iteration ever reads inside the buffer there (offset past the loop's end)
+        # The extent min(hi, mx) - clo + 1 is written min(hi - clo + 1, mx - clo + 1): the same value, but in this
+        # form the simplifier proves it positive under `cond` (a constant term and one linear in the loop
+        # variable), so StorageFlatten's `if extent > 0` around the lowered prefetch folds away in the pipeline's
+        # later Simplify and `cond` is the only guard. Written the other way (min(v*4 + 7, 36) - v*4 - 3) it is not
+        # proved, and each iteration tested the region twice. A symbolic bound (min(n - v*2 - 2, 2)) is still not
+        # proved from `v*2 <= n - 3`: there the second test stays (correct, one compare per iteration).
         region = []
         with ana.constraint_scope(cond if cond is not None else _op.const(True)):
             for lo, hi, mn, mx in raw:
                 clo = ana.simplify(_op.max(lo, mn))
-                region.append(E.Range.from_min_extent(clo, ana.simplify(_op.min(hi, mx) - clo + 1)))
+                region.append(E.Range.from_min_extent(clo, ana.simplify(_op.min(hi - clo + 1, mx - clo + 1))))
         if hoist_to is not None and any(uses_var(r.min, hoist_to.loop_var) or uses_var(r.extent, hoist_to.loop_var)
                                         for r in region):
             return None, None
