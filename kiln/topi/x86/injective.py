@@ -638,22 +638,38 @@ def lane_split_reduction(s, op):
     # lane-split on Zen 5); the reduction over the partials then stays one row at a time (vector_row=False)
     if not _reads_along(r.source[0], red[0].var):
         return None
-    acc = accumulator_count(n // lanes)
+    total = n // lanes
+    for iv in s[op].op.reduce_axis[:-1]:
+        total *= _const_extent(iv) or 1 << 20
+    acc = reduction_accumulators(n // lanes, total)
     _, ki = s[op].split(s[op].op.reduce_axis[-1], factor=lanes * acc)
     return s.rfactor(op.output(0), ki)
 
 
-def accumulator_count(vectors: int, min_steps: int = 1) -> int:
+def accumulator_count(vectors: int, min_steps: int = 1, top: int | None = None) -> int:
     """How many independent vector accumulators a lane-split reduction over ``vectors`` whole vectors keeps:
-    the largest count up to a quarter of the target's vector registers (4 on AVX2's 16, 8 on AVX-512's 32:
-    enough to cover the add latency (3-4 cycles) at two adds per cycle, with registers left for the loads and
-    the addresses) that divides ``vectors``, so the accumulators split the row evenly (1: one accumulator),
-    and leaves each accumulator at least ``min_steps`` vectors."""
-    top = max(1, vector_registers() // 4)
+    the largest count up to ``top`` (default a quarter of the target's vector registers, 4 on AVX2's 16, 8 on
+    AVX-512's 32: enough to cover the add latency (3-4 cycles) at two adds per cycle, with registers left for
+    the loads and the addresses) that divides ``vectors``, so the accumulators split the row evenly (1: one
+    accumulator), and leaves each accumulator at least ``min_steps`` vectors."""
+    if top is None:
+        top = max(1, vector_registers() // 4)
     for u in range(min(top, vectors), 1, -1):
         if vectors % u == 0 and vectors // u >= min_steps:
             return u
     return 1
+
+
+def reduction_accumulators(vectors: int, total_vectors: int) -> int:
+    """The accumulator count of a lane-split reduction whose innermost axis is ``vectors`` whole vectors and
+    which reduces ``total_vectors`` per output (outer reduction axes included): up to 8, or 16 where a long
+    reduction (256 vectors or more per output: a whole-tensor min / max) has fewer outputs to combine the
+    accumulators of, at most half the vector registers (8 on AVX2's 16). A float max / min step (max, and the
+    NaN test and blend that keep NaN) is a longer chain than an add, so 4 accumulators (a quarter of AVX2's
+    registers) left the whole-tensor max of 128 x 1024 floats latency-bound: 5.1 us, 8: 3.9 us (AVX2 code on
+    Zen 5, one thread); on AVX-512, 8 -> 16: 2.5 -> 2.1 us; rows of 1024 lost with 16 (4.3 -> 5.2 us, the
+    longer combining tree per row)."""
+    return accumulator_count(vectors, top=min(16 if total_vectors >= 256 else 8, max(1, vector_registers() // 2)))
 
 
 def schedule_lane_partials(s, rf, lanes: int) -> None:
@@ -664,6 +680,11 @@ def schedule_lane_partials(s, rf, lanes: int) -> None:
     part = s[rf].op.axis[0]
     width = int(part.dom.extent.value)
     red = list(s[rf].op.reduce_axis)
+    # the innermost reduction loop stays a loop in C (``#pragma GCC unroll 1``): gcc unrolled a short one (6
+    # steps of 8 accumulators over a 768-float row) into one straight run of 48 loads per row, which ran
+    # 1.45x slower on Zen 5 (2.9 against 2.0 us for 128 rows; the same in hand-written C; why is not
+    # established: the prefetchers may track a load instruction that strides better than 48 that run once)
+    s[rf].pragma(red[-1], "gcc_unroll", 1)
     if width == lanes:
         s[rf].reorder(*red, part)
         s[rf].vectorize(part)
@@ -674,25 +695,56 @@ def schedule_lane_partials(s, rf, lanes: int) -> None:
     s[rf].vectorize(lane)
 
 
-def combine_accumulators(s, op, lanes: int):
-    """The reduction ``op`` over a lane-split reduction's ``lanes * U`` partial results (U > 1) first adds the
-    ``U`` accumulators lane-wise into one vector (``rfactor`` again: U - 1 vector steps) and then reduces its
-    ``lanes``; returns that vector stage's tensor (None when U is 1)."""
-    red = s[op].op.reduce_axis[-1]
-    width = int(red.dom.extent.value)
-    if width <= lanes:
-        return None
-    _, li = s[op].split(red, factor=lanes)
-    rf2 = s.rfactor(op.output(0), li)
-    s[rf2].reorder(*s[rf2].op.reduce_axis, s[rf2].op.axis[0])
-    s[rf2].vectorize(s[rf2].op.axis[0])
-    return rf2
+def _partials_of(s, t):
+    """The op of schedule ``s`` that reads tensor ``t`` (the reduction an ``rfactor`` left over it)."""
+    return next(st.op for st in s.stages if t in list(getattr(st.op, "input_tensors", []) or []))
+
+
+def combine_partials(s, op, lanes: int):
+    """The reduction ``op`` over a lane-split reduction's ``lanes * U`` partial results becomes a tree: each
+    level (an ``rfactor`` by half the width) combines the first half of the partials with the second,
+    element-wise (one vector op per vector of the half, every level whole vectors while U is even; an odd U is
+    first added into one vector, U - 1 steps), down to a few lanes, which ``op`` combines one at a time. Before,
+    the U vectors were added in a chain and then all ``lanes`` one at a time: for a 768-float row (48 vector
+    loads) that serial epilogue was about as long as the row's own chains, and a max's scalar steps branch.
+    Each level also starts from the reduction's identity (an rfactor stage initializes its buffer): one extra
+    op per level. Returns (the levels' tensors in order, the op that reduces what is left)."""
+    levels = []
+    # a 16-lane vector is halved down to 4 lanes (one xmm), an 8-lane one (AVX2's ymm) not at all: its lanes
+    # go to ``op`` one at a time as before (AVX2 max over (128, 1024) rows: 5.4 us stopping at 8 lanes, 5.6 at 4,
+    # 6.1 at 2; AVX-512: 4.2 at 4, 4.4 at 2, 5.0 at 8 and 16, Zen 5)
+    floor = 4 if lanes > 8 else lanes
+    while True:
+        red = s[op].op.reduce_axis[-1]
+        width = int(red.dom.extent.value)
+        if width <= floor:
+            return levels, op
+        if width > lanes:  # U vectors: halved while U is even (every level whole vectors), else added into one
+            part = width // 2 if width % (2 * lanes) == 0 else lanes
+        elif width % 2 == 0:
+            part = width // 2
+        else:
+            return levels, op  # an odd number of lanes (not an x86 SIMD width): reduced serially by ``op``
+        _, inner = s[op].split(red, factor=part)
+        t = s.rfactor(op.output(0), inner)
+        levels.append(t)
+        op = _partials_of(s, t)
+        axis, steps = s[t].op.axis[0], list(s[t].op.reduce_axis)
+        s[t].reorder(*steps, axis)
+        for k in steps:
+            s[t].unroll(k)
+        if part > lanes and part % lanes == 0:
+            outer, vec = s[t].split(axis, factor=lanes)
+            s[t].unroll(outer)
+            s[t].vectorize(vec)
+        else:
+            s[t].vectorize(axis)
 
 
 def _schedule_all_stages(outs):
     """Every remaining (non-inlined) compute stage gets the loop schedule (for reductions, pools, softmax);
     a float reduction along a contiguous axis accumulates in ``U`` vectors first (:func:`lane_split_reduction`),
-    which are added lane-wise into one vector, whose lanes are then reduced."""
+    which are combined as a tree (:func:`combine_partials`), one output at a time."""
     outs = as_list(outs)
     s = te.create_schedule([o.op for o in outs])
     inline_injective(s, outs)
@@ -703,18 +755,15 @@ def _schedule_all_stages(outs):
         if stage.attach_type in (kInline, kInlinedAlready):
             continue
         rf = lane_split_reduction(s, op)
-        rf2 = None
-        if rf is not None:  # rfactor gave the stage a new op (the reduction over the lanes)
-            op = next(st.op for st in s.stages if rf in list(getattr(st.op, "input_tensors", []) or []))
+        levels = []
+        if rf is not None:  # rfactor gave the stage a new op (the reduction over the partial results)
             lanes = simd_width(str(rf.dtype))
-            rf2 = combine_accumulators(s, op, lanes)
-            if rf2 is not None:
-                op = next(st.op for st in s.stages if rf2 in list(getattr(st.op, "input_tensors", []) or []))
+            levels, op = combine_partials(s, _partials_of(s, rf), lanes)
         schedule_stage_loops(s, op, vector_row=rf is None)
         if rf is not None:
             at = [iv for iv in s[op].leaf_iter_vars if iv.iter_type == 0]
-            for t in (rf, rf2):
-                if t is not None and at:
+            for t in (rf, *levels):
+                if at:
                     s[t].compute_at(s[op], at[-1])
             schedule_lane_partials(s, rf, lanes)
     return s
