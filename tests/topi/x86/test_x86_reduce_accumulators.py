@@ -88,6 +88,22 @@ def test_nan_and_inf_reach_every_accumulator_and_lane(kind, shape, axis, keepdim
     np.testing.assert_array_equal(_run(kind, b, axis, keepdims), _np(kind, b, axis, keepdims).astype("float32"))
 
 
+@pytest.mark.parametrize("shape,axis", [((7, 40), -1), ((64, 512), -1), ((3, 40, 64), None), ((9, 24), None)])
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+def test_float64_reductions(shape, axis, kind):
+    """float64: 4 lanes on AVX2, 8 on AVX-512 (no lane halving below one vector of 8 or fewer)."""
+    a = np.random.default_rng(5).standard_normal(shape) * 3
+    a.reshape(-1)[a.size // 2] = np.nan if kind != "sum" else 1.5
+    got = _run(kind, a, axis, False)
+    ax = None if axis is None else axis
+    with np.errstate(invalid="ignore"):
+        want = getattr(np, kind)(a, axis=ax)
+    if kind == "sum":
+        np.testing.assert_array_less(np.abs(got - want), 1e-12 * np.sum(np.abs(a), axis=ax) + 1e-12)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("shape,axis", [((7, 33), -1), ((128, 1024), -1), ((3, 40, 64), None), ((5, 96), [0, 1])])
 @pytest.mark.parametrize("kind", ["sum", "max", "min"])
 def test_int32_reductions_exact(shape, axis, kind):
