@@ -613,10 +613,12 @@ def lane_split_reduction(s, op):
     (``rfactor``): one vector accumulator instead of a chain of dependent scalar steps (the C compiler keeps a
     scalar float reduction in order; layer norm's mean and variance over 768 channels were a chain of 768
     adds per row). The partial results are ``lanes * U`` (``U`` independent vector accumulators,
-    :func:`accumulator_count`), so consecutive vector steps do not wait for each other either; the schedule
-    combines them lane-wise (:func:`combine_accumulators`) before reducing the lanes. Returns the rfactor stage's tensor, or None when the stage is not such a reduction (a
-    symbolic or short reduction extent, an index that is not the reduction variable itself, a reduction whose
-    output row is vectorized already). With several reduction axes the innermost one is split."""
+    :func:`reduction_accumulators`), so consecutive vector steps do not wait for each other either; the
+    schedule combines them as a tree (:func:`combine_partials`). Returns (the rfactor stage's tensor, its
+    vectors' lanes: the SIMD width, or half or a quarter of it where the row is whole vectors of those only),
+    or None when the stage is not such a reduction (a symbolic or short reduction extent, one that is not
+    whole vectors of 4 lanes or more, an index that is not the reduction variable itself). With several
+    reduction axes the innermost one is split."""
     body = getattr(op, "body", None)
     red = list(getattr(op, "reduce_axis", []) or [])
     if not body or len(body) != 1 or not isinstance(body[0], E.Reduce) or not red:
@@ -629,10 +631,18 @@ def lane_split_reduction(s, op):
     if not dtype.startswith("float") or len(r.source) != 1 or r.condition is not None and \
             not (isinstance(r.condition, E.IntImm) and int(r.condition.value) == 1):
         return None
-    lanes = simd_width(dtype)
     n = _const_extent(red[0])
-    if n is None or n % lanes or n < 2 * lanes:
+    if n is None:
         return None  # (symbolic output extents are fine: a VM kernel's rows; the reduction itself is static)
+    # a row that is not whole machine vectors may be whole half (or quarter) vectors: 56 floats on AVX-512 are
+    # 7 ymm (a global pool over NCHW 56x56: 40 -> 4.6 us, one Zen 5 thread), 1000 floats 125 ymm (sum over
+    # (128, 1000): 39 -> 2.5 us); a row of 2 xmm is not split (max over (4096, 8), AVX2: 3.9 us gathering 8
+    # rows at a time, 6.9 us split), one of 3 is (sum over (4096, 12): 6.0 -> 4.9 us)
+    lanes = simd_width(dtype)
+    while lanes > 4 and (n % lanes or n < 2 * lanes):
+        lanes //= 2
+    if n % lanes or n < (3 if lanes == 4 and lanes < simd_width(dtype) else 2) * lanes:
+        return None
     # an output row of whole vectors does not matter: reduced along the contiguous axis, its vector would
     # gather ``lanes`` rows' elements at every step (max over (128, 1024) without keepdims: 239 us, 4.8 us
     # lane-split on Zen 5); the reduction over the partials then stays one row at a time (vector_row=False)
@@ -643,7 +653,7 @@ def lane_split_reduction(s, op):
         total *= _const_extent(iv) or 1 << 20
     acc = reduction_accumulators(n // lanes, total)
     _, ki = s[op].split(s[op].op.reduce_axis[-1], factor=lanes * acc)
-    return s.rfactor(op.output(0), ki)
+    return s.rfactor(op.output(0), ki), lanes
 
 
 def accumulator_count(vectors: int, min_steps: int = 1, top: int | None = None) -> int:
@@ -754,10 +764,10 @@ def _schedule_all_stages(outs):
             continue
         if stage.attach_type in (kInline, kInlinedAlready):
             continue
-        rf = lane_split_reduction(s, op)
-        levels = []
-        if rf is not None:  # rfactor gave the stage a new op (the reduction over the partial results)
-            lanes = simd_width(str(rf.dtype))
+        split = lane_split_reduction(s, op)
+        rf, levels = None, []
+        if split is not None:  # rfactor gave the stage a new op (the reduction over the partial results)
+            rf, lanes = split
             levels, op = combine_partials(s, _partials_of(s, rf), lanes)
         schedule_stage_loops(s, op, vector_row=rf is None)
         if rf is not None:

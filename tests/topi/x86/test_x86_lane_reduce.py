@@ -63,9 +63,13 @@ def test_other_axes_are_not_split():
     # a reduction over a leading axis reads strided elements: no lane split (the row vectorizes instead)
     _, _, text = _build(lambda X: topi.sum(X, axis=[0]), (16, 64))
     assert "_rf" not in text
-    # two reduction axes whose innermost one is too short (< 2 vectors) or not whole vectors: left alone
+    # two reduction axes whose innermost one is not whole vectors of 4 lanes, or only 2 of them: left alone
+    for shape in ((4, 8, 10), (4, 8, 8)):
+        _, _, text = _build(lambda X: topi.sum(X, axis=[1, 2]), shape)
+        assert "_rf" not in text
+    # 3 vectors of 4 lanes (half AVX2's width): split
     _, _, text = _build(lambda X: topi.sum(X, axis=[1, 2]), (4, 8, 12))
-    assert "_rf" not in text
+    assert "_rf" in text and "[0:4]" in text
 
 
 @pytest.mark.parametrize("shape,axis", [((1, 128, 256), None), ((4, 8, 16), [1, 2]), ((3, 7, 40), None),

@@ -53,7 +53,8 @@ def _check_sum_like(got, a, kind, axis, keepdims):
 @pytest.mark.parametrize("shape,axis", [((7, 33), -1), ((3, 1001), -1), ((1,), -1), ((1,), None),
                                         ((128, 1024), -1), ((128, 768), -1), ((5, 64), -1), ((2, 3, 96), [1, 2]),
                                         ((4, 5, 48), [0, 2]), ((1, 3, 22, 32), None), ((9, 160), None),
-                                        ((37, 96), 0), ((6, 8, 256), 1)])
+                                        ((37, 96), 0), ((6, 8, 256), 1), ((128, 1000), -1), ((1, 64, 56, 56), [2, 3]),
+                                        ((300, 12), -1), ((64, 8), -1), ((3, 5, 24), None)])
 @pytest.mark.parametrize("kind", ["max", "min", "sum", "mean"])
 @pytest.mark.parametrize("keepdims", [False, True])
 def test_reductions_match_numpy(shape, axis, kind, keepdims):
@@ -192,3 +193,18 @@ def test_row_sum_accumulator_counts():
         assert f(48, 48) == 8 and f(64, 64) == 8 and f(64, 8192) == 16 and f(14, 14 * 672) == 14 and f(3, 3) == 3
     with tvm.target.Target(AVX2):
         assert f(96, 96) == 8 and f(128, 16384) == 8 and f(17, 17) == 1
+
+
+@pytest.mark.parametrize("target,shape,lanes", [(AVX512, (128, 1000), 8), (AVX512, (64, 56), 8), (AVX2, (64, 56), 8),
+                                                (AVX512, (64, 12), 4), (AVX2, (64, 12), 4), (AVX512, (128, 1024), 16),
+                                                (AVX2, (64, 8), None), (AVX512, (7, 33), None)])
+def test_rows_of_half_vectors_are_split_narrower(target, shape, lanes):
+    """A row that is not whole machine vectors is split into half (or quarter) vectors where it is whole ones
+    (1000 floats: 125 ymm on AVX-512, not gathered 16 rows at a time); a row of only 2 xmm (8 floats) or of
+    no whole xmm (33 floats) is not split."""
+    src, text = _source(lambda X: topi.sum(X, axis=[-1]), shape, target)
+    if lanes is None:
+        assert "_rf" not in text
+        return
+    assert re.search(rf"kiln_f32x{lanes} T_sum_rf_r0\b", src), src
+    assert "kiln_gather" not in src
