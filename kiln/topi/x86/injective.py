@@ -635,7 +635,7 @@ def lane_split_reduction(s, op):
     if n is None:
         return None  # (symbolic output extents are fine: a VM kernel's rows; the reduction itself is static)
     # a row that is not whole machine vectors may be whole half (or quarter) vectors: 56 floats on AVX-512 are
-    # 7 ymm (a global pool over NCHW 56x56: 40 -> 4.6 us, one Zen 5 thread), 1000 floats 125 ymm (sum over
+    # 7 ymm (a global pool over NCHW 56x56: 41 -> 4.6-5.5 us, one Zen 5 thread), 1000 floats 125 ymm (sum over
     # (128, 1000): 39 -> 2.5 us); a row of 2 xmm is not split (max over (4096, 8), AVX2: 3.9 us gathering 8
     # rows at a time, 6.9 us split), one of 3 is (sum over (4096, 12): 6.0 -> 4.9 us)
     lanes = simd_width(dtype)
