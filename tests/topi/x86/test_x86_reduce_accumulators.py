@@ -105,6 +105,26 @@ def test_float64_reductions(shape, axis, kind):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("shape,axis", [((16, 256), [-1]), ((3, 1000), [-1]), ((2, 64, 48), None)])
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_float16_reductions(shape, axis, kind):
+    """float16 (host target, TE schedule): sums within float16 rounding of the partials, max exact."""
+    X = te.placeholder(shape, "float16", name="x")
+    with tvm.target.Target("llvm"):
+        out = getattr(topi, kind)(X, axis=axis)
+        s = topi.x86.schedule_reduce([out])
+        f = tvm.build(s, [X, out], target="llvm")
+    a = np.random.default_rng(6).standard_normal(shape).astype("float16")
+    res = tvm.nd.empty(tuple(int(d) for d in out.shape), "float16")
+    f(tvm.nd.array(a), res)
+    ax = None if axis is None else tuple(axis)
+    want = getattr(np, kind)(a.astype(np.float64), axis=ax)
+    if kind == "sum":
+        np.testing.assert_array_less(np.abs(res.numpy() - want), 2e-3 * np.abs(a.astype(np.float64)).sum(axis=ax))
+    else:
+        np.testing.assert_array_equal(res.numpy(), want.astype("float16"))
+
+
 @pytest.mark.parametrize("shape,axis", [((7, 33), -1), ((128, 1024), -1), ((3, 40, 64), None), ((5, 96), [0, 1])])
 @pytest.mark.parametrize("kind", ["sum", "max", "min"])
 def test_int32_reductions_exact(shape, axis, kind):
