@@ -663,6 +663,10 @@ class FunctionCodegen(StmtExprVisitor):
                 self.c.helper(name, text)
         elif key == "pragma_import_llvm":  # compiled and linked by the build (kiln.target.imports)
             self.c.helper(IMPORT_LLVM_MARK, "/* pragma import_llvm: extern functions below come from LLVM IR */")
+        elif key == "pragma_gcc_unroll" and isinstance(s.body, S.For) and s.body.kind == S.ForKind.SERIAL \
+                and isinstance(s.value, E.IntImm):
+            # the loop right inside gets `#pragma GCC unroll N` (N = 1: gcc keeps it a loop, not one straight run)
+            self.emit(f"#pragma GCC unroll {max(1, int(s.value.value))}")
         elif key.startswith("pragma_"):
             self.emit(f"/* {key} = {s.value} */")
         yield s.body

@@ -89,8 +89,9 @@ def _lane_affine(op, var) -> bool:
     return ok[0]
 
 
-def schedule_stage_loops(s, op) -> None:
-    """Parallelize and vectorize one compute stage in place."""
+def schedule_stage_loops(s, op, vector_row: bool = True) -> None:
+    """Parallelize and vectorize one compute stage in place (``vector_row=False``: the innermost axis is
+    not split into vector lanes, for the reduction over a row's lane-split partial results)."""
     axes = list(s[op].op.axis)
     if not axes:
         return
@@ -120,11 +121,11 @@ def schedule_stage_loops(s, op) -> None:
         tail_axes, tail_extents = fuse_short_inner(stage, axes[head:], extents[head:], lanes)
         axes, extents = axes[:head] + tail_axes, extents[:head] + tail_extents
         symbolic = symbolic[:head] + [False] * len(tail_axes)
-    if not symbolic[-1] and extents[-1] % lanes == 0 and extents[-1] >= lanes:
+    if vector_row and not symbolic[-1] and extents[-1] % lanes == 0 and extents[-1] >= lanes:
         outer_last, inner = stage.split(axes[-1], factor=lanes)
         axes = axes[:-1] + [outer_last]
         extents = extents[:-1] + [extents[-1] // lanes]
-    elif symbolic[-1] and not reduce_axes and _lane_affine(stage.op, axes[-1].var):
+    elif vector_row and symbolic[-1] and not reduce_axes and _lane_affine(stage.op, axes[-1].var):
         # a VM kernel's unknown row length: split by the lanes all the same; the split guards the last
         # partial vector with likely(i < n), which LoopPartition peels into a guard-free vector main loop
         # and a scalar tail (TVM's split + vectorize over a non-divisible extent)
@@ -612,10 +613,12 @@ def lane_split_reduction(s, op):
     (``rfactor``): one vector accumulator instead of a chain of dependent scalar steps (the C compiler keeps a
     scalar float reduction in order; layer norm's mean and variance over 768 channels were a chain of 768
     adds per row). The partial results are ``lanes * U`` (``U`` independent vector accumulators,
-    :func:`accumulator_count`), so consecutive vector steps do not wait for each other either; the schedule
-    combines them lane-wise (:func:`combine_accumulators`) before reducing the lanes. Returns the rfactor stage's tensor, or None when the stage is not such a reduction (a
-    symbolic or short reduction extent, an index that is not the reduction variable itself, a reduction whose
-    output row is vectorized already). With several reduction axes the innermost one is split."""
+    :func:`reduction_accumulators`), so consecutive vector steps do not wait for each other either; the
+    schedule combines them as a tree (:func:`combine_partials`). Returns (the rfactor stage's tensor, its
+    vectors' lanes: the SIMD width, or half or a quarter of it where the row is whole vectors of those only),
+    or None when the stage is not such a reduction (a symbolic or short reduction extent, one that is not
+    whole vectors of 4 lanes or more, an index that is not the reduction variable itself). With several
+    reduction axes the innermost one is split."""
     body = getattr(op, "body", None)
     red = list(getattr(op, "reduce_axis", []) or [])
     if not body or len(body) != 1 or not isinstance(body[0], E.Reduce) or not red:
@@ -628,31 +631,55 @@ def lane_split_reduction(s, op):
     if not dtype.startswith("float") or len(r.source) != 1 or r.condition is not None and \
             not (isinstance(r.condition, E.IntImm) and int(r.condition.value) == 1):
         return None
-    lanes = simd_width(dtype)
     n = _const_extent(red[0])
-    extents = [_const_extent(a) for a in op.axis]
-    if n is None or n % lanes or n < 2 * lanes:
+    if n is None:
         return None  # (symbolic output extents are fine: a VM kernel's rows; the reduction itself is static)
-    if extents and extents[-1] is not None and extents[-1] % lanes == 0:
-        return None  # the output row vectorizes (schedule_stage_loops moves the reduction outside it)
+    # a row that is not whole machine vectors may be whole half (or quarter) vectors: 56 floats on AVX-512 are
+    # 7 ymm (a global pool over NCHW 56x56: 41 -> 4.6-5.5 us, one Zen 5 thread), 1000 floats 125 ymm (sum over
+    # (128, 1000): 39 -> 2.5 us); a row of 2 xmm is not split (max over (4096, 8), AVX2: 3.9 us gathering 8
+    # rows at a time, 6.9 us split), one of 3 is (sum over (4096, 12): 6.0 -> 4.9 us)
+    lanes = simd_width(dtype)
+    while lanes > 4 and (n % lanes or n < 2 * lanes):
+        lanes //= 2
+    if n % lanes or n < (3 if lanes == 4 and lanes < simd_width(dtype) else 2) * lanes:
+        return None
+    # an output row of whole vectors does not matter: reduced along the contiguous axis, its vector would
+    # gather ``lanes`` rows' elements at every step (max over (128, 1024) without keepdims: 239 us, 4.8 us
+    # lane-split on Zen 5); the reduction over the partials then stays one row at a time (vector_row=False)
     if not _reads_along(r.source[0], red[0].var):
         return None
-    acc = accumulator_count(n // lanes)
+    total = n // lanes
+    for iv in s[op].op.reduce_axis[:-1]:
+        total *= _const_extent(iv) or 1 << 20
+    acc = reduction_accumulators(n // lanes, total)
     _, ki = s[op].split(s[op].op.reduce_axis[-1], factor=lanes * acc)
-    return s.rfactor(op.output(0), ki)
+    return s.rfactor(op.output(0), ki), lanes
 
 
-def accumulator_count(vectors: int, min_steps: int = 1) -> int:
+def accumulator_count(vectors: int, min_steps: int = 1, top: int | None = None) -> int:
     """How many independent vector accumulators a lane-split reduction over ``vectors`` whole vectors keeps:
-    the largest count up to a quarter of the target's vector registers (4 on AVX2's 16, 8 on AVX-512's 32:
-    enough to cover the add latency (3-4 cycles) at two adds per cycle, with registers left for the loads and
-    the addresses) that divides ``vectors``, so the accumulators split the row evenly (1: one accumulator),
-    and leaves each accumulator at least ``min_steps`` vectors."""
-    top = max(1, vector_registers() // 4)
+    the largest count up to ``top`` (default a quarter of the target's vector registers, 4 on AVX2's 16, 8 on
+    AVX-512's 32: enough to cover the add latency (3-4 cycles) at two adds per cycle, with registers left for
+    the loads and the addresses) that divides ``vectors``, so the accumulators split the row evenly (1: one
+    accumulator), and leaves each accumulator at least ``min_steps`` vectors."""
+    if top is None:
+        top = max(1, vector_registers() // 4)
     for u in range(min(top, vectors), 1, -1):
         if vectors % u == 0 and vectors // u >= min_steps:
             return u
     return 1
+
+
+def reduction_accumulators(vectors: int, total_vectors: int) -> int:
+    """The accumulator count of a lane-split reduction whose innermost axis is ``vectors`` whole vectors and
+    which reduces ``total_vectors`` per output (outer reduction axes included): up to 8, or 16 where a long
+    reduction (256 vectors or more per output: a whole-tensor min / max) has fewer outputs to combine the
+    accumulators of, at most half the vector registers (8 on AVX2's 16). A float max / min step (max, and the
+    NaN test and blend that keep NaN) is a longer chain than an add, so 4 accumulators (a quarter of AVX2's
+    registers) left the whole-tensor max of 128 x 1024 floats latency-bound: 5.1 us, 8: 3.9 us (AVX2 code on
+    Zen 5, one thread); on AVX-512, 8 -> 16: 2.5 -> 2.1 us; rows of 1024 lost with 16 (4.3 -> 5.2 us, the
+    longer combining tree per row)."""
+    return accumulator_count(vectors, top=min(16 if total_vectors >= 256 else 8, max(1, vector_registers() // 2)))
 
 
 def schedule_lane_partials(s, rf, lanes: int) -> None:
@@ -663,6 +690,11 @@ def schedule_lane_partials(s, rf, lanes: int) -> None:
     part = s[rf].op.axis[0]
     width = int(part.dom.extent.value)
     red = list(s[rf].op.reduce_axis)
+    # the innermost reduction loop stays a loop in C (``#pragma GCC unroll 1``): gcc unrolled a short one (6
+    # steps of 8 accumulators over a 768-float row) into one straight run of 48 loads per row, which ran
+    # 1.45x slower on Zen 5 (2.9 against 2.0 us for 128 rows; the same in hand-written C; why is not
+    # established: the prefetchers may track a load instruction that strides better than 48 that run once)
+    s[rf].pragma(red[-1], "gcc_unroll", 1)
     if width == lanes:
         s[rf].reorder(*red, part)
         s[rf].vectorize(part)
@@ -673,25 +705,56 @@ def schedule_lane_partials(s, rf, lanes: int) -> None:
     s[rf].vectorize(lane)
 
 
-def combine_accumulators(s, op, lanes: int):
-    """The reduction ``op`` over a lane-split reduction's ``lanes * U`` partial results (U > 1) first adds the
-    ``U`` accumulators lane-wise into one vector (``rfactor`` again: U - 1 vector steps) and then reduces its
-    ``lanes``; returns that vector stage's tensor (None when U is 1)."""
-    red = s[op].op.reduce_axis[-1]
-    width = int(red.dom.extent.value)
-    if width <= lanes:
-        return None
-    _, li = s[op].split(red, factor=lanes)
-    rf2 = s.rfactor(op.output(0), li)
-    s[rf2].reorder(*s[rf2].op.reduce_axis, s[rf2].op.axis[0])
-    s[rf2].vectorize(s[rf2].op.axis[0])
-    return rf2
+def _partials_of(s, t):
+    """The op of schedule ``s`` that reads tensor ``t`` (the reduction an ``rfactor`` left over it)."""
+    return next(st.op for st in s.stages if t in list(getattr(st.op, "input_tensors", []) or []))
+
+
+def combine_partials(s, op, lanes: int):
+    """The reduction ``op`` over a lane-split reduction's ``lanes * U`` partial results becomes a tree: each
+    level (an ``rfactor`` by half the width) combines the first half of the partials with the second,
+    element-wise (one vector op per vector of the half, every level whole vectors while U is even; an odd U is
+    first added into one vector, U - 1 steps), down to a few lanes, which ``op`` combines one at a time. Before,
+    the U vectors were added in a chain and then all ``lanes`` one at a time: for a 768-float row (48 vector
+    loads) that serial epilogue was about as long as the row's own chains, and a max's scalar steps branch.
+    Each level also starts from the reduction's identity (an rfactor stage initializes its buffer): one extra
+    op per level. Returns (the levels' tensors in order, the op that reduces what is left)."""
+    levels = []
+    # a 16-lane vector is halved down to 4 lanes (one xmm), an 8-lane one (AVX2's ymm) not at all: its lanes
+    # go to ``op`` one at a time as before (AVX2 max over (128, 1024) rows: 5.4 us stopping at 8 lanes, 5.6 at 4,
+    # 6.1 at 2; AVX-512: 4.2 at 4, 4.4 at 2, 5.0 at 8 and 16, Zen 5)
+    floor = 4 if lanes > 8 else lanes
+    while True:
+        red = s[op].op.reduce_axis[-1]
+        width = int(red.dom.extent.value)
+        if width <= floor:
+            return levels, op
+        if width > lanes:  # U vectors: halved while U is even (every level whole vectors), else added into one
+            part = width // 2 if width % (2 * lanes) == 0 else lanes
+        elif width % 2 == 0:
+            part = width // 2
+        else:
+            return levels, op  # an odd number of lanes (not an x86 SIMD width): reduced serially by ``op``
+        _, inner = s[op].split(red, factor=part)
+        t = s.rfactor(op.output(0), inner)
+        levels.append(t)
+        op = _partials_of(s, t)
+        axis, steps = s[t].op.axis[0], list(s[t].op.reduce_axis)
+        s[t].reorder(*steps, axis)
+        for k in steps:
+            s[t].unroll(k)
+        if part > lanes and part % lanes == 0:
+            outer, vec = s[t].split(axis, factor=lanes)
+            s[t].unroll(outer)
+            s[t].vectorize(vec)
+        else:
+            s[t].vectorize(axis)
 
 
 def _schedule_all_stages(outs):
     """Every remaining (non-inlined) compute stage gets the loop schedule (for reductions, pools, softmax);
     a float reduction along a contiguous axis accumulates in ``U`` vectors first (:func:`lane_split_reduction`),
-    which are added lane-wise into one vector, whose lanes are then reduced."""
+    which are combined as a tree (:func:`combine_partials`), one output at a time."""
     outs = as_list(outs)
     s = te.create_schedule([o.op for o in outs])
     inline_injective(s, outs)
@@ -701,19 +764,16 @@ def _schedule_all_stages(outs):
             continue
         if stage.attach_type in (kInline, kInlinedAlready):
             continue
-        rf = lane_split_reduction(s, op)
-        rf2 = None
-        if rf is not None:  # rfactor gave the stage a new op (the reduction over the lanes)
-            op = next(st.op for st in s.stages if rf in list(getattr(st.op, "input_tensors", []) or []))
-            lanes = simd_width(str(rf.dtype))
-            rf2 = combine_accumulators(s, op, lanes)
-            if rf2 is not None:
-                op = next(st.op for st in s.stages if rf2 in list(getattr(st.op, "input_tensors", []) or []))
-        schedule_stage_loops(s, op)
+        split = lane_split_reduction(s, op)
+        rf, levels = None, []
+        if split is not None:  # rfactor gave the stage a new op (the reduction over the partial results)
+            rf, lanes = split
+            levels, op = combine_partials(s, _partials_of(s, rf), lanes)
+        schedule_stage_loops(s, op, vector_row=rf is None)
         if rf is not None:
             at = [iv for iv in s[op].leaf_iter_vars if iv.iter_type == 0]
-            for t in (rf, rf2):
-                if t is not None and at:
+            for t in (rf, *levels):
+                if at:
                     s[t].compute_at(s[op], at[-1])
             schedule_lane_partials(s, rf, lanes)
     return s

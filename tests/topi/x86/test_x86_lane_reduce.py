@@ -42,10 +42,9 @@ def test_last_axis_reductions(shape, kind):
             "max": lambda a: a.max(-1), "min": lambda a: a.min(-1, keepdims=True),
             "variance": lambda a: a.var(-1, keepdims=True)}
     f, out, text = _build(fns[kind], shape)
-    out_last = int(out.shape[-1]) if len(out.shape) else 1
-    # split where the reduction is long enough, whole vectors, and the output row does not vectorize by itself
-    # (max without keepdims over (1, 128, 768): 128 outputs in a row, reduced 8 at a time by strided loads)
-    split = shape[-1] % 8 == 0 and shape[-1] >= 16 and out_last % 8 != 0
+    # split where the reduction is long enough and whole vectors, also where the output row is whole vectors
+    # (max without keepdims over (1, 128, 768): 128 outputs in a row, which would gather 8 rows at every step)
+    split = shape[-1] % 8 == 0 and shape[-1] >= 16
     assert ("_rf" in text) == split, text
     if split:
         assert "[0:8]" in text  # the partial results are one 8-lane vector
@@ -64,9 +63,13 @@ def test_other_axes_are_not_split():
     # a reduction over a leading axis reads strided elements: no lane split (the row vectorizes instead)
     _, _, text = _build(lambda X: topi.sum(X, axis=[0]), (16, 64))
     assert "_rf" not in text
-    # two reduction axes whose innermost one is too short (< 2 vectors) or not whole vectors: left alone
+    # two reduction axes whose innermost one is not whole vectors of 4 lanes, or only 2 of them: left alone
+    for shape in ((4, 8, 10), (4, 8, 8)):
+        _, _, text = _build(lambda X: topi.sum(X, axis=[1, 2]), shape)
+        assert "_rf" not in text
+    # 3 vectors of 4 lanes (half AVX2's width): split
     _, _, text = _build(lambda X: topi.sum(X, axis=[1, 2]), (4, 8, 12))
-    assert "_rf" not in text
+    assert "_rf" in text and "[0:4]" in text
 
 
 @pytest.mark.parametrize("shape,axis", [((1, 128, 256), None), ((4, 8, 16), [1, 2]), ((3, 7, 40), None),
@@ -126,21 +129,21 @@ def _hot_loop(src: str) -> str:
     raise AssertionError("unterminated loop")
 
 
-@pytest.mark.parametrize("target,lanes,acc", [(AVX2, 8, 4), (AVX512, 16, 8)])
+@pytest.mark.parametrize("target,lanes,acc", [(AVX2, 8, 8), (AVX512, 16, 8)])
 def test_hot_loop_has_independent_accumulators(target, lanes, acc):
-    """A (128, 1024) row sum keeps ``acc`` vector accumulators (a quarter of the target's vector registers) that
-    each step updates independently; they are combined lane-wise into one vector after the loop. AVX-512 is
+    """A (128, 1024) row sum keeps ``acc`` vector accumulators (8: half of AVX2's vector registers, a quarter of
+    AVX-512's) that each step updates independently; they are combined pairwise after the loop. AVX-512 is
     compiled, not run."""
     with tvm.target.Target(target):
-        assert topi.x86.injective.accumulator_count(1024 // lanes) == acc
+        assert topi.x86.injective.reduction_accumulators(1024 // lanes, 1024 // lanes) == acc
     f, out, text = _build(lambda X: topi.sum(X, axis=[-1], keepdims=True), (128, 1024), target)
-    assert f"T_sum_rf = T.allocate([{lanes * acc}]" in text and f"T_sum_repl_rf = T.allocate([{lanes}]" in text
+    # the accumulators are then combined pairwise (a tree: the first level halves them)
+    assert f"T_sum_rf = T.allocate([{lanes * acc}]" in text and f"T_sum_repl_rf = T.allocate([{lanes * acc // 2}]" in text
     loop = _hot_loop(f.get_source())
-    # one load-add-store per accumulator, each on its own slice of the partials, none reading another's
+    # one add per accumulator, each a vector variable of its own (kept in a register), none reading another's
     for u in range(acc):
-        assert loop.count(f"kiln_vstore_f32x{lanes}(T_sum_rf + {u * lanes},") == 1, loop
-        assert loop.count(f"T_sum_rf + {u * lanes})") == 1, loop
-    assert f"T_sum_rf + {acc * lanes}" not in loop
+        assert loop.count(f"T_sum_rf_r{u} = T_sum_rf_r{u} + kiln_vload_f32x{lanes}(") == 1, loop
+    assert f"T_sum_rf_r{acc}" not in loop and "kiln_vstore" not in loop
     # kiln compiles without -ffast-math: gcc keeps the adds as written (no reassociation back into one chain)
     from kiln.target.compiler import DEFAULT_CFLAGS
     from kiln.target.flags import target_cflags
@@ -152,14 +155,19 @@ def test_hot_loop_has_independent_accumulators(target, lanes, acc):
                                    atol=2e-4)
 
 
-@pytest.mark.parametrize("n,acc", [(16, 2), (24, 3), (40, 1), (48, 3), (56, 1), (96, 4), (4096, 4)])
+@pytest.mark.parametrize("n,acc", [(16, 2), (24, 3), (40, 5), (48, 6), (56, 7), (96, 6), (4096, 8), (136, 1)])
 def test_accumulator_count_divides_the_row(n, acc):
-    """The count is the largest up to 4 (AVX2) that divides the row's vectors: no remainder loop."""
+    """The count is the largest up to 8 (AVX2) that divides the row's vectors: no remainder loop."""
     with tvm.target.Target(AVX2):
-        assert topi.x86.injective.accumulator_count(n // 8) == acc
+        assert topi.x86.injective.reduction_accumulators(n // 8, n // 8) == acc
     f, out, text = _build(lambda X: topi.sum(X, axis=[-1], keepdims=True), (5, n))
     assert f"T_sum_rf = T.allocate([{8 * acc}]" in text
-    assert ("T_sum_repl_rf" in text) == (acc > 1)
+    # the first combining level: an even count is halved, an odd one added into one vector; one 8-lane vector
+    # is reduced lane by lane (no level)
+    if acc > 1:
+        assert f"T_sum_repl_rf = T.allocate([{8 * acc // 2 if acc % 2 == 0 else 8}]" in text
+    else:
+        assert "T_sum_repl_rf" not in text
     a = np.random.default_rng(n).standard_normal((5, n)).astype("float32") * 10
     np.testing.assert_allclose(_run(f, out, a), a.astype(np.float64).sum(-1, keepdims=True), rtol=1e-5,
                                atol=1e-5 * np.sqrt(n) * 10)
@@ -204,7 +212,7 @@ def test_symbolic_rows_static_reduction(kind):
         s = topi.x86.schedule_reduce([out])
         text = str(tvm.lower(s, [X, out], simple_mode=True))
         f = tvm.build(s, [X, out], target=AVX2)
-    assert "_rf = T.allocate([32]" in text  # 20 vectors: 4 accumulators
+    assert "_rf = T.allocate([40]" in text  # 20 vectors: 5 accumulators
     for rows in (1, 3, 17):
         a = np.random.default_rng(rows).standard_normal((rows, 160)).astype("float32")
         if rows == 17:
