@@ -154,3 +154,53 @@ def test_requantize_of_8bit_input_per_channel_and_fallbacks():
     opt, out = _run(lambda v: qnn.op.requantize(v, 0.5, 0, 0.6, 0, rounding="UPWARD", out_dtype="int32"), xi)
     assert _high_word_flags(opt) == [False]
     np.testing.assert_array_equal(out, arith.requantize(xi, 0.5, 0, 0.6, 0, "int32", "UPWARD"))
+
+
+def _fpm_16_lanes(rounding, high_word, target):
+    """fixed_point_multiply over (5, 64) int32 with per-element parameters, vectorized 16 lanes wide (one zmm on
+    AVX-512: the helper's 16-lane form)."""
+    from kiln import te
+    from kiln.topi.x86.fixed_point_int8 import fixed_point_multiply
+    shape = (5, 64)
+    x, m, l, r = (te.placeholder(shape, "int32", name=n) for n in "xmlr")
+    out = fixed_point_multiply(x, m, l, r, rounding=rounding, high_word=high_word)
+    s = te.create_schedule(out.op)
+    _, inner = s[out].split(out.op.axis[1], factor=16)
+    s[out].vectorize(inner)
+    return kiln.build(s, [x, m, l, r, out], target=target), shape
+
+
+@pytest.mark.parametrize("rounding,high_word", [("UPWARD", False), ("TONEAREST", False), ("UPWARD", True)])
+def test_sixteen_lane_form_on_the_host_matches_the_definition(rounding, high_word):
+    """The helper's 16-lane form (native zmm on an AVX-512 host, two AVX2 halves or the scalar loop elsewhere)
+    against the int64 definition: the full int32 range with ties, normalized multipliers as the lowering makes
+    them, left shifts 0-3 with x bounded so x << l stays in int32, right shifts 31-62 (33-62, l = 0 for the
+    high-word form)."""
+    f, shape = _fpm_16_lanes(rounding, high_word, TARGET)
+    for trial in range(3):
+        m = RNG.integers(2 ** 30, 2 ** 31, shape).astype("int32")
+        if high_word:
+            l = np.zeros(shape, "int32")
+            r = RNG.integers(33, 63, shape).astype("int32")
+        else:
+            l = RNG.integers(0, 4, shape).astype("int32")
+            r = RNG.integers(31, 63, shape).astype("int32")
+        x = (_extreme_ints(shape).astype(np.int64) >> l).astype("int32")
+        if trial == 2:  # exact ties: x * m a multiple of 2 ** (r - 1) with an odd quotient
+            r = np.full(shape, 40 if high_word else 35, "int32")
+            m = np.full(shape, 2 ** 30, "int32")
+            l = np.zeros(shape, "int32")
+            x = (RNG.integers(-2 ** 12, 2 ** 12, shape) * 2 + 1).astype("int32") * 2 ** (int(r[0, 0]) - 1 - 30)
+        out = kiln.nd.empty(shape, "int32")
+        f(*(kiln.nd.array(a) for a in (x, m, l, r)), out)
+        np.testing.assert_array_equal(out.numpy(), fpm_reference(x, m, l, r, rounding))
+
+
+@pytest.mark.parametrize("high_word", [False, True])
+def test_sixteen_lane_form_is_native_zmm_for_avx512(high_word):
+    """Compiled, not run: for skylake-avx512 the 16-lane form is one zmm core (vpmuldq, vpsravq or vpsravd, a
+    mask blend), not two AVX2 halves extracted and reinserted."""
+    f, _ = _fpm_16_lanes("UPWARD", high_word, "llvm -mcpu=skylake-avx512")
+    src = f.get_source()
+    assert "kiln_qms16_" in src and "_mm512_extracti64x4_epi64" not in src
+    assert ("_mm512_srav_epi32" if high_word else "_mm512_srav_epi64") in src

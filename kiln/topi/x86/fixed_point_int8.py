@@ -16,7 +16,8 @@ mask, and a blend of the two halves' low words. Without AVX2 a scalar loop compu
 The TIR is ``call_pure_extern("int32", "kiln_q_multiply_shift_<up|tn>", x, m, l, r)``; the helper is
 registered lane-wise (:func:`kiln.tir.transform.vectorize.register_vectorizable_extern`) with vector forms
 for any lane count (:func:`kiln.target.c_support.register_vector_extern_helper`), so an epilogue vectorized
-over 16 channels becomes two ``vpmuldq`` pairs per 8 lanes.
+over 16 channels becomes two ``vpmuldq`` pairs per 8 lanes on AVX2, and on AVX-512 one ``vpmuldq`` pair per zmm
+with AVX-512F's 64-bit arithmetic shift (``vpsravq``; :func:`_avx512_core`).
 """
 from __future__ import annotations
 
@@ -82,24 +83,56 @@ def _avx2_core_high() -> str:
             "  return _mm256_srav_epi32(_mm256_add_epi32(hi, rc), sh);\n}\n#endif")
 
 
+def _avx512_core(tag: str) -> str:
+    """16 int32 lanes in one zmm, the AVX2 core's arithmetic with AVX-512F's own 64-bit lane operations: even and
+    odd lanes as two sets of 8 exact 64-bit products (``vpmuldq``), ``vpsllvq`` for the left shifts, and the
+    arithmetic right shift as one ``vpsravq`` (AVX2 has none: its core flips the sign around a logical shift);
+    ``TONEAREST``'s -1 on negative products is ``p >> 63`` (``vpsraq``); the low words merge with a mask blend."""
+    name = f"kiln_qms16_{tag}"
+    rnd = ("  pe = _mm512_add_epi64(pe, _mm512_srai_epi64(pe, 63));\n"
+           "  po = _mm512_add_epi64(po, _mm512_srai_epi64(po, 63));\n") if tag == "tn" else ""
+    return (f"#if defined(__AVX512F__) && !defined(KILN_QMS16_{tag})\n#define KILN_QMS16_{tag}\n"
+            f"static inline __attribute__((always_inline)) __m512i {name}(__m512i x, __m512i m, __m512i l, __m512i r) {{\n"
+            "  const __m512i lo = _mm512_set1_epi64(0xffffffffLL), one = _mm512_set1_epi64(1);\n"
+            "  __m512i pe = _mm512_mul_epi32(x, m);\n"
+            "  __m512i po = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(m, 32));\n"
+            "  pe = _mm512_sllv_epi64(pe, _mm512_and_si512(l, lo));\n"
+            "  po = _mm512_sllv_epi64(po, _mm512_srli_epi64(l, 32));\n"
+            "  __m512i re = _mm512_and_si512(r, lo), ro = _mm512_srli_epi64(r, 32);\n"
+            f"{rnd}"
+            "  pe = _mm512_add_epi64(pe, _mm512_sllv_epi64(one, _mm512_sub_epi64(re, one)));\n"
+            "  po = _mm512_add_epi64(po, _mm512_sllv_epi64(one, _mm512_sub_epi64(ro, one)));\n"
+            "  pe = _mm512_srav_epi64(pe, re);\n"
+            "  po = _mm512_srav_epi64(po, ro);\n"
+            "  return _mm512_mask_blend_epi32((__mmask16)0xAAAA, pe, _mm512_slli_epi64(po, 32));\n}\n#endif")
+
+
+def _avx512_core_high() -> str:
+    """16 lanes of :func:`_avx2_core_high`'s high-word form (``UPWARD``, ``r >= 33``, ``l = 0``) in one zmm."""
+    return ("#if defined(__AVX512F__) && !defined(KILN_QMS16_hi)\n#define KILN_QMS16_hi\n"
+            "static inline __attribute__((always_inline)) __m512i kiln_qms16_hi(__m512i x, __m512i m, __m512i l, __m512i r) {\n"
+            "  (void)l;\n"
+            "  __m512i pe = _mm512_mul_epi32(x, m);\n"
+            "  __m512i po = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(m, 32));\n"
+            "  __m512i hi = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64(pe, 32), po);\n"
+            "  __m512i sh = _mm512_sub_epi32(r, _mm512_set1_epi32(32));\n"
+            "  __m512i rc = _mm512_sllv_epi32(_mm512_set1_epi32(1), _mm512_sub_epi32(sh, _mm512_set1_epi32(1)));\n"
+            "  return _mm512_srav_epi32(_mm512_add_epi32(hi, rc), sh);\n}\n#endif")
+
+
 def _avx512_loop(tag: str, lanes: int) -> str:
-    """On AVX-512, whole zmm vectors of 16 lanes: each operand's two 8-lane halves taken out of the register
-    (``vextracti64x4``) for the AVX2 core and the results put back (``vinserti64x4``). Why: the 8-lane loop
-    below reads ``x`` and the parameters through memory, which on a zmm vector is a store and two reloads per
-    operand (the fused epilogue of the int8 depthwise / conv kernels). The arithmetic is the AVX2 core's, so the
-    results are the same bits."""
+    """On AVX-512, whole zmm vectors of 16 lanes through :func:`_avx512_core` (or the high-word form). Until
+    session 13 each zmm went through the AVX2 core in two halves (``vextracti64x4`` / ``vinserti64x4``): no
+    AVX-512 host was at hand to test a native port. Same arithmetic, so the same bits as the AVX2 core and the
+    scalar form (tests/qnn/test_qnn_fixed_point_x86.py checks the 16-lane form on the host against the
+    definition)."""
     if lanes % 16:
         return ""
-    halves = "".join(
-        f"    __m512i z{v}; memcpy(&z{v}, (int32_t*)&{v} + i, 64);\n" for v in "xmlr")
+    loads = "".join(f"    __m512i z{v}; memcpy(&z{v}, (int32_t*)&{v} + i, 64);\n" for v in "xmlr")
     return ("#if defined(__AVX512F__)\n"
             f"  for (; i + 16 <= {lanes}; i += 16) {{\n"
-            f"{halves}"
-            f"    __m256i lo = kiln_qms8_{tag}(_mm512_castsi512_si256(zx), _mm512_castsi512_si256(zm), "
-            "_mm512_castsi512_si256(zl), _mm512_castsi512_si256(zr));\n"
-            f"    __m256i hi = kiln_qms8_{tag}(_mm512_extracti64x4_epi64(zx, 1), _mm512_extracti64x4_epi64(zm, 1), "
-            "_mm512_extracti64x4_epi64(zl, 1), _mm512_extracti64x4_epi64(zr, 1));\n"
-            "    __m512i zo = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);\n"
+            f"{loads}"
+            f"    __m512i zo = kiln_qms16_{tag}(zx, zm, zl, zr);\n"
             "    memcpy((int32_t*)&o + i, &zo, 64);\n  }\n"
             "#endif\n")
 
@@ -111,6 +144,8 @@ def _vector_form(tag: str):
         vt = f"{name}_t"
         scalar_tag = "up" if tag == "hi" else tag
         core = _avx2_core_high() if tag == "hi" else _avx2_core(tag)
+        if lanes % 16 == 0:
+            core += "\n" + (_avx512_core_high() if tag == "hi" else _avx512_core(tag))
         code = (f"{_scalar_code(scalar_tag)}\n{core}\n"
                 f"typedef int32_t {vt} __attribute__((vector_size({nbytes})));\n"
                 f"static inline __attribute__((always_inline)) {vt} {name}({vt} x, {vt} m, {vt} l, {vt} r) {{\n"
