@@ -46,6 +46,9 @@ def _get_q(ctx, expr):
     if q is None:
         raise FrontendError(f"{ctx.op_name}: the input is not a quantized tensor kiln knows the scale and zero "
                             "point of (quantize it with torch.quantize_per_tensor / QuantStub first)")
+    if len(q) != 2:
+        raise FrontendError(f"{ctx.op_name}: the input is quantized per channel (aten::quantize_per_channel); "
+                            "kiln converts only its dequantize, not quantized ops on per-channel activations")
     return q
 
 
@@ -84,11 +87,37 @@ def quantize_per_tensor(ctx, args):
                   scale, zp)
 
 
+@register("quantize_per_channel")
+def quantize_per_channel(ctx, args):
+    """A per-channel quantized activation: kiln converts it and its ``dequantize`` (a quantize-dequantize pair);
+    the quantized ops take per-tensor activations, as PyTorch's do."""
+    x, scales, zps, axis, dtype = args[0], args[1], args[2], int(ctx.scalar(args[3], "axis")), args[4]
+    out_dtype = _QDTYPES.get(str(dtype))
+    if out_dtype is None or out_dtype == "int32":
+        raise FrontendError(f"quantize_per_channel: dtype {dtype} (kiln takes quint8, qint8)")
+    values = getattr(ctx, "param_values", {})
+
+    def array(v, what):
+        val = values.get(v.name_hint) if isinstance(v, Var) else ctx.value(v)
+        if val is None:
+            raise FrontendError(f"quantize_per_channel: the {what} must be known when the model is imported")
+        return np.asarray(val).reshape(-1)
+    scale, zp = array(scales, "scales").astype("float32"), array(zps, "zero points").astype("int32")
+    axis = axis % ctx.ndim(x)
+    y = _qnn().quantize(ctx.cast(x, "float32"), const(scale), const(zp), axis=axis, out_dtype=out_dtype)
+    _table(ctx)[y] = (scale, zp, axis)
+    return y
+
+
 @register("dequantize")
 def dequantize(ctx, args):
     x = args[0]
     if isinstance(x, (list, tuple)):
         return [dequantize(ctx, [v]) for v in x]
+    q = _table(ctx).get(x) if isinstance(x, Expr) else None
+    if q is not None and len(q) == 3:
+        scale, zp, axis = q
+        return _qnn().dequantize(x, const(scale), const(zp), axis=axis)
     scale, zp = _get_q(ctx, x)
     return _qnn().dequantize(x, _f32(scale), _i32(zp))
 
@@ -251,12 +280,23 @@ def _q_clamp(lo_key: str, hi_key: str, lo_default: float, hi_default: float):
     return convert
 
 
+def _with_first(args, x):
+    """``args`` (an AtenArgs, names kept) with its first value replaced."""
+    out = list(args)
+    out[0] = x
+    names = getattr(args, "names", None)
+    if names is None:
+        return out
+    from ..pytorch_utils import AtenArgs
+    return AtenArgs(out, names)
+
+
 def _via_float(ctx, args, float_fn):
     """Averaging ops: dequantize, run the float op, quantize back with the input's parameters."""
     scale, zp = _get_q(ctx, args[0])
     x = args[0]
     xf = _qnn().dequantize(x, _f32(scale), _i32(zp))
-    y = float_fn(ctx, [xf] + list(args[1:]))
+    y = float_fn(ctx, _with_first(args, xf))
     return _set_q(ctx, _qnn().quantize(y, _f32(scale), _i32(zp), out_dtype=ctx.dtype(x)), scale, zp)
 
 
@@ -267,6 +307,261 @@ for _name in ("flatten", "reshape", "view", "contiguous", "dropout", "max_pool2d
 _quantized_aware("relu", _q_relu)
 _quantized_aware("hardtanh", _q_clamp("min_val", "max_val", -1.0, 1.0))
 _quantized_aware("relu6", _q_clamp("", "", 0.0, 6.0))
-for _name in ("adaptive_avg_pool2d", "avg_pool2d", "mean", "hardswish", "hardsigmoid", "sigmoid"):
+for _name in ("adaptive_avg_pool2d", "avg_pool2d", "mean"):
+    if _name in ATEN_CONVERTERS:
+        _quantized_aware(_name, _via_float)
+
+
+# -- more quantized:: ops (eager-mode modules, quantize_fx) --------------------------------------------------------
+def _args(values, names):
+    from ..pytorch_utils import AtenArgs
+    return AtenArgs(list(values), list(names))
+
+
+def _dq(ctx, x):
+    scale, zp = _get_q(ctx, x)
+    return _qnn().dequantize(x, _f32(scale), _i32(zp))
+
+
+def _q(ctx, y, scale, zp, dtype):
+    scale, zp = float(scale), int(zp)
+    return _set_q(ctx, _qnn().quantize(y, _f32(scale), _i32(zp), out_dtype=dtype), scale, zp)
+
+
+def _out_params(ctx, args, i):
+    return float(_number(ctx, args[i], "scale")), int(_number(ctx, args[i + 1], "zero_point"))
+
+
+@register("quantized::conv_transpose2d")
+def quantized_conv_transpose2d(ctx, args):
+    """``nn.ConvTranspose2d`` (weights ``[in, out / groups, kh, kw]``, IOHW, per tensor as PyTorch's observers
+    allow): an int32 ``qnn.conv2d_transpose``, the bias quantized to int32 at ``input_scale * weight_scale``, a
+    requantize to the output's parameters."""
+    import torch
+    x, packed, out_scale, out_zp = args[0], args[1], args[2], args[3]
+    in_scale, in_zp = _get_q(ctx, x)
+    w, b = torch.ops.quantized.conv_transpose2d_unpack(packed)
+    # torch 2.13's fbgemm packing of some transposed-conv weights (e.g. 16 -> 8 channels, 2x2 kernel) unpacks to
+    # values that change from call to call (and PyTorch's own outputs are wrong): refuse rather than import one
+    # draw. Best effort: repeated draws can agree.
+    for _ in range(3):
+        if not torch.equal(w.int_repr(), torch.ops.quantized.conv_transpose2d_unpack(packed)[0].int_repr()):
+            raise FrontendError(f"{ctx.op_name}: PyTorch returns a different weight each time this packed weight "
+                                "is unpacked (torch 2.13's fbgemm conv_transpose2d packing does so for some "
+                                "shapes); pack the model under the x86 or qnnpack engine instead")
+    wq, w_scale, w_zp, axis = _weight(w)
+    groups = int(packed.groups())
+    if np.ndim(w_scale) and (axis != 1 or groups != 1):
+        raise FrontendError(f"{ctx.op_name}: weights quantized per channel along axis {axis} with groups={groups} "
+                            "(kiln takes per-tensor weights, or per channel along the output axis 1 with groups 1)")
+    channels = wq.shape[1] * groups
+    acc = _qnn().conv2d_transpose(x, const(wq), _i32(in_zp), const(w_zp), _f32(in_scale), const(w_scale),
+                                  strides=list(packed.stride()), padding=list(packed.padding()),
+                                  dilation=list(packed.dilation()), groups=groups, channels=channels,
+                                  kernel_size=wq.shape[2:], kernel_layout="IOHW",
+                                  output_padding=list(packed.output_padding()))
+    bias = _bias(ctx, b, in_scale, w_scale)
+    if bias is not None:
+        acc = _op().nn.bias_add(acc, bias, axis=1)
+    return _requantize(ctx, acc, in_scale, w_scale, _number(ctx, out_scale, "scale"),
+                       _number(ctx, out_zp, "zero_point"), ctx.dtype(x), False, 1)
+
+
+@register("quantized::hardswish")
+def quantized_hardswish(ctx, args):
+    x = args[0]
+    (scale, zp), (os_, oz) = _get_q(ctx, x), _out_params(ctx, args, 1)
+    y = _qnn().hardswish(x, _f32(scale), _i32(zp), _f32(os_), _i32(oz))
+    return _set_q(ctx, y, os_, oz)
+
+
+@register("quantized::sigmoid")
+def quantized_sigmoid(ctx, args):
+    x = args[0]
+    (scale, zp), (os_, oz) = _get_q(ctx, x), _out_params(ctx, args, 1)
+    return _set_q(ctx, _qnn().sigmoid(x, _f32(scale), _i32(zp), _f32(os_), _i32(oz)), os_, oz)
+
+
+@register("quantized::leaky_relu")
+def quantized_leaky_relu(ctx, args):
+    x, slope = args[0], float(ctx.scalar(args[1], "negative_slope"))
+    (scale, zp), (os_, oz) = _get_q(ctx, x), _out_params(ctx, args, 3)
+    return _set_q(ctx, _qnn().leaky_relu(x, slope, _f32(scale), _i32(zp), _f32(os_), _i32(oz)), os_, oz)
+
+
+@register("quantized::elu")
+def quantized_elu(ctx, args):
+    """``scale * x`` for ``x > 0``, else ``scale * alpha * (exp(input_scale * x) - 1)`` (PyTorch's quantized ELU,
+    on the dequantized input), quantized with the output's parameters."""
+    x = args[0]
+    os_, oz = _out_params(ctx, args, 1)
+    alpha, scale, in_scale = (float(ctx.scalar(args.get(i, 1.0))) for i in (3, 4, 5))
+    xf = _dq(ctx, x)
+    neg = _op().multiply(_f32(scale * alpha), _op().subtract(_op().exp(_op().multiply(xf, _f32(in_scale))),
+                                                              _f32(1.0)))
+    y = _op().where(_op().greater(xf, _f32(0.0)), _op().multiply(xf, _f32(scale)), neg)
+    return _q(ctx, y, os_, oz, ctx.dtype(x))
+
+
+@register("quantized::celu")
+def quantized_celu(ctx, args):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`` on the dequantized input."""
+    x = args[0]
+    os_, oz = _out_params(ctx, args, 1)
+    alpha = float(ctx.scalar(args.get(3, 1.0)))
+    xf = _dq(ctx, x)
+    neg = _op().multiply(_f32(alpha), _op().subtract(_op().exp(_op().divide(xf, _f32(alpha))), _f32(1.0)))
+    y = _op().add(_op().maximum(xf, _f32(0.0)), _op().minimum(neg, _f32(0.0)))
+    return _q(ctx, y, os_, oz, ctx.dtype(x))
+
+
+@register("quantized::relu6")
+def quantized_relu6(ctx, args):
+    return _q_clamp("", "", 0.0, 6.0)(ctx, args, None)
+
+
+def _via_float_op(aten_name, n_in, out_at):
+    """quantized:: ops that PyTorch computes as dequantize -> float op -> quantize with the output parameters at
+    ``out_at``, ``out_at + 1``; the float op gets the first ``n_in`` arguments (the input dequantized)."""
+    def convert(ctx, args):
+        x = args[0]
+        os_, oz = _out_params(ctx, args, out_at)
+        names = list(getattr(args, "names", []))[:n_in] or [str(i) for i in range(n_in)]
+        y = ATEN_CONVERTERS[aten_name](ctx, _args([_dq(ctx, x)] + list(args[1:n_in]), names))
+        return _q(ctx, y, os_, oz, ctx.dtype(x))
+    return convert
+
+
+# quantized::layer_norm(input, normalized_shape, weight, bias, eps, output_scale, output_zero_point) ...
+register("quantized::layer_norm")(_via_float_op("layer_norm", 5, 5))
+register("quantized::group_norm")(_via_float_op("group_norm", 5, 5))
+
+
+@register("quantized::instance_norm")
+def quantized_instance_norm(ctx, args):
+    x, w, b, eps = args[0], args[1], args[2], float(ctx.scalar(args[3]))
+    os_, oz = _out_params(ctx, args, 4)
+    y = ATEN_CONVERTERS["instance_norm"](ctx, _args(
+        [_dq(ctx, x), w, b, None, None, True, 0.1, eps, False],
+        ["input", "weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum", "eps",
+         "cudnn_enabled"]))
+    return _q(ctx, y, os_, oz, ctx.dtype(x))
+
+
+def _batch_norm(relu):
+    """Unfused ``nn.BatchNorm2d`` / ``BNReLU2d``: ``(x - mean) / sqrt(var + eps) * weight + bias`` on the
+    dequantized input (the running statistics of the eval-mode module), quantized with the output's parameters."""
+    def convert(ctx, args):
+        x, w, b, mean, var, eps = args[0], args[1], args[2], args[3], args[4], float(ctx.scalar(args[5]))
+        os_, oz = _out_params(ctx, args, 6)
+        shape = [1, -1] + [1] * (ctx.ndim(x) - 2)
+
+        def ch(v):
+            return _op().reshape(ctx.cast(v, "float32"), shape)
+        y = _op().divide(_op().subtract(_dq(ctx, x), ch(mean)), _op().sqrt(_op().add(ch(var), _f32(eps))))
+        if w is not None:
+            y = _op().multiply(y, ch(w))
+        if b is not None:
+            y = _op().add(y, ch(b))
+        if relu:
+            y = _op().maximum(y, _f32(0.0))
+        return _q(ctx, y, os_, oz, ctx.dtype(x))
+    return convert
+
+
+for _suffix in ("", "1d", "2d", "3d"):
+    register(f"quantized::batch_norm{_suffix}")(_batch_norm(False))
+    register(f"quantized::batch_norm{_suffix}_relu")(_batch_norm(True))
+
+
+def _scalar_out_params(name, scale, zp, dtype, c):
+    """The output scale and zero point PyTorch's kernel gives ``quantized::<name>(x, c)`` on a tensor with
+    ``scale`` and ``zp`` (asked of PyTorch itself, on a one-element tensor)."""
+    import torch
+    qdtype = {"uint8": torch.quint8, "int8": torch.qint8}[dtype]
+    probe = torch._empty_affine_quantized([1], scale=scale, zero_point=zp, dtype=qdtype)
+    out = getattr(torch.ops.quantized, name)(probe, c)
+    return float(out.q_scale()), int(out.q_zero_point())
+
+
+def _add_scalar(relu):
+    """``quantized::add_scalar(x, c)``: PyTorch folds ``c`` (rounded to a multiple of the input scale ``s``,
+    ``c_q = round(c / s)``) into the parameters: the integers are those of ``x`` read with zero point
+    ``z - c_q``, requantized to a shifted range when ``z - c_q`` falls outside the dtype's range."""
+    def convert(ctx, args):
+        x, c = args[0], float(ctx.scalar(args[1], "scalar"))
+        scale, zp = _get_q(ctx, x)
+        dtype = ctx.dtype(x)
+        os_, oz = _scalar_out_params("add_scalar", scale, zp, dtype, c)
+        zin = zp - int(np.rint(c / scale))
+        if os_ == scale and oz == zin:
+            y = x
+        else:
+            y = _qnn().requantize(x, _f32(scale), _i32(zin), _f32(os_), _i32(oz), out_dtype=dtype)
+        if relu:
+            y = _op().maximum(y, const(np.asarray(oz).astype(dtype)))
+        return _set_q(ctx, y, os_, oz)
+    return convert
+
+
+def _mul_scalar(relu):
+    """``quantized::mul_scalar(x, c)``: the integers kept (``c > 0``, scale ``s * c``), reflected within the
+    dtype's range (``c < 0``: ``q' = qmax + qmin - q``, zero point likewise), or all at the zero point (``c = 0``)."""
+    def convert(ctx, args):
+        x, c = args[0], float(ctx.scalar(args[1], "scalar"))
+        scale, zp = _get_q(ctx, x)
+        dtype = ctx.dtype(x)
+        os_, oz = _scalar_out_params("mul_scalar", scale, zp, dtype, c)
+        info = np.iinfo(dtype)
+        if c > 0:
+            y = x
+        elif c < 0:
+            y = _op().cast(_op().subtract(_i32(int(info.max) + int(info.min)), _op().cast(x, "int32")), dtype)
+        else:
+            y = _op().full_like(x, const(np.asarray(oz).astype(dtype)))
+        if relu:
+            y = _op().maximum(y, const(np.asarray(oz).astype(dtype)))
+        return _set_q(ctx, y, os_, oz)
+    return convert
+
+
+register("quantized::add_scalar")(_add_scalar(False))
+register("quantized::add_scalar_relu")(_add_scalar(True))
+register("quantized::mul_scalar")(_mul_scalar(False))
+register("quantized::mul_scalar_relu")(_mul_scalar(True))
+
+
+# -- aten ops on quantized tensors with fixed output parameters ---------------------------------------------------
+# PyTorch's quantized sigmoid / hardsigmoid give scale 1/256 (zero point 0 for quint8, -128 for qint8), tanh
+# 1/128 (128 for quint8, 0 for qint8): the output covers the op's range whatever the input's parameters.
+_FIXED = {"sigmoid": (1.0 / 256, {"uint8": 0, "int8": -128}), "hardsigmoid": (1.0 / 256, {"uint8": 0, "int8": -128}),
+          "tanh": (1.0 / 128, {"uint8": 128, "int8": 0})}
+
+
+def _fixed_params(name):
+    out_scale, zps = _FIXED[name]
+
+    def convert(ctx, args, float_fn):
+        x = args[0]
+        dtype = ctx.dtype(x)
+        if dtype not in zps:
+            raise FrontendError(f"{name} on a quantized {dtype} tensor (kiln takes quint8 / qint8)")
+        scale, zp = _get_q(ctx, x)
+        oz = zps[dtype]
+        if name in ("sigmoid", "tanh"):
+            y = getattr(_qnn(), name)(x, _f32(scale), _i32(zp), _f32(out_scale), _i32(oz))
+            return _set_q(ctx, y, out_scale, oz)
+        return _q(ctx, float_fn(ctx, _with_first(args, _dq(ctx, x))), out_scale, oz, dtype)
+    return convert
+
+
+for _name in _FIXED:
+    if _name in ATEN_CONVERTERS:
+        _quantized_aware(_name, _fixed_params(_name))
+for _name in ("upsample_nearest2d", "slice", "narrow", "select", "expand", "repeat", "pixel_shuffle", "max_pool1d",
+              "channel_shuffle", "pixel_unshuffle"):
+    if _name in ATEN_CONVERTERS:
+        _quantized_aware(_name, _same_params)
+for _name in ("leaky_relu", "gelu", "upsample_bilinear2d", "avg_pool1d", "adaptive_avg_pool1d"):
     if _name in ATEN_CONVERTERS:
         _quantized_aware(_name, _via_float)
