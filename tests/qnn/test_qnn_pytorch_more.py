@@ -443,3 +443,44 @@ def test_graph_executor_runs_dynamic_model_twice_with_different_ranges(engine):
         gm.run()
         want = m(x).detach().numpy()
         assert np.max(np.abs(gm.get_output(0).numpy() - want)) <= 1e-5 * max(1.0, float(np.abs(want).max()))
+
+
+class Conv1dNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.relu = nn.Conv1d(4, 10, 5, stride=2, padding=2, dilation=1), nn.ReLU()
+        self.conv2 = nn.Conv1d(10, 6, 3, groups=2, dilation=2)
+        self.up = nn.ConvTranspose1d(6, 5, 3, stride=2, padding=1, output_padding=1)
+
+    def forward(self, x):
+        return self.up(self.conv2(self.relu(self.conv(x))))
+
+
+def test_conv1d_and_conv_transpose1d(engine):
+    """quantized::conv1d_relu, conv1d (grouped, dilated) and conv_transpose1d (qnnpack, the transposed
+    convolution's reliable engine, see above) on an odd length: within one output step of PyTorch."""
+    engine("qnnpack")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        net = tq.fuse_modules(Conv1dNet().eval(), [["conv", "relu"]])
+    m = _eager(Wrap(net), (2, 4, 23), "qnnpack", per_tensor_weights=True)
+    x = torch.randn(1, 4, 23)
+    traced, want = _trace(m, x)
+    assert {"quantized::conv1d_relu", "quantized::conv1d", "quantized::conv_transpose1d"} <= _kinds(traced)
+    got, _ = _run_kiln(traced, x)
+    assert got.shape == want.shape
+    assert np.max(np.abs(got - want)) <= float(m.body.up.scale) * 1.001
+
+
+def test_conv1d_x86_per_channel(engine):
+    """quantized::conv1d(_relu) under the x86 qconfig (per-channel weights): within one output step."""
+    engine("x86")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        net = tq.fuse_modules(Conv1dNet().eval(), [["conv", "relu"]])
+    net.up = nn.Identity()
+    m = _eager(Wrap(net), (2, 4, 23), "x86")
+    x = torch.randn(1, 4, 23)
+    traced, want = _trace(m, x)
+    got, _ = _run_kiln(traced, x)
+    assert np.max(np.abs(got - want)) <= float(m.body.conv2.scale) * 1.001

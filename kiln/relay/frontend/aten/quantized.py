@@ -367,6 +367,24 @@ def quantized_conv_transpose2d(ctx, args):
                        _number(ctx, out_zp, "zero_point"), ctx.dtype(x), False, 1)
 
 
+def _conv1d(conv2d_convert):
+    """``quantized::conv1d`` / ``conv1d_relu`` / ``conv_transpose1d``: PyTorch packs 1-D convolutions as 2-D ones
+    with a height of 1 (weights ``[.., .., 1, k]``, strides / padding ``[1, s]`` / ``[0, p]``), so kiln runs the
+    2-D converter on the input with a unit height axis and drops it again."""
+    def convert(ctx, args):
+        x = args[0]
+        scale, zp = _get_q(ctx, x)
+        x4 = _set_q(ctx, _op().expand_dims(x, axis=2), scale, zp)
+        y4 = conv2d_convert(ctx, _with_first(args, x4))
+        return _set_q(ctx, _op().squeeze(y4, axis=[2]), *_get_q(ctx, y4))
+    return convert
+
+
+register("quantized::conv1d")(_conv1d(_conv(False)))
+register("quantized::conv1d_relu")(_conv1d(_conv(True)))
+register("quantized::conv_transpose1d")(_conv1d(quantized_conv_transpose2d))
+
+
 @register("quantized::hardswish")
 def quantized_hardswish(ctx, args):
     x = args[0]
