@@ -274,9 +274,9 @@ class MBV3Block(nn.Module):
 
 def test_mobilenet_v3_block_quantize_fx(engine):
     """quantize_fx (x86): quantized::hardswish, aten::hardsigmoid on a quantized tensor (PyTorch's fixed output
-    parameters, scale 1/256), quantized::mul / add. Top-1 equal; within three output steps (1-2 seen over seeds
-    3-5): each requantize (conv, add, mul) may round one step apart (kiln: TVM's fixed-point UPWARD, fbgemm:
-    float, ties to even), and a step passes on through the following layers."""
+    parameters, scale 1/256), quantized::mul / add. Top-1 equal; within two output steps (0-1 seen over seeds
+    3-6): a conv's requantize may round one step apart (kiln: TVM's fixed-point UPWARD, fbgemm: float, ties to
+    even), and a step passes on through the following layers."""
     from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
     engine("x86")
     torch.manual_seed(3)
@@ -293,7 +293,7 @@ def test_mobilenet_v3_block_quantize_fx(engine):
     got, mod = _run_kiln(traced, x)
     assert "qnn.hardswish" in mod.astext()
     assert got.argmax() == want.argmax()
-    assert np.max(np.abs(got - want)) <= 3 * float(q.fc.scale) + 1e-6
+    assert np.max(np.abs(got - want)) <= 2 * float(q.fc.scale) + 1e-6
 
 
 class HardsigmoidBlock(nn.Module):
