@@ -484,3 +484,79 @@ def test_conv1d_x86_per_channel(engine):
     traced, want = _trace(m, x)
     got, _ = _run_kiln(traced, x)
     assert np.max(np.abs(got - want)) <= float(m.body.conv2.scale) * 1.001
+
+
+class DirectOps(nn.Module):
+    """quantized:: ops that eager / FX conversion rarely emit, called directly on a quantized tensor."""
+
+    def __init__(self, which):
+        super().__init__()
+        self.which = which
+        self.register_buffer("w", torch.rand(5) + 0.5)
+        self.register_buffer("b", torch.randn(5) * 0.1)
+        self.register_buffer("mean", torch.randn(5) * 0.2)
+        self.register_buffer("var", torch.rand(5) + 0.5)
+
+    def forward(self, x):
+        q = torch.quantize_per_tensor(x, 0.04, 120, torch.quint8)
+        ops = torch.ops.quantized
+        if self.which == "celu":
+            y = ops.celu(q, 0.03, 100, 0.8)
+        elif self.which == "sigmoid":
+            y = ops.sigmoid(q, 1.0 / 256, 0)
+        elif self.which == "batch_norm2d_relu":
+            y = ops.batch_norm2d_relu(q, self.w, self.b, self.mean, self.var, 1e-5, 0.05, 10)
+        else:
+            y = ops.batch_norm2d(q, self.w, self.b, self.mean, self.var, 1e-5, 0.05, 128)
+        return y.dequantize()
+
+
+@pytest.mark.parametrize("which", ["celu", "sigmoid", "batch_norm2d", "batch_norm2d_relu"])
+def test_direct_quantized_ops(engine, which):
+    """quantized::celu, sigmoid (the op form with explicit output parameters), batch_norm2d(_relu) on a
+    (2, 5, 7, 9) tensor: the same integers as PyTorch's here (bound one step)."""
+    engine("x86")
+    torch.manual_seed(2)
+    x = torch.randn(2, 5, 7, 9) * 2
+    m = DirectOps(which)
+    traced, want = _trace(m, x)
+    assert f"quantized::{which}" in _kinds(traced)
+    got, _ = _run_kiln(traced, x)
+    step = {"celu": 0.03, "sigmoid": 1.0 / 256}.get(which, 0.05)
+    assert np.max(np.abs(got - want)) <= step * 1.001, np.max(np.abs(got - want)) / step
+
+
+class ScalarArith(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        y = (0.25 + (y + 0.5) * 1.5) * -0.75
+        z = torch.relu(y + 1.0)
+        return z * y
+
+
+def test_quantize_fx_tensor_scalar_arithmetic(engine):
+    """quantize_fx turns ``x + c``, ``c + x``, ``x * c`` into the Scalar overloads of quantized::add / add_relu /
+    mul (two arguments, no output parameters: PyTorch's add_scalar / mul_scalar rules): the same integers as
+    PyTorch's here (bound one step)."""
+    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
+    engine("x86")
+    torch.manual_seed(6)
+    x = torch.randn(1, 3, 9, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prepared = quantize_fx.prepare_fx(ScalarArith().eval(), get_default_qconfig_mapping("x86"), (x,))
+        for _ in range(3):
+            prepared(torch.randn(2, 3, 9, 8))
+        q = quantize_fx.convert_fx(prepared)
+    traced, want = _trace(q, x)
+    scalar_calls = [n for n in traced.inlined_graph.nodes()
+                    if n.kind() in ("quantized::add", "quantized::add_relu", "quantized::mul")
+                    and len(list(n.inputs())) == 2]
+    assert len(scalar_calls) >= 4
+    got, _ = _run_kiln(traced, x)
+    step = np.diff(np.unique(want)).min()  # the output's scale (the smallest gap between its distinct values)
+    assert np.max(np.abs(got - want)) <= step * 1.001

@@ -226,6 +226,10 @@ def _binary(name, relu):
     one step from PyTorch's, and the test CNN's outputs two steps.)"""
     def convert(ctx, args):
         a, b = args[0], args[1]
+        if len(args) == 2:  # the .Scalar / .Scalar2 overloads (quantize_fx's ``x + 0.5``): add_scalar, mul_scalar
+            if not _is_q(ctx, a):
+                a, b = b, a
+            return (_add_scalar if name == "add" else _mul_scalar)(relu)(ctx, _args([a, b], ["qa", "b"]))
         scale, zp = float(_number(ctx, args[2], "scale")), int(_number(ctx, args[3], "zero_point"))
         y = getattr(_op(), name)(_dq(ctx, a), _dq(ctx, b))
         if relu:
