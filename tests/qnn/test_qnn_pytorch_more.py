@@ -560,3 +560,38 @@ def test_quantize_fx_tensor_scalar_arithmetic(engine):
     got, _ = _run_kiln(traced, x)
     step = np.diff(np.unique(want)).min()  # the output's scale (the smallest gap between its distinct values)
     assert np.max(np.abs(got - want)) <= step * 1.001
+
+
+class EmbedMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(23, 12)
+        self.fc = nn.Linear(12, 4)
+
+    def forward(self, idx):
+        return self.fc(self.emb(idx).mean(1))
+
+
+def test_weight_only_quantized_embedding_and_dynamic_linear(engine):
+    """nn.Embedding under float_qparams_weight_only_qconfig (quantized::embedding_byte: 8-bit rows with a float
+    scale and bias) feeding a dynamically quantized linear: within float rounding of PyTorch."""
+    engine("x86")
+    torch.manual_seed(7)
+    m = EmbedMLP().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.emb.qconfig = tq.float_qparams_weight_only_qconfig
+        tq.prepare(m, inplace=True)
+        tq.convert(m, inplace=True)
+        m = tq.quantize_dynamic(m, {nn.Linear})
+    idx = torch.tensor([[1, 22, 3, 0, 7], [4, 4, 9, 13, 21]])
+    traced, want = _trace(m, idx)
+    assert {"quantized::embedding_byte", "quantized::linear_dynamic"} <= _kinds(traced)
+    mod, params = relay.frontend.from_pytorch(traced, [("idx", ((2, 5), "int64"))])
+    with kiln.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, "llvm", params=params)
+    gm = graph_executor.GraphModule(lib["default"](kiln.cpu()))
+    gm.set_input("idx", idx.numpy())
+    gm.run()
+    got = gm.get_output(0).numpy()
+    assert np.max(np.abs(got - want)) <= 1e-5 * max(1.0, float(np.abs(want).max()))

@@ -1,6 +1,6 @@
 """Dynamically quantized ``nn.Linear`` (``torch.ao.quantization.quantize_dynamic``): ``quantized::linear_dynamic``,
 ``linear_relu_dynamic`` (int8 weights) and ``linear_dynamic_fp16`` / ``linear_relu_dynamic_fp16`` (float16
-weights).
+weights), and the weight-only quantized ``nn.Embedding`` (``quantized::embedding_byte``).
 
 The int8 ops take a float input and give a float output. PyTorch (fbgemm, the ``x86`` / ``fbgemm`` engines)
 quantizes the input per tensor at run time, to uint8, with parameters chosen from the tensor's min and max
@@ -140,3 +140,21 @@ register("quantized::linear_dynamic")(_linear_dynamic(False))
 register("quantized::linear_relu_dynamic")(_linear_dynamic(True))
 register("quantized::linear_dynamic_fp16")(_linear_dynamic_fp16(False))
 register("quantized::linear_relu_dynamic_fp16")(_linear_dynamic_fp16(True))
+
+
+@register("quantized::embedding_byte")
+def embedding_byte(ctx, args):
+    """``nn.Embedding`` with ``float_qparams_weight_only_qconfig``: 8-bit rows with a float scale and bias each,
+    float output. The float table is what PyTorch itself returns for every row (asked at import time, so each
+    value is bit-identical to PyTorch's ``scale * q + bias``); then the float ``aten::embedding`` conversion."""
+    import torch
+    from .registry import ATEN_CONVERTERS
+    from ..pytorch_utils import AtenArgs
+    packed, indices = args[0], args[1]
+    if len(args) > 2 and bool(args.get(2, False)):
+        raise FrontendError(f"{ctx.op_name}: pruned embedding weights (pruned_weights=True) are not supported")
+    rows = torch.ops.quantized.embedding_bag_unpack(packed).shape[0]
+    table = torch.ops.quantized.embedding_byte(packed, torch.arange(rows), False).detach().float().numpy()
+    return ATEN_CONVERTERS["embedding"](ctx, AtenArgs([const(table), indices, -1, False, False],
+                                                     ["weight", "indices", "padding_idx", "scale_grad_by_freq",
+                                                      "sparse"]))
