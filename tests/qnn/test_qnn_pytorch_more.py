@@ -595,3 +595,96 @@ def test_weight_only_quantized_embedding_and_dynamic_linear(engine):
     gm.run()
     got = gm.get_output(0).numpy()
     assert np.max(np.abs(got - want)) <= 1e-5 * max(1.0, float(np.abs(want).max()))
+
+
+class OnednnFusions(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+        self.c3 = nn.Conv2d(8, 8, 1)
+        self.fc, self.lrelu, self.fc2 = nn.Linear(8, 9), nn.LeakyReLU(0.1), nn.Linear(9, 4)
+
+    def forward(self, x):
+        y = self.c1(x)
+        y = self.c2(y) + y
+        y = torch.relu(self.c3(y) + y)
+        y = y.mean((2, 3))
+        return self.fc2(self.lrelu(self.fc(y)))
+
+
+def test_quantize_fx_onednn_backend_fusions(engine):
+    """quantize_fx with the onednn backend config fuses conv + add (+ relu) into quantized::conv2d_add(_relu) and
+    linear + leaky_relu into quantized::linear_leaky_relu (onednn kernels: float post-ops); kiln computes them
+    in float after the int32 conv / dense, quantizing once (equal to onednn's alone, see the next test). The
+    model: top-1 equal, within three output steps (1-3 over seeds 8-11): the plain convs' requantize rounds a
+    few outputs one step apart (TVM's fixed point vs onednn's float) and the residual chain carries them on."""
+    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
+    from torch.ao.quantization.backend_config import get_onednn_backend_config
+    engine("onednn")
+    torch.manual_seed(8)
+    x = torch.randn(1, 3, 11, 9)
+    cfg = get_onednn_backend_config()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prepared = quantize_fx.prepare_fx(OnednnFusions().eval(), get_default_qconfig_mapping("onednn"), (x,),
+                                          backend_config=cfg)
+        for _ in range(4):
+            prepared(torch.randn(2, 3, 11, 9))
+        q = quantize_fx.convert_fx(prepared, backend_config=cfg)
+    traced, want = _trace(q, x)
+    kinds = _kinds(traced)
+    assert "quantized::conv2d_add" in kinds and "quantized::linear_leaky_relu" in kinds
+    got, _ = _run_kiln(traced, x)
+    assert got.argmax() == want.argmax()
+    assert np.max(np.abs(got - want)) <= 3 * float(q.fc2.scale) + 1e-6
+
+
+class ConvAdd(nn.Module):
+    def __init__(self, packed, op):
+        super().__init__()
+        self.packed, self.op = packed, op
+
+    def forward(self, x):
+        q = torch.quantize_per_tensor(x, 0.03, 128, torch.quint8)
+        accum = torch.quantize_per_tensor(x * 0.5, 0.02, 120, torch.quint8)
+        return getattr(torch.ops.quantized, self.op)(q, accum, self.packed, 0.05, 128).dequantize()
+
+
+@pytest.mark.parametrize("op", ["conv2d_add", "conv2d_add_relu"])
+def test_conv2d_add_alone(engine, op):
+    """quantized::conv2d_add(_relu) (onednn) with per-channel weights and a bias on an odd (11, 9) map: the same
+    integers as PyTorch's here (bound one step)."""
+    engine("onednn")
+    torch.manual_seed(0)
+    w = torch.quantize_per_channel(torch.randn(8, 8, 3, 3) * 0.1, torch.rand(8) * 0.002 + 0.001,
+                                   torch.zeros(8, dtype=torch.long), 0, torch.qint8)
+    packed = torch.ops.quantized.conv2d_prepack(w, torch.randn(8) * 0.1, [1, 1], [1, 1], [1, 1], 1)
+    x = torch.randn(1, 8, 11, 9)
+    traced, want = _trace(ConvAdd(packed, op), x)
+    assert f"quantized::{op}" in _kinds(traced)
+    got, _ = _run_kiln(traced, x)
+    assert np.max(np.abs(got - want)) <= 0.05 * 1.001
+
+
+class LinearTanh(nn.Module):
+    def __init__(self, packed):
+        super().__init__()
+        self.packed = packed
+
+    def forward(self, x):
+        q = torch.quantize_per_tensor(x, 0.03, 128, torch.quint8)
+        return torch.ops.quantized.linear_tanh(q, self.packed, 1.0 / 128, 128).dequantize()
+
+
+def test_linear_tanh(engine):
+    """quantized::linear_tanh (onednn), called directly on a 3-D input: within one output step."""
+    engine("onednn")
+    torch.manual_seed(9)
+    w = torch.quantize_per_tensor(torch.randn(7, 11) * 0.2, 0.003, 0, torch.qint8)
+    packed = torch.ops.quantized.linear_prepack(w, torch.randn(7) * 0.1)
+    x = torch.randn(2, 3, 11)
+    traced, want = _trace(LinearTanh(packed), x)
+    assert "quantized::linear_tanh" in _kinds(traced)
+    got, _ = _run_kiln(traced, x)
+    assert got.shape == want.shape
+    assert np.max(np.abs(got - want)) <= (1.0 / 128) * 1.001

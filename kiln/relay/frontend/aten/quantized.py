@@ -155,24 +155,34 @@ def _requantize(ctx, acc, in_scale, w_scale, out_scale, out_zp, out_dtype, relu,
     return _set_q(ctx, y, out_scale, out_zp)
 
 
-def _conv(relu):
-    def convert(ctx, args):
-        import torch
-        x, packed, out_scale, out_zp = args[0], args[1], args[2], args[3]
-        in_scale, in_zp = _get_q(ctx, x)
-        w, b = torch.ops.quantized.conv2d_unpack(packed)
-        wq, w_scale, w_zp, axis = _weight(w)
-        if axis != 0:
-            raise FrontendError(f"{ctx.op_name}: weights quantized per channel along axis {axis} (kiln expects 0)")
-        if packed.transpose():
-            raise FrontendError(f"{ctx.op_name}: quantized transposed convolution is not supported yet")
-        pad = list(packed.padding())
-        acc = _qnn().conv2d(x, const(wq), _i32(in_zp), const(w_zp), _f32(in_scale), const(w_scale),
-                            kernel_size=wq.shape[2:], channels=wq.shape[0], strides=list(packed.stride()),
-                            padding=pad, dilation=list(packed.dilation()), groups=int(packed.groups()))
+def _conv_acc(ctx, x, packed, int_bias=True):
+    """A packed 2-D convolution on quantized ``x``: (int32 accumulator, input scale, weight scale, float bias
+    tensor or None). With ``int_bias`` the bias is added to the accumulator, quantized to int32 at
+    ``input_scale * weight_scale`` (as TVM does), and the returned float bias is None."""
+    import torch
+    in_scale, in_zp = _get_q(ctx, x)
+    w, b = torch.ops.quantized.conv2d_unpack(packed)
+    wq, w_scale, w_zp, axis = _weight(w)
+    if axis != 0:
+        raise FrontendError(f"{ctx.op_name}: weights quantized per channel along axis {axis} (kiln expects 0)")
+    if packed.transpose():
+        raise FrontendError(f"{ctx.op_name}: a transposed convolution's weights in a conv2d op")
+    acc = _qnn().conv2d(x, const(wq), _i32(in_zp), const(w_zp), _f32(in_scale), const(w_scale),
+                        kernel_size=wq.shape[2:], channels=wq.shape[0], strides=list(packed.stride()),
+                        padding=list(packed.padding()), dilation=list(packed.dilation()),
+                        groups=int(packed.groups()))
+    if int_bias:
         bias = _bias(ctx, b, in_scale, w_scale)
         if bias is not None:
             acc = _op().nn.bias_add(acc, bias, axis=1)
+        b = None
+    return acc, in_scale, w_scale, b
+
+
+def _conv(relu):
+    def convert(ctx, args):
+        x, packed, out_scale, out_zp = args[0], args[1], args[2], args[3]
+        acc, in_scale, w_scale, _ = _conv_acc(ctx, x, packed)
         return _requantize(ctx, acc, in_scale, w_scale, _number(ctx, out_scale, "scale"),
                            _number(ctx, out_zp, "zero_point"), ctx.dtype(x), relu, 1)
     return convert
@@ -182,28 +192,94 @@ register("quantized::conv2d")(_conv(False))
 register("quantized::conv2d_relu")(_conv(True))
 
 
-def _linear(relu):
+def _acc_to_float(acc, in_scale, w_scale, b, axis, ndim):
+    """``float(acc) * (input_scale * weight_scale) + bias``: an int32 accumulator back in float (per-channel
+    scales and the bias along ``axis`` of an ``ndim``-D result)."""
+    scale = np.float32(in_scale) * np.asarray(w_scale, np.float32)
+    if np.ndim(scale):
+        scale = scale.reshape([-1] + [1] * (ndim - 1 - axis))
+    y = _op().multiply(_op().cast(acc, "float32"), const(np.asarray(scale, np.float32)))
+    if b is not None:
+        y = _op().nn.bias_add(y, const(b.detach().float().numpy()), axis=axis)
+    return y
+
+
+def _conv_add(relu):
+    """``quantized::conv2d_add(_relu)(x, accum, packed, scale, zero_point)`` (onednn's fused ConvAdd2d, from
+    quantize_fx with the onednn backend config): ``conv(x) + accum`` (and relu) in float, the conv's int32
+    result scaled with its float bias added, the accumulator dequantized; quantized once to the output's
+    parameters."""
     def convert(ctx, args):
-        import torch
-        x, packed, out_scale, out_zp = args[0], args[1], args[2], args[3]
-        in_scale, in_zp = _get_q(ctx, x)
-        w, b = torch.ops.quantized.linear_unpack(packed)
-        wq, w_scale, w_zp, _ = _weight(w)
-        shape = ctx.shape(x)
-        x2 = _op().reshape(x, [-1, shape[-1]]) if len(shape) != 2 else x
-        acc = _qnn().dense(x2, const(wq), _i32(in_zp), const(w_zp), _f32(in_scale), const(w_scale),
-                           units=wq.shape[0])
-        bias = _bias(ctx, b, in_scale, w_scale)
-        if bias is not None:
-            acc = _op().nn.bias_add(acc, bias, axis=1)
-        y = _requantize(ctx, acc, in_scale, w_scale, _number(ctx, out_scale, "scale"),
-                        _number(ctx, out_zp, "zero_point"), ctx.dtype(x), relu, 1)
-        if len(shape) != 2:
-            y = _set_q(ctx, _op().reshape(y, list(shape[:-1]) + [wq.shape[0]]), *_get_q(ctx, y))
-        return y
+        x, accum, packed = args[0], args[1], args[2]
+        scale, zp = float(_number(ctx, args[3], "scale")), int(_number(ctx, args[4], "zero_point"))
+        acc, in_scale, w_scale, b = _conv_acc(ctx, x, packed, int_bias=False)
+        y = _op().add(_acc_to_float(acc, in_scale, w_scale, b, 1, 4), _dq(ctx, accum))
+        if relu:
+            y = _op().maximum(y, _f32(0.0))
+        return _set_q(ctx, _quantize_recip(y, scale, zp, ctx.dtype(x)), scale, zp)
     return convert
 
 
+register("quantized::conv2d_add")(_conv_add(False))
+register("quantized::conv2d_add_relu")(_conv_add(True))
+
+
+def _linear_acc(ctx, x, packed, int_bias=True):
+    """A packed linear on quantized ``x`` (any rank; flattened to 2-D): (int32 accumulator ``[rows, units]``,
+    input scale, weight scale, float bias or None, input shape, units); the bias as in :func:`_conv_acc`."""
+    import torch
+    in_scale, in_zp = _get_q(ctx, x)
+    w, b = torch.ops.quantized.linear_unpack(packed)
+    wq, w_scale, w_zp, _ = _weight(w)
+    shape = ctx.shape(x)
+    x2 = _op().reshape(x, [-1, shape[-1]]) if len(shape) != 2 else x
+    acc = _qnn().dense(x2, const(wq), _i32(in_zp), const(w_zp), _f32(in_scale), const(w_scale),
+                       units=wq.shape[0])
+    if int_bias:
+        bias = _bias(ctx, b, in_scale, w_scale)
+        if bias is not None:
+            acc = _op().nn.bias_add(acc, bias, axis=1)
+        b = None
+    return acc, in_scale, w_scale, b, shape, wq.shape[0]
+
+
+def _unflatten_q(ctx, y, shape, units):
+    if len(shape) == 2:
+        return y
+    return _set_q(ctx, _op().reshape(y, list(shape[:-1]) + [units]), *_get_q(ctx, y))
+
+
+def _linear(relu):
+    def convert(ctx, args):
+        x, packed, out_scale, out_zp = args[0], args[1], args[2], args[3]
+        acc, in_scale, w_scale, _, shape, units = _linear_acc(ctx, x, packed)
+        y = _requantize(ctx, acc, in_scale, w_scale, _number(ctx, out_scale, "scale"),
+                        _number(ctx, out_zp, "zero_point"), ctx.dtype(x), relu, 1)
+        return _unflatten_q(ctx, y, shape, units)
+    return convert
+
+
+def _linear_act(act):
+    """``quantized::linear_leaky_relu(x, packed, scale, zero_point, negative_slope)`` / ``linear_tanh(x, packed,
+    scale, zero_point)`` (onednn's fused LinearLeakyReLU / LinearTanh): the linear's int32 result scaled with its
+    float bias added, the activation in float, quantized once to the output's parameters."""
+    def convert(ctx, args):
+        x, packed = args[0], args[1]
+        scale, zp = float(_number(ctx, args[2], "scale")), int(_number(ctx, args[3], "zero_point"))
+        acc, in_scale, w_scale, b, shape, units = _linear_acc(ctx, x, packed, int_bias=False)
+        y = _acc_to_float(acc, in_scale, w_scale, b, 1, 2)
+        if act == "leaky_relu":
+            slope = float(ctx.scalar(args[4], "negative_slope"))
+            y = _op().where(_op().greater_equal(y, _f32(0.0)), y, _op().multiply(y, _f32(slope)))
+        else:
+            y = _op().tanh(y)
+        y = _set_q(ctx, _quantize_recip(y, scale, zp, ctx.dtype(x)), scale, zp)
+        return _unflatten_q(ctx, y, shape, units)
+    return convert
+
+
+register("quantized::linear_leaky_relu")(_linear_act("leaky_relu"))
+register("quantized::linear_tanh")(_linear_act("tanh"))
 register("quantized::linear")(_linear(False))
 register("quantized::linear_relu")(_linear(True))
 
