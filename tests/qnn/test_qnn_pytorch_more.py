@@ -688,3 +688,47 @@ def test_linear_tanh(engine):
     got, _ = _run_kiln(traced, x)
     assert got.shape == want.shape
     assert np.max(np.abs(got - want)) <= (1.0 / 128) * 1.001
+
+
+# -- dynamically quantized LSTM / GRU ----------------------------------------------------------------------------
+class RNNAll(nn.Module):
+    """The RNN's output and final states, flattened into one tensor; an optional non-zero initial state."""
+
+    def __init__(self, rnn, init=None):
+        super().__init__()
+        self.rnn, self.init = rnn, init
+
+    def forward(self, x):
+        out = self.rnn(x) if self.init is None else self.rnn(x, self.init)
+        states = out[1] if isinstance(out[1], tuple) else (out[1],)
+        return torch.cat([out[0].flatten()] + [s.flatten() for s in states])
+
+
+_RNN_CONFIGS = [dict(batch_first=True), dict(num_layers=2), dict(bidirectional=True, batch_first=True),
+                dict(num_layers=2, bidirectional=True)]
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("config", range(len(_RNN_CONFIGS)))
+def test_dynamic_quantized_rnn(engine, kind, config):
+    """quantize_dynamic({nn.LSTM / nn.GRU}) traces to aten::quantized_lstm / quantized_gru: kiln unrolls the
+    sequence with PyTorch's CPU order (each layer's input projection over the whole sequence at once, one
+    dynamic quantization; the hidden projection quantized per step) and PyTorch's cells. Output and final
+    states (odd sizes: input 7, hidden 10, 3 or 6 steps) within 1e-5 of PyTorch's: float rounding only."""
+    engine("x86")
+    torch.manual_seed(config)
+    kw = _RNN_CONFIGS[config]
+    rnn = getattr(nn, kind)(7, 10, **kw)
+    init = None
+    if config == 1:  # an explicit initial state
+        h0 = torch.randn(2, 6, 10) * 0.5  # (layers, batch, hidden); the input is (steps 3, batch 6, 7)
+        init = (h0, torch.randn(2, 6, 10) * 0.5) if kind == "LSTM" else h0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = tq.quantize_dynamic(RNNAll(rnn, init).eval(), {getattr(nn, kind)})
+    x = torch.randn(3, 6, 7)
+    traced, want = _trace(m, x)
+    assert f"aten::quantized_{kind.lower()}" in _kinds(traced)
+    got, _ = _run_kiln(traced, x)
+    assert got.shape == want.shape
+    assert np.max(np.abs(got - want)) <= 1e-5, np.max(np.abs(got - want))

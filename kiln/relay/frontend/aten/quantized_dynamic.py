@@ -19,7 +19,7 @@ from ....error import FrontendError
 from .registry import register
 from ... import op
 from ...qnn import op as qnn_op
-from ...expr import const
+from ...expr import Expr, const
 
 # PyTorch's quant_utils.h: a smaller scale is raised to this (its reciprocal would lose precision in fbgemm).
 _SMALL_SCALE = np.float32(6.1e-5)
@@ -92,32 +92,41 @@ def _bias_add(y, b):
     return op.nn.bias_add(y, const(b.detach().float().numpy()), axis=1)
 
 
+def dynamic_dense(x2, packed, reduce_range: bool):
+    """PyTorch's ``apply_dynamic`` of a packed int8 linear on the 2-D float ``x2``: float ``[rows, units]``."""
+    import torch
+    w, b = torch.ops.quantized.linear_unpack(packed)
+    if w.dtype not in (torch.qint8, torch.quint8):
+        raise FrontendError(f"dynamic linear: weight dtype {w.dtype} (kiln takes qint8 / quint8)")
+    # qnnpack's dynamic linear ignores reduce_range (its kernels do not saturate)
+    if reduce_range and torch.backends.quantized.engine == "qnnpack":
+        reduce_range = False
+    from .quantized import _weight
+    wq, w_scale, w_zp, _ = _weight(w)
+    qmin, qmax = (0, 127) if reduce_range else (0, 255)
+    scale, zp = choose_qparams(x2, qmin, qmax)
+    xq = quantize_like_fbgemm(x2, scale, zp)
+    acc = qnn_op.dense(xq, const(wq), zp, const(w_zp), scale, const(w_scale), units=wq.shape[0])
+    # fbgemm's ReQuantizeForFloat: float(acc) * x_scale * w_scale (in that order), then the float bias
+    y = op.multiply(op.multiply(op.cast(acc, "float32"), scale), const(np.asarray(w_scale, np.float32)))
+    return _bias_add(y, b)
+
+
 def _linear_dynamic(relu):
     def convert(ctx, args):
-        import torch
         x, packed = ctx.cast(args[0], "float32"), args[1]
         reduce_range = bool(args.get(2, False)) if len(args) > 2 else False
-        # qnnpack's dynamic linear ignores reduce_range (its kernels do not saturate)
-        if reduce_range and torch.backends.quantized.engine == "qnnpack":
-            reduce_range = False
-        w, b = torch.ops.quantized.linear_unpack(packed)
-        if w.dtype not in (torch.qint8, torch.quint8):
-            raise FrontendError(f"{ctx.op_name}: weight dtype {w.dtype} (kiln takes qint8 / quint8)")
-        from .quantized import _weight
-        wq, w_scale, w_zp, _ = _weight(w)
-        units = wq.shape[0]
         x2, shape = _flatten(ctx, x)
-        qmin, qmax = (0, 127) if reduce_range else (0, 255)
-        scale, zp = choose_qparams(x2, qmin, qmax)
-        xq = quantize_like_fbgemm(x2, scale, zp)
-        acc = qnn_op.dense(xq, const(wq), zp, const(w_zp), scale, const(w_scale), units=units)
-        # fbgemm's ReQuantizeForFloat: float(acc) * x_scale * w_scale (in that order), then the float bias
-        y = op.multiply(op.multiply(op.cast(acc, "float32"), scale), const(np.asarray(w_scale, np.float32)))
-        y = _bias_add(y, b)
+        y = dynamic_dense(x2, packed, reduce_range)
         if relu:
             y = op.nn.relu(y)
-        return _unflatten(y, shape, units)
+        return _unflatten(y, shape, _units(packed))
     return convert
+
+
+def _units(packed):
+    import torch
+    return int(torch.ops.quantized.linear_unpack(packed)[0].shape[0])
 
 
 def _linear_dynamic_fp16(relu):
@@ -158,3 +167,100 @@ def embedding_byte(ctx, args):
     return ATEN_CONVERTERS["embedding"](ctx, AtenArgs([const(table), indices, -1, False, False],
                                                      ["weight", "indices", "padding_idx", "scale_grad_by_freq",
                                                       "sparse"]))
+
+
+# -- dynamically quantized LSTM / GRU (aten::quantized_lstm / quantized_gru) ----------------------------------
+def _cell_params(ctx, p):
+    """(packed_ih, packed_hh, reduce_range) of a ``rnn.CellParamsBase`` made by quantize_dynamic (int8)."""
+    try:
+        kind, _tensors, _doubles, longs, packed = p.__getstate__()[0]
+    except Exception as err:  # noqa: BLE001 - any other layout is a cell kiln does not know
+        raise FrontendError(f"{ctx.op_name}: unreadable RNN cell parameters ({err})") from err
+    if kind != "quantized_dynamic":
+        raise FrontendError(f"{ctx.op_name}: RNN cell parameters of kind {kind!r} (kiln converts int8 "
+                            "quantize_dynamic cells, 'quantized_dynamic')")
+    return packed[0], packed[1], bool(longs[0]) if longs else False
+
+
+def _lstm_cell(xw, h, c, phh, rr):
+    """PyTorch's LSTMCell with the input projection precomputed: gates = linear_hh(h) + xw; i, f, g, o."""
+    g = op.add(dynamic_dense(h, phh, rr), xw)
+    i, f, gg, o = op.split(g, 4, axis=1)
+    c = op.add(op.multiply(op.sigmoid(f), c), op.multiply(op.sigmoid(i), op.tanh(gg)))
+    return op.multiply(op.sigmoid(o), op.tanh(c)), c
+
+
+def _gru_cell(xw, h, _c, phh, rr):
+    """PyTorch's GRUCell: r, z from hh + ih; n = tanh(ih_n + r * hh_n); h' = (h - n) * z + n."""
+    ir, iz, inn = op.split(xw, 3, axis=1)
+    hr, hz, hn = op.split(dynamic_dense(h, phh, rr), 3, axis=1)
+    r, z = op.sigmoid(op.add(hr, ir)), op.sigmoid(op.add(hz, iz))
+    n = op.tanh(op.add(inn, op.multiply(hn, r)))
+    return op.add(op.multiply(op.subtract(h, n), z), n), None
+
+
+def _rnn(ctx, x, h0, c0, params, num_layers, bidirectional, batch_first, cell):
+    """Unrolled over the (static) sequence. As PyTorch on CPU, each layer and direction applies its input
+    projection to the whole sequence at once (one dynamic quantization of the ``[T * B, F]`` input), then per
+    step the hidden projection (quantized per step) and the cell."""
+    x = ctx.cast(x, "float32")
+    if batch_first:
+        x = op.transpose(x, [1, 0, 2])
+    steps, batch = ctx.shape(x)[0], ctx.shape(x)[1]
+    dirs = 2 if bidirectional else 1
+    if len(params) != num_layers * dirs:
+        raise FrontendError(f"{ctx.op_name}: {len(params)} cell parameter sets for {num_layers} layers x {dirs} "
+                            "directions")
+    layer_in, h_n, c_n = x, [], []
+    for layer in range(num_layers):
+        outs = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            pih, phh, rr = _cell_params(ctx, params[k])
+            feat = ctx.shape(layer_in)[2]
+            xw = dynamic_dense(op.reshape(layer_in, [steps * batch, feat]), pih, rr)
+            xw = op.reshape(xw, [steps, batch, -1])
+            h = op.squeeze(op.strided_slice(h0, [k], [k + 1], axes=[0]), axis=[0])
+            c = None if c0 is None else op.squeeze(op.strided_slice(c0, [k], [k + 1], axes=[0]), axis=[0])
+            seq = [None] * steps
+            for t in (range(steps) if d == 0 else reversed(range(steps))):
+                xt = op.squeeze(op.strided_slice(xw, [t], [t + 1], axes=[0]), axis=[0])
+                h, c = cell(xt, h, c, phh, rr)
+                seq[t] = h
+            outs.append(op.stack(seq, axis=0))
+            h_n.append(h)
+            c_n.append(c)
+        layer_in = outs[0] if dirs == 1 else op.concatenate(outs, axis=2)
+    out = op.transpose(layer_in, [1, 0, 2]) if batch_first else layer_in
+    return out, op.stack(h_n, axis=0), (None if c0 is None else op.stack(c_n, axis=0))
+
+
+def _rnn_flags(ctx, args, first):
+    has_biases, num_layers, _dropout, train, bidirectional, batch_first = args[first:first + 6]
+    if bool(train):
+        raise FrontendError(f"{ctx.op_name}: a training-mode RNN (dropout between layers)")
+    return int(num_layers), bool(bidirectional), bool(batch_first)
+
+
+@register("quantized_lstm")
+def quantized_lstm(ctx, args):
+    """``aten::quantized_lstm`` (``quantize_dynamic({nn.LSTM})``, the padded-input overload)."""
+    x, hx, params = args[0], args[1], args[2]
+    if not isinstance(hx, (list, tuple)):
+        raise FrontendError(f"{ctx.op_name}: packed sequences (the batch_sizes overload) are not supported")
+    num_layers, bidirectional, batch_first = _rnn_flags(ctx, args, 3)
+    out, h, c = _rnn(ctx, x, ctx.cast(hx[0], "float32"), ctx.cast(hx[1], "float32"), list(params), num_layers,
+                     bidirectional, batch_first, _lstm_cell)
+    return [out, h, c]
+
+
+@register("quantized_gru")
+def quantized_gru(ctx, args):
+    """``aten::quantized_gru`` (``quantize_dynamic({nn.GRU})``, the padded-input overload)."""
+    x, hx, params = args[0], args[1], args[2]
+    if isinstance(params, Expr) or not isinstance(params, (list, tuple)):
+        raise FrontendError(f"{ctx.op_name}: packed sequences (the batch_sizes overload) are not supported")
+    num_layers, bidirectional, batch_first = _rnn_flags(ctx, args, 3)
+    out, h, _ = _rnn(ctx, x, ctx.cast(hx, "float32"), None, list(params), num_layers, bidirectional, batch_first,
+                     _gru_cell)
+    return [out, h]
