@@ -732,3 +732,23 @@ def test_dynamic_quantized_rnn(engine, kind, config):
     got, _ = _run_kiln(traced, x)
     assert got.shape == want.shape
     assert np.max(np.abs(got - want)) <= 1e-5, np.max(np.abs(got - want))
+
+
+@pytest.mark.parametrize("eng,per_channel", [("qnnpack", False), ("onednn", False), ("x86", True)])
+def test_dynamic_linear_other_engines_and_per_channel(engine, eng, per_channel):
+    """The dynamic MLP under the qnnpack engine (PyTorch ignores reduce_range there, [0, 255]; kiln reads the
+    engine at import) and onednn, and with per-channel weights (per_channel_dynamic_qconfig): float rounding
+    only, on every input of _DYNAMIC_INPUTS."""
+    engine(eng)
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spec = {nn.Linear: tq.per_channel_dynamic_qconfig} if per_channel else {nn.Linear}
+        m = tq.quantize_dynamic(MLP().eval(), spec)
+    torch.manual_seed(1)
+    for name, make in _DYNAMIC_INPUTS.items():
+        x = make()
+        traced, want = _trace(m, x)
+        got, _ = _run_kiln(traced, x)
+        tol = 1e-5 * max(1.0, float(np.abs(want).max()))
+        assert np.max(np.abs(got - want)) <= tol, (name, np.max(np.abs(got - want)))
