@@ -350,6 +350,10 @@ _UNARY = {
     "gelu": (lambda: Fn(nn.functional.gelu), "aten::gelu"),
     "upsample_nearest": (lambda: Fn(lambda v: nn.functional.interpolate(v, scale_factor=2)),
                          "aten::upsample_nearest2d"),
+    "clamp": (lambda: Fn(lambda v: torch.clamp(v, -0.5, 1.2)), "aten::clamp"),
+    "clamp_min": (lambda: Fn(lambda v: torch.clamp(v, min=0.3)), "aten::clamp"),
+    "quantized_clamp": (lambda: Fn(lambda v: torch.ops.quantized.clamp(v, None, 0.7) if v.is_quantized
+                                   else torch.clamp(v, max=0.7)), "quantized::clamp"),  # float when calibrating
 }
 
 

@@ -400,6 +400,14 @@ for _name in ("flatten", "reshape", "view", "contiguous", "dropout", "max_pool2d
 _quantized_aware("relu", _q_relu)
 _quantized_aware("hardtanh", _q_clamp("min_val", "max_val", -1.0, 1.0))
 _quantized_aware("relu6", _q_clamp("", "", 0.0, 6.0))
+for _name in ("clamp", "clip"):  # a missing bound quantizes to the dtype's end: no clamp on that side
+    if _name in ATEN_CONVERTERS:
+        _quantized_aware(_name, _q_clamp("min", "max", -np.inf, np.inf))
+
+
+@register("quantized::clamp")
+def quantized_clamp(ctx, args):
+    return _q_clamp("min", "max", -np.inf, np.inf)(ctx, args, None)
 for _name in ("adaptive_avg_pool2d", "avg_pool2d", "mean"):
     if _name in ATEN_CONVERTERS:
         _quantized_aware(_name, _via_float)
