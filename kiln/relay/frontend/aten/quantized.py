@@ -1,12 +1,18 @@
-"""Quantized PyTorch ops (``torch.ao.quantization`` eager-mode models, traced): ``quantized::conv2d(_relu)``,
-``quantized::linear(_relu)``, ``quantized::add(_relu)``, ``quantized::mul``, ``quantized::cat``,
-``aten::quantize_per_tensor``, ``aten::dequantize``, and the aten ops that act on quantized tensors (relu,
-max/avg/adaptive-avg pooling, flatten/reshape/view, ...).
+"""Quantized PyTorch ops of static ``torch.ao.quantization`` models (eager mode and quantize_fx, traced):
+``quantized::conv2d(_relu)``, ``conv1d(_relu)``, ``conv_transpose1d/2d``, ``linear(_relu)``, onednn's
+``conv2d_add(_relu)`` / ``linear_leaky_relu`` / ``linear_tanh``, ``add`` / ``mul`` (``_relu``, tensor and scalar
+overloads), ``add_scalar`` / ``mul_scalar``, ``cat``, the activation and normalization ops (hardswish, sigmoid,
+leaky_relu, elu, celu, relu6, clamp, batch / layer / group / instance norm), ``aten::quantize_per_tensor`` /
+``quantize_per_channel`` / ``dequantize``, and the aten ops that act on quantized tensors (relu, hardtanh,
+clamp, pooling, sigmoid / hardsigmoid / tanh with PyTorch's fixed output parameters, layout ops, ...). The
+dynamically quantized ops are in ``quantized_dynamic.py``.
 
 A quantized tensor is a Relay uint8/int8 tensor; its scale and zero point (Python numbers, fixed when the model
 was converted) live in a table on the converter context, keyed by the expression. Packed weights are unpacked
-with ``torch.ops.quantized.conv2d_unpack`` / ``linear_unpack``; the float bias is quantized to int32 at scale
-``input_scale * weight_scale`` (zero point 0), as TVM's PyTorch frontend does.
+with ``torch.ops.quantized.conv2d_unpack`` / ``conv_transpose2d_unpack`` / ``linear_unpack``; for the plain
+conv / linear the float bias is quantized to int32 at scale ``input_scale * weight_scale`` (zero point 0) and
+the result requantized, as TVM's PyTorch frontend does; ops whose PyTorch kernels compute in float between a
+dequantize and one quantize (add, mul, the fused onednn ops, the activations) are built that way.
 """
 from __future__ import annotations
 
