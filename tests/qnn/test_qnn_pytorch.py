@@ -83,12 +83,14 @@ def test_quantized_cnn_matches_pytorch(seed):
         want = m(x).numpy()
     got, mod = _run_kiln(traced, x)
     text = mod.astext()
-    for op in ("qnn.conv2d", "qnn.dense", "qnn.add", "qnn.concatenate", "qnn.quantize", "qnn.dequantize"):
+    for op in ("qnn.conv2d", "qnn.dense", "qnn.concatenate", "qnn.quantize", "qnn.dequantize"):
         assert op in text, op
     step = m.fc2.scale
     assert got.argmax() == want.argmax()
-    # requantize rounding (TVM's UPWARD vs fbgemm's ties-to-even) and a float vs int32 bias: within two steps
-    assert np.max(np.abs(got - want)) <= 2 * step + 1e-6, (np.max(np.abs(got - want)), step)
+    # equal on this host (seeds 0-3) since quantized::add is computed as PyTorch does (dequantize, float add,
+    # quantize once; TVM's qnn.add rounded twice: two steps); the bound leaves one step for the requantize
+    # rounding (TVM's UPWARD fixed point vs fbgemm's float multiply, ties to even) and float contraction
+    assert np.max(np.abs(got - want)) <= step + 1e-6, (np.max(np.abs(got - want)), step)
 
 
 def test_quantized_linear_3d_input_and_relu_on_quantized_tensor():
@@ -157,9 +159,8 @@ def test_quantize_fx_model():
         traced = torch.jit.trace(q, x).eval()
         want = q(x).numpy()
     got, mod = _run_kiln(traced, x)
-    assert "qnn.add" in mod.astext()
     assert got.argmax() == want.argmax()
-    assert np.max(np.abs(got - want)) <= 2 * float(q.fc.scale) + 1e-6
+    assert np.max(np.abs(got - want)) <= float(q.fc.scale) + 1e-6
 
 
 def test_quantize_fx_relu6_block():
