@@ -31,6 +31,17 @@ from ...transform import PassContext
 # (PASSIVE), or right after the process was idle, when a worker's vCPU must be woken. Measured: an MLP at batch
 # 1 called every 50 ms took 1.3 ms per call with its dense kernels parallel (64K threshold), 0.08 ms serial.
 # The 64K threshold helped BERT-base by ~3% on a warm, quiet machine (softmax and GELU); not worth that.
+# Measured again on kiln's own pool (Nov 26 2026; AMD EPYC Zen 5, a 2-core VM shared with other sessions at load
+# 1-4; 2 threads; 1<<20, 1<<18, 1<<16 and 1<<14 built in one process and timed in interleaved blocks, each after
+# a >= 50 ms pause, the later runs in rotating order with 1<<20 built twice as a control: 0.88-1.18x between the
+# twins). 1<<16: the int8 BERT of benchmarks/qnn_int8.py (29 of 48 kernels parallel instead of 26) 0.96-1.03x
+# paired median over three runs, 1<<14 (37 of 48) 0.62-1.03x; mobilenet_v2 and the MLP at batch 64 within the
+# control's spread; the MLP at batch 1 0.025-0.035 -> 0.016-0.031 ms per call back to back (0.91-1.6x), but its
+# first call after a pause 0.73-0.95x (0.10-0.14 -> 0.12-0.19 ms); BERT-base fp32 (its layer norms and head
+# transposes, 98K of work each, made parallel) 0.72-0.81x whenever the other sessions were busy (equal best times,
+# 1.04x in the quietest stretch); 1<<18 makes no more BERT-base kernels parallel and gave the int8 BERT (its softmax)
+# 1.01-1.11x, mobilenet_v2 0.89-1.11x. So the pool keeps the OpenMP threshold: no clear gain on a quiet machine, up to
+# a quarter lost on a busy one.
 DEFAULT_MIN_WORK = 1 << 20
 UNKNOWN_EXTENT = 1 << 16
 CONFIG_KEY = "relay.backend.parallel_min_work"
