@@ -257,3 +257,19 @@ def test_narrow_compare_select_keeps_the_foldable_form():
     out = tvm.nd.empty((n,), "uint8")
     f(tvm.nd.array(x), tvm.nd.array(y), out)
     np.testing.assert_array_equal(out.numpy(), np.maximum(x, y))
+
+
+@pytest.mark.parametrize("shape,pads,block", [((1, 5, 7, 19), (1, 2, 3, 0), 8), ((2, 3, 6, 32), (0, 1, 0, 2), 4)])
+def test_padded_relayout_float_exact(shape, pads, block):
+    """The same row-wise schedule on a float32 kernel (a pad with 1.5 and a scale, fused with NCHW -> NCHW{b}c): exact
+    against numpy on the host."""
+    x = relay.var("x", shape=shape, dtype="float32")
+    y = relay.nn.pad(x * relay.const(np.float32(0.5)), ((0, 0), (0, -shape[1] % block), (pads[0], pads[1]),
+                                                       (pads[2], pads[3])), pad_value=1.5)
+    f = relay.Function([x], relay.layout_transform(y, "NCHW", f"NCHW{block}c"))
+    a = RNG.standard_normal(shape).astype(np.float32)
+    out = _run(_build(f, "llvm"), x=a)
+    q = np.pad(a * np.float32(0.5), ((0, 0), (0, -shape[1] % block), (pads[0], pads[1]), (pads[2], pads[3])),
+               constant_values=1.5)
+    n, c, h, w = q.shape
+    np.testing.assert_array_equal(out, q.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))

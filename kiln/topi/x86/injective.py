@@ -661,8 +661,11 @@ def _padded_relayout(s, stage, axes, extents, symbolic) -> bool:
         jo, ji = i[-2], i[-1]
         w = jo * lanes + ji - shift
         vmap = {**{a: x for a, x in zip(lead, i[:-3])}, l_ax.var: i[-3]}
+        clamped = tir_op.max(tir_op.min(w, wp - 1), 0)
 
         def part(first, end, pos):  # the value on the vectors first..end - 1 at output position ``pos``
+            if first >= end:  # no such vectors (no pad after a row of whole vectors): never taken, kept as it was
+                return substitute(value, {**vmap, r_ax.var: clamped})
             a2 = Analyzer()
             for x, e in zip(i[:-3], extents[:-2]):
                 a2.bind(x, E.Range.from_min_extent(0, e))
@@ -673,7 +676,6 @@ def _padded_relayout(s, stage, axes, extents, symbolic) -> bool:
         # the vectors 1..full: inside the unpadded row (the pad checks along it dropped, contiguous reads); the
         # others: the value as it was, at the position clamped into the output's row (the positions outside it are
         # computed, never read); where they lie wholly in the pad, the checks fold to the pad value
-        clamped = tir_op.max(tir_op.min(w, wp - 1), 0)
         return tir_op.if_then_else(jo < 1, part(0, 1, clamped),
                                    tir_op.if_then_else(jo <= full, part(1, full + 1, w),
                                                        part(full + 1, blocks, clamped)))
