@@ -145,7 +145,8 @@ def test_dynamic_quantize_avx512_no_stack_round_trip():
 
 @pytest.mark.parametrize("target", [AVX2, AVX512])
 def test_image_quantize_pad_mask_narrowed_by_shuffle(target):
-    lib = _build(_image_quantize((1, 3, 16, 24), 0.05, 120), target)
+    # 20 wide: no whole number of vectors, so the row's last vector holds row and pad positions and selects by lane
+    lib = _build(_image_quantize((1, 3, 16, 20), 0.05, 120), target)
     src = lib.get_lib().get_source()
     sel = re.search(r"static inline \w+ kiln_select_u8x\d+_w\([^)]*\) \{\n(.*?)\n\}", src, re.S)
     assert sel is not None, "the uint8 pad select"
@@ -155,14 +156,76 @@ def test_image_quantize_pad_mask_narrowed_by_shuffle(target):
 
 
 def test_image_quantize_avx512_keeps_the_index_affine():
-    """Padded to 26 wide, a row of NCHW4c is 104 bytes: 6.5 zmm vectors but 13 ymm ones. The vector axis is the
-    row at 8 lanes, not the whole image at 16 lanes (which divided each lane's index by 26, lane by lane)."""
+    """Padded to 26 wide, a row of NCHW4c is 104 bytes: 6.5 zmm vectors. No lane divides its index by 26 (the whole
+    image fused into the vector axis did, lane by lane)."""
     lib = _build(_image_quantize((1, 3, 16, 20), 0.05, 120), AVX512)
     src = lib.get_lib().get_source()
-    assert "i3_i4_fused_outer < 13" in src
     assert not re.search(r"kiln_(div|mod)_i32x\d+\([^;]*kiln_broadcast_i32x\d+\(26\)", src)
     _, asm = _kernel_asm(lib, AVX512, "fused_divide_round")
     assert not re.search(r"idiv", asm)
+
+
+# -- the row-wise schedule (kiln.topi.x86.injective._padded_relayout) ----------------------------------------------
+def _image_ref(x, scale, zp, pads, block=4):
+    q = _quantize_ref(x, scale, zp, "uint8")
+    cpad = -x.shape[1] % block
+    q = np.pad(q, ((0, 0), (0, cpad), (pads[0], pads[1]), (pads[2], pads[3])), constant_values=zp)
+    n, c, h, w = q.shape
+    return q.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2)
+
+
+def _image_quantize_pads(shape, scale, zp, pads, block=4):
+    x = relay.var("x", shape=shape, dtype="float32")
+    y = qnn.op.quantize(x, relay.const(np.float32(scale)), relay.const(np.int32(zp)), out_dtype="uint8")
+    cpad = -shape[1] % block
+    y = relay.nn.pad(y, ((0, 0), (0, cpad), (pads[0], pads[1]), (pads[2], pads[3])),
+                     pad_value=relay.const(np.uint8(zp)))
+    return relay.Function([x], relay.layout_transform(y, "NCHW", f"NCHW{block}c"))
+
+
+@pytest.mark.parametrize("shape,pads,zp", [((1, 3, 37, 29), (3, 3, 3, 3), 128), ((1, 4, 17, 33), (1, 2, 0, 3), 0),
+                                           ((2, 3, 11, 32), (0, 0, 2, 1), 255), ((1, 3, 9, 16), (2, 0, 3, 0), 7),
+                                           ((1, 5, 8, 40), (0, 1, 1, 2), 200), ((1, 3, 6, 8), (1, 1, 0, 0), 9)])
+@pytest.mark.parametrize("target", [AVX2, "llvm"])
+def test_image_quantize_rows_exact(shape, pads, zp, target):
+    """Odd sizes, pads 0..3 on each side, row widths that are and are not whole vectors: exact against numpy (ties
+    rounded half to even, saturation, +-inf), NaN the same (0) wherever it falls; the host's own ISA and AVX2."""
+    scale = 0.0625
+    x = _values(shape, scale)
+    x.ravel()[5::11] = np.nan
+    out = _run(_build(_image_quantize_pads(shape, scale, zp, pads), target), x=x)
+    with np.errstate(over="ignore"):
+        want = _image_ref(np.nan_to_num(x, nan=0.0), scale, zp, pads)  # where x is NaN: checked below
+    nan = _image_ref(np.where(np.isnan(x), 1.0, 0.0).astype(np.float32), 1.0, 0, pads) == 1
+    np.testing.assert_array_equal(out[~nan], want[~nan])
+    assert nan.any() and (out[nan] == 0).all()  # the quantize's NaN: cvttps2dq's 0x80000000, truncated to 0
+
+
+def test_image_quantize_rows_numpy_block8():
+    """NCHW8c (a block of 8, 3 real channels) the same way."""
+    shape, pads, zp, scale = (1, 3, 13, 24), (3, 3, 3, 3), 100, 0.05
+    x = _values(shape, scale)
+    out = _run(_build(_image_quantize_pads(shape, scale, zp, pads, block=8), AVX2), x=x)
+    np.testing.assert_array_equal(out, _image_ref(x, scale, zp, pads, block=8))
+
+
+@pytest.mark.parametrize("target,reg", [(AVX2, "%ymm"), (AVX512, "%zmm")])
+def test_image_quantize_rows_read_whole_vectors(target, reg):
+    """The input planes are read in whole vectors (no per-lane gather of floats: no ``vinsertps``, which the AVX2
+    gather was, no masked ``vbroadcastss``, which the AVX-512 one was) and the interleave into NCHW4c is done with
+    byte permutes / unpacks; compiled, not run (224 wide: whole vectors on both ISAs). (gcc's interleave loop ends
+    in byte inserts from the local row buffer: 230 pixels are no whole number of its vectors.)"""
+    lib = _build(_image_quantize((1, 3, 8, 224), 0.05, 120), target)
+    src, asm = _kernel_asm(lib, target, "fused_divide_round")
+    kernel = src[src.index("int32_t tvmgen_default_fused_divide_round"):]
+    assert "kiln_gather" not in kernel
+    assert re.search(r"kiln_vload_f32x\d+\(p0 \+", kernel)
+    ops = re.findall(r"^\s+(\w+)", asm, re.M)
+    assert not {"vinsertps", "vgatherdps", "vgatherqps"} & set(ops)
+    assert not re.search(r"vbroadcastss\s+\([^)]*\),\s*%[xyz]mm\d+\{%k", asm)  # gcc's masked-broadcast gather
+    rounds = re.findall(r"(?:vroundps|vrndscaleps)\s+\$12, (%[xyz]mm)\d+", asm)
+    assert rounds and set(rounds) == {reg}, rounds
+    assert sum(op.startswith(("vpunpck", "vpshufb", "vpermt2b", "vpermb", "vperm2i128", "vpermq")) for op in ops) >= 8
 
 
 def test_short_inner_lanes_choice():
@@ -194,3 +257,19 @@ def test_narrow_compare_select_keeps_the_foldable_form():
     out = tvm.nd.empty((n,), "uint8")
     f(tvm.nd.array(x), tvm.nd.array(y), out)
     np.testing.assert_array_equal(out.numpy(), np.maximum(x, y))
+
+
+@pytest.mark.parametrize("shape,pads,block", [((1, 5, 7, 19), (1, 2, 3, 0), 8), ((2, 3, 6, 32), (0, 1, 0, 2), 4)])
+def test_padded_relayout_float_exact(shape, pads, block):
+    """The same row-wise schedule on a float32 kernel (a pad with 1.5 and a scale, fused with NCHW -> NCHW{b}c): exact
+    against numpy on the host."""
+    x = relay.var("x", shape=shape, dtype="float32")
+    y = relay.nn.pad(x * relay.const(np.float32(0.5)), ((0, 0), (0, -shape[1] % block), (pads[0], pads[1]),
+                                                       (pads[2], pads[3])), pad_value=1.5)
+    f = relay.Function([x], relay.layout_transform(y, "NCHW", f"NCHW{block}c"))
+    a = RNG.standard_normal(shape).astype(np.float32)
+    out = _run(_build(f, "llvm"), x=a)
+    q = np.pad(a * np.float32(0.5), ((0, 0), (0, -shape[1] % block), (pads[0], pads[1]), (pads[2], pads[3])),
+               constant_values=1.5)
+    n, c, h, w = q.shape
+    np.testing.assert_array_equal(out, q.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))

@@ -9,14 +9,16 @@ whose input and output innermost axes differ (NCHW <-> NCHW16c) is left to gcc's
 instead (:func:`_transposing_copy`): whole-vector loads and stores and permutes, where the output-axis vector gathered.
 One that transposes two long axes (a 300 x 300 transpose, NCHW -> NHWC with 64 channels, attention's key transpose,
 also through inlined reshapes and a scale) is tiled, each tile copied to a local buffer and transposed from there in
-the same form (:func:`_tiled_transpose`).
+the same form (:func:`_tiled_transpose`). An elementwise kernel on one input read through a layout change and a
+pad along the input's rows (the int8 input quantize + pad + NCHW -> NCHW4c of a QDQ CNN) computes each row in the
+input's layout in whole vectors first, then copies it out in that transposing form (:func:`_padded_relayout`).
 """
 from __future__ import annotations
 
 from ... import te
 from ...tir import expr as E
 from ...tir.stmt_functor import post_order_visit
-from ...te.schedule import kInline, kInlinedAlready
+from ...te.schedule import kInline, kInlinedAlready, kScope
 from .. import generic
 from ..generic.default import PARALLEL_MIN_ELEMENTS, inline_injective
 from .utils import as_list, num_cores, simd_width, size_hint, vector_registers
@@ -105,7 +107,8 @@ def schedule_stage_loops(s, op, vector_row: bool = True) -> None:
     stage = s[op]
     inner = None
     if not reduce_axes and (_transposing_copy(s, stage, axes, extents, symbolic)
-                            or _tiled_transpose(s, stage, axes, extents, symbolic)):
+                            or _tiled_transpose(s, stage, axes, extents, symbolic)
+                            or _padded_relayout(s, stage, axes, extents, symbolic)):
         return
     # a short innermost axis read with a stride (the 3 of an NCHW -> NCHW3c image transform): fused into the
     # vector, every lane would gather and divide its index by the short extent; unrolled, the rows it reads stay
@@ -183,7 +186,8 @@ def _is_div(e, var, k) -> bool:
 def _plain_copy_load(s, op):
     """The one tensor read of a plain copy ``op`` (its value that read of a tensor not inlined into it: a layout
     transform, a transpose), else None. A stage computing on the value (the int8 input quantize, a pad) is not
-    one: unrolled, it ran no faster than as the gathered vector."""
+    one: unrolled, gcc left it scalar (a pad's bounds check in the loop; kiln compiles with if-conversion off);
+    :func:`_padded_relayout` takes those."""
     body = list(getattr(op, "body", []) or [])
     if len(body) != 1 or not isinstance(body[0], E.ProducerLoad):
         return None
@@ -366,18 +370,12 @@ def _one_load(e):
     return None
 
 
-def _inlined_load(s, stage, axes):
-    """The stage's value with the stages inlined into it substituted (reshapes, a transpose, a multiply by a
-    constant fused with it) and its one tensor read's indices simplified over the stage's axes (a reshape's
-    ``((i0 * 64 + i1) * 128 + i2) // 128 % 64`` becomes ``i1``): (value, load), or None when the value is not one
-    read under elementwise operations with constants."""
-    from ...arith import Analyzer
+def _inlined_value(s, stage):
+    """The stage's value with the stages inlined into it substituted, or None for a reduction."""
     from ...te.schedule_dataflow import _Inliner
     body = list(getattr(stage.op, "body", []) or [])
     if len(body) != 1 or isinstance(body[0], E.Reduce):
         return None
-    if not isinstance(_one_load(body[0]), E.ProducerLoad):
-        return None  # (checked before inlining: an elementwise kernel's several reads cost no inlining here)
     bodies = {}
     inliner = _Inliner(bodies)
     for st in s.stages:
@@ -385,7 +383,21 @@ def _inlined_load(s, stage, axes):
             sb = list(getattr(st.op, "body", []) or [])
             if len(sb) == 1 and not isinstance(sb[0], E.Reduce):
                 bodies[st.op.output(0)] = ([iv.var for iv in st.op.axis], inliner(sb[0]))
-    value = inliner(body[0])
+    return inliner(body[0])
+
+
+def _inlined_load(s, stage, axes):
+    """The stage's value with the stages inlined into it substituted (reshapes, a transpose, a multiply by a
+    constant fused with it) and its one tensor read's indices simplified over the stage's axes (a reshape's
+    ``((i0 * 64 + i1) * 128 + i2) // 128 % 64`` becomes ``i1``): (value, load), or None when the value is not one
+    read under elementwise operations with constants."""
+    from ...arith import Analyzer
+    body = list(getattr(stage.op, "body", []) or [])
+    if len(body) != 1 or isinstance(body[0], E.Reduce):
+        return None
+    if not isinstance(_one_load(body[0]), E.ProducerLoad):
+        return None  # (checked before inlining: an elementwise kernel's several reads cost no inlining here)
+    value = _inlined_value(s, stage)
     load = _one_load(value)
     if not isinstance(load, E.ProducerLoad) or getattr(load.producer, "op", None) is None:
         return None
@@ -540,11 +552,161 @@ def _tiled_transpose(s, stage, axes, extents, symbolic) -> bool:
     return True
 
 
+# a padded relayout (:func:`_padded_relayout`): rows of at least this many elements, a row buffer (on the stack) of at
+# most this many bytes
+_MIN_ROW = 8
+_MAX_ROW_BYTES = 1 << 16
+
+
+def _tensor_reads(value):
+    """The tensor reads in ``value`` whose indices are not all constants (a pad value's ``p[]`` is left out)."""
+    reads = []
+
+    def visit(n):
+        if isinstance(n, E.ProducerLoad) and not all(isinstance(i, E.IntImm) for i in n.indices):
+            reads.append(n)
+    post_order_visit(value, visit)
+    return reads
+
+
+def _drop_proved(value, ana):
+    """``value`` with every comparison that ``ana`` proves true or false replaced by that constant (the pad's bounds
+    checks along the row: true inside the unpadded row, false in the pad), simplified."""
+    from ...tir.stmt_functor import StmtExprMutator
+    from ...tir import op as tir_op
+
+    class _Drop(StmtExprMutator):
+        def _cmp(self, n):
+            n = self.generic_visit(n)
+            if ana.can_prove(n):
+                return tir_op.const(True, "bool")
+            if ana.can_prove(E.Not(n)):
+                return tir_op.const(False, "bool")
+            return n
+        visit_LT = visit_LE = visit_GT = visit_GE = _cmp
+    return ana.simplify(_Drop()(value))
+
+
+def _padded_relayout(s, stage, axes, extents, symbolic) -> bool:
+    """Schedule an elementwise kernel whose value is computed from ONE tensor read through a layout change and a pad
+    along the input's contiguous axis (the input of an int8 QDQ CNN: ``qnn.quantize`` canonicalized to divide, round,
+    add, clip, cast, then ``nn.pad`` with the zero point and NCHW -> NCHW4c, in one kernel) row by row. The output's
+    last two axes are ``R`` (the padded W) and ``L`` (the short inner ``c``); the read's last index is ``R - lo``
+    (``lo`` >= 0: the pad before the row), ``R`` indexes nothing else and ``L`` indexes the read elsewhere (a layout
+    change). For each row of the output (the axes but the last two, fused; in parallel when the kernel is big
+    enough) the value is first computed into a local ``L x J`` buffer in the input's layout, ``J`` a whole number of
+    vectors with the unpadded row starting at the second vector (position ``R + lanes - lo``):
+
+    * the vectors that lie inside the unpadded row take the value with the pad's bounds checks along ``R`` dropped
+      (provably true there): whole-vector loads of each input plane, the arithmetic in full vectors;
+    * the others take the value at their position clamped into the output's row, its checks kept (they fold to the
+      pad value where a vector lies wholly in the pad; a vector holding both reads lane by lane);
+
+    the choice between them is made per vector (the same for its lanes). The output row is then a store-interleaved
+    transposing copy out of that buffer (``L`` unrolled inside the loop along ``R``, :func:`_transposing_copy`'s
+    form), which gcc vectorizes with register permutes. Vectorized along the output's fused ``R x L`` instead (the
+    default), each vector read its ``L`` input planes lane by lane (224 x 224 image: 120 -> 14 us on one Zen 5 core,
+    docs/qnn.md). The vectors are the widest (from the float32 SIMD width down to 8 lanes) that divide the unpadded
+    row. Returns whether the stage was scheduled."""
+    from ...arith import Analyzer
+    from ...te.schedule import Stage
+    from ...tir import op as tir_op
+    from ...tir.stmt_functor import substitute
+    if len(axes) < 3 or any(symbolic):
+        return False
+    dtype = stage.op.output(0).dtype
+    if dtype not in _INTERLEAVE_DTYPES or extents[-1] > MAX_INTERLEAVE:
+        return False
+    value = _inlined_value(s, stage)
+    if value is None or isinstance(value, E.ProducerLoad):
+        return False  # a plain copy: _transposing_copy's
+    reads = _tensor_reads(value)
+    if len(reads) != 1 or getattr(reads[0].producer, "op", None) is None:
+        return False
+    load = reads[0]
+    try:
+        if s[load.producer.op].attach_type in (kInline, kInlinedAlready, kScope):
+            return False  # computed inside another stage's loops already
+    except (KeyError, ValueError, AttributeError):
+        pass  # a placeholder
+    in_shape = [int(x.value) if isinstance(x, E.IntImm) else None for x in load.producer.shape]
+    if not in_shape or in_shape[-1] is None:
+        return False
+    r_ax, l_ax = axes[-2], axes[-1]
+    ana = Analyzer()
+    for a in axes:
+        ana.bind(a.var, E.Range.from_min_extent(0, a.dom.extent))
+    idx = [ana.canonical_simplify(i) for i in load.indices]
+    off = ana.canonical_simplify(idx[-1] - r_ax.var)
+    if not isinstance(off, E.IntImm) or any(_uses(i, r_ax.var) for i in idx[:-1]) or _uses(idx[-1], l_ax.var) \
+            or not any(_uses(i, l_ax.var) for i in idx[:-1]):
+        return False
+    width, lo = in_shape[-1], -int(off.value)
+    if lo < 0 or lo + width > extents[-2] or width < _MIN_ROW:
+        return False
+    lead = [a.var for a in axes[:-2]]
+    g, wp = extents[-1], extents[-2]
+    # the row's vectors: the widest (down to 8 lanes) that divides the unpadded row, so no vector holds both pad
+    # and row positions (such a vector reads lane by lane); else the full width
+    lanes = next((v for v in (simd_width("float32"), 8) if width % v == 0), simd_width("float32"))
+    if lo > lanes or width < lanes:
+        return False
+    shift = lanes - lo  # row position j = w + shift: the unpadded row starts at the second vector
+    blocks = -(-(wp + shift) // lanes)
+    full = width // lanes  # the vectors 1..full lie inside the unpadded row
+    if g * blocks * lanes * _dtype_bytes(dtype) > _MAX_ROW_BYTES:
+        return False
+
+    def row_value(*i):
+        jo, ji = i[-2], i[-1]
+        w = jo * lanes + ji - shift
+        vmap = {**{a: x for a, x in zip(lead, i[:-3])}, l_ax.var: i[-3]}
+        clamped = tir_op.max(tir_op.min(w, wp - 1), 0)
+
+        def part(first, end, pos):  # the value on the vectors first..end - 1 at output position ``pos``
+            if first >= end:  # no such vectors (no pad after a row of whole vectors): never taken, kept as it was
+                return substitute(value, {**vmap, r_ax.var: clamped})
+            a2 = Analyzer()
+            for x, e in zip(i[:-3], extents[:-2]):
+                a2.bind(x, E.Range.from_min_extent(0, e))
+            a2.bind(i[-3], E.Range.from_min_extent(0, g))
+            a2.bind(jo, E.Range.from_min_extent(first, end - first))
+            a2.bind(ji, E.Range.from_min_extent(0, lanes))
+            return _drop_proved(substitute(value, {**vmap, r_ax.var: pos}), a2)
+        # the vectors 1..full: inside the unpadded row (the pad checks along it dropped, contiguous reads); the
+        # others: the value as it was, at the position clamped into the output's row (the positions outside it are
+        # computed, never read); where they lie wholly in the pad, the checks fold to the pad value
+        return tir_op.if_then_else(jo < 1, part(0, 1, clamped),
+                                   tir_op.if_then_else(jo <= full, part(1, full + 1, w),
+                                                       part(full + 1, blocks, clamped)))
+    rows = te.compute(extents[:-2] + [g, blocks, lanes], row_value, name=stage.op.name + ".rows")
+    pos = next(k for k, st in enumerate(s.stages) if st is stage)
+    st = Stage(rows.op, s)
+    st.scope = "local"
+    s.stages.insert(pos, st)
+    s.stage_map[rows.op] = st
+    st.group = stage.group
+    j = r_ax.var + shift
+    _rewrite_value(s, stage, rows(*lead, l_ax.var, tir_op.floordiv(j, lanes), tir_op.floormod(j, lanes)))
+    # the output: the rows (the leading axes, fused) in parallel when the kernel is big enough
+    size = 1
+    for e in extents:
+        size *= e
+    row = axes[0] if len(axes) == 3 else stage.fuse(*axes[:-2])
+    if size >= PARALLEL_MIN_ELEMENTS // 4:
+        stage.parallel(row)
+    stage.unroll(l_ax)
+    s[rows].compute_at(stage, row)
+    s[rows].vectorize(s[rows].op.axis[-1])
+    return True
+
+
 def _strided_read(s, op, var) -> bool:
     """Whether ``op`` is a plain copy (its value one read of a tensor that is not inlined into it: a layout
     transform, a transpose) that indexes with ``var`` anywhere but in its last index (the output's innermost
     axis is a strided walk through the input). Only copies: a stage computing on the value (the int8 input
-    quantize, pad and NCHW4c transform in one) runs no faster unrolled than as the gathered vector."""
+    quantize, pad and NCHW4c transform in one) runs no faster unrolled than as the gathered vector
+    (:func:`_padded_relayout` takes it when it can)."""
     load = _plain_copy_load(s, op)
     return load is not None and any(_uses(i, var) for i in list(load.indices)[:-1])
 
