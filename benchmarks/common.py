@@ -138,11 +138,21 @@ PAUSES = {"settle": settle, "fixed": fixed_pause}
 
 
 def interleaved(contenders: dict, rounds: int = 7, number: int = 3, warmup: int = 2,
-                pause: Callable[[], float] = settle) -> dict:
+                pause: Callable[[], float] = settle, start: int = 0) -> dict:
     """Time each contender ``rounds`` times, alternating between them so that machine noise hits all
     alike. ``contenders`` maps a name to a zero-argument callable, or to a callable ``(number) ->
     mean seconds`` when it is a tuple ("timer", fn). Returns name -> {median_s, best_s, runs_s, settle_s}
-    (``settle_s``: the pauses before its blocks, see :func:`settle`)."""
+    (``settle_s``: the pauses before its blocks, see :func:`settle`).
+
+    The order rotates from round to round (round ``i`` starts with contender ``(start + i) mod n``), so no
+    contender always comes first after whatever ran before the timing: in ``benchmarks.contention`` each phase
+    runs the adaptive kiln build for a second and then times one round, and with a fixed order that build was
+    always first, right after its own second of work (session 13, Zen 5, one neighbour: busy-phase medians of
+    the adaptive build against the same build timed second, fixed order: MLP b1 0.038 / 0.026 ms, resnet18 14.2
+    / 9.96, mobilenet_v2 3.90 / 2.49, BERT-base 102 / 92, GPT-2 134 / 115; rotated, in the next run: 0.026 /
+    0.030, 8.56 / 8.39, 4.29 / 3.56, 81.6 / 90.1, no longer one-sided). Callers that time one round per call pass
+    ``start`` (their round index). ``runs_s`` keeps round order, so ``paired_speedup`` still pairs runs of one
+    round."""
     def run(entry, n):
         if isinstance(entry, tuple):
             return entry[1](n)
@@ -152,8 +162,10 @@ def interleaved(contenders: dict, rounds: int = 7, number: int = 3, warmup: int 
         run(entry, warmup)
     runs: dict = {name: [] for name in contenders}
     waits: dict = {name: [] for name in contenders}
-    for _ in range(rounds):
-        for name, entry in contenders.items():
+    items = list(contenders.items())
+    for i in range(rounds):
+        k = (start + i) % len(items) if items else 0
+        for name, entry in items[k:] + items[:k]:
             # The previous contender's thread pool may still be spinning (ONNX Runtime's workers spin ~50 ms of
             # CPU after a run, OpenMP's a while) and would take this one's cores: wait until the process is
             # idle, then wake this contender's own pool with one untimed call.

@@ -168,7 +168,7 @@ def bench_model(key: str, args, tmpdir: str) -> dict:
             row["notes"][name] = _reason(err)
     runs = {p: {name: [] for name in contenders} for p in phases}
     try:
-        for _ in range(args.rounds):
+        for rnd in range(args.rounds):
             for phase in phases:
                 with Neighbours(counts[phase], args.neighbour_max_s):
                     set_thread_policy("adaptive")
@@ -176,7 +176,7 @@ def bench_model(key: str, args, tmpdir: str) -> dict:
                     end = time.perf_counter() + args.settle_s
                     while time.perf_counter() < end:   # a server's steady state under this load
                         run()
-                    t = interleaved(contenders, rounds=1, number=args.number, warmup=1)
+                    t = interleaved(contenders, rounds=1, number=args.number, warmup=1, start=rnd)
                     for name, r in t.items():
                         runs[phase][name] += r["runs_s"]
                     if phase == phases[-1]:

@@ -107,13 +107,14 @@ def test_interleaved_times_a_contender_only_after_the_previous_ones_spinner_stop
         alive_during_probe.append(any(t.is_alive() for t in spinners))
         return 0.0
 
-    res = interleaved({"spinner": spinner_call, "probe": ("timer", probe_timer)}, rounds=2, number=1, warmup=1)
+    res = interleaved({"spinner": spinner_call, "probe": ("timer", probe_timer)}, rounds=3, number=1, warmup=1)
     for t in spinners:
         t.join()
     # warm-up (no pause before it) excepted, the probe never ran beside the spinning thread
     assert alive_during_probe[1:] and not any(alive_during_probe[1:])
-    assert all(w >= 0.1 for w in res["probe"]["settle_s"])
-    assert set(res) == {"spinner", "probe"} and len(res["probe"]["runs_s"]) == 2
+    # the order rotates: in rounds 0 and 2 the probe comes right after the spinner, and its pause waited for it
+    assert res["probe"]["settle_s"][0] >= 0.1 and res["probe"]["settle_s"][2] >= 0.1
+    assert set(res) == {"spinner", "probe"} and len(res["probe"]["runs_s"]) == 3
 
 
 def test_interleaved_pause_is_pluggable():
@@ -121,3 +122,20 @@ def test_interleaved_pause_is_pluggable():
     res = interleaved({"a": lambda: None, "b": lambda: None}, rounds=3, number=1, warmup=1,
                       pause=lambda: calls.append(1) or 0.0)
     assert len(calls) == 6 and res["a"]["settle_s"] == [0.0, 0.0, 0.0]
+
+
+def test_interleaved_rotates_the_order_each_round():
+    """Round i starts with contender (start + i) mod n, so none is always first after what ran before; the runs
+    stay in round order (paired_speedup pairs them by round)."""
+    seen = []
+
+    def timer(name):  # records the timed calls (number=2; warm-up and the untimed call take 0 and 1)
+        return ("timer", lambda n: (seen.append(name) if n == 2 else None) or float(len(seen)))
+
+    res = interleaved({k: timer(k) for k in "abc"}, rounds=4, number=2, warmup=0, pause=lambda: 0.0)
+    assert seen == list("abc" "bca" "cab" "abc")
+    assert all(len(res[k]["runs_s"]) == 4 for k in "abc")
+    assert res["b"]["runs_s"] == sorted(res["b"]["runs_s"])  # round order kept
+    seen.clear()
+    interleaved({k: timer(k) for k in "abc"}, rounds=1, number=2, warmup=0, pause=lambda: 0.0, start=5)
+    assert seen == list("cab")
