@@ -756,3 +756,20 @@ def test_dynamic_linear_other_engines_and_per_channel(engine, eng, per_channel):
         got, _ = _run_kiln(traced, x)
         tol = 1e-5 * max(1.0, float(np.abs(want).max()))
         assert np.max(np.abs(got - want)) <= tol, (name, np.max(np.abs(got - want)))
+
+
+@pytest.mark.parametrize("scale,zp", [(0.060913704335689545, 3), (0.024144867435097694, 0), (0.09022555500268936, 10)])
+def test_clamp_bounds_quantized_as_pytorch(scale, zp):
+    """relu6, clamp and hardtanh on a quantized tensor clamp at the bounds PyTorch quantizes with ``quantize_val``
+    (times the float32 reciprocal of the scale, rounded half to even). For these scales 6.0 / scale rounds one
+    step away from 6.0 * (1 / scale): the quotient put every output at the bound one step off. Every integer of
+    the quint8 range goes through, so each bound is met."""
+    class M(nn.Module):
+        def forward(self, x):
+            q = torch.quantize_per_tensor(x, scale, zp, torch.quint8)
+            return torch.cat([nn.functional.relu6(q).dequantize(), torch.clamp(q, min=-0.5, max=6.0).dequantize(),
+                              nn.functional.hardtanh(q, -1.0, 6.0).dequantize()])
+    x = torch.tensor(((np.arange(256) - zp) * scale).astype(np.float32))
+    traced, want = _trace(M().eval(), x)
+    got, _ = _run_kiln(traced, x)
+    np.testing.assert_array_equal(got, want)

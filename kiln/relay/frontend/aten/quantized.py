@@ -362,15 +362,18 @@ def _q_relu(ctx, args, float_fn):
 
 
 def _q_clamp(lo_key: str, hi_key: str, lo_default: float, hi_default: float):
-    """hardtanh / relu6 on a quantized tensor: a clamp in the integer domain between the bounds quantized with
-    the tensor's own parameters (PyTorch's quantized hardtanh); the parameters are kept."""
+    """hardtanh / relu6 / clamp on a quantized tensor: a clamp in the integer domain between the bounds quantized
+    with the tensor's own parameters as PyTorch's ``quantize_val`` does (``zp + round_half_even(v * float32(1 /
+    scale))``: a quotient ``v / scale`` put relu6's 6.0 one step off for some scales); the parameters are kept."""
     def convert(ctx, args, float_fn):
         scale, zp = _get_q(ctx, args[0])
         dtype = ctx.dtype(args[0])
         info = np.iinfo(dtype)
+        inv = np.float32(1.0) / np.float32(scale)
 
         def q(v):
-            return int(np.clip(zp + np.rint(np.float32(v) / np.float32(scale)), info.min, info.max))
+            with np.errstate(invalid="ignore", over="ignore"):  # +-inf: a missing bound, clipped to the range
+                return int(np.clip(zp + np.rint(np.float32(v) * inv), info.min, info.max))
         lo = q(args.get(lo_key, lo_default)) if lo_key else q(lo_default)
         hi = q(args.get(hi_key, hi_default)) if hi_key else q(hi_default)
         y = _op().minimum(_op().maximum(args[0], const(np.asarray(lo).astype(dtype))),
@@ -414,6 +417,8 @@ for _name in ("clamp", "clip"):  # a missing bound quantizes to the dtype's end:
 @register("quantized::clamp")
 def quantized_clamp(ctx, args):
     return _q_clamp("min", "max", -np.inf, np.inf)(ctx, args, None)
+
+
 for _name in ("adaptive_avg_pool2d", "avg_pool2d", "mean"):
     if _name in ATEN_CONVERTERS:
         _quantized_aware(_name, _via_float)
