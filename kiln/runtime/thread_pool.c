@@ -310,7 +310,7 @@ static int32_t kiln_pool_grow(int32_t want) {
       cpu_set_t one;
       CPU_ZERO(&one);
       CPU_SET(cpu, &one);
-      pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
+      if (pthread_attr_setaffinity_np(&attr, sizeof(one), &one) != 0) cpu = -1;  /* recorded unbound */
     }
     int rc = pthread_create(&th, &attr, kiln_pool_worker, (void*)(intptr_t)id);
     if (rc != 0 && cpu >= 0) {  /* a cpuset may refuse the binding: start it unbound */
@@ -352,7 +352,7 @@ static void kiln_pool_leave_worker_cpu(int32_t threads) {
   if (CPU_COUNT(&away) == 0) return;
   if (sched_setaffinity(0, sizeof(away), &away) != 0) return;
   sched_setaffinity(0, sizeof(mask), &mask);
-  kiln_pool.caller_moves += 1;
+  __atomic_add_fetch(&kiln_pool.caller_moves, 1, __ATOMIC_RELAXED);  /* kiln_pool_stats reads it from any thread */
 }
 
 static int32_t kiln_pool_serial(KilnParallelBody body, void* closure, int64_t extent) {
@@ -414,8 +414,8 @@ int32_t kiln_pool_launch(KilnParallelBody body, void* closure, int64_t extent, i
   kiln_pool_wait_done(n);
   __atomic_store_n(&kiln_pool.ticket, (uint64_t)gen << 32 | KILN_POOL_CLOSED, __ATOMIC_RELEASE);
   int32_t failed = kiln_pool.failed;
-  kiln_pool.jobs += 1;
-  kiln_pool.chunks_by_caller += mine;
+  __atomic_add_fetch(&kiln_pool.jobs, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&kiln_pool.chunks_by_caller, mine, __ATOMIC_RELAXED);
   kiln_pool_inside = 0;
   __atomic_store_n(&kiln_pool.busy, 0, __ATOMIC_RELEASE);
   return failed ? -1 : 0;

@@ -155,11 +155,13 @@ def required_features(target=None) -> list:
     C compiler enables with kiln's flags for it (:func:`kiln.target.flags.compiled_features` of
     :func:`~kiln.target.flags.target_cflags`), so not the extensions kiln compiles without (AVX512-FP16, AMX,
     AVX512-VP2INTERSECT: ``flags.UNUSED_FEATURES``) even where the CPU has them. Where the compiler cannot be
-    asked: the target CPU's features less those."""
+    asked (none installed, e.g. a machine that only loads exported libraries and asks :func:`host_can_run`): the
+    target CPU's features less those."""
+    from .compiler import NoCompilerError
     t = _as_target(target)
     try:
         enabled = compiled_features(target_cflags(t))
-    except NotImplementedError:  # not a CPU target kiln compiles C for
+    except (NotImplementedError, NoCompilerError):  # not a CPU target kiln compiles C for; no C compiler here
         enabled = None
     if enabled is None:
         off = set(UNUSED_FEATURES) | {"avx512fp16"}

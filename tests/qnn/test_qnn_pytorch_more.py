@@ -756,3 +756,40 @@ def test_dynamic_linear_other_engines_and_per_channel(engine, eng, per_channel):
         got, _ = _run_kiln(traced, x)
         tol = 1e-5 * max(1.0, float(np.abs(want).max()))
         assert np.max(np.abs(got - want)) <= tol, (name, np.max(np.abs(got - want)))
+
+
+@pytest.mark.parametrize("scale,zp", [(0.060913704335689545, 3), (0.024144867435097694, 0), (0.09022555500268936, 10)])
+def test_clamp_bounds_quantized_as_pytorch(scale, zp):
+    """relu6, clamp and hardtanh on a quantized tensor clamp at the bounds PyTorch quantizes with ``quantize_val``
+    (times the float32 reciprocal of the scale, rounded half to even). For these scales 6.0 / scale rounds one
+    step away from 6.0 * (1 / scale): the quotient put every output at the bound one step off. Every integer of
+    the quint8 range goes through, so each bound is met."""
+    class M(nn.Module):
+        def forward(self, x):
+            q = torch.quantize_per_tensor(x, scale, zp, torch.quint8)
+            return torch.cat([nn.functional.relu6(q).dequantize(), torch.clamp(q, min=-0.5, max=6.0).dequantize(),
+                              nn.functional.hardtanh(q, -1.0, 6.0).dequantize()])
+    x = torch.tensor(((np.arange(256) - zp) * scale).astype(np.float32))
+    traced, want = _trace(M().eval(), x)
+    got, _ = _run_kiln(traced, x)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("scale,zp,c", [(0.0371, 3, -4.4), (0.0371, 250, 3.3), (0.05, 100, -9.0), (0.013, 128, 2.2),
+                                        (0.05, 100, 9.0)])
+def test_scalar_ops_leave_their_input_alone_and_round_as_pytorch(scale, zp, c):
+    """add_scalar whose zero point stays in range and mul_scalar by c > 0 keep the integers: their result was the
+    input expression itself, so setting its parameters overwrote the input's, and a second use of the input (here
+    add_scalar_relu, mul_scalar and its own dequantize) read the wrong zero point / scale (up to 119 steps off).
+    The shifted-range add_scalar (zero point out of range) requantizes as PyTorch's kernel (float multiplier,
+    ties to even; qnn.requantize was one step off for some integers). Every quint8 integer, equal outputs."""
+    class M(nn.Module):
+        def forward(self, x):
+            q = torch.quantize_per_tensor(x, scale, zp, torch.quint8)
+            return torch.cat([torch.ops.quantized.add_scalar(q, c).dequantize(),
+                              torch.ops.quantized.add_scalar_relu(q, c).dequantize(),
+                              torch.ops.quantized.mul_scalar(q, abs(c)).dequantize(), q.dequantize()])
+    x = torch.tensor(((np.arange(256) - zp) * scale).astype(np.float32))
+    traced, want = _trace(M().eval(), x)
+    got, _ = _run_kiln(traced, x)
+    np.testing.assert_array_equal(got, want)

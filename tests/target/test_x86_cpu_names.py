@@ -158,3 +158,20 @@ def test_amx_fp16_vp2intersect_compiled_out(monkeypatch):
     monkeypatch.setattr(x86, "compiled_features", lambda flags: None)
     fallback = set(x86.required_features("llvm -mcpu=sapphirerapids"))
     assert "avx512f" in fallback and not fallback & {"amx-tile", "amx-int8", "amx-bf16", "avx512fp16"}
+
+
+def test_required_features_without_a_compiler(monkeypatch):
+    """With no C compiler on the machine (one that only loads exported libraries), required_features and
+    host_can_run fall back to the CPU's features less those kiln compiles without (they raised NoCompilerError)."""
+    from kiln.target import flags
+    from kiln.target.compiler import NoCompilerError
+
+    def none():
+        raise NoCompilerError("no C compiler found (test)")
+    monkeypatch.setattr(flags, "find_compiler", none)
+    spr = set(x86.required_features("llvm -mcpu=sapphirerapids"))
+    assert {"avx512f", "avx512vnni", "avx512bf16", "avxvnni"} <= spr
+    assert not spr & {"amx-tile", "amx-int8", "amx-bf16", "avx512fp16", "avx512vp2intersect"}
+    assert set(x86.required_features("llvm -mcpu=core-avx2")) >= {"avx2", "fma"}
+    assert x86.host_can_run("llvm -mcpu=x86-64") is True
+    assert "amx-tile" in x86.unused_features("llvm -mcpu=sapphirerapids")

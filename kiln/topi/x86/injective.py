@@ -779,7 +779,8 @@ def lane_split_reduction(s, op):
     schedule combines them as a tree (:func:`combine_partials`). Returns (the rfactor stage's tensor, its
     vectors' lanes: the SIMD width, or half or a quarter of it where the row is whole vectors of those only),
     or None when the stage is not such a reduction (a symbolic or short reduction extent, one that is not
-    whole vectors of 4 lanes or more, an index that is not the reduction variable itself). With several
+    whole vectors of 4 lanes or more, an index that is not the reduction variable itself, a reduction with an
+    ``init`` value, which ``rfactor`` would drop). With several
     reduction axes the innermost one is split."""
     body = getattr(op, "body", None)
     red = list(getattr(op, "reduce_axis", []) or [])
@@ -792,6 +793,8 @@ def lane_split_reduction(s, op):
     dtype = str(r.dtype)
     if not dtype.startswith("float") or len(r.source) != 1 or r.condition is not None and \
             not (isinstance(r.condition, E.IntImm) and int(r.condition.value) == 1):
+        return None
+    if r.init:  # ``rfactor`` drops a reduction's ``init`` (its stages start from the identity): keep it whole
         return None
     n = _const_extent(red[0])
     if n is None:

@@ -228,3 +228,28 @@ def test_rows_of_half_vectors_are_split_narrower(target, shape, lanes):
         return
     assert re.search(rf"kiln_f32x{lanes} T_sum_rf_r0\b", src), src
     assert "kiln_gather" not in src
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512])
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_reduction_with_init_keeps_it(target, kind):
+    """A reduction with an ``init`` value (``te.sum(..., init=c)``) is not lane-split: ``rfactor`` starts every
+    stage from the reducer's identity, so the split lost ``c`` (a sum over (5, 64) gave sum(x), not sum(x) + c).
+    The code is checked for both targets; AVX2 is also run."""
+    n, c = 64, 100.0
+    X = te.placeholder((5, n), name="x")
+    k = te.reduce_axis((0, n), name="k")
+    red = {"sum": te.sum, "max": te.max}[kind]
+    with tvm.target.Target(target):
+        out = te.compute((5,), lambda i: red(X[i, k], axis=k, init=tvm.tir.const(c, "float32")), name="o")
+        s = topi.x86.schedule_reduce([out])
+        text = str(tvm.lower(s, [X, out], simple_mode=True))
+        f = tvm.build(s, [X, out], target=target)
+    assert "_rf" not in text
+    if target != AVX2:
+        return
+    a = np.random.default_rng(9).standard_normal((5, n)).astype("float32")
+    res = tvm.nd.empty((5,), "float32")
+    f(tvm.nd.array(a), res)
+    want = a.astype(np.float64).sum(-1) + c if kind == "sum" else np.maximum(a.max(-1), c)
+    np.testing.assert_allclose(res.numpy(), want, rtol=1e-5)

@@ -362,15 +362,18 @@ def _q_relu(ctx, args, float_fn):
 
 
 def _q_clamp(lo_key: str, hi_key: str, lo_default: float, hi_default: float):
-    """hardtanh / relu6 on a quantized tensor: a clamp in the integer domain between the bounds quantized with
-    the tensor's own parameters (PyTorch's quantized hardtanh); the parameters are kept."""
+    """hardtanh / relu6 / clamp on a quantized tensor: a clamp in the integer domain between the bounds quantized
+    with the tensor's own parameters as PyTorch's ``quantize_val`` does (``zp + round_half_even(v * float32(1 /
+    scale))``: a quotient ``v / scale`` put relu6's 6.0 one step off for some scales); the parameters are kept."""
     def convert(ctx, args, float_fn):
         scale, zp = _get_q(ctx, args[0])
         dtype = ctx.dtype(args[0])
         info = np.iinfo(dtype)
+        inv = np.float32(1.0) / np.float32(scale)
 
         def q(v):
-            return int(np.clip(zp + np.rint(np.float32(v) / np.float32(scale)), info.min, info.max))
+            with np.errstate(invalid="ignore", over="ignore"):  # +-inf: a missing bound, clipped to the range
+                return int(np.clip(zp + np.rint(np.float32(v) * inv), info.min, info.max))
         lo = q(args.get(lo_key, lo_default)) if lo_key else q(lo_default)
         hi = q(args.get(hi_key, hi_default)) if hi_key else q(hi_default)
         y = _op().minimum(_op().maximum(args[0], const(np.asarray(lo).astype(dtype))),
@@ -414,6 +417,8 @@ for _name in ("clamp", "clip"):  # a missing bound quantizes to the dtype's end:
 @register("quantized::clamp")
 def quantized_clamp(ctx, args):
     return _q_clamp("min", "max", -np.inf, np.inf)(ctx, args, None)
+
+
 for _name in ("adaptive_avg_pool2d", "avg_pool2d", "mean"):
     if _name in ATEN_CONVERTERS:
         _quantized_aware(_name, _via_float)
@@ -612,7 +617,8 @@ def _scalar_out_params(name, scale, zp, dtype, c):
 def _add_scalar(relu):
     """``quantized::add_scalar(x, c)``: PyTorch folds ``c`` (rounded to a multiple of the input scale ``s``,
     ``c_q = round(c / s)``) into the parameters: the integers are those of ``x`` read with zero point
-    ``z - c_q``, requantized to a shifted range when ``z - c_q`` falls outside the dtype's range."""
+    ``z - c_q``, requantized to a shifted range when ``z - c_q`` falls outside the dtype's range (as PyTorch's
+    kernel does it, in float)."""
     def convert(ctx, args):
         x, c = args[0], float(ctx.scalar(args[1], "scalar"))
         scale, zp = _get_q(ctx, x)
@@ -620,9 +626,13 @@ def _add_scalar(relu):
         os_, oz = _scalar_out_params("add_scalar", scale, zp, dtype, c)
         zin = zp - int(np.rint(c / scale))
         if os_ == scale and oz == zin:
-            y = x
-        else:
-            y = _qnn().requantize(x, _f32(scale), _i32(zin), _f32(os_), _i32(oz), out_dtype=dtype)
+            y = _op().copy(x)  # a new expression: x itself would have its own parameters overwritten below
+        else:  # PyTorch's kernel: round_half_even(float(q - zin) * float32(s * float32(1 / s'))) + z', saturated
+            info = np.iinfo(dtype)
+            mult = np.float32(np.float32(scale) * (np.float32(1.0) / np.float32(os_)))
+            v = _op().cast(_op().subtract(_op().cast(x, "int32"), _i32(zin)), "float32")
+            y = _op().add(_op().round(_op().multiply(v, _f32(mult))), _f32(float(oz)))
+            y = _op().cast(_op().clip(y, float(info.min), float(info.max)), dtype)
         if relu:
             y = _op().maximum(y, const(np.asarray(oz).astype(dtype)))
         return _set_q(ctx, y, os_, oz)
@@ -639,7 +649,7 @@ def _mul_scalar(relu):
         os_, oz = _scalar_out_params("mul_scalar", scale, zp, dtype, c)
         info = np.iinfo(dtype)
         if c > 0:
-            y = x
+            y = _op().copy(x)  # a new expression: x itself would have its own parameters overwritten below
         elif c < 0:
             y = _op().cast(_op().subtract(_i32(int(info.max) + int(info.min)), _op().cast(x, "int32")), dtype)
         else:
