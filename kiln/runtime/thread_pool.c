@@ -19,7 +19,8 @@
  * once, where a caller that spun or sched_yield()ed kept that core busy and the job waited for the
  * worker's own core (a scheduler slice, milliseconds).
  * Each worker is bound to its own CPU (as TVM binds its workers): worker k to the k-th CPU of the creating
- * thread's affinity mask other than the CPU that thread ran on, one CPU per physical core before any SMT
+ * thread's affinity mask other than the CPU that thread ran on (counted from just after it, wrapping
+ * around), one CPU per physical core before any SMT
  * sibling (kiln_pool_cpu_order), unbound when the mask has too few CPUs. Left
  * free, Linux wakes a sleeping worker on the CPU of the thread that woke it (the caller), and in a VM the
  * idle CPU pulls one of them away only at its next tick (4 ms at HZ=250): until then the two time-share one CPU
@@ -250,24 +251,31 @@ static int64_t kiln_pool_core_of(int32_t cpu) {
   return (int64_t)v[0] << 20 | v[1];
 }
 
-/* The binding order of `n` candidate CPUs `cpus` with physical cores `cores`: one CPU of every physical core
- * other than `skip_core` (the creating thread's: an SMT sibling of a busy CPU is half a core) in the given
- * order, then the remaining CPUs. Writes at most `cap` CPUs to `order`, returns how many. Exported for tests. */
-int32_t kiln_pool_order_cpus(const int32_t* cpus, const int64_t* cores, int32_t n, int64_t skip_core,
-                             int32_t* order, int32_t cap) {
-  int32_t m = 0;
+/* The binding order of `n` candidate CPUs `cpus` (ascending) with physical cores `cores`, for a creating thread
+ * on CPU `skip_cpu` of core `skip_core`: the candidates from just after skip_cpu on, wrapping around (so that
+ * processes whose callers run on different CPUs bind their workers to different CPUs, not all from CPU 0 up),
+ * first one CPU of every physical core other than skip_core (an SMT sibling of a busy CPU is half a core), then
+ * the remaining CPUs. Writes at most `cap` CPUs to `order`, returns how many. Exported for tests. */
+int32_t kiln_pool_order_cpus(const int32_t* cpus, const int64_t* cores, int32_t n, int32_t skip_cpu,
+                             int64_t skip_core, int32_t* order, int32_t cap) {
+  int32_t m = 0, first = 0;
   if (n > KILN_POOL_MAX_THREADS) n = KILN_POOL_MAX_THREADS;
+  while (first < n && cpus[first] <= skip_cpu) ++first;
+  if (first == n) first = 0;
   char taken[KILN_POOL_MAX_THREADS] = {0};
-  for (int32_t i = 0; i < n && m < cap; ++i) {
+  for (int32_t step = 0; step < n && m < cap; ++step) {
+    int32_t i = (first + step) % n;
     int fresh = cores[i] != skip_core;
-    for (int32_t j = 0; j < i && fresh; ++j) fresh = !(taken[j] && cores[j] == cores[i]);
+    for (int32_t j = 0; j < n && fresh; ++j) fresh = !(taken[j] && cores[j] == cores[i]);
     if (fresh) {
       taken[i] = 1;
       order[m++] = cpus[i];
     }
   }
-  for (int32_t i = 0; i < n && m < cap; ++i)
+  for (int32_t step = 0; step < n && m < cap; ++step) {
+    int32_t i = (first + step) % n;
     if (!taken[i]) order[m++] = cpus[i];
+  }
   return m;
 }
 
@@ -284,7 +292,7 @@ static int32_t kiln_pool_cpu_order(const cpu_set_t* mask, int32_t skip, int32_t*
     cpus[n] = c;
     cores[n++] = kiln_pool_core_of(c);
   }
-  return kiln_pool_order_cpus(cpus, cores, n, skip >= 0 ? kiln_pool_core_of(skip) : INT64_MIN, order, cap);
+  return kiln_pool_order_cpus(cpus, cores, n, skip, skip >= 0 ? kiln_pool_core_of(skip) : INT64_MIN, order, cap);
 }
 
 /* Start workers until there are `want` of them; returns how many there are. */

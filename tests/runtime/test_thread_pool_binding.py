@@ -129,7 +129,7 @@ def test_caller_on_a_workers_cpu_moves_off_it_mask_restored():
     assert res["moved"], "the caller, put on the bound worker's CPU, was never moved off it in 20 launches"
 
 
-def _order(cpus, cores, skip_core, cap=None):
+def _order(cpus, cores, skip_core, cap=None, skip_cpu=-1):
     import ctypes
     from kiln.runtime import thread_pool
     lib = thread_pool._load()
@@ -138,7 +138,7 @@ def _order(cpus, cores, skip_core, cap=None):
     cap = n if cap is None else cap
     out = (ctypes.c_int32 * max(1, cap))()
     m = lib.kiln_pool_order_cpus((ctypes.c_int32 * max(1, n))(*cpus), (ctypes.c_int64 * max(1, n))(*cores),
-                                 n, skip_core, out, cap)
+                                 n, skip_cpu, skip_core, out, cap)
     return list(out[:m])
 
 
@@ -156,3 +156,19 @@ def _order(cpus, cores, skip_core, cap=None):
 def test_binding_order_spreads_over_physical_cores_first(cpus, cores, skip_core, want):
     assert _order(cpus, cores, skip_core) == want
     assert _order(cpus, cores, skip_core, cap=2) == want[:2]
+
+
+@pytest.mark.parametrize("skip_cpu,want", [(-1, [1, 2, 3, 5]), (2, [3, 5, 1]), (3, [5, 1, 2]), (9, [1, 2, 3, 5])])
+def test_binding_order_starts_after_the_callers_cpu(skip_cpu, want):
+    """Candidates are taken from just after the creating thread's CPU, wrapping around: processes whose callers
+    run on different CPUs bind their workers to different CPUs (each CPU its own core here)."""
+    cpus = [c for c in (1, 2, 3, 5) if c != skip_cpu]
+    assert _order(cpus, [10 + c for c in cpus], 10 + skip_cpu, skip_cpu=skip_cpu) == want
+
+
+def test_binding_order_wraps_with_smt_siblings():
+    """4 cores x 2 siblings numbered adjacently, the caller on CPU 4 (core 2): the other cores' first CPUs from 5
+    on (6, then 0, 2), then the siblings in the same rotation (5, 7, 1, 3)."""
+    cpus = [0, 1, 2, 3, 5, 6, 7]
+    cores = [c // 2 for c in cpus]
+    assert _order(cpus, cores, 2, skip_cpu=4) == [6, 0, 2, 5, 7, 1, 3]
