@@ -58,3 +58,16 @@ def random_array(shape, dtype: str, seed: int) -> np.ndarray:
         return (rng.standard_normal(shape) * 8).astype(dtype)
     info = np.iinfo(dtype)
     return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def c_loop(src: str, head: str, with_line_before: bool = False) -> str:
+    """The C text of the first loop of ``src`` whose header starts with ``head``, through its closing brace (with
+    the line before the header when ``with_line_before``: a ``#pragma`` there)."""
+    start = src.index(head)
+    depth, i = 0, src.index("{", start)
+    for j in range(i, len(src)):
+        depth += {"{": 1, "}": -1}.get(src[j], 0)
+        if depth == 0:
+            first = src.rindex("\n", 0, src.rindex("\n", 0, start)) if with_line_before else start
+            return src[first:j + 1]
+    raise AssertionError("unterminated loop")

@@ -9,6 +9,7 @@ import pytest
 import kiln as tvm
 from kiln import relay, te, topi
 from kiln.contrib import graph_executor
+from tests.vector_code_util import c_loop
 
 AVX2 = "llvm -mcpu=core-avx2"
 AVX512 = "llvm -mcpu=skylake-avx512"
@@ -120,13 +121,7 @@ def test_layer_norm_graph_avx2_and_avx512():
 
 def _hot_loop(src: str) -> str:
     """The C body of the reduction's outer loop over whole accumulator blocks (``k..._outer``)."""
-    start = src.index("for (int32_t k0_outer")
-    depth, i = 0, src.index("{", start)
-    for j in range(i, len(src)):
-        depth += {"{": 1, "}": -1}.get(src[j], 0)
-        if depth == 0:
-            return src[start:j + 1]
-    raise AssertionError("unterminated loop")
+    return c_loop(src, "for (int32_t k0_outer")
 
 
 @pytest.mark.parametrize("target,lanes,acc", [(AVX2, 8, 8), (AVX512, 16, 8)])

@@ -9,6 +9,7 @@ import pytest
 
 import kiln as tvm
 from kiln import relay, te, topi
+from tests.vector_code_util import c_loop
 
 AVX2 = "llvm -mcpu=core-avx2"
 AVX512 = "llvm -mcpu=skylake-avx512"
@@ -159,13 +160,7 @@ def _source(fn, shape, target):
 
 def _loop(src: str, head: str) -> str:
     """The C text of the loop whose header starts with ``head``, the line before it included."""
-    start = src.index(head)
-    depth, i = 0, src.index("{", start)
-    for j in range(i, len(src)):
-        depth += {"{": 1, "}": -1}.get(src[j], 0)
-        if depth == 0:
-            return src[src.rindex("\n", 0, src.rindex("\n", 0, start)):j + 1]
-    raise AssertionError("unterminated loop")
+    return c_loop(src, head, with_line_before=True)
 
 
 @pytest.mark.parametrize("target,lanes,acc", [(AVX2, 8, 8), (AVX512, 16, 8)])
