@@ -73,6 +73,28 @@ def _run_kiln(traced, x):
     return gm.get_output(0).numpy(), mod
 
 
+def trace(m, x):
+    """``torch.jit.trace`` of quantized module ``m`` on ``x`` and its own output, warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(m, x).eval()
+        want = m(x).detach().numpy()
+    return traced, want
+
+
+def quantize_fx_model(model, x, batches=4, calib_scale=1.0, qconfig="x86", backend_config=None):
+    """``model`` through torch.ao's ``prepare_fx`` / ``convert_fx`` with ``qconfig``'s default mapping, calibrated
+    on ``batches`` random batches of 2 shaped like ``x`` (times ``calib_scale``)."""
+    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
+    extra = {} if backend_config is None else {"backend_config": backend_config}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prepared = quantize_fx.prepare_fx(model.eval(), get_default_qconfig_mapping(qconfig), (x,), **extra)
+        for _ in range(batches):
+            prepared(torch.randn(2, *x.shape[1:]) * calib_scale)
+        return quantize_fx.convert_fx(prepared, **extra)
+
+
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_quantized_cnn_matches_pytorch(seed):
     m = _quantized_model(seed)
@@ -134,7 +156,6 @@ def test_unquantized_input_to_quantized_op_is_a_clear_error():
 
 def test_quantize_fx_model():
     """FX graph mode (prepare_fx / convert_fx): scales and zero points are tensor attributes of the module."""
-    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
 
     class M(nn.Module):
         def __init__(self):
@@ -150,14 +171,8 @@ def test_quantize_fx_model():
 
     torch.manual_seed(2)
     x = torch.randn(1, 3, 11, 9)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        prepared = quantize_fx.prepare_fx(M().eval(), get_default_qconfig_mapping("x86"), (x,))
-        for _ in range(4):
-            prepared(torch.randn(2, 3, 11, 9))
-        q = quantize_fx.convert_fx(prepared)
-        traced = torch.jit.trace(q, x).eval()
-        want = q(x).numpy()
+    q = quantize_fx_model(M(), x)
+    traced, want = trace(q, x)
     got, mod = _run_kiln(traced, x)
     assert got.argmax() == want.argmax()
     assert np.max(np.abs(got - want)) <= float(q.fc.scale) + 1e-6
@@ -167,7 +182,6 @@ def test_quantize_fx_relu6_block():
     """mobilenet_v2's inverted residual under quantize_fx: ReLU6 stays an aten::hardtanh_ on the quantized tensor
     (a clamp between the quantized bounds), depthwise conv, residual quantized::add; top-1 and values within two
     output steps of PyTorch's quantized model."""
-    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
 
     class Block(nn.Module):
         def __init__(self):
@@ -185,15 +199,9 @@ def test_quantize_fx_relu6_block():
 
     torch.manual_seed(5)
     x = torch.randn(1, 3, 17, 15)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.backends.quantized.engine = "x86"
-        prepared = quantize_fx.prepare_fx(Block().eval(), get_default_qconfig_mapping("x86"), (x,))
-        for _ in range(4):
-            prepared(torch.randn(2, 3, 17, 15) * 2)
-        q = quantize_fx.convert_fx(prepared)
-        traced = torch.jit.trace(q, x).eval()
-        want = q(x).numpy()
+    torch.backends.quantized.engine = "x86"
+    q = quantize_fx_model(Block(), x, calib_scale=2)
+    traced, want = trace(q, x)
     assert "aten::hardtanh" in str(traced.inlined_graph)
     got, mod = _run_kiln(traced, x)
     assert got.argmax() == want.argmax()

@@ -15,7 +15,7 @@ import kiln  # noqa: E402
 from kiln import relay  # noqa: E402
 from kiln.contrib import graph_executor  # noqa: E402
 
-from test_qnn_pytorch import _run_kiln  # noqa: E402
+from test_qnn_pytorch import _run_kiln, quantize_fx_model, trace as _trace  # noqa: E402
 
 
 @pytest.fixture
@@ -31,14 +31,6 @@ def engine():
 
 def _kinds(traced):
     return {n.kind() for n in traced.inlined_graph.nodes()}
-
-
-def _trace(m, x):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        traced = torch.jit.trace(m, x).eval()
-        want = m(x).detach().numpy()
-    return traced, want
 
 
 # -- dynamic quantization of nn.Linear --------------------------------------------------------------------------
@@ -277,16 +269,10 @@ def test_mobilenet_v3_block_quantize_fx(engine):
     parameters, scale 1/256), quantized::mul / add. Top-1 equal; within two output steps (0-1 seen over seeds
     3-6): a conv's requantize may round one step apart (kiln: TVM's fixed-point UPWARD, fbgemm: float, ties to
     even), and a step passes on through the following layers."""
-    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
     engine("x86")
     torch.manual_seed(3)
     x = torch.randn(1, 3, 19, 17)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        prepared = quantize_fx.prepare_fx(MBV3Block().eval(), get_default_qconfig_mapping("x86"), (x,))
-        for _ in range(4):
-            prepared(torch.randn(2, 3, 19, 17))
-        q = quantize_fx.convert_fx(prepared)
+    q = quantize_fx_model(MBV3Block(), x)
     traced, want = _trace(q, x)
     kinds = _kinds(traced)
     assert {"quantized::hardswish", "aten::hardsigmoid", "quantized::mul"} <= kinds
@@ -546,16 +532,10 @@ def test_quantize_fx_tensor_scalar_arithmetic(engine):
     """quantize_fx turns ``x + c``, ``c + x``, ``x * c`` into the Scalar overloads of quantized::add / add_relu /
     mul (two arguments, no output parameters: PyTorch's add_scalar / mul_scalar rules): the same integers as
     PyTorch's here (bound one step)."""
-    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
     engine("x86")
     torch.manual_seed(6)
     x = torch.randn(1, 3, 9, 8)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        prepared = quantize_fx.prepare_fx(ScalarArith().eval(), get_default_qconfig_mapping("x86"), (x,))
-        for _ in range(3):
-            prepared(torch.randn(2, 3, 9, 8))
-        q = quantize_fx.convert_fx(prepared)
+    q = quantize_fx_model(ScalarArith(), x, batches=3)
     traced, want = _trace(q, x)
     scalar_calls = [n for n in traced.inlined_graph.nodes()
                     if n.kind() in ("quantized::add", "quantized::add_relu", "quantized::mul")
@@ -622,19 +602,11 @@ def test_quantize_fx_onednn_backend_fusions(engine):
     in float after the int32 conv / dense, quantizing once (equal to onednn's alone, see the next test). The
     model: top-1 equal, within three output steps (1-3 over seeds 8-11): the plain convs' requantize rounds a
     few outputs one step apart (TVM's fixed point vs onednn's float) and the residual chain carries them on."""
-    from torch.ao.quantization import get_default_qconfig_mapping, quantize_fx
     from torch.ao.quantization.backend_config import get_onednn_backend_config
     engine("onednn")
     torch.manual_seed(8)
     x = torch.randn(1, 3, 11, 9)
-    cfg = get_onednn_backend_config()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        prepared = quantize_fx.prepare_fx(OnednnFusions().eval(), get_default_qconfig_mapping("onednn"), (x,),
-                                          backend_config=cfg)
-        for _ in range(4):
-            prepared(torch.randn(2, 3, 11, 9))
-        q = quantize_fx.convert_fx(prepared, backend_config=cfg)
+    q = quantize_fx_model(OnednnFusions(), x, qconfig="onednn", backend_config=get_onednn_backend_config())
     traced, want = _trace(q, x)
     kinds = _kinds(traced)
     assert "quantized::conv2d_add" in kinds and "quantized::linear_leaky_relu" in kinds
