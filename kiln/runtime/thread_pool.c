@@ -18,17 +18,21 @@
  * another process then finds the caller's core idle, and the kernel's idle balancing moves it there at
  * once, where a caller that spun or sched_yield()ed kept that core busy and the job waited for the
  * worker's own core (a scheduler slice, milliseconds).
- * Each worker is bound to its own CPU (as TVM binds its workers): worker k to the k-th CPU of the creating
- * thread's affinity mask other than the CPU that thread ran on (counted from just after it, wrapping
- * around), one CPU per physical core before any SMT
- * sibling (kiln_pool_cpu_order), unbound when the mask has too few CPUs. Left
- * free, Linux wakes a sleeping worker on the CPU of the thread that woke it (the caller), and in a VM the
- * idle CPU pulls one of them away only at its next tick (4 ms at HZ=250): until then the two time-share one CPU
- * while the other idles. On a 2-core Zen 5 VM a quarter of mobilenet_v2's calls after a pause took 4.5-6.5 ms
- * instead of 1.8 that way (both threads' run-queue waits showed it; session 13). The caller, the user's thread,
- * is never bound: a launch that finds it on a participating worker's CPU moves it once to one of its other
- * CPUs (sched_setaffinity to its mask without the workers' CPUs, which migrates it at once, then its mask back
- * as it was). KILN_POOL_BIND=0 (or TVM's TVM_BIND_THREADS=0) leaves the workers unbound.
+ * While a launch asks for as many threads as the process has CPUs (the pool spans the machine it may use), the
+ * workers are kept off the CPU the caller ran on when they were placed (the reserved CPU): each worker may run
+ * on every other CPU of the process's mask, and the kernel places it there. Left free, Linux wakes a sleeping
+ * worker on the CPU of the thread that woke it (the caller), and in a VM the idle CPU pulls one of them away
+ * only at its next tick (4 ms at HZ=250): until then the two time-share one CPU while the other idles. On a
+ * 2-core Zen 5 VM a quarter of mobilenet_v2's calls after a pause took 4.5-6.5 ms instead of 1.8 that way (both
+ * threads' run-queue waits showed it; session 13). The caller, the user's thread, is never bound: a launch
+ * that finds it on a CPU a participating worker may use moves it once to the reserved CPU (sched_setaffinity to
+ * its mask without the workers' CPUs, which migrates it at once, then its mask back as it was). Workers beyond
+ * the mask's other CPUs stay unbound. A launch asking for fewer threads than the process has CPUs leaves (or
+ * makes) every worker unbound: its process shares the machine with others, and a CPU picked blindly may be
+ * another process's. Pinning each worker to one CPU of its own (session 13's rule, as TVM binds) measured
+ * worse on a 16-core Sapphire Rapids: resnet18 at 16 threads 6.4-6.5 ms median bound, 5.5-5.7 unbound; four
+ * processes of 4 threads 8.7-17.6 bound, 10.1-12.0 unbound (session 14). KILN_POOL_BIND=0 (or TVM's
+ * TVM_BIND_THREADS=0) leaves the workers unbound always.
  * A launch while the pool is busy (a second Python thread, or a kernel called from inside a parallel body)
  * runs its loop serially on the calling thread. After fork() the child has no workers: they are created
  * again by its first launch.
@@ -73,8 +77,12 @@ typedef struct {
   int32_t stop;
   int64_t spin_ns;
   int32_t guided;                                  /* chunk = work left / (guided * threads) */
-  int32_t bind;                                    /* workers are bound to CPUs (KILN_POOL_BIND) */
-  int32_t worker_cpu[KILN_POOL_MAX_THREADS];       /* the CPU worker k is bound to, -1: unbound */
+  int32_t bind;                                    /* workers may be kept off the caller's CPU (KILN_POOL_BIND) */
+  int32_t bound;                                   /* they are now (kiln_pool_grow) */
+  int32_t ncpus;                                   /* CPUs of the process's mask, when last read */
+  cpu_set_t worker_set;                            /* where a kept-off worker may run: the mask but the reserved CPU */
+  int8_t kept_off[KILN_POOL_MAX_THREADS];          /* worker k runs within worker_set */
+  pthread_t worker_thread[KILN_POOL_MAX_THREADS];  /* worker k's thread (workers never exit) */
   /* counters read by kiln_pool_stats */
   int64_t jobs, serial_jobs, chunks_by_caller, chunks_by_workers, wakeups, caller_waits, caller_moves;
 } KilnPool;
@@ -220,7 +228,8 @@ static void kiln_pool_after_fork_child(void) {
   kiln_pool.sleepers = 0;
   kiln_pool.caller_sleeps = 0;
   kiln_pool.stop = 0;
-  for (int32_t i = 0; i < KILN_POOL_MAX_THREADS; ++i) kiln_pool.worker_cpu[i] = -1;
+  kiln_pool.bound = 0;
+  for (int32_t i = 0; i < KILN_POOL_MAX_THREADS; ++i) kiln_pool.kept_off[i] = 0;
   kiln_pool.ticket = ((kiln_pool.ticket >> 32) + 1) << 32 | KILN_POOL_CLOSED;
   kiln_pool_inside = 0;
 }
@@ -230,99 +239,56 @@ static void kiln_pool_init_once(void) {
   kiln_pool.spin_ns = kiln_pool_env_spin_ns();
   kiln_pool.guided = kiln_pool_env_guided();
   kiln_pool.bind = kiln_pool_env_bind();
-  for (int32_t i = 0; i < KILN_POOL_MAX_THREADS; ++i) kiln_pool.worker_cpu[i] = -1;
+  cpu_set_t mask;
+  kiln_pool.ncpus = sched_getaffinity(0, sizeof(mask), &mask) == 0 ? CPU_COUNT(&mask) : 1;
   kiln_pool_default_threads = kiln_pool_env_threads();
   pthread_atfork(NULL, NULL, kiln_pool_after_fork_child);
 }
 
-/* The physical core of `cpu` (package << 20 | core id, from sysfs), or -1 - cpu when unknown (each CPU its own). */
-static int64_t kiln_pool_core_of(int32_t cpu) {
-  char path[96];
-  long v[2] = {-1, -1};
-  const char* names[2] = {"physical_package_id", "core_id"};
-  for (int i = 0; i < 2; ++i) {
-    snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/topology/%s", (int)cpu, names[i]);
-    FILE* f = fopen(path, "r");
-    if (!f) return -1 - (int64_t)cpu;
-    if (fscanf(f, "%ld", &v[i]) != 1) v[i] = -1;
-    fclose(f);
-    if (v[i] < 0) return -1 - (int64_t)cpu;
-  }
-  return (int64_t)v[0] << 20 | v[1];
+/* Worker k may run within worker_set (keep) or on the whole `mask`; records what took effect. */
+static void kiln_pool_pin(int32_t k, int keep, const cpu_set_t* mask) {
+  const cpu_set_t* set = keep ? &kiln_pool.worker_set : mask;
+  int ok = pthread_setaffinity_np(kiln_pool.worker_thread[k], sizeof(cpu_set_t), set) == 0;
+  kiln_pool.kept_off[k] = keep && ok;
 }
 
-/* The binding order of `n` candidate CPUs `cpus` (ascending) with physical cores `cores`, for a creating thread
- * on CPU `skip_cpu` of core `skip_core`: the candidates from just after skip_cpu on, wrapping around (so that
- * processes whose callers run on different CPUs bind their workers to different CPUs, not all from CPU 0 up),
- * first one CPU of every physical core other than skip_core (an SMT sibling of a busy CPU is half a core), then
- * the remaining CPUs. Writes at most `cap` CPUs to `order`, returns how many. Exported for tests. */
-int32_t kiln_pool_order_cpus(const int32_t* cpus, const int64_t* cores, int32_t n, int32_t skip_cpu,
-                             int64_t skip_core, int32_t* order, int32_t cap) {
-  int32_t m = 0, first = 0;
-  if (n > KILN_POOL_MAX_THREADS) n = KILN_POOL_MAX_THREADS;
-  while (first < n && cpus[first] <= skip_cpu) ++first;
-  if (first == n) first = 0;
-  char taken[KILN_POOL_MAX_THREADS] = {0};
-  for (int32_t step = 0; step < n && m < cap; ++step) {
-    int32_t i = (first + step) % n;
-    int fresh = cores[i] != skip_core;
-    for (int32_t j = 0; j < n && fresh; ++j) fresh = !(taken[j] && cores[j] == cores[i]);
-    if (fresh) {
-      taken[i] = 1;
-      order[m++] = cpus[i];
-    }
-  }
-  for (int32_t step = 0; step < n && m < cap; ++step) {
-    int32_t i = (first + step) % n;
-    if (!taken[i]) order[m++] = cpus[i];
-  }
-  return m;
-}
-
-/* The CPUs of `mask` other than `skip` (the creating thread's CPU) and other than those already bound to a
- * worker, in binding order (kiln_pool_order_cpus). Returns how many were written to `order`. */
-static int32_t kiln_pool_cpu_order(const cpu_set_t* mask, int32_t skip, int32_t* order, int32_t cap) {
-  int32_t cpus[KILN_POOL_MAX_THREADS], n = 0;
-  int64_t cores[KILN_POOL_MAX_THREADS];
-  for (int32_t c = 0; c < CPU_SETSIZE && n < KILN_POOL_MAX_THREADS; ++c) {
-    if (!CPU_ISSET(c, mask) || c == skip) continue;
-    int bound = 0;
-    for (int32_t k = 1; k <= kiln_pool.workers && !bound; ++k) bound = kiln_pool.worker_cpu[k] == c;
-    if (bound) continue;
-    cpus[n] = c;
-    cores[n++] = kiln_pool_core_of(c);
-  }
-  return kiln_pool_order_cpus(cpus, cores, n, skip, skip >= 0 ? kiln_pool_core_of(skip) : INT64_MIN, order, cap);
-}
-
-/* Start workers until there are `want` of them; returns how many there are. */
-static int32_t kiln_pool_grow(int32_t want) {
+/* Start workers until there are `want` of them, kept off the caller's CPU when `span` (the launch asks for a
+ * thread per CPU of the process, see the comment at the top), else unbound; workers started earlier are kept
+ * off or freed to match. Returns how many workers there are. */
+static int32_t kiln_pool_grow(int32_t want, int32_t span) {
   if (want > KILN_POOL_MAX_THREADS - 1) want = KILN_POOL_MAX_THREADS - 1;
-  if (__atomic_load_n(&kiln_pool.workers, __ATOMIC_ACQUIRE) >= want) return kiln_pool.workers;
+  if (__atomic_load_n(&kiln_pool.workers, __ATOMIC_ACQUIRE) >= want &&
+      __atomic_load_n(&kiln_pool.bound, __ATOMIC_ACQUIRE) == span)
+    return kiln_pool.workers;
   pthread_mutex_lock(&kiln_pool_start_lock);
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);  /* workers take no signals: Python's go to its main thread */
   cpu_set_t mask;
-  int32_t order[KILN_POOL_MAX_THREADS], n_order = 0, next = 0;
-  if (kiln_pool.bind && sched_getaffinity(0, sizeof(mask), &mask) == 0)
-    n_order = kiln_pool_cpu_order(&mask, sched_getcpu(), order, KILN_POOL_MAX_THREADS);
+  int have_mask = sched_getaffinity(0, sizeof(mask), &mask) == 0;
+  if (have_mask) kiln_pool.ncpus = CPU_COUNT(&mask);
+  if (span != kiln_pool.bound && have_mask) {
+    /* turned on (reserve the CPU the caller runs on now) or off: re-pin the workers started so far */
+    int32_t here = sched_getcpu();
+    CPU_ZERO(&kiln_pool.worker_set);
+    CPU_OR(&kiln_pool.worker_set, &kiln_pool.worker_set, &mask);
+    if (here >= 0) CPU_CLR(here, &kiln_pool.worker_set);
+    for (int32_t k = 1; k <= kiln_pool.workers; ++k)
+      kiln_pool_pin(k, span && here >= 0 && k < kiln_pool.ncpus, &mask);
+    __atomic_store_n(&kiln_pool.bound, span, __ATOMIC_RELEASE);
+  }
   while (kiln_pool.workers < want) {
     pthread_t th;
     pthread_attr_t attr;
     int32_t id = kiln_pool.workers + 1;
-    int32_t cpu = next < n_order ? order[next++] : -1;
+    /* kept off while there are other CPUs for it (ids below the CPU count); the rest run anywhere */
+    int keep = kiln_pool.bound && id < kiln_pool.ncpus && CPU_COUNT(&kiln_pool.worker_set) > 0;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (cpu >= 0) {
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(cpu, &one);
-      if (pthread_attr_setaffinity_np(&attr, sizeof(one), &one) != 0) cpu = -1;  /* recorded unbound */
-    }
+    if (keep && pthread_attr_setaffinity_np(&attr, sizeof(cpu_set_t), &kiln_pool.worker_set) != 0) keep = 0;
     int rc = pthread_create(&th, &attr, kiln_pool_worker, (void*)(intptr_t)id);
-    if (rc != 0 && cpu >= 0) {  /* a cpuset may refuse the binding: start it unbound */
-      cpu = -1;
+    if (rc != 0 && keep) {  /* a cpuset may refuse the mask: start it unbound */
+      keep = 0;
       pthread_attr_destroy(&attr);
       pthread_attr_init(&attr);
       pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -330,7 +296,8 @@ static int32_t kiln_pool_grow(int32_t want) {
     }
     pthread_attr_destroy(&attr);
     if (rc != 0) break;
-    kiln_pool.worker_cpu[id] = cpu;
+    kiln_pool.kept_off[id] = (int8_t)keep;
+    kiln_pool.worker_thread[id] = th;
     char name[16];
     snprintf(name, sizeof(name), "kiln-pool-%u", (unsigned)id & 0xFFFu);  /* ids stay below 256 */
     pthread_setname_np(th, name);  /* shows in top -H, ps -L, /proc/<pid>/task/<tid>/comm */
@@ -343,20 +310,20 @@ static int32_t kiln_pool_grow(int32_t want) {
 
 static void kiln_pool_wait_done(int32_t n);
 
-/* The caller of a launch on the CPU a participating worker is bound to would time-share it with that worker:
- * move it to one of its other CPUs (see the comment at the top). Its affinity mask is left as it was. */
+/* The caller of a launch on a CPU a participating worker may run on would time-share it with that worker: move
+ * it to the reserved CPU (see the comment at the top). Its affinity mask is left as it was. */
 static void kiln_pool_leave_worker_cpu(int32_t threads) {
   int32_t here = sched_getcpu();
-  if (here < 0) return;
+  if (here < 0 || !CPU_ISSET(here, &kiln_pool.worker_set)) return;
   int stacked = 0;
-  for (int32_t k = 1; k < threads && !stacked; ++k) stacked = kiln_pool.worker_cpu[k] == here;
+  for (int32_t k = 1; k < threads && !stacked; ++k) stacked = kiln_pool.kept_off[k];
   if (!stacked) return;
   cpu_set_t mask, away;
   if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return;
   CPU_ZERO(&away);
   CPU_OR(&away, &away, &mask);
-  for (int32_t k = 1; k < threads; ++k)
-    if (kiln_pool.worker_cpu[k] >= 0) CPU_CLR(kiln_pool.worker_cpu[k], &away);
+  for (int32_t c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &kiln_pool.worker_set)) CPU_CLR(c, &away);
   if (CPU_COUNT(&away) == 0) return;
   if (sched_setaffinity(0, sizeof(away), &away) != 0) return;
   sched_setaffinity(0, sizeof(mask), &mask);
@@ -380,19 +347,21 @@ int32_t kiln_pool_launch(KilnParallelBody body, void* closure, int64_t extent, i
     threads = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
   }
   if (threads > KILN_POOL_MAX_THREADS) threads = KILN_POOL_MAX_THREADS;
+  /* bound workers only while the launch asks for every CPU the process has (before the extent caps it) */
+  int32_t span = kiln_pool.bind && threads >= __atomic_load_n(&kiln_pool.ncpus, __ATOMIC_RELAXED);
   if (threads > extent) threads = (int32_t)extent;
   if (threads <= 1 || kiln_pool_inside) return kiln_pool_serial(body, closure, extent);
   int32_t expected = 0;
   if (!__atomic_compare_exchange_n(&kiln_pool.busy, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
     return kiln_pool_serial(body, closure, extent);  /* another thread's job is running */
-  int32_t workers = kiln_pool_grow(threads - 1);
+  int32_t workers = kiln_pool_grow(threads - 1, span);
   if (workers < threads - 1) threads = workers + 1;
   if (threads <= 1) {
     __atomic_store_n(&kiln_pool.busy, 0, __ATOMIC_RELEASE);
     return kiln_pool_serial(body, closure, extent);
   }
   kiln_pool_inside = 1;
-  if (kiln_pool.bind) kiln_pool_leave_worker_cpu(threads);
+  if (kiln_pool.bound) kiln_pool_leave_worker_cpu(threads);
   /* guided chunks: the work left / (guided * threads), at least 1 iteration */
   int32_t n = 0;
   int64_t pos = 0;

@@ -1,8 +1,10 @@
-"""kiln's thread pool binds each worker to its own CPU and never binds the caller (kiln/runtime/thread_pool.c,
-"Each worker is bound to its own CPU"): worker k to the k-th CPU of the creating thread's mask other than the
-CPU that thread ran on, unbound when the mask has too few CPUs or binding is turned off (KILN_POOL_BIND=0,
-TVM_BIND_THREADS=0); a caller found on a participating worker's CPU is moved off it with its mask restored.
-Each case runs in a fresh process (workers are created once per process). Timing is never asserted."""
+"""kiln's thread pool keeps its workers off the caller's CPU and never binds the caller (kiln/runtime/thread_pool.c,
+"the workers are kept off the CPU the caller ran on"), while a launch asks for a thread per CPU of the process:
+each of the first (CPUs - 1) workers may run on every CPU of the process's mask but the one the caller ran on
+when they were placed (the reserved CPU); the rest, every worker of a launch asking for fewer threads than the
+process has CPUs, and every worker when binding is turned off (KILN_POOL_BIND=0, TVM_BIND_THREADS=0) are
+unbound; a caller found on a CPU a participating worker may use is moved to the reserved CPU with its mask
+restored. Each case runs in a fresh process (workers are created once per process). Timing is never asserted."""
 import json
 import os
 import subprocess
@@ -34,17 +36,25 @@ def on_cpu(tid):
 mask = json.loads(sys.argv[1])
 if mask:
     os.sched_setaffinity(0, set(mask))
-threads, extent = int(sys.argv[2]), 1000
+extent = 1000
 lib = t._lib()
 me = threading.get_native_id()
 caller_cpu = on_cpu(me)
-rec = t.Recorder()
-assert lib.kiln_pool_launch(rec.body, None, extent, threads) == 0
-rec.covered(extent)
+
+def worker_masks():
+    return sorted(allowed(tid) for tid in map(int, os.listdir("/proc/self/task"))
+                  if tid != me and open(f"/proc/self/task/{tid}/comm").read().startswith("kiln-pool-"))
+
+history = []
+for threads in map(int, sys.argv[2].split(",")):  # one launch per thread count, in order
+    rec = t.Recorder()
+    assert lib.kiln_pool_launch(rec.body, None, extent, threads) == 0
+    rec.covered(extent)
+    history.append(worker_masks())
 workers = {tid: allowed(tid) for tid in map(int, os.listdir("/proc/self/task"))
            if tid != me and open(f"/proc/self/task/{tid}/comm").read().startswith("kiln-pool-")}
 out = {"caller_before": caller_cpu, "caller_mask": sorted(os.sched_getaffinity(0)),
-       "worker_masks": sorted(workers.values()), "stats": thread_pool.pool_stats()}
+       "worker_masks": history[-1], "history": history, "stats": thread_pool.pool_stats()}
 if sys.argv[3] == "move":
     bound = [m[0] for m in workers.values() if len(m) == 1]
     full = os.sched_getaffinity(0)
@@ -85,17 +95,23 @@ needs_two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
                                     reason="binding workers to other CPUs needs a process with 2 or more CPUs")
 
 
+def _kept_off(masks, cpus):
+    """The one CPU of ``cpus`` that workers restricted to ``masks`` (all the same: ``cpus`` less one) avoid."""
+    assert masks and all(m == masks[0] for m in masks), masks
+    missing = sorted(set(cpus) - set(masks[0]))
+    assert len(missing) == 1 and set(masks[0]) < set(cpus), (masks, cpus)
+    return missing[0]
+
+
 @needs_two_cpus
-def test_each_worker_bound_to_its_own_cpu_caller_left_free():
-    cpus = _cpus()
-    threads = min(len(cpus), 4)
-    res = _run(threads=threads)
+def test_workers_kept_off_the_callers_cpu_caller_left_free():
+    cpus = _cpus()[:4]  # a launch asking for a thread per CPU of the process keeps the workers off one CPU
+    threads = len(cpus)
+    res = _run(mask=cpus, threads=threads)
     assert res["caller_mask"] == cpus  # the user's thread is never bound
     masks = res["worker_masks"]
     assert len(masks) == threads - 1
-    bound = [m[0] for m in masks if len(m) == 1]
-    assert len(bound) == threads - 1 and len(set(bound)) == threads - 1, masks
-    assert set(bound) <= set(cpus)
+    _kept_off(masks, cpus)
 
 
 @needs_two_cpus
@@ -104,16 +120,33 @@ def test_more_workers_than_other_cpus_leaves_the_rest_unbound():
     res = _run(mask=two, threads=5)
     masks = res["worker_masks"]
     assert len(masks) == 4
-    assert sum(len(m) == 1 for m in masks) == 1, masks  # one CPU besides the caller's: one bound worker
+    assert sum(len(m) == 1 for m in masks) == 1, masks  # one CPU besides the caller's: one kept-off worker
     assert all(m == two for m in masks if len(m) != 1)
-    bound = [m[0] for m in masks if len(m) == 1][0]
-    assert bound in two and res["caller_mask"] == two
+    kept = [m[0] for m in masks if len(m) == 1][0]
+    assert kept in two and res["caller_mask"] == two
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 3,
+                    reason="a launch of fewer threads than the process's CPUs that still has a worker needs 3 CPUs")
+def test_fewer_threads_than_cpus_leave_the_workers_unbound_and_all_cpus_keep_them_off_again():
+    """Keeping workers off the caller's CPU is for a pool that spans its process's CPUs: a launch asking for fewer
+    threads than that (a process sharing a many-core machine) leaves the workers to the kernel; a later launch
+    asking for every CPU restricts them all, the earlier worker included, and one asking for fewer frees them."""
+    cpus = _cpus()[:3]
+    res = _run(mask=cpus, threads="2,3,2,3")
+    first, full, fewer, again = res["history"]
+    assert first == [cpus], first
+    assert len(full) == 2
+    _kept_off(full, cpus)  # the earlier worker too
+    assert fewer == [cpus, cpus], fewer
+    assert len(again) == 2
+    _kept_off(again, cpus)
 
 
 @pytest.mark.parametrize("env", [{"KILN_POOL_BIND": "0"}, {"TVM_BIND_THREADS": "0"}])
 def test_binding_turned_off(env):
-    cpus = _cpus()
-    res = _run(threads=2, **env)
+    cpus = _cpus()[:2]
+    res = _run(mask=cpus, threads=2, **env)
     assert res["worker_masks"] == [cpus]
 
 
@@ -125,50 +158,5 @@ def test_one_cpu_process_keeps_an_unbound_worker_and_runs_every_iteration():
 
 @needs_two_cpus
 def test_caller_on_a_workers_cpu_moves_off_it_mask_restored():
-    res = _run(threads=2, mode="move")
-    assert res["moved"], "the caller, put on the bound worker's CPU, was never moved off it in 20 launches"
-
-
-def _order(cpus, cores, skip_core, cap=None, skip_cpu=-1):
-    import ctypes
-    from kiln.runtime import thread_pool
-    lib = thread_pool._load()
-    assert lib is not None, "kiln's thread pool could not be built"
-    n = len(cpus)
-    cap = n if cap is None else cap
-    out = (ctypes.c_int32 * max(1, cap))()
-    m = lib.kiln_pool_order_cpus((ctypes.c_int32 * max(1, n))(*cpus), (ctypes.c_int64 * max(1, n))(*cores),
-                                 n, skip_cpu, skip_core, out, cap)
-    return list(out[:m])
-
-
-@pytest.mark.parametrize("cpus,cores,skip_core,want", [
-    # 4 cores x 2 SMT siblings numbered adjacently (0-1 one core): the caller on core 0 (CPU 0)
-    ([1, 2, 3, 4, 5, 6, 7], [0, 1, 1, 2, 2, 3, 3], 0, [2, 4, 6, 1, 3, 5, 7]),
-    # siblings numbered far apart (Linux's usual: CPU c and c + 4 share a core)
-    ([1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 0, 1, 2, 3], 0, [1, 2, 3, 4, 5, 6, 7]),
-    # no SMT: mask order
-    ([0, 2, 5], [0, 2, 5], 1, [0, 2, 5]),
-    # topology unknown (each CPU its own core)
-    ([3, 1], [-4, -2], -1, [3, 1]),
-    ([], [], 0, []),
-])
-def test_binding_order_spreads_over_physical_cores_first(cpus, cores, skip_core, want):
-    assert _order(cpus, cores, skip_core) == want
-    assert _order(cpus, cores, skip_core, cap=2) == want[:2]
-
-
-@pytest.mark.parametrize("skip_cpu,want", [(-1, [1, 2, 3, 5]), (2, [3, 5, 1]), (3, [5, 1, 2]), (9, [1, 2, 3, 5])])
-def test_binding_order_starts_after_the_callers_cpu(skip_cpu, want):
-    """Candidates are taken from just after the creating thread's CPU, wrapping around: processes whose callers
-    run on different CPUs bind their workers to different CPUs (each CPU its own core here)."""
-    cpus = [c for c in (1, 2, 3, 5) if c != skip_cpu]
-    assert _order(cpus, [10 + c for c in cpus], 10 + skip_cpu, skip_cpu=skip_cpu) == want
-
-
-def test_binding_order_wraps_with_smt_siblings():
-    """4 cores x 2 siblings numbered adjacently, the caller on CPU 4 (core 2): the other cores' first CPUs from 5
-    on (6, then 0, 2), then the siblings in the same rotation (5, 7, 1, 3)."""
-    cpus = [0, 1, 2, 3, 5, 6, 7]
-    cores = [c // 2 for c in cpus]
-    assert _order(cpus, cores, 2, skip_cpu=4) == [6, 0, 2, 5, 7, 1, 3]
+    res = _run(mask=_cpus()[:2], threads=2, mode="move")
+    assert res["moved"], "the caller, put on the worker's CPU, was never moved off it in 20 launches"

@@ -99,22 +99,23 @@ def test_error_in_a_chunk_is_reported():
 def test_caller_sleeps_while_a_worker_finishes_its_chunk():
     """With no spin time the caller, out of chunks while a worker still runs one (20 ms longer than any of
     the caller's), sleeps on the futex and the worker's last chunk wakes it (caller_waits counts it). Tried
-    up to 10 jobs: the worker may not wake before the caller took every chunk (a busy machine), and the
-    caller itself may be descheduled until the worker is done."""
+    for 10 jobs and at least 10 seconds: the worker may not wake before the caller took every chunk (a busy
+    machine: 16 test processes on 16 CPUs once kept it off a CPU for 10 jobs), and the caller itself may be
+    descheduled until the worker is done."""
     lib = _lib()
     old = thread_pool.set_spin_us(0)
     try:
-        slept = worker_ran = 0
-        for _ in range(10):
+        slept = worker_ran = jobs = 0
+        deadline = time.monotonic() + 10.0
+        while not slept and (jobs < 10 or time.monotonic() < deadline):
+            jobs += 1
             before = thread_pool.pool_stats()["caller_waits"]
             rec = Recorder(delay_s=0.002, worker_delay_s=0.02)
             assert lib.kiln_pool_launch(rec.body, None, 16, 2) == 0
             rec.covered(16)
             worker_ran += any(t != rec.caller for _, _, t in rec.chunks)
             slept += thread_pool.pool_stats()["caller_waits"] > before
-            if slept:
-                break
-        assert worker_ran, "the pool's worker never took a chunk in 10 jobs"
+        assert worker_ran, f"the pool's worker never took a chunk in {jobs} jobs"
         assert slept, "the caller never slept while the worker ran a chunk"
     finally:
         thread_pool.set_spin_us(old)

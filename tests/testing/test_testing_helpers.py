@@ -94,7 +94,6 @@ def test_requires_cuda_skips_without_gpu():
 
 size = kt.parameter(1, 3, 5)
 shape_a, shape_b = kt.parameters((2, 3), (4, 5))
-_seen_pairs = []
 
 
 def test_parameter(size):
@@ -103,19 +102,10 @@ def test_parameter(size):
 
 def test_parameters_vary_together(shape_a, shape_b):
     assert (shape_a, shape_b) in ((2, 3), (4, 5))
-    _seen_pairs.append((shape_a, shape_b))
-
-
-def test_parameters_ran_twice_not_four_times():
-    assert sorted(_seen_pairs) == [(2, 3), (4, 5)]
-
-
-_calls = []
 
 
 @kt.fixture(cache_return_value=True)
 def expensive(size):
-    _calls.append(size)
     return [size]
 
 
@@ -124,8 +114,44 @@ def test_cached_fixture(expensive, size):
     assert expensive[0] == size
 
 
-def test_cached_fixture_called_once_per_param():
-    assert sorted(_calls) == [1, 3, 5]
+def test_parameter_sets_and_fixture_cache_in_one_fresh_pytest_run(tmp_path):
+    """How often a parametrized test ran and a cached fixture was computed can only be counted within one
+    process: under pytest-xdist this module's tests are spread over several, so the counting runs in a fresh,
+    single-process pytest."""
+    body = textwrap.dedent('''
+        import kiln.testing as kt
+
+        size = kt.parameter(1, 3, 5)
+        shape_a, shape_b = kt.parameters((2, 3), (4, 5))
+        _seen_pairs, _calls = [], []
+
+        def test_parameters_vary_together(shape_a, shape_b):
+            _seen_pairs.append((shape_a, shape_b))
+
+        @kt.fixture(cache_return_value=True)
+        def expensive(size):
+            _calls.append(size)
+            return [size]
+
+        def test_cached_fixture(expensive, size):
+            expensive.append("mutated")  # callers get copies
+            assert expensive == [size, "mutated"]
+
+        def test_cached_fixture_again(expensive, size):
+            assert expensive == [size]
+
+        def test_zz_counts():
+            assert sorted(_seen_pairs) == [(2, 3), (4, 5)]  # two runs, not four
+            assert sorted(_calls) == [1, 3, 5]  # once per parameter value
+    ''')
+    (tmp_path / "test_counts.py").write_text(body)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    res = subprocess.run([sys.executable, "-m", "pytest", "-p", "kiln.testing.plugin", "-p", "no:cacheprovider",
+                          "-p", "no:xdist", "-q", str(tmp_path / "test_counts.py")], capture_output=True, text=True,
+                         env=env, cwd=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "9 passed" in out, out
 
 
 def test_plugin_in_a_fresh_pytest_run(tmp_path):
