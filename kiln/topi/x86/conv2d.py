@@ -10,8 +10,8 @@ kernel is packed once at compile time (FoldConstant).
 Knobs of the regular conv (``conv2d_NCHWc.x86``): ``tile_ic`` / ``tile_oc`` (the channel blocks: only the rule
 of :func:`channel_block`, so a tuned layer reads and writes the layouts its neighbours use and the graph needs
 no layout transform the tuner could not see), ``tile_oh`` x ``tile_ow`` (the 2-D pixel tile held in registers
-with its ``oc_bn`` lanes: 12 to 14 accumulator vectors where the shape allows; smaller tiles measured 25-30%
-slower), ``tile_occ`` (1 or 2 output-channel chunks in the register tile: with two, each broadcast input value
+with its ``oc_bn`` lanes: 12 to 14 accumulator vectors where the shape allows, at most :func:`tile_budget`;
+smaller tiles measured 25-30% slower), ``tile_occ`` (1 or 2 output-channel chunks in the register tile: with two, each broadcast input value
 meets twice the weight vectors, in a pixel tile half as wide; it pays where the input has few
 channels, as in the 3-channel stem, measured 58 -> 75 GFLOP/s on one thread), ``order`` (0: output-channel
 chunks outside the rows, the weights of a chunk stay in cache; 1: rows outside the chunks, the input rows stay
@@ -134,9 +134,10 @@ def _block_candidates(c: int, lanes: int) -> list:
 
 def _ow_candidates(ow: int, max_acc: int = MAX_ACC) -> list:
     """Register-row lengths to try: the divisors of ``ow`` up to ``max_acc``, plus the non-dividing
-    fallback rows (for widths such as 13 whose divisors are all small)."""
+    rows (for widths such as 13 whose divisors are all small) and the fallback's (:func:`fallback_row`)."""
     sizes = {d for d in range(1, min(ow, max_acc) + 1) if ow % d == 0}
     sizes |= {row_tile(ow, v, max_acc) for v in (1, 2, 4)}
+    sizes |= {fallback_row(ow, v, tile_budget(max_acc, v)) for v in (1, 2)}
     return [[-1, t] for t in sorted(sizes)]
 
 
@@ -193,18 +194,25 @@ def _define_nchwc_space(cfg, ic: int, oc: int, ih: int, iw: int, oh: int, ow: in
     cfg.define_split("tile_ic", ic, num_outputs=2, policy="candidate", candidate=_block_candidates(ic, lanes))
     cfg.define_split("tile_oc", oc, num_outputs=2, policy="candidate", candidate=_block_candidates(oc, lanes))
     cfg.define_split("tile_oh", oh, num_outputs=2, policy="candidate", candidate=_oh_candidates(oh))
-    cfg.define_split("tile_ow", ow, num_outputs=2, policy="candidate", candidate=_ow_candidates(ow, max_acc))
+    ow_cands = _ow_candidates(ow, max_acc)
+    cfg.define_split("tile_ow", ow, num_outputs=2, policy="candidate", candidate=ow_cands)
     cfg.define_knob("order", [0, 1])
     cfg.define_knob("unroll_kw", [False, True] if kw > 1 else [False])
     cfg.define_knob("tile_occ", [1, 2] if (oc // channel_block(oc, lanes)) % 2 == 0 else [1])
 
+    # the fallback's budget per chunk of 1..4 vectors (its weight vectors and the broadcast in registers too:
+    # AVX2's 14 accumulators of two-vector blocks kept one on the stack), taken here under the target
+    budgets = {v: tile_budget(max_acc, v) for v in range(1, 5)}
+
     def fits(e) -> bool:
-        vecs = -(-e["tile_oc"].size[-1] // lanes) * e["tile_occ"].val
+        chunk_vecs = -(-e["tile_oc"].size[-1] // lanes)
+        vecs = chunk_vecs * e["tile_occ"].val
+        budget = budgets.get(chunk_vecs, max_acc)
         acc = vecs * e["tile_oh"].size[-1] * e["tile_ow"].size[-1]
-        most = max(vecs * a * b for (_, a), (_, b) in product(_oh_candidates(oh), _ow_candidates(ow, max_acc))
-                   if vecs * a * b <= max_acc)  # a 1x1 tile always fits (vecs <= 4)
+        most = max(vecs * a * b for (_, a), (_, b) in product(_oh_candidates(oh), ow_cands)
+                   if vecs * a * b <= budget)  # a 1x1 tile always fits (vecs <= 4)
         # tiles well under the register budget measured 25-30% slower: not worth a trial
-        return min(min_acc, most) <= acc <= max_acc
+        return min(min_acc, most) <= acc <= budget
     cfg.multi_filter(fits)
     if cfg.is_fallback:
         ic_bn = ic_bn or channel_block(ic, lanes)
