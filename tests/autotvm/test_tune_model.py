@@ -6,7 +6,6 @@ import re
 import time
 
 import numpy as np
-import pytest
 
 import kiln
 from kiln import autotvm, relay
@@ -92,9 +91,9 @@ def test_tuned_record_with_non_default_config_is_honoured(tmp_path):
     mod, xv, ref = tiny_net()
     tasks = extract(mod)
     task = tasks[0]
-    # fallback: row of 7, channel chunks outside the rows, kernel row not unrolled; the record asks for rows
-    # outside the chunks and the kernel row unrolled
-    cfg = pick(task.config_space, oc_bn=16, reg_n=7, unroll_kw=True, order=1)
+    # fallback: row of 5 (5 + 5 + 3), channel chunks outside the rows, kernel row not unrolled; the record asks for
+    # 2 x 3 pixel tiles, rows outside the chunks and the kernel row unrolled
+    cfg = pick(task.config_space, oc_bn=16, reg_n=3, unroll_kw=True, order=1)
     log = tmp_path / "tuned.log"
     with open(log, "w") as f:
         res = MeasureResult((1e-5,), 0, 0.1, time.time())

@@ -10,24 +10,25 @@ kernel is packed once at compile time (FoldConstant).
 Knobs of the regular conv (``conv2d_NCHWc.x86``): ``tile_ic`` / ``tile_oc`` (the channel blocks: only the rule
 of :func:`channel_block`, so a tuned layer reads and writes the layouts its neighbours use and the graph needs
 no layout transform the tuner could not see), ``tile_oh`` x ``tile_ow`` (the 2-D pixel tile held in registers
-with its ``oc_bn`` lanes: 12 to 14 accumulator vectors where the shape allows; smaller tiles measured 25-30%
-slower), ``tile_occ`` (1 or 2 output-channel chunks in the register tile: with two, each broadcast input value
+with its ``oc_bn`` lanes: 12 to 14 accumulator vectors where the shape allows, at most :func:`tile_budget`;
+smaller tiles measured 25-30% slower), ``tile_occ`` (1 or 2 output-channel chunks in the register tile: with two, each broadcast input value
 meets twice the weight vectors, in a pixel tile half as wide; it pays where the input has few
 channels, as in the 3-channel stem, measured 58 -> 75 GFLOP/s on one thread), ``order`` (0: output-channel
 chunks outside the rows, the weights of a chunk stay in cache; 1: rows outside the chunks, the input rows stay
 in cache while all weights stream) and ``unroll_kw``. While tuning (``autotvm.GLOBAL_SCOPE.in_tuning``) the
 template takes data and kernel already packed, as in the network, so a measurement is not that of packing the
-weights on every call. The fallback takes a row of at most 14 accumulators (28 with AVX-512's 32 registers), 2 rows when
-one vector of channels leaves room, two chunks where that tile is still under the budget's fewest
-(:func:`fallback_chunks`: AVX-512's 7-wide rows, 7 -> 14 accumulators; one thread, CPU time, AMD Zen 5, old ->
-new fallback: resnet 3x3 512@7 1.22x, 3x3/2 256->512 to 7x7 1.24x, the 1x1 convs at 7x7 (512->2048,
-2048->512, 960->160, 160->960, 320->1280) 1.19-1.25x, a 3x3 output 1.58x; AVX2 (``-mcpu=core-avx2`` on the
-same host) keeps one chunk on these, its two-vector rows of 7 are 14 already, and gains 1.21x on a 3-wide
-row), ``order`` from a traffic estimate (:func:`fallback_order`) and unrolls the kernel row for strided or
-single-tile-row layers. A layer whose input block is narrower than a
-vector (the 3-channel stem) is the exception (:func:`narrow_budget`): its tile leaves registers for every
-weight vector and the broadcast (12 accumulators of 16 on AVX2 with two weight vectors, a peeled tail where
-the row does not divide) and keeps the kernel row a loop.
+weights on every call. The fallback's tile leaves registers for its weight vectors and the broadcast
+(:func:`tile_budget`: 12 accumulators of AVX2's 16 with two vectors a pixel, 14 with one, 28 of AVX-512's 32),
+its row the fewest tiles that budget allows, evened out (:func:`fallback_row`: AVX2 56 -> 6 + a tail, 7 -> 4 + 3;
+AVX-512 56 -> 28, 31 -> 16 + 15), 2 rows when one row leaves room, two chunks where that tile is still under the
+budget's fewest (:func:`fallback_chunks`: AVX-512's 7-wide rows, 7 -> 14 accumulators; one thread, CPU time, AMD
+Zen 5, old -> new fallback: resnet 3x3 512@7 1.22x, 3x3/2 256->512 to 7x7 1.24x, the 1x1 convs at 7x7
+(512->2048, 2048->512, 960->160, 160->960, 320->1280) 1.19-1.25x, a 3x3 output 1.58x; AVX2 keeps one chunk on
+these and gains 1.21x on a 3-wide row), ``order`` from a traffic estimate (:func:`fallback_order`) and unrolls the
+kernel row for strided or single-tile-row layers. AVX2's former 7-pixel rows of two vectors (14 accumulators, 17
+registers with the weights and the broadcast) kept an accumulator on the stack: resnet50's 1x1 and strided convs
+ran at 64-75 GFLOP/s, with 6-pixel rows 85-128 (``-mcpu=core-avx2`` code on AMD Zen 5, one thread; resnet50 83 ->
+58 ms). A layer whose input block is narrower than a vector (the 3-channel stem) keeps the kernel row a loop.
 """
 from __future__ import annotations
 
@@ -69,9 +70,9 @@ def channel_block(c: int, lanes: int | None = None) -> int:
 
 
 def row_tile(ow: int, vecs_per_pixel: int, max_acc: int | None = None) -> int:
-    """The fallback register row: the most output pixels (a divisor of ``ow``) whose ``vecs_per_pixel``
-    accumulators fit in ``max_acc`` vector registers (default :func:`register_budget`: 16 on AVX2 less the
-    weight vectors and a broadcast, 28 of AVX-512's 32).
+    """A register row of the config space (:func:`_ow_candidates`; the fallback takes :func:`fallback_row`): the
+    most output pixels (a divisor of ``ow``) whose ``vecs_per_pixel`` accumulators fit in ``max_acc`` vector
+    registers (default :func:`register_budget`: 14 of AVX2's 16, 28 of AVX-512's 32).
     When ``ow`` has only small divisors, a non-dividing row is taken (the tail is peeled)."""
     max_acc = max_acc or register_budget()[0]
     limit = max(1, max_acc // max(1, vecs_per_pixel))
@@ -91,13 +92,31 @@ def register_budget() -> tuple:
     """``(most, fewest)`` accumulator vectors of a pixel tile on the current target: (14, 12) with AVX2's
     16 vector registers, (28, 24) with AVX-512's 32."""
     return scaled_registers(MAX_ACC), scaled_registers(MIN_ACC)
-def narrow_budget(max_acc: int, vecs: int) -> int:
-    """Accumulators of a pixel tile whose input block is narrower than a vector (the 3-channel stem): every
-    accumulator, the ``vecs`` weight vectors and the broadcast must be registers at once, since the
-    reduction step over a narrow block is too short for the compiler to stream weights from memory operands
-    (the full-block tiles of :func:`register_budget` take one weight vector that way). On AVX2 with a
-    16-channel block: 12 accumulators, not 14 (stem 7x7/2: 66 -> 96 GFLOP/s on one thread)."""
+def tile_budget(max_acc: int, vecs: int) -> int:
+    """Accumulators of a fallback pixel tile whose output-channel block is ``vecs`` vectors: at most ``max_acc``
+    (:func:`register_budget`), and few enough that the block's weight vectors and the broadcast input value
+    are registers too. gcc does not stream a weight vector from memory as an FMA operand to make room: with
+    AVX2's 16 registers a 7-pixel row of a 16-channel block (14 accumulators + 2 weights + 1 broadcast) kept
+    one accumulator on the stack, a store-to-load chain through every reduction step (resnet50's 1x1 and
+    strided convs at 64-75 GFLOP/s; 6-pixel rows of 12, 115-128; one thread, ``-mcpu=core-avx2`` code on AMD
+    Zen 5). So 12 of 16 with two vectors a pixel (13 -> 6 pixels), 14 with one; AVX-512's 32 registers keep 28.
+    The 3-channel stem (a reduction step too short to hide anything) measured the same rule (66 -> 96 GFLOP/s
+    on one thread, Zen 3)."""
     return max(1, min(max_acc, vector_registers() - vecs - 1))
+
+
+def fallback_row(ow: int, vecs: int, budget: int) -> int:
+    """The fallback register row: the fewest tiles of at most ``budget // vecs`` pixels that cover ``ow``, the
+    pixels shared evenly between them (the split's last tile takes the rest, peeled): 56 -> 6 (9 x 6 + 2),
+    28 -> 6, 14 -> 5, 7 -> 4 under AVX2's 6-pixel limit; 56 -> 28 and 7 -> 7 under AVX-512's 28. A dividing
+    row well under the limit, or a nearly empty last tile, leaves accumulator chains too few to hide the FMA
+    latency (one thread, AVX2 code, Zen 5: 1x1 convs at 7x7 with rows of 6 + 1 90 GFLOP/s, 4 + 3 97; 56-wide
+    rows of 6 126-128, of 4 117-120)."""
+    limit = max(1, budget // max(1, vecs))
+    if ow <= limit:
+        return ow
+    tiles = -(-ow // limit)
+    return -(-ow // tiles)
 
 
 # Per-core cache a reused operand should fit in (half of Zen 3 / Skylake's L2, the rest for the streams).
@@ -115,9 +134,10 @@ def _block_candidates(c: int, lanes: int) -> list:
 
 def _ow_candidates(ow: int, max_acc: int = MAX_ACC) -> list:
     """Register-row lengths to try: the divisors of ``ow`` up to ``max_acc``, plus the non-dividing
-    fallback rows (for widths such as 13 whose divisors are all small)."""
+    rows (for widths such as 13 whose divisors are all small) and the fallback's (:func:`fallback_row`)."""
     sizes = {d for d in range(1, min(ow, max_acc) + 1) if ow % d == 0}
     sizes |= {row_tile(ow, v, max_acc) for v in (1, 2, 4)}
+    sizes |= {fallback_row(ow, v, tile_budget(max_acc, v)) for v in (1, 2)}
     return [[-1, t] for t in sorted(sizes)]
 
 
@@ -155,7 +175,7 @@ def fallback_chunks(acc: int, min_acc: int, max_acc: int, oc_chunks: int, narrow
     accumulators) is under the register budget's fewest and two of it still fit its most, and the chunks
     pair up (the knob's condition), else 1. It is a narrow output row's case: AVX-512's 7-wide rows (one
     odd row of 7 vectors, 7 of 32 registers) take 14 (one thread, AMD Zen 5: resnet 512@7 3x3 1.3x, the 7x7 1x1
-    convs of resnet50 / mobilenet_v2 1.1-1.6x). A narrow input block (the stem, :func:`narrow_budget`) or a
+    convs of resnet50 / mobilenet_v2 1.1-1.6x). A narrow input block (the stem) or a
     symbolic width keeps one chunk."""
     if narrow or oc_chunks % 2 or acc >= min_acc or 2 * acc > max_acc:
         return 1
@@ -174,30 +194,36 @@ def _define_nchwc_space(cfg, ic: int, oc: int, ih: int, iw: int, oh: int, ow: in
     cfg.define_split("tile_ic", ic, num_outputs=2, policy="candidate", candidate=_block_candidates(ic, lanes))
     cfg.define_split("tile_oc", oc, num_outputs=2, policy="candidate", candidate=_block_candidates(oc, lanes))
     cfg.define_split("tile_oh", oh, num_outputs=2, policy="candidate", candidate=_oh_candidates(oh))
-    cfg.define_split("tile_ow", ow, num_outputs=2, policy="candidate", candidate=_ow_candidates(ow, max_acc))
+    ow_cands = _ow_candidates(ow, max_acc)
+    cfg.define_split("tile_ow", ow, num_outputs=2, policy="candidate", candidate=ow_cands)
     cfg.define_knob("order", [0, 1])
     cfg.define_knob("unroll_kw", [False, True] if kw > 1 else [False])
     cfg.define_knob("tile_occ", [1, 2] if (oc // channel_block(oc, lanes)) % 2 == 0 else [1])
 
+    # the fallback's budget per chunk of 1..4 vectors (its weight vectors and the broadcast in registers too:
+    # AVX2's 14 accumulators of two-vector blocks kept one on the stack), taken here under the target
+    budgets = {v: tile_budget(max_acc, v) for v in range(1, 5)}
+
     def fits(e) -> bool:
-        vecs = -(-e["tile_oc"].size[-1] // lanes) * e["tile_occ"].val
+        chunk_vecs = -(-e["tile_oc"].size[-1] // lanes)
+        vecs = chunk_vecs * e["tile_occ"].val
+        budget = budgets.get(chunk_vecs, max_acc)
         acc = vecs * e["tile_oh"].size[-1] * e["tile_ow"].size[-1]
-        most = max(vecs * a * b for (_, a), (_, b) in product(_oh_candidates(oh), _ow_candidates(ow, max_acc))
-                   if vecs * a * b <= max_acc)  # a 1x1 tile always fits (vecs <= 4)
+        most = max(vecs * a * b for (_, a), (_, b) in product(_oh_candidates(oh), ow_cands)
+                   if vecs * a * b <= budget)  # a 1x1 tile always fits (vecs <= 4)
         # tiles well under the register budget measured 25-30% slower: not worth a trial
-        return min(min_acc, most) <= acc <= max_acc
+        return min(min_acc, most) <= acc <= budget
     cfg.multi_filter(fits)
     if cfg.is_fallback:
         ic_bn = ic_bn or channel_block(ic, lanes)
         oc_bn = oc_bn or channel_block(oc, lanes)
         vecs = -(-oc_bn // lanes)
         narrow = ic_bn < lanes
-        # a narrow-block tile takes the most pixels its budget allows, a peeled tail included (stem: 6 pixels
+        budget = tile_budget(max_acc, vecs)
+        # the most pixels the budget allows, in evenly filled tiles, a peeled tail included (stem: 6 pixels
         # and a tail of 4 per 112-wide row, 96 GFLOP/s; the dividing 4, 64)
-        row = min(ow, narrow_budget(max_acc, vecs) // vecs) if narrow else row_tile(ow, vecs, max_acc)
-        if sym_w:
-            row = max(1, (narrow_budget(max_acc, vecs) if narrow else max_acc) // vecs)
-        rows = 2 if vecs * row * 2 <= max_acc and oh % 2 == 0 and row == ow and not sym_w else 1
+        row = max(1, budget // vecs) if sym_w else fallback_row(ow, vecs, budget)
+        rows = 2 if vecs * row * 2 <= budget and oh % 2 == 0 and row == ow and not sym_w else 1
         cfg["tile_ic"] = autotvm.task.SplitEntity([-1, ic_bn])
         cfg["tile_oc"] = autotvm.task.SplitEntity([-1, oc_bn])
         cfg["tile_oh"] = autotvm.task.SplitEntity([-1, rows])
@@ -210,7 +236,7 @@ def _define_nchwc_space(cfg, ic: int, oc: int, ih: int, iw: int, oh: int, ow: in
         # the few broadcasts of each kernel tap across taps and spill (stem 7x7/2: 66 -> 96 GFLOP/s without it)
         cfg["unroll_kw"] = autotvm.task.OtherOptionEntity(kw > 1 and not narrow and (stride_w > 1 or ow <= row))
         cfg["tile_occ"] = autotvm.task.OtherOptionEntity(
-            fallback_chunks(vecs * rows * row, min_acc, max_acc, oc // oc_bn, narrow or sym_w))
+            fallback_chunks(vecs * rows * row, min_acc, budget, oc // oc_bn, narrow or sym_w))
 
 
 def pack_data(data, ic_bn: int, name="data_vec"):

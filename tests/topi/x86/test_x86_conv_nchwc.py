@@ -1,6 +1,7 @@
 """conv2d_NCHWc.x86 (regular conv): its config space (pixel tiles, loop order, unroll_kw, oc blocks), every
 config of small spaces checked against numpy on odd shapes, the fallback rules, and fused epilogues through
 relay.build under a tuned record."""
+import re
 import time
 
 import numpy as np
@@ -13,7 +14,10 @@ from kiln.runtime.graph_executor import GraphModule
 from kiln.topi import x86
 from kiln.topi.testing import conv2d_nchw_python
 from kiln.topi.testing import layout_transform_python as lt
-from kiln.topi.x86.conv2d import channel_block, fallback_chunks, fallback_order, register_budget
+from kiln.target.x86 import host_can_run
+from kiln.topi.x86.conv2d import (channel_block, fallback_chunks, fallback_order, fallback_row, register_budget,
+                                  tile_budget)
+from tests.vector_code_util import target_asm
 
 TARGET = "llvm"  # numerical checks run on the host
 # config-space / fallback checks name the ISA they are about, whatever the host
@@ -32,13 +36,15 @@ def _configs(space):
     return [space.get(i) for i in range(space.range_length) if space.is_index_valid(i)]
 
 
-def _run_packed(cfg, a, wt, s, p, bias=None):
-    """Build the packed conv (+ optional bias/relu epilogue) with ``cfg``; return the NCHW result."""
+def _run_packed(cfg, a, wt, s, p, bias=None, target=TARGET):
+    """Build the packed conv (+ optional bias/relu epilogue) with ``cfg`` (None: the fallback of ``target``);
+    return the NCHW result."""
     ic, oc = a.shape[1], wt.shape[0]
-    icb = cfg["tile_ic"].size[-1] if cfg is not None else channel_block(ic)
-    ocb = cfg["tile_oc"].size[-1] if cfg is not None else channel_block(oc)
+    with tvm.target.Target(target):
+        icb = cfg["tile_ic"].size[-1] if cfg is not None else channel_block(ic)
+        ocb = cfg["tile_oc"].size[-1] if cfg is not None else channel_block(oc)
     a5, w6 = lt(a, "NCHW", f"NCHW{icb}c"), lt(wt, "OIHW", f"OIHW{icb}i{ocb}o")
-    with tvm.target.Target(TARGET):
+    with tvm.target.Target(target):
         A = te.placeholder(a5.shape, name="data")
         W = te.placeholder(w6.shape, name="kernel")
         args = [a5, w6]
@@ -59,7 +65,7 @@ def _run_packed(cfg, a, wt, s, p, bias=None):
         else:
             with autotvm.task.ApplyConfig(cfg):
                 tensors, out, s_ = make()
-        f = tvm.build(s_, tensors + [out], target=TARGET)
+        f = tvm.build(s_, tensors + [out], target=target)
     res = tvm.nd.array(np.zeros([int(d) for d in out.shape], "float32"))
     f(*[tvm.nd.array(x) for x in args], res)
     return lt(res.numpy(), f"NCHW{ocb}c", "NCHW")
@@ -77,8 +83,9 @@ def _check_fallback_bias_relu(ic, h, w, oc, k, s, p, seed):
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
 def test_space_knobs_and_register_budget(isa):
-    """Every tile of the space holds its accumulators in the ISA's registers: 14 of AVX2's 16 ymm, 28 of
-    AVX-512's 32 zmm (the rest hold the weight vectors and a broadcast)."""
+    """Every tile of the space holds its accumulators in the ISA's registers: 14 of AVX2's 16 ymm (12 with a
+    two-vector block: :func:`tile_budget`), 28 of AVX-512's 32 zmm (the rest hold the weight vectors and a
+    broadcast)."""
     target, lanes = ISA[isa], LANES[isa]
     with tvm.target.Target(target):
         max_acc, min_acc = register_budget()
@@ -104,8 +111,8 @@ def test_space_knobs_and_register_budget(isa):
     # the blocks follow the channel_block rule (no layout the tuner cannot see): two AVX2 vectors, one
     # AVX-512 vector
     if isa == "avx2":
-        # two vectors of output channels take a row of 7
-        assert tiles_of(cfgs) == {(16, 1, 7)}
+        # two vectors of output channels take a row of 6 (7 would leave no register for a weight vector)
+        assert tiles_of(cfgs) == {(16, 1, 6)}
         # two chunks (four vectors): 2 pixels in a row or a column, the most that fit in 14 registers
         assert tiles_of(cfgs, occ=2) == {(16, 1, 2), (16, 2, 1)}
         # a 7-pixel row: 3 pixels (a peeled tail) fit four vectors
@@ -141,12 +148,13 @@ def test_fallback_order():
 
 
 @pytest.mark.parametrize("isa,cases", [
-    # a narrow (3-channel) block: accumulators + weight vectors + broadcast all in registers (12 + 2 + 1 of 16,
-    # a peeled tail), the kernel row not unrolled
+    # accumulators + weight vectors + broadcast all in registers: 12 + 2 + 1 of 16 for a 16-channel block (rows
+    # of 6, the tiles evened out, a peeled tail: 56 = 9 x 6 + 2, 7 = 4 + 3), 14 + 1 + 1 for 8 channels; a narrow
+    # (3-channel) block keeps the kernel row a loop
     ("avx2", [((3, 224, 224, 64, 7, 2, 3), (3, 16, 1, 6, 0, False)),
               ((3, 224, 224, 24, 7, 2, 3), (3, 8, 1, 14, 0, False)),
-              ((64, 56, 56, 64, 3, 1, 1), (16, 16, 1, 7, 0, False)),
-              ((512, 7, 7, 512, 3, 1, 1), (16, 16, 1, 7, 0, True)),
+              ((64, 56, 56, 64, 3, 1, 1), (16, 16, 1, 6, 0, False)),
+              ((512, 7, 7, 512, 3, 1, 1), (16, 16, 1, 4, 0, False)),
               ((24, 8, 7, 24, 1, 1, 0), (8, 8, 2, 7, 0, False))]),
     # AVX-512: one 16-lane vector per pixel, rows of up to 28 accumulators
     ("avx512", [((3, 224, 224, 64, 7, 2, 3), (3, 16, 1, 28, 0, False)),
@@ -170,9 +178,10 @@ def test_fallback_rules(isa, cases):
 
 
 @pytest.mark.parametrize("isa,cases", [
-    # AVX2: a 7-wide row of two vectors is 14 accumulators already; a 3-wide row (6) takes two chunks (12),
+    # AVX2: a 7-wide row of two vectors is two tiles (4 + 3 pixels, 8 accumulators; two chunks would be 16, over
+    # the 13 that leave room for two weight vectors and a broadcast); a 3-wide row (6) takes two chunks (12),
     # unless the chunks are odd (48 = 3 x 16)
-    ("avx2", [((512, 7, 7, 512, 3, 1, 1), (1, 7, 1)), ((160, 7, 7, 960, 1, 1, 0), (1, 7, 1)),
+    ("avx2", [((512, 7, 7, 512, 3, 1, 1), (1, 4, 1)), ((160, 7, 7, 960, 1, 1, 0), (1, 4, 1)),
               ((64, 3, 3, 64, 3, 1, 1), (1, 3, 2)), ((64, 3, 3, 48, 3, 1, 1), (1, 3, 1)),
               ((64, 5, 5, 64, 1, 1, 0), (1, 5, 1))]),
     # AVX-512: a 7-wide row of one vector (7 of 28) takes two chunks (14), strided or 1x1 alike; a 14x14
@@ -206,6 +215,102 @@ def test_fallback_chunks_rule():
     assert fallback_chunks(7, 24, 28, 32, narrow=True) == 1
 
 
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_tile_budget_leaves_registers_for_weights_and_broadcast(isa):
+    """A fallback tile's accumulators, its weight vectors and the broadcast fit the ISA's vector registers: AVX2
+    12 + 2 + 1 of 16 for a 16-channel block (13 allowed, 6 pixels), 14 + 1 + 1 for an 8-channel one; AVX-512
+    28 + 1 + 1 of 32."""
+    with tvm.target.Target(ISA[isa]):
+        max_acc, _ = register_budget()
+        got = {vecs: tile_budget(max_acc, vecs) for vecs in (1, 2)}
+    assert got == {"avx2": {1: 14, 2: 13}, "avx512": {1: 28, 2: 28}}[isa]
+
+
+def test_fallback_row_rule():
+    """The fewest tiles of at most budget // vecs pixels, evened out (the last one peeled)."""
+    assert [fallback_row(w, 2, 13) for w in (56, 28, 14, 7, 6, 3, 112)] == [6, 6, 5, 4, 6, 3, 6]
+    assert [fallback_row(w, 1, 14) for w in (56, 28, 14, 7, 15)] == [14, 14, 14, 7, 8]
+    assert [fallback_row(w, 1, 28) for w in (112, 56, 28, 14, 7, 31, 29)] == [28, 28, 28, 14, 7, 16, 15]
+
+
+# (shape ic, h, w, oc, k, s, p) -> (pixels a tile row, output-channel chunks a tile) per ISA
+_FULL_BLOCK_TILES = [
+    ((256, 56, 56, 64, 1, 1, 0), {"avx2": (6, 1), "avx512": (28, 1)}),     # resnet50's 1x1 at 56x56
+    ((128, 57, 57, 128, 3, 2, 1), {"avx2": (6, 1), "avx512": (15, 1)}),    # strided 3x3 to 29x29 (unrolled kw)
+    ((512, 7, 7, 128, 1, 1, 0), {"avx2": (4, 1), "avx512": (7, 2)}),       # a 7-wide row
+]
+
+
+def _reduction_loop(asm: str) -> str:
+    """The innermost loop of ``asm`` (from a label to a backward jump to it) with the most FMAs: the conv's
+    reduction step. A row whose last tile is shorter keeps the tile's tail pixels behind a branch inside it."""
+    lines = asm.split("\n")
+    labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^(\.L\w+):\s*$", line))}
+    spans = []
+    for j, line in enumerate(lines):
+        m = re.match(r"^\s+j\w+\s+(\.L\w+)\s*$", line)
+        if m and labels.get(m.group(1), j) < j:
+            spans.append((labels[m.group(1)], j))
+    inner = [(i, j) for i, j in spans if not any(i < i2 and j2 < j for i2, j2 in spans)]
+    loops = ["\n".join(lines[i + 1:j]) for i, j in inner]
+    return max(loops, key=lambda b: b.count("vfmadd"), default="")
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+@pytest.mark.parametrize("args,tiles", _FULL_BLOCK_TILES)
+def test_full_block_tile_keeps_accumulators_in_registers(isa, args, tiles):
+    """Generated code of the fallback of full 16-channel blocks (compiled for the named ISA, not run): the tile's
+    accumulators are vector variables (AVX2: 2 ymm a pixel, at most 6 pixels; AVX-512: 1 zmm, at most 28), and in
+    gcc's assembly the reduction loop's FMAs run on registers only: no stack access in the hot block (with AVX2's
+    former 7-pixel rows, 14 ymm accumulators, gcc kept one on the stack there)."""
+    from kiln.autotvm.task.space import FallbackConfigEntity
+    target, lanes = ISA[isa], LANES[isa]
+    task = _task(*args, target=target)
+    fb = FallbackConfigEntity()
+    with task.target:
+        sch, targs = task.instantiate(fb)
+        src = tvm.build(sch, targs, target=target).get_source()
+    vecs = 16 // lanes
+    row, occ = tiles[isa]
+    assert (fb["tile_oh"].size[-1], fb["tile_ow"].size[-1], fb["tile_occ"].val) == (1, row, occ)
+    n_acc = vecs * row * occ
+    assert n_acc + vecs + 1 <= {"avx2": 16, "avx512": 32}[isa]
+    vec = {"avx2": "kiln_f32x8", "avx512": "kiln_f32x16"}[isa]
+    assert re.search(rf"{vec} conv2d_NCHWc_global_r0\b", src)
+    assert f"conv2d_NCHWc_global_r{n_acc - 1}" in src
+    assert not re.search(rf"conv2d_NCHWc_global_r{n_acc}\b", src)
+    hot = _reduction_loop(target_asm(src, target))
+    fmas = re.findall(r"vfmadd\w+\s+([^\n]*)", hot)
+    # at least a reduction step of the widest tile (gcc may merge a row's two tiles of a 7-wide row into one
+    # loop, their weights then FMA memory operands), accumulating in registers of the ISA's width
+    assert len(fmas) >= n_acc, (len(fmas), n_acc)
+    reg = {"avx2": "%ymm", "avx512": "%zmm"}[isa]
+    assert all(f.rstrip().rsplit(",", 1)[-1].strip().startswith(reg) for f in fmas), fmas
+    assert not re.search(r"\((%rsp|%rbp)\)", hot), hot
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+@pytest.mark.parametrize("ic,h,w,oc,k,s,p", [
+    (48, 13, 13, 32, 1, 1, 0),     # 13-wide rows: AVX2 tiles of 5 + 5 + 3, AVX-512 one tile of 13
+    (32, 9, 31, 48, 3, 1, 1),      # 31-wide: AVX2 6 x 5 + 1, AVX-512 16 + 15; 3 chunks of 16
+    (16, 15, 15, 32, 3, 2, 1),     # strided 3x3 to 8x8 (AVX2 rows of 4 + 4)
+    (64, 7, 7, 32, 1, 1, 0),       # 7-wide: AVX2 4 + 3
+    (24, 11, 11, 40, 3, 1, 1),     # 8-channel blocks (one ymm a pixel on AVX2: rows of 11)
+])
+def test_fallback_rows_numerics_per_isa(isa, ic, h, w, oc, k, s, p):
+    """The fallback of each ISA's code (run where the host has the ISA), with its evened-out rows and peeled
+    tails, with a fused bias + relu, against numpy."""
+    if not host_can_run(tvm.target.Target(ISA[isa])):
+        pytest.skip(f"the host cannot run {ISA[isa]} code")
+    rng = np.random.default_rng(ic * 7 + w)
+    a = rng.standard_normal((1, ic, h, w)).astype("float32")
+    wt = rng.standard_normal((oc, ic, k, k)).astype("float32")
+    bias = rng.standard_normal(oc).astype("float32")
+    ref = np.maximum(conv2d_nchw_python(a, wt, (s, s), (p,) * 4) + bias[None, :, None, None], 0)
+    np.testing.assert_allclose(_run_packed(None, a, wt, s, p, bias, target=ISA[isa]), ref, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("ic,h,w,oc,k,s,p", [
     (48, 7, 7, 96, 3, 1, 1),       # 7x7, 3x3: 6 chunks of 16 on AVX-512 (two a tile), 3 of 32 on AVX2 (one)
     (40, 7, 7, 160, 1, 1, 0),      # 1x1 at 7x7, odd input chunks (5 x 8 on both)
@@ -222,7 +327,8 @@ def test_fallback_on_narrow_rows_numerics(ic, h, w, oc, k, s, p):
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
 def test_two_chunk_fallback_tile_is_registers(isa):
     """Generated code of a 7x7 conv's fallback per ISA (compiled, not run): AVX-512 holds 2 chunks x 7 pixels
-    = 14 zmm accumulators, AVX2 one chunk of 2 ymm x 7 pixels = 14."""
+    = 14 zmm accumulators, AVX2 one chunk of 2 ymm x 4 pixels = 8 (the row in tiles of 4 and 3: 14 ymm
+    accumulators with the two weight vectors and the broadcast are 17 of 16 registers)."""
     with tvm.target.Target(ISA[isa]):
         lanes = LANES[isa]
         ocb = channel_block(64, lanes)
@@ -233,7 +339,7 @@ def test_two_chunk_fallback_tile_is_registers(isa):
     src = f.get_source()
     vec = {"avx2": "kiln_f32x8", "avx512": "kiln_f32x16"}[isa]
     assert f"{vec} conv2d_NCHWc_global_r0," in src or f"{vec} conv2d_NCHWc_global_r0;" in src
-    n = 7 * 2
+    n = {"avx2": 4 * 2, "avx512": 7 * 2}[isa]
     assert f"conv2d_NCHWc_global_r{n - 1}" in src and f"conv2d_NCHWc_global_r{n}" not in src
 
 
@@ -286,14 +392,15 @@ def test_fallback_of_narrow_blocks(ic, h, w, oc, k, s, p):
 def test_narrow_block_tile_is_registers(isa):
     """Generated code of the stem's fallback for each ISA (compiled, run only by the numerical tests): the
     accumulators are vector variables, 6 pixels x 2 ymm on AVX2 (room left for both weight vectors and the
-    broadcast), 28 pixels x 1 zmm on AVX-512, and the kernel row stays a loop."""
+    broadcast), 16 pixels x 1 zmm on AVX-512 (its 31-pixel rows in tiles of 16 and 15, not 28 and 3), and the
+    kernel row stays a loop."""
     with tvm.target.Target(ISA[isa]):
         A = te.placeholder((1, 1, 61, 61, 3), name="A")
         W = te.placeholder((4, 1, 7, 7, 3, 16), name="W")
         out = x86.conv2d_NCHWc(A, W, (2, 2), (3, 3, 3, 3), (1, 1), "NCHW3c", "NCHW16c", "float32")
         f = tvm.build(x86.schedule_conv2d_NCHWc([out]), [A, W, out], target=ISA[isa])
     src = f.get_source()
-    vec, n_acc = {"avx2": ("kiln_f32x8", 12), "avx512": ("kiln_f32x16", 28)}[isa]
+    vec, n_acc = {"avx2": ("kiln_f32x8", 12), "avx512": ("kiln_f32x16", 16)}[isa]
     assert f"{vec} conv2d_NCHWc_global_r0," in src and f"conv2d_NCHWc_global_r{n_acc - 1}" in src
     assert f"conv2d_NCHWc_global_r{n_acc}" not in src
     assert "for (int32_t kw = 0; kw < 7; ++kw)" in src
