@@ -102,7 +102,8 @@ def test_small_kernels_become_serial_and_numerics_hold():
     mod, inputs = _mlp_and_big()
     ref = None
     for threshold, expect_small, expect_big in ((1 << 18, False, True), (0, True, True), (1 << 30, False, False)):
-        lib = _build(mod, **{"relay.backend.parallel_min_work": threshold})
+        lib = _build(mod, **{"relay.backend.parallel_min_work": threshold,
+                             "relay.backend.parallel_min_read_bytes": threshold})
         by_anchor = {c.anchor_op: c for c in lib.lowered}
         dense = [c for a, c in by_anchor.items() if "dense" in a][0]
         elem = [c for c in lib.lowered if "dense" not in c.anchor_op][0]
@@ -146,6 +147,73 @@ def test_work_estimate_counts_loop_nests():
     assert estimate_work(f.body) == 37 * 50 + 37  # the reduction updates plus the initialisations
     assert "T.parallel" not in str(apply_parallel_policy(f, 37 * 51 + 1).body)
     assert "T.parallel" in str(apply_parallel_policy(f, 37 * 51).body)
+
+
+def test_read_bytes_estimate_counts_each_buffer_at_most_once():
+    """A GEMV reads its weight once (its size, though its loads are that many) and its input once per row (its
+    size again); a gather reads only the rows it takes (its loads), not the table."""
+    from kiln import te
+    from kiln.relay.backend.parallel_policy import apply_parallel_policy, estimate_read_bytes
+    x = te.placeholder((1, 784), name="x")
+    w = te.placeholder((512, 784), name="w")
+    k = te.reduce_axis((0, 784), name="k")
+    y = te.compute((1, 512), lambda i, j: te.sum(x[i, k] * w[j, k], axis=k), name="y")
+    s = te.create_schedule(y.op)
+    s[y].parallel(y.op.axis[1])
+    f = te.schedule_to_primfunc(s, [x, w, y], name="gemv")
+    inputs = [b.data for b in f.buffer_map.values()]
+    assert estimate_read_bytes(f.body, inputs) == 512 * 784 * 4 + 784 * 4 + 512 * 4  # y: its += updates
+    assert apply_parallel_policy(f).attrs["kiln.read_bytes"] == estimate_read_bytes(f.body, inputs)
+    # below the work threshold, above the bytes threshold: parallel; above both thresholds: serial
+    assert "T.parallel" in str(apply_parallel_policy(f, 1 << 20, 1 << 20).body)
+    assert "T.parallel" not in str(apply_parallel_policy(f, 1 << 20, 1 << 21).body)
+
+    table = te.placeholder((30000, 64), name="table")
+    idx = te.placeholder((8,), name="idx", dtype="int32")
+    rows = te.compute((8, 64), lambda i, j: table[idx[i], j], name="rows")
+    s = te.create_schedule(rows.op)
+    s[rows].parallel(rows.op.axis[0])
+    g = te.schedule_to_primfunc(s, [table, idx, rows], name="gather")
+    inputs = [b.data for b in g.buffer_map.values()]
+    assert estimate_read_bytes(g.body, inputs) == 8 * 64 * 4 + 8 * 4  # the rows taken, the indices
+    assert "T.parallel" not in str(apply_parallel_policy(g).body)
+
+
+def test_mlp_at_batch_1_streams_its_weights_on_every_thread_and_matches_numpy():
+    """The dense layers of an MLP at batch 1 have little work but read their weights: parallel by the bytes rule,
+    serial when the bytes threshold is raised; the results match numpy either way."""
+    from kiln import relay
+    from kiln.runtime.graph_executor import GraphModule
+    rng = np.random.default_rng(3)
+    w1 = rng.standard_normal((509, 781)).astype("float32")  # 1.59 MB, odd sizes
+    w2 = rng.standard_normal((10, 509)).astype("float32")
+    x = relay.var("x", shape=(1, 781))
+    y = relay.nn.dense(relay.nn.relu(relay.nn.dense(x, relay.const(w1))), relay.const(w2))
+    mod = kiln.IRModule.from_expr(relay.Function([x], y))
+    xv = rng.standard_normal((1, 781)).astype("float32")
+    ref = np.maximum(xv @ w1.T, 0) @ w2.T
+    for min_bytes, big_parallel in ((1 << 20, True), (1 << 30, False)):
+        lib = _build(mod, **{"relay.backend.parallel_min_read_bytes": min_bytes})
+        kernels = sorted(lib.lowered, key=lambda c: -c.prim_func.attrs["kiln.read_bytes"])
+        assert kernels[0].prim_func.attrs["kiln.work"] < 1 << 20 <= kernels[0].prim_func.attrs["kiln.read_bytes"]
+        assert _parallel(kernels[0]) == big_parallel, min_bytes
+        assert not _parallel(kernels[-1])  # 20 KB of weights
+        m = GraphModule(lib["default"](kiln.cpu(0)))
+        m.set_input(x=xv)
+        m.run()
+        np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-3)
+
+
+def test_read_bytes_threshold_from_environment(monkeypatch):
+    from kiln.relay.backend import parallel_policy as P
+    assert P.min_read_bytes() == P.DEFAULT_MIN_READ_BYTES
+    monkeypatch.setenv("KILN_PARALLEL_MIN_READ_BYTES", "4096")
+    assert P.min_read_bytes() == 4096
+    with kiln.transform.PassContext(config={"relay.backend.parallel_min_read_bytes": 9}):
+        assert P.min_read_bytes() == 9
+    monkeypatch.setenv("KILN_PARALLEL_MIN_READ_BYTES", "1MB")
+    with pytest.raises(kiln.error.KilnError, match="KILN_PARALLEL_MIN_READ_BYTES"):
+        P.min_read_bytes()
 
 
 # -- time_evaluator's clock -------------------------------------------------------------------------------
