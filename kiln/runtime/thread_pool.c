@@ -30,7 +30,7 @@
  * the mask's other CPUs stay unbound. A launch asking for fewer threads than the process has CPUs leaves (or
  * makes) every worker unbound: its process shares the machine with others, and a CPU picked blindly may be
  * another process's. Pinning each worker to one CPU of its own (session 13's rule, as TVM binds) measured
- * worse on a 16-core Sapphire Rapids: resnet18 at 16 threads 6.4-6.5 ms median bound, 5.5-5.7 unbound; four
+ * worse on a 16-core Intel Emerald Rapids VM: resnet18 at 16 threads 6.4-6.5 ms median bound, 5.5-5.7 unbound; four
  * processes of 4 threads 8.7-17.6 bound, 10.1-12.0 unbound (session 14). KILN_POOL_BIND=0 (or TVM's
  * TVM_BIND_THREADS=0) leaves the workers unbound always.
  * A launch while the pool is busy (a second Python thread, or a kernel called from inside a parallel body)

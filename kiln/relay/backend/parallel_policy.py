@@ -19,7 +19,7 @@ config ``relay.backend.parallel_min_work`` (default :data:`DEFAULT_MIN_WORK`), o
 A loop that reads at least ``relay.backend.parallel_min_read_bytes`` (default :data:`DEFAULT_MIN_READ_BYTES`, 1 MiB;
 or ``$KILN_PARALLEL_MIN_READ_BYTES``) of the kernel's buffers stays parallel too, whatever its work: a dense layer at batch 1 does one multiply-add per weight
 (784 x 512 weights: 401K iterations, below the work threshold) but streams 1.6 MB of weights, and a core
-streams far slower than two: on a 16-core Intel Sapphire Rapids VM (2 threads, session 14) the MLP 784-512-512-10
+streams far slower than two: on a 16-core Intel Emerald Rapids VM (2 threads, session 14) the MLP 784-512-512-10
 at batch 1 took 0.114 ms serial against ONNX Runtime's 0.051, and 0.035 with its two large denses parallel (on
 the 2-core Zen 5 VM 0.027 -> 0.021). Bytes read are counted per input buffer as the smaller of the buffer's size
 and its loads (executions x element size): a weight read once per output row counts once, a gathered row of an
@@ -52,7 +52,7 @@ from ...transform import PassContext
 # 1.01-1.11x, mobilenet_v2 0.89-1.11x. So the pool keeps the OpenMP threshold: no clear gain on a quiet machine, up to
 # a quarter lost on a busy one.
 DEFAULT_MIN_WORK = 1 << 20
-# A loop reading this many bytes stays parallel (module doc): 1 MiB streams in ~40 us on one Sapphire Rapids core
+# A loop reading this many bytes stays parallel (module doc): 1 MiB streams in ~40 us on one Emerald Rapids core
 # (~25 GB/s from L3), ~15 us on one Zen 5 core, a fork/join costs a few.
 DEFAULT_MIN_READ_BYTES = 1 << 20
 UNKNOWN_EXTENT = 1 << 16
