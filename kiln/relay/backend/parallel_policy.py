@@ -21,7 +21,7 @@ or ``$KILN_PARALLEL_MIN_READ_BYTES``) of the kernel's buffers stays parallel too
 (784 x 512 weights: 401K iterations, below the work threshold) but streams 1.6 MB of weights, and a core
 streams far slower than two: on a 16-core Intel Emerald Rapids VM (2 threads, session 14) the MLP 784-512-512-10
 at batch 1 took 0.114 ms serial against ONNX Runtime's 0.051, and 0.035 with its two large denses parallel (on
-the 2-core Zen 5 VM 0.027 -> 0.021). Bytes read are counted per input buffer as the smaller of the buffer's size
+the 2-core Zen 5 VM 0.027 -> 0.021; its first call after a 50 ms pause 0.141 -> 0.152, the worker's wake-up). Bytes read are counted per input buffer as the smaller of the buffer's size
 and its loads (executions x element size): a weight read once per output row counts once, a gathered row of an
 embedding table counts only the rows gathered. Each kernel records its estimate in the attr ``kiln.read_bytes``.
 """
