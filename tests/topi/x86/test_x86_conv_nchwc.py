@@ -10,6 +10,7 @@ import kiln as tvm
 from kiln import autotvm, relay, te
 from kiln.autotvm.measure import MeasureInput, MeasureResult
 from kiln.runtime.graph_executor import GraphModule
+from kiln.target import x86 as x86_target
 from kiln.topi import x86
 from kiln.topi.testing import conv2d_nchw_python
 from kiln.topi.testing import layout_transform_python as lt
@@ -32,13 +33,15 @@ def _configs(space):
     return [space.get(i) for i in range(space.range_length) if space.is_index_valid(i)]
 
 
-def _run_packed(cfg, a, wt, s, p, bias=None):
-    """Build the packed conv (+ optional bias/relu epilogue) with ``cfg``; return the NCHW result."""
+def _run_packed(cfg, a, wt, s, p, bias=None, target=TARGET, source=None):
+    """Build the packed conv (+ optional bias/relu epilogue) with ``cfg`` for ``target``; return the NCHW result
+    (None when the host cannot run ``target``'s code: then only compiled). ``source``: a list the C goes to."""
     ic, oc = a.shape[1], wt.shape[0]
-    icb = cfg["tile_ic"].size[-1] if cfg is not None else channel_block(ic)
-    ocb = cfg["tile_oc"].size[-1] if cfg is not None else channel_block(oc)
+    with tvm.target.Target(target):
+        icb = cfg["tile_ic"].size[-1] if cfg is not None else channel_block(ic)
+        ocb = cfg["tile_oc"].size[-1] if cfg is not None else channel_block(oc)
     a5, w6 = lt(a, "NCHW", f"NCHW{icb}c"), lt(wt, "OIHW", f"OIHW{icb}i{ocb}o")
-    with tvm.target.Target(TARGET):
+    with tvm.target.Target(target):
         A = te.placeholder(a5.shape, name="data")
         W = te.placeholder(w6.shape, name="kernel")
         args = [a5, w6]
@@ -59,7 +62,11 @@ def _run_packed(cfg, a, wt, s, p, bias=None):
         else:
             with autotvm.task.ApplyConfig(cfg):
                 tensors, out, s_ = make()
-        f = tvm.build(s_, tensors + [out], target=TARGET)
+        f = tvm.build(s_, tensors + [out], target=target)
+    if source is not None:
+        source.append(f.get_source())
+    if target != TARGET and not x86_target.host_can_run(target):
+        return None
     res = tvm.nd.array(np.zeros([int(d) for d in out.shape], "float32"))
     f(*[tvm.nd.array(x) for x in args], res)
     return lt(res.numpy(), f"NCHW{ocb}c", "NCHW")
@@ -118,9 +125,9 @@ def test_space_knobs_and_register_budget(isa):
         assert tiles_of(cfgs, occ=2) == {(16, 1, 14), (16, 2, 7)}
         # a 7x7 output: the whole row of two chunks (14 accumulators, the most that the shape allows)
         assert tiles_of(_configs(task(64, 7, 7, 64, 3, 1, 1).config_space), occ=2) == {(16, 1, 7)}
-        # 24 channels: blocks of 8 lanes (a ymm vector; 12, the largest divisor under 16, is no machine vector),
-        # two rows of 14
-        assert tiles_of(_configs(task(16, 14, 14, 24, 3, 1, 1).config_space)) == {(8, 2, 14)}
+        # 24 channels: one block of a zmm and a ymm (12, the largest divisor under 16, is no machine vector),
+        # two vectors a pixel: 14 pixels, a row or two half rows
+        assert tiles_of(_configs(task(16, 14, 14, 24, 3, 1, 1).config_space)) == {(24, 1, 14), (24, 2, 7)}
     # an odd number of chunks has no 2-chunk tiles
     assert {c["tile_occ"].val for c in _configs(task(16, 14, 14, 48, 3, 1, 1).config_space)} == {1}
     assert {c["order"].val for c in cfgs} == {0, 1} and {c["unroll_kw"].val for c in cfgs} == {False, True}
@@ -153,7 +160,7 @@ def test_fallback_order():
                 ((3, 224, 224, 96, 3, 2, 1), (3, 16, 1, 28, 0, False)),
                 ((64, 56, 56, 64, 3, 1, 1), (16, 16, 1, 28, 0, False)),
                 ((512, 7, 7, 512, 3, 1, 1), (16, 16, 1, 7, 0, True)),
-                ((24, 8, 7, 24, 1, 1, 0), (8, 8, 2, 7, 0, False))]),
+                ((24, 8, 7, 24, 1, 1, 0), (24, 24, 2, 7, 0, False))]),
 ])
 def test_fallback_rules(isa, cases):
     from kiln.autotvm.task.space import FallbackConfigEntity
@@ -251,6 +258,38 @@ def test_every_config_of_the_space(ic, h, w, oc, k, s, p):
     assert cfgs
     for cfg in cfgs:
         np.testing.assert_allclose(_run_packed(cfg, a, wt, s, p), ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+
+
+@pytest.mark.parametrize("ic,h,w,oc,k,s,p", [
+    (144, 9, 11, 24, 1, 1, 0),     # writes a 24-block: rows of 11 (no 14- or 7-pixel tile divides them)
+    (24, 13, 13, 48, 3, 2, 1),     # reads a 24-block, strided 3x3
+    (72, 5, 6, 120, 1, 1, 0),      # 24-blocks in and out, a 5x6 output
+])
+def test_24_channel_blocks_on_avx512(ic, h, w, oc, k, s, p):
+    """AVX-512's 24-channel block (a zmm and a ymm per pixel, :func:`channel_block`): every config of the space
+    against numpy where the host runs AVX-512 code, and generated for ``llvm -mcpu=skylake-avx512`` with the
+    accumulators of a 24-block output in 16-lane and 8-lane register slots, no array."""
+    target = ISA["avx512"]
+    rng = np.random.default_rng(ic + 5 * oc)
+    a = rng.standard_normal((1, ic, h, w)).astype("float32")
+    wt = rng.standard_normal((oc, ic, k, k)).astype("float32")
+    ref = conv2d_nchw_python(a, wt, (s, s), (p,) * 4)
+    cfgs = _configs(_task(ic, h, w, oc, k, s, p, target=target).config_space)
+    assert cfgs and {c["tile_ic"].size[-1] for c in cfgs} == {channel_block(ic, 16)}
+    assert {c["tile_oc"].size[-1] for c in cfgs} == {channel_block(oc, 16)}
+    for cfg in cfgs + [None]:
+        src = []
+        got = _run_packed(cfg, a, wt, s, p, target=target, source=src)
+        if got is not None:
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+        if oc % 24 == 0 and oc % 16:
+            assert "kiln_f32x16 conv2d_NCHWc_global_r0" in src[0] and "conv2d_NCHWc_global_w8_r0" in src[0], cfg
+            assert "float conv2d_NCHWc_global[" not in src[0], cfg
+    # with a fused bias + relu (the fallback)
+    bias = rng.standard_normal(oc).astype("float32")
+    got = _run_packed(None, a, wt, s, p, bias, target=target)
+    if got is not None:
+        np.testing.assert_allclose(got, np.maximum(ref + bias[None, :, None, None], 0), rtol=1e-4, atol=1e-4)
 
 
 def test_last_config_and_fallback_with_epilogue():
