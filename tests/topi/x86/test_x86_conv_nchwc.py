@@ -376,6 +376,72 @@ def test_relay_build_with_tuned_records(tmp_path, pick):
     np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+@pytest.mark.parametrize("h,w,oc,k,s,p", [(15, 17, 32, 3, 2, 1), (13, 10, 24, 7, 2, 3)])
+def test_narrow_input_padding_is_a_pad_fused_with_the_input_transform(tmp_path, isa, h, w, oc, k, s, p):
+    """A conv of a 3-channel image (the stem; a block narrower than a vector) gets its padding as an nn.pad of the
+    NCHW input, which fuses with the input's layout_transform into the graph's first kernel; the conv kernel has
+    no padded copy of its own, and a tuning record of the NCHW workload still reaches the packed conv. Generated
+    for the named target, checked against numpy where the host runs it, untuned and with the space's last
+    config (odd sizes)."""
+    import json
+    target = ISA[isa]
+    rng = np.random.default_rng(h * w + k)
+    x = relay.var("data", shape=(1, 3, h, w))
+    wt = relay.const(rng.standard_normal((oc, 3, k, k)).astype("float32"))
+    y = relay.clip(relay.nn.conv2d(x, wt, strides=(s, s), padding=(p, p), channels=oc, kernel_size=(k, k)), 0.0, 6.0)
+    mod = tvm.IRModule.from_expr(relay.Function([x], y))
+    xv = rng.standard_normal((1, 3, h, w)).astype("float32")
+    ref = relay.create_executor("debug", mod=mod).evaluate()(xv).numpy()
+    (task,) = autotvm.task.extract_from_program(mod["main"], target=target, params={},
+                                                ops=(relay.op.get("nn.conv2d"),))
+    log = tmp_path / "t.log"
+    with open(log, "w") as f:
+        f.write(autotvm.record.encode(MeasureInput(task.target, task, _configs(task.config_space)[-1]),
+                                      MeasureResult((1e-5,), 0, 0.1, time.time())) + "\n")
+    for tuned in (False, True):
+        with tvm.transform.PassContext(opt_level=3), tvm.target.Target(target):
+            ctx = autotvm.apply_history_best(str(log)) if tuned else None
+            if ctx is not None:
+                with ctx:
+                    lib = relay.build(mod, target=target)
+            else:
+                lib = relay.build(mod, target=target)
+        text = lib.optimized_mod["main"].astext()
+        (conv_line,) = [ln for ln in text.splitlines() if "nn.contrib_conv2d_NCHWc(" in ln]
+        assert "nn.pad(" in text and "padding=" not in conv_line, conv_line   # no padding left in the conv
+        kernels = [n["attrs"]["func_name"] for n in json.loads(lib.get_graph_json())["nodes"] if n["op"] == "tvm_op"]
+        assert kernels[0].endswith("nn_pad_layout_transform"), kernels
+        (conv,) = [c for c in lib.lowered if c.anchor_op == "nn.contrib_conv2d_NCHWc"]
+        assert "data_pad" not in str(conv.prim_func)
+        if tuned:
+            with tvm.target.Target(target) as tgt, ctx:
+                got = autotvm.task.DispatchContext.current.query(tgt, autotvm.task.get_workload(conv.outputs))
+            assert not got.is_fallback
+        if x86_target.host_can_run(target):
+            m = GraphModule(lib["default"](tvm.cpu(0)))
+            m.set_input("data", xv)
+            m.run()
+            np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_padded_copy_of_a_narrow_block_is_scalar_copies():
+    """Without AlterOpLayout (plain NCHW in, packed inside), a 3-channel input's padded copy moves three scalars a
+    pixel instead of 3-lane vectors padded to 4 (against numpy, odd size)."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((1, 3, 11, 13)).astype("float32")
+    wt = rng.standard_normal((16, 3, 3, 3)).astype("float32")
+    with tvm.target.Target(TARGET):
+        A = te.placeholder(a.shape, name="data")
+        W = te.placeholder(wt.shape, name="kernel")
+        out = x86.conv2d_nchw(A, W, (2, 2), (1, 1, 1, 1), (1, 1), "float32")
+        f = tvm.build(x86.schedule_conv2d_nchw([out]), [A, W, out], target=TARGET)
+    assert "kiln_f32x3" not in f.get_source()
+    res = tvm.nd.array(np.zeros([int(d) for d in out.shape], "float32"))
+    f(tvm.nd.array(a), tvm.nd.array(wt), res)
+    np.testing.assert_allclose(res.numpy(), conv2d_nchw_python(a, wt, (2, 2), (1,) * 4), rtol=1e-4, atol=1e-4)
+
+
 def test_tuning_measures_the_packed_kernel():
     """While tuning, the NCHW task's kernel takes packed data and weights (as the network runs it), so the
     measurement does not include packing the weights; it still computes the conv."""
