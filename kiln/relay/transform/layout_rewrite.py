@@ -175,6 +175,15 @@ class LayoutRewriter(NonPrimitiveMutator):
         if (isinstance(proposal, Call) and isinstance(proposal.op, Op) and len(proposal.args) == len(args)
                 and all(p is a for p, a in zip(proposal.args, call.args))):
             return self.apply_rule(call, proposal.op, proposal.attrs, args)
+        pre = proposal.args[0] if isinstance(proposal, Call) and proposal.args else None
+        if (isinstance(pre, Call) and isinstance(proposal.op, Op) and isinstance(pre.op, Op)
+                and pre.op.name == "nn.pad" and len(pre.args) >= 1 and pre.args[0] is call.args[0]
+                and len(proposal.args) == len(args) and all(p is a for p, a in zip(proposal.args[1:], call.args[1:]))
+                and _has_layout_fields(proposal.attrs, "data_layout", "kernel_layout")):
+            # a conv-like call of a padded data (the x86 hook moves a narrow-block conv's padding into an nn.pad):
+            # the pad by its own rule, then the conv's, so the data's layout_transform lands next to the pad
+            padded = self.apply_rule(pre, pre.op, pre.attrs, [args[0]] + [self.visit(a) for a in pre.args[1:]])
+            return self.apply_rule(call, proposal.op, proposal.attrs, [padded] + args[1:])
         subst = {a: self.to_original(n) for a, n in zip(call.args, args)}
         if (isinstance(proposal, Call) and isinstance(proposal.op, Op) and proposal.args
                 and proposal.args[0] is call.args[0] and len(call.args) >= 2

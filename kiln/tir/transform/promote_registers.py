@@ -10,6 +10,12 @@ the target's SIMD width, ``split_store``).
 The pass rewrites such an ``Allocate`` to ``n`` slots of one vector (or scalar) type, every access to
 ``slot[k]``, and marks it with the annotation ``kiln.registers``; the C printer declares the slots
 as local variables ``name_r0 .. name_r{n-1}``.
+
+A row whose vector is no machine vector is accessed in pieces of two widths: AVX-512's 24-channel NCHW24c
+block is a 16-lane and an 8-lane piece per pixel (the printer splits a 24-lane store at 64 bytes). When every
+access is one of a set of disjoint constant pieces, each width gets its own allocation of slots
+(``name`` for the widest, ``name_w8`` ...), so the pieces are registers of their own types. Pieces that
+overlap (a 16-lane access over two 8-lane ones) keep the array.
 """
 from __future__ import annotations
 
@@ -55,14 +61,34 @@ def _slot_base(index):
 
 
 class _Accesses:
-    """What is known of the accesses to one allocation: their common width ``w`` and slots
-    ``index // w``, and ``ok`` while every access is promotable."""
+    """What is known of the accesses to one allocation: the constant pieces ``(base, lanes)`` accessed, and
+    ``ok`` while every access is promotable."""
 
     def __init__(self, elem_dtype: str):
         self.elem_dtype = elem_dtype
-        self.width = None
-        self.slots: set = set()
+        self.pieces: set = set()
         self.ok = True
+
+    def layout(self):
+        """``{width: sorted bases}`` of the slots, or None when the pieces cannot be registers: one width, every
+        base a multiple of it (slot ``base // width``); or several widths whose pieces are disjoint."""
+        if not self.ok or not self.pieces:
+            return None
+        widths = {lanes for _, lanes in self.pieces}
+        if len(widths) == 1:
+            (w,) = widths
+            if any(base % w for base, _ in self.pieces):
+                return None
+            return {w: sorted(base for base, _ in self.pieces)}
+        end = None
+        for base, lanes in sorted(self.pieces):
+            if end is not None and base < end:
+                return None   # overlapping pieces of different widths: one value in two registers
+            end = base + lanes
+        out: dict = {}
+        for base, lanes in sorted(self.pieces):
+            out.setdefault(lanes, []).append(base)
+        return out
 
 
 class _PromotableAccesses(StmtExprVisitor):
@@ -98,12 +124,7 @@ class _PromotableAccesses(StmtExprVisitor):
         if found is None:
             st.ok = False
             return
-        base, lanes = found
-        if (st.width is not None and st.width != lanes) or base % lanes:
-            st.ok = False
-            return
-        st.width = lanes
-        st.slots.add(base // lanes)
+        st.pieces.add(found)
 
     def visit_Var(self, v):
         st = self.states.get(v)
@@ -161,27 +182,38 @@ class _Promoter(StmtExprMutator):
 
     def _promote(self, s):
         acc = self.states.get(s.buffer_var)
-        if acc is None or not acc.ok or acc.width is None or len(acc.slots) > MAX_PROMOTED_SLOTS or \
-                max(acc.slots) * acc.width + acc.width > _constant_count(s):
+        layout = acc.layout() if acc is not None else None
+        if layout is None or sum(len(b) for b in layout.values()) > MAX_PROMOTED_SLOTS or \
+                max(b + w for w, bases in layout.items() for b in bases) > _constant_count(s):
             return None
-        numbering = {slot: k for k, slot in enumerate(sorted(acc.slots))}
         elem = parse_dtype(acc.elem_dtype)
-        dtype = str(elem.with_lanes(acc.width)) if acc.width > 1 else str(elem)
-        slots = Buffer(s.buffer_var, dtype, [len(numbering)], name=s.buffer_var.name, scope="local")
-        self.promoted[s.buffer_var] = (slots, numbering)
-        return S.Allocate(s.buffer_var, dtype, [E.IntImm("int32", len(numbering))], s.condition, s.body,
+        slot_of: dict = {}   # (base, lanes) -> (slots Buffer, k)
+        allocs = []
+        for w in sorted(layout, reverse=True):
+            var = s.buffer_var if not allocs else E.Var(f"{s.buffer_var.name}_w{w}", s.buffer_var.dtype)
+            dtype = str(elem.with_lanes(w)) if w > 1 else str(elem)
+            slots = Buffer(var, dtype, [len(layout[w])], name=var.name, scope="local")
+            for k, base in enumerate(layout[w]):
+                slot_of[(base, w)] = (slots, k)
+            allocs.append((var, dtype, len(layout[w])))
+        self.promoted[s.buffer_var] = slot_of
+        body = s.body
+        for var, dtype, n in reversed(allocs[1:]):
+            body = S.Allocate(var, dtype, [E.IntImm("int32", n)], None, body, {REGISTERS_ATTR: True})
+        var, dtype, n = allocs[0]
+        return S.Allocate(var, dtype, [E.IntImm("int32", n)], s.condition, body,
                           {**s.annotations, REGISTERS_ATTR: True})
 
-    def _slot(self, hit, buf, indices) -> E.IntImm:
-        slots, numbering = hit
-        width = parse_dtype(slots.dtype).lanes
-        base, _ = _slot_base(_flat_index(buf, indices))
-        return E.IntImm("int32", numbering[base // width])
+    def _slot(self, slot_of, buf, indices):
+        """``(slots Buffer, slot number)`` of an access to a promoted allocation."""
+        slots, k = slot_of[_slot_base(_flat_index(buf, indices))]
+        return slots, E.IntImm("int32", k)
 
     def visit_BufferLoad(self, e):
         hit = self.promoted.get(e.buffer.data)
         if hit is not None:
-            return E.BufferLoad(hit[0], [self._slot(hit, e.buffer, e.indices)])
+            slots, k = self._slot(hit, e.buffer, e.indices)
+            return E.BufferLoad(slots, [k])
         return self.generic_visit(e)
 
     def visit_BufferStore(self, s):
@@ -193,10 +225,11 @@ class _Promoter(StmtExprMutator):
             hit = self.promoted.get(piece.buffer.data)
             if hit is not None:
                 value = self.visit(piece.value)
-                width = parse_dtype(hit[0].dtype).lanes
+                slots, k = self._slot(hit, piece.buffer, piece.indices)
+                width = parse_dtype(slots.dtype).lanes
                 if width > 1 and parse_dtype(value.dtype).lanes == 1:
                     value = E.Broadcast(value, width)
-                out.append(S.BufferStore(hit[0], value, [self._slot(hit, piece.buffer, piece.indices)]))
+                out.append(S.BufferStore(slots, value, [k]))
             else:
                 out.append(self.generic_visit(piece))
         if all(o is p for o, p in zip(out, pieces)):

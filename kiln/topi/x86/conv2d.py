@@ -52,17 +52,23 @@ def _parse_blocked(layout: str, letter: str) -> int:
 
 def channel_block(c: int, lanes: int | None = None) -> int:
     """The fallback NCHW[x]c block of ``c`` channels: two SIMD vectors when they divide ``c`` (and the
-    vectors are AVX2-sized or smaller), else one, else the largest power-of-two divisor of at least 4 lanes
-    (an SSE/AVX2 register), else the largest divisor not above one vector (3 for an RGB input). The block is
-    the output kernels' vector: a divisor such as 12 on AVX-512 (24 channels) is no machine vector, and
-    mobilenet_v2's two 24-channel 1x1 convolutions ran 28x slower with it than with 8 (Sapphire Rapids,
-    14.8 of 21 ms). The rule depends on ``c`` alone, so a producer's output block equals its consumer's input
-    block and the graph needs no layout transform between convolutions."""
+    vectors are AVX2-sized or smaller), else one, else (AVX-512) one and a half vectors, 24 channels, when
+    they divide ``c``, else the largest power-of-two divisor of at least 4 lanes (an SSE/AVX2 register), else
+    the largest divisor not above one vector (3 for an RGB input). The block is the output kernels' vector,
+    so it must be made of machine vectors: a divisor such as 12 on AVX-512 is none, and mobilenet_v2's two
+    24-channel 1x1 convolutions ran 28x slower with it than with 8 (Sapphire Rapids, 14.8 of 21 ms). 24 is a
+    zmm and a ymm per pixel (PromoteRegisters keeps both pieces in registers): 12 lanes per FMA where a block
+    of 8 has 8, so the 1x1 convs writing 24 channels run 1.37-1.4x faster (one thread, AMD Zen 5, mobilenet_v2's
+    144->24 and 96->24 at 56x56: 124 -> 170 GFLOP/s; the 24->144 conv reading the block is even, 232 vs 235).
+    The rule depends on ``c`` alone, so a producer's output block equals its consumer's input block and the
+    graph needs no layout transform between convolutions."""
     lanes = lanes or simd_width()
     if lanes < 16 and c % (2 * lanes) == 0:
         return 2 * lanes
     if c % lanes == 0:
         return lanes
+    if lanes >= 16 and c % (lanes + lanes // 2) == 0:
+        return lanes + lanes // 2
     pow2 = min(c & -c, lanes)
     if pow2 >= 4:
         return pow2
@@ -333,8 +339,13 @@ def _schedule_producers(s, conv_op, parallel: bool = True) -> None:
             fused = s[op].fuse(axes[0], axes[1], axes[2])
             if parallel:
                 s[op].parallel(fused)
-        if len(axes) == 5 and get_const_tuple(op.output(0).shape)[-1] <= 16:
+        block = get_const_tuple(op.output(0).shape)[-1] if len(axes) == 5 else 0
+        if block and block <= 16 and block & (block - 1) == 0:
             s[op].vectorize(axes[-1])
+        elif block and block <= 16:
+            # a block that is no vector width (the stem's 3 channels): three scalar copies, not 3-lane vectors
+            # padded to 4 (the stem's padded copy: 49 -> 27 us for 224x224 on one Zen 5 core)
+            s[op].unroll(axes[-1])
 
 
 def _knob(cfg, name: str, default):

@@ -11,6 +11,7 @@ import kiln as tvm
 from kiln import autotvm, relay, te
 from kiln.autotvm.measure import MeasureInput, MeasureResult
 from kiln.runtime.graph_executor import GraphModule
+from kiln.target import x86 as x86_target
 from kiln.topi import x86
 from kiln.topi.testing import conv2d_nchw_python
 from kiln.topi.testing import layout_transform_python as lt
@@ -36,9 +37,10 @@ def _configs(space):
     return [space.get(i) for i in range(space.range_length) if space.is_index_valid(i)]
 
 
-def _run_packed(cfg, a, wt, s, p, bias=None, target=TARGET):
-    """Build the packed conv (+ optional bias/relu epilogue) with ``cfg`` (None: the fallback of ``target``);
-    return the NCHW result."""
+def _run_packed(cfg, a, wt, s, p, bias=None, target=TARGET, source=None):
+    """Build the packed conv (+ optional bias/relu epilogue) with ``cfg`` (None: the fallback of ``target``) for
+    ``target``; return the NCHW result (None when the host cannot run ``target``'s code: then only compiled).
+    ``source``: a list the C goes to."""
     ic, oc = a.shape[1], wt.shape[0]
     with tvm.target.Target(target):
         icb = cfg["tile_ic"].size[-1] if cfg is not None else channel_block(ic)
@@ -66,6 +68,10 @@ def _run_packed(cfg, a, wt, s, p, bias=None, target=TARGET):
             with autotvm.task.ApplyConfig(cfg):
                 tensors, out, s_ = make()
         f = tvm.build(s_, tensors + [out], target=target)
+    if source is not None:
+        source.append(f.get_source())
+    if target != TARGET and not x86_target.host_can_run(target):
+        return None
     res = tvm.nd.array(np.zeros([int(d) for d in out.shape], "float32"))
     f(*[tvm.nd.array(x) for x in args], res)
     return lt(res.numpy(), f"NCHW{ocb}c", "NCHW")
@@ -125,9 +131,9 @@ def test_space_knobs_and_register_budget(isa):
         assert tiles_of(cfgs, occ=2) == {(16, 1, 14), (16, 2, 7)}
         # a 7x7 output: the whole row of two chunks (14 accumulators, the most that the shape allows)
         assert tiles_of(_configs(task(64, 7, 7, 64, 3, 1, 1).config_space), occ=2) == {(16, 1, 7)}
-        # 24 channels: blocks of 8 lanes (a ymm vector; 12, the largest divisor under 16, is no machine vector),
-        # two rows of 14
-        assert tiles_of(_configs(task(16, 14, 14, 24, 3, 1, 1).config_space)) == {(8, 2, 14)}
+        # 24 channels: one block of a zmm and a ymm (12, the largest divisor under 16, is no machine vector),
+        # two vectors a pixel: 14 pixels, a row or two half rows
+        assert tiles_of(_configs(task(16, 14, 14, 24, 3, 1, 1).config_space)) == {(24, 1, 14), (24, 2, 7)}
     # an odd number of chunks has no 2-chunk tiles
     assert {c["tile_occ"].val for c in _configs(task(16, 14, 14, 48, 3, 1, 1).config_space)} == {1}
     assert {c["order"].val for c in cfgs} == {0, 1} and {c["unroll_kw"].val for c in cfgs} == {False, True}
@@ -161,7 +167,7 @@ def test_fallback_order():
                 ((3, 224, 224, 96, 3, 2, 1), (3, 16, 1, 28, 0, False)),
                 ((64, 56, 56, 64, 3, 1, 1), (16, 16, 1, 28, 0, False)),
                 ((512, 7, 7, 512, 3, 1, 1), (16, 16, 1, 7, 0, True)),
-                ((24, 8, 7, 24, 1, 1, 0), (8, 8, 2, 7, 0, False))]),
+                ((24, 8, 7, 24, 1, 1, 0), (24, 24, 2, 7, 0, False))]),
 ])
 def test_fallback_rules(isa, cases):
     from kiln.autotvm.task.space import FallbackConfigEntity
@@ -359,6 +365,38 @@ def test_every_config_of_the_space(ic, h, w, oc, k, s, p):
         np.testing.assert_allclose(_run_packed(cfg, a, wt, s, p), ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
+@pytest.mark.parametrize("ic,h,w,oc,k,s,p", [
+    (144, 9, 11, 24, 1, 1, 0),     # writes a 24-block: rows of 11 (no 14- or 7-pixel tile divides them)
+    (24, 13, 13, 48, 3, 2, 1),     # reads a 24-block, strided 3x3
+    (72, 5, 6, 120, 1, 1, 0),      # 24-blocks in and out, a 5x6 output
+])
+def test_24_channel_blocks_on_avx512(ic, h, w, oc, k, s, p):
+    """AVX-512's 24-channel block (a zmm and a ymm per pixel, :func:`channel_block`): every config of the space
+    against numpy where the host runs AVX-512 code, and generated for ``llvm -mcpu=skylake-avx512`` with the
+    accumulators of a 24-block output in 16-lane and 8-lane register slots, no array."""
+    target = ISA["avx512"]
+    rng = np.random.default_rng(ic + 5 * oc)
+    a = rng.standard_normal((1, ic, h, w)).astype("float32")
+    wt = rng.standard_normal((oc, ic, k, k)).astype("float32")
+    ref = conv2d_nchw_python(a, wt, (s, s), (p,) * 4)
+    cfgs = _configs(_task(ic, h, w, oc, k, s, p, target=target).config_space)
+    assert cfgs and {c["tile_ic"].size[-1] for c in cfgs} == {channel_block(ic, 16)}
+    assert {c["tile_oc"].size[-1] for c in cfgs} == {channel_block(oc, 16)}
+    for cfg in cfgs + [None]:
+        src = []
+        got = _run_packed(cfg, a, wt, s, p, target=target, source=src)
+        if got is not None:
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+        if oc % 24 == 0 and oc % 16:
+            assert "kiln_f32x16 conv2d_NCHWc_global_r0" in src[0] and "conv2d_NCHWc_global_w8_r0" in src[0], cfg
+            assert "float conv2d_NCHWc_global[" not in src[0], cfg
+    # with a fused bias + relu (the fallback)
+    bias = rng.standard_normal(oc).astype("float32")
+    got = _run_packed(None, a, wt, s, p, bias, target=target)
+    if got is not None:
+        np.testing.assert_allclose(got, np.maximum(ref + bias[None, :, None, None], 0), rtol=1e-4, atol=1e-4)
+
+
 def test_last_config_and_fallback_with_epilogue():
     """The last index of the space (order 1, unroll), a 2-row tile of 8-channel blocks and the fallback, with a
     fused bias + relu, on a shape whose channels are no multiple of 16."""
@@ -442,6 +480,72 @@ def test_relay_build_with_tuned_records(tmp_path, pick):
     m.set_input("data", xv)
     m.run()
     np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+@pytest.mark.parametrize("h,w,oc,k,s,p", [(15, 17, 32, 3, 2, 1), (13, 10, 24, 7, 2, 3)])
+def test_narrow_input_padding_is_a_pad_fused_with_the_input_transform(tmp_path, isa, h, w, oc, k, s, p):
+    """A conv of a 3-channel image (the stem; a block narrower than a vector) gets its padding as an nn.pad of the
+    NCHW input, which fuses with the input's layout_transform into the graph's first kernel; the conv kernel has
+    no padded copy of its own, and a tuning record of the NCHW workload still reaches the packed conv. Generated
+    for the named target, checked against numpy where the host runs it, untuned and with the space's last
+    config (odd sizes)."""
+    import json
+    target = ISA[isa]
+    rng = np.random.default_rng(h * w + k)
+    x = relay.var("data", shape=(1, 3, h, w))
+    wt = relay.const(rng.standard_normal((oc, 3, k, k)).astype("float32"))
+    y = relay.clip(relay.nn.conv2d(x, wt, strides=(s, s), padding=(p, p), channels=oc, kernel_size=(k, k)), 0.0, 6.0)
+    mod = tvm.IRModule.from_expr(relay.Function([x], y))
+    xv = rng.standard_normal((1, 3, h, w)).astype("float32")
+    ref = relay.create_executor("debug", mod=mod).evaluate()(xv).numpy()
+    (task,) = autotvm.task.extract_from_program(mod["main"], target=target, params={},
+                                                ops=(relay.op.get("nn.conv2d"),))
+    log = tmp_path / "t.log"
+    with open(log, "w") as f:
+        f.write(autotvm.record.encode(MeasureInput(task.target, task, _configs(task.config_space)[-1]),
+                                      MeasureResult((1e-5,), 0, 0.1, time.time())) + "\n")
+    for tuned in (False, True):
+        with tvm.transform.PassContext(opt_level=3), tvm.target.Target(target):
+            ctx = autotvm.apply_history_best(str(log)) if tuned else None
+            if ctx is not None:
+                with ctx:
+                    lib = relay.build(mod, target=target)
+            else:
+                lib = relay.build(mod, target=target)
+        text = lib.optimized_mod["main"].astext()
+        (conv_line,) = [ln for ln in text.splitlines() if "nn.contrib_conv2d_NCHWc(" in ln]
+        assert "nn.pad(" in text and "padding=" not in conv_line, conv_line   # no padding left in the conv
+        kernels = [n["attrs"]["func_name"] for n in json.loads(lib.get_graph_json())["nodes"] if n["op"] == "tvm_op"]
+        assert kernels[0].endswith("nn_pad_layout_transform"), kernels
+        (conv,) = [c for c in lib.lowered if c.anchor_op == "nn.contrib_conv2d_NCHWc"]
+        assert "data_pad" not in str(conv.prim_func)
+        if tuned:
+            with tvm.target.Target(target) as tgt, ctx:
+                got = autotvm.task.DispatchContext.current.query(tgt, autotvm.task.get_workload(conv.outputs))
+            assert not got.is_fallback
+        if x86_target.host_can_run(target):
+            m = GraphModule(lib["default"](tvm.cpu(0)))
+            m.set_input("data", xv)
+            m.run()
+            np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_padded_copy_of_a_narrow_block_is_scalar_copies():
+    """Without AlterOpLayout (plain NCHW in, packed inside), a 3-channel input's padded copy moves three scalars a
+    pixel instead of 3-lane vectors padded to 4 (against numpy, odd size)."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((1, 3, 11, 13)).astype("float32")
+    wt = rng.standard_normal((16, 3, 3, 3)).astype("float32")
+    with tvm.target.Target(TARGET):
+        A = te.placeholder(a.shape, name="data")
+        W = te.placeholder(wt.shape, name="kernel")
+        out = x86.conv2d_nchw(A, W, (2, 2), (1, 1, 1, 1), (1, 1), "float32")
+        f = tvm.build(x86.schedule_conv2d_nchw([out]), [A, W, out], target=TARGET)
+    assert "kiln_f32x3" not in f.get_source()
+    res = tvm.nd.array(np.zeros([int(d) for d in out.shape], "float32"))
+    f(tvm.nd.array(a), tvm.nd.array(wt), res)
+    np.testing.assert_allclose(res.numpy(), conv2d_nchw_python(a, wt, (2, 2), (1,) * 4), rtol=1e-4, atol=1e-4)
 
 
 def test_tuning_measures_the_packed_kernel():

@@ -20,13 +20,13 @@ def _ref(a, w, s, p, d=1):
     return depthwise_conv2d_python_nchw(a, w, (s, s), (p, p), (d, d))
 
 
-def _build_packed(c, bn, h, w_, k, s, p, d=1):
-    with tvm.target.Target(TARGET):
+def _build_packed(c, bn, h, w_, k, s, p, d=1, target=TARGET):
+    with tvm.target.Target(target):
         A = te.placeholder((1, c // bn, h, w_, bn), name="data")
         W = te.placeholder((c // bn, 1, k, k, 1, bn), name="kernel")
         out = dw.depthwise_conv2d_NCHWc(A, W, (s, s), (p, p, p, p), (d, d), f"NCHW{bn}c", f"NCHW{bn}c", "float32")
         sch = dw.schedule_depthwise_conv2d_NCHWc([out])
-        mod = tvm.build(sch, [A, W, out], target=TARGET, name="dw")
+        mod = tvm.build(sch, [A, W, out], target=target, name="dw")
     return mod, out
 
 
@@ -48,6 +48,25 @@ def test_packed_matches_numpy(c, bn, hw, k, s, p):
     mod, out = _build_packed(c, bn, hw, hw, k, s, p)
     got = _run_packed(mod, out, a, w, bn)
     np.testing.assert_allclose(got, _ref(a, w, s, p), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("c,hw,k,s,p", [(72, 13, 3, 1, 1), (120, 11, 5, 2, 2), (24, 9, 3, 2, 0)])
+def test_24_channel_block_on_avx512(c, hw, k, s, p):
+    """AVX-512's 24-channel block (a zmm and a ymm a pixel; :func:`~kiln.topi.x86.conv2d.channel_block`) through
+    the fallback: generated for ``llvm -mcpu=skylake-avx512`` with the accumulators in 16- and 8-lane register
+    slots, checked against numpy where the host runs AVX-512 code (rows that the register tile does not divide)."""
+    target = "llvm -mcpu=skylake-avx512"
+    bn = dw.dw_channel_block(c, 16)
+    assert bn == 24
+    mod, out = _build_packed(c, bn, hw, hw, k, s, p, target=target)
+    src = mod.get_source()
+    assert "kiln_f32x16 depthwise_conv2d_NCHWc_global_r0" in src and "depthwise_conv2d_NCHWc_global_w8_r0" in src
+    assert "float depthwise_conv2d_NCHWc_global[" not in src
+    if host_can_run(target):
+        rng = np.random.default_rng(c + hw)
+        a = rng.standard_normal((1, c, hw, hw)).astype("float32")
+        w = rng.standard_normal((c, 1, k, k)).astype("float32")
+        np.testing.assert_allclose(_run_packed(mod, out, a, w, bn), _ref(a, w, s, p), rtol=1e-4, atol=1e-4)
 
 
 def test_packed_rectangular_and_dilated():
@@ -142,7 +161,8 @@ def _nchw_task(c, hw, s, target):
 @pytest.mark.parametrize("target,c,block", [("llvm -mcpu=core-avx2", 144, 16), ("llvm -mcpu=core-avx2", 24, 8),
                                             ("llvm -mcpu=skylake-avx512", 96, 16),
                                             ("llvm -mcpu=skylake-avx512", 960, 16),
-                                            ("llvm -mcpu=skylake-avx512", 24, 8)])
+                                            ("llvm -mcpu=skylake-avx512", 24, 24),
+                                            ("llvm -mcpu=skylake-avx512", 40, 8)])
 def test_tuning_space_keeps_the_layout_block(target, c, block):
     """The channel block is not a knob: a tuned block is the graph's layout (conv2d_alter_layout reads
     tile_oc), and mobilenet_v2 records with blocks of 4 to 40 put layout transforms around the depthwise
