@@ -276,6 +276,10 @@ static int32_t kiln_pool_grow(int32_t want, int32_t span) {
     for (int32_t k = 1; k <= kiln_pool.workers; ++k)
       kiln_pool_pin(k, span && here >= 0 && k < kiln_pool.ncpus, &mask);
     __atomic_store_n(&kiln_pool.bound, span, __ATOMIC_RELEASE);
+  } else if (span != kiln_pool.bound) {
+    /* no mask to place them by: leave them where they are, and stop asking on every launch */
+    __atomic_store_n(&kiln_pool.bound, 0, __ATOMIC_RELEASE);
+    kiln_pool.bind = 0;
   }
   while (kiln_pool.workers < want) {
     pthread_t th;
