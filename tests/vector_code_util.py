@@ -1,5 +1,6 @@
 """Shared by the tests that check generated vector code: gcc's assembly of kiln's C for a named target (the flags
-kiln itself compiles that target with), and a vectorized integer cast kernel with its numpy check."""
+kiln itself compiles that target with), a vectorized integer cast kernel with its numpy check, and an x86 reduction
+kernel built for a named target."""
 from __future__ import annotations
 
 import subprocess
@@ -7,7 +8,7 @@ import subprocess
 import numpy as np
 
 import kiln
-from kiln import te
+from kiln import te, topi
 from kiln.target.compiler import DEFAULT_CFLAGS, GCC_WORKAROUND_CFLAGS
 from kiln.target.flags import target_cflags
 
@@ -17,6 +18,18 @@ def target_asm(src: str, target: str) -> str:
     return subprocess.run(["gcc", *DEFAULT_CFLAGS, *GCC_WORKAROUND_CFLAGS, *target_cflags(kiln.target.Target(target)),
                            "-S", "-x", "c", "-", "-o", "-"],
                           input=src, capture_output=True, text=True, check=True).stdout
+
+
+def build_reduce(fn, shape, target: str):
+    """``fn`` (a topi reduction of one float32 input of ``shape``) under the x86 reduce schedule, built for
+    ``target``: the built function, the output tensor and the lowered TIR's text."""
+    X = te.placeholder(shape, name="x")
+    with kiln.target.Target(target):
+        out = fn(X)
+        s = topi.x86.schedule_reduce([out])
+        text = str(kiln.lower(s, [X, out], simple_mode=True))
+        f = kiln.build(s, [X, out], target=target)
+    return f, out, text
 
 
 def vector_cast_func(src: str, dst: str, lanes: int, target: str, n: int | None = None):

@@ -9,20 +9,14 @@ import pytest
 import kiln as tvm
 from kiln import relay, te, topi
 from kiln.contrib import graph_executor
-from tests.vector_code_util import c_loop
+from tests.vector_code_util import build_reduce, c_loop
 
 AVX2 = "llvm -mcpu=core-avx2"
 AVX512 = "llvm -mcpu=skylake-avx512"
 
 
 def _build(fn, shape, target=AVX2):
-    X = te.placeholder(shape, name="x")
-    with tvm.target.Target(target):
-        out = fn(X)
-        s = topi.x86.schedule_reduce([out])
-        text = str(tvm.lower(s, [X, out], simple_mode=True))
-        f = tvm.build(s, [X, out], target=target)
-    return f, out, text
+    return build_reduce(fn, shape, target)
 
 
 def _run(f, out, a):

@@ -9,7 +9,7 @@ import pytest
 
 import kiln as tvm
 from kiln import relay, te, topi
-from tests.vector_code_util import c_loop
+from tests.vector_code_util import build_reduce, c_loop
 
 AVX2 = "llvm -mcpu=core-avx2"
 AVX512 = "llvm -mcpu=skylake-avx512"
@@ -149,12 +149,7 @@ def test_layer_norm_rows(shape):
 # -- generated code, compiled for a named target (AVX-512 is not run) ----------------------------------------------
 
 def _source(fn, shape, target):
-    X = te.placeholder(shape, name="x")
-    with tvm.target.Target(target):
-        out = fn(X)
-        s = topi.x86.schedule_reduce([out])
-        text = str(tvm.lower(s, [X, out], simple_mode=True))
-        f = tvm.build(s, [X, out], target=target)
+    f, _, text = build_reduce(fn, shape, target)
     return f.get_source(), text
 
 
