@@ -51,12 +51,10 @@ for threads in map(int, sys.argv[2].split(",")):  # one launch per thread count,
     assert lib.kiln_pool_launch(rec.body, None, extent, threads) == 0
     rec.covered(extent)
     history.append(worker_masks())
-workers = {tid: allowed(tid) for tid in map(int, os.listdir("/proc/self/task"))
-           if tid != me and open(f"/proc/self/task/{tid}/comm").read().startswith("kiln-pool-")}
 out = {"caller_before": caller_cpu, "caller_mask": sorted(os.sched_getaffinity(0)),
        "worker_masks": history[-1], "history": history, "stats": thread_pool.pool_stats()}
 if sys.argv[3] == "move":
-    bound = [m[0] for m in workers.values() if len(m) == 1]
+    bound = [m[0] for m in history[-1] if len(m) == 1]
     full = os.sched_getaffinity(0)
     moved = 0
     for _ in range(20):

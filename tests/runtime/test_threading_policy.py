@@ -122,17 +122,25 @@ def test_small_kernels_become_serial_and_numerics_hold():
     np.testing.assert_allclose(ref[0], np.maximum(inputs["x"] @ w.T, 0), rtol=1e-4, atol=1e-4)
 
 
-def test_threshold_from_environment_and_validation(monkeypatch):
+@pytest.mark.parametrize("getter,env,key,good,bad", [
+    ("min_work", "KILN_PARALLEL_MIN_WORK", "relay.backend.parallel_min_work", "123", "lots"),
+    ("min_read_bytes", "KILN_PARALLEL_MIN_READ_BYTES", "relay.backend.parallel_min_read_bytes", "4096", "1MB"),
+])
+def test_threshold_from_environment_and_validation(monkeypatch, getter, env, key, good, bad):
     from kiln.relay.backend import parallel_policy as P
-    monkeypatch.setenv("KILN_PARALLEL_MIN_WORK", "123")
-    assert P.min_work() == 123
-    with kiln.transform.PassContext(config={"relay.backend.parallel_min_work": 7}):
-        assert P.min_work() == 7
-    monkeypatch.setenv("KILN_PARALLEL_MIN_WORK", "lots")
-    with pytest.raises(kiln.error.KilnError, match="KILN_PARALLEL_MIN_WORK"):
-        P.min_work()
+    get = getattr(P, getter)
+    default = {"min_work": P.DEFAULT_MIN_WORK, "min_read_bytes": P.DEFAULT_MIN_READ_BYTES}[getter]
+    monkeypatch.delenv(env, raising=False)
+    assert get() == default
+    monkeypatch.setenv(env, good)
+    assert get() == int(good)
+    with kiln.transform.PassContext(config={key: 7}):
+        assert get() == 7
+    monkeypatch.setenv(env, bad)
+    with pytest.raises(kiln.error.KilnError, match=env):
+        get()
     with pytest.raises(kiln.error.KilnError):
-        kiln.transform.PassContext(config={"relay.backend.parallel_min_work": "big"})
+        kiln.transform.PassContext(config={key: "big"})
 
 
 def test_work_estimate_counts_loop_nests():
@@ -202,18 +210,6 @@ def test_mlp_at_batch_1_streams_its_weights_on_every_thread_and_matches_numpy():
         m.set_input(x=xv)
         m.run()
         np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-3)
-
-
-def test_read_bytes_threshold_from_environment(monkeypatch):
-    from kiln.relay.backend import parallel_policy as P
-    assert P.min_read_bytes() == P.DEFAULT_MIN_READ_BYTES
-    monkeypatch.setenv("KILN_PARALLEL_MIN_READ_BYTES", "4096")
-    assert P.min_read_bytes() == 4096
-    with kiln.transform.PassContext(config={"relay.backend.parallel_min_read_bytes": 9}):
-        assert P.min_read_bytes() == 9
-    monkeypatch.setenv("KILN_PARALLEL_MIN_READ_BYTES", "1MB")
-    with pytest.raises(kiln.error.KilnError, match="KILN_PARALLEL_MIN_READ_BYTES"):
-        P.min_read_bytes()
 
 
 # -- time_evaluator's clock -------------------------------------------------------------------------------
