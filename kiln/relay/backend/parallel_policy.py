@@ -122,6 +122,13 @@ def estimate_work(stmt) -> int:
 _EXTERN_CALLS = ("tir.call_extern", "tir.call_pure_extern")
 
 
+def _dtype_bytes(dtype: str) -> int:
+    """Bytes of one value of ``dtype``, vector lanes included (bfloat16 and vector types have no numpy dtype, so
+    not ``graph_executor_codegen._nbytes``)."""
+    t = parse_dtype(dtype)
+    return max(1, (t.bits * t.lanes + 7) // 8)
+
+
 def _buffer_bytes(buf) -> int | None:
     """Size of ``buf`` in bytes, None when its shape is not static."""
     n = 1
@@ -130,7 +137,7 @@ def _buffer_bytes(buf) -> int | None:
         if not isinstance(v, int):
             return None
         n *= v
-    return n * max(1, parse_dtype(buf.dtype).bits // 8)
+    return n * _dtype_bytes(buf.dtype)
 
 
 def estimate_read_bytes(stmt, inputs) -> int:
@@ -146,8 +153,7 @@ def estimate_read_bytes(stmt, inputs) -> int:
             if isinstance(n, E.BufferLoad) and id(n.buffer.data) in wanted:
                 key = id(n.buffer.data)
                 sizes.setdefault(key, _buffer_bytes(n.buffer))
-                loaded[key] = loaded.get(key, 0) + mult * max(1, parse_dtype(n.dtype).bits // 8) \
-                    * max(1, parse_dtype(n.dtype).lanes)
+                loaded[key] = loaded.get(key, 0) + mult * _dtype_bytes(n.dtype)
         post_order_visit(node, visit)
 
     stack = [(stmt, 1)]
