@@ -53,9 +53,10 @@ class Group:
 
 
 class GraphPartitioner:
-    def __init__(self, opt_level: int, max_fuse_depth: int):
+    def __init__(self, opt_level: int, max_fuse_depth: int, depthwise_pointwise: bool = False):
         self.opt_level = opt_level
         self.max_fuse_depth = max_fuse_depth
+        self.depthwise_pointwise = depthwise_pointwise
         self.groups: list = []
         self.visited: set = set()
 
@@ -66,6 +67,8 @@ class GraphPartitioner:
         dom = DominatorTree(graph)
         for phase in range(3):
             self.run_fuse(graph, dom, phase)
+        if self.depthwise_pointwise:
+            self.fuse_depthwise_pointwise(graph)
         return self.groups
 
     # -- path checks -------------------------------------------------------------------------------
@@ -87,13 +90,13 @@ class GraphPartitioner:
 
     # -- merging -----------------------------------------------------------------------------------
     @staticmethod
-    def merge_from_to(child: Group, parent: Group) -> None:
+    def merge_from_to(child: Group, parent: Group, keep_anchor: bool = False) -> None:
         child, parent = child.find_root(), parent.find_root()
         if child is parent:
             return
         parent.num_nodes += child.num_nodes
         child.parent = parent
-        if child.anchor_ref is not None:
+        if child.anchor_ref is not None and not keep_anchor:
             assert parent.anchor_ref is None, "two out-elemwise-fusable ops in one group"
             parent.anchor_ref = child.anchor_ref
             parent.pattern = combine_pattern(child.pattern, parent.pattern)
@@ -171,6 +174,63 @@ class GraphPartitioner:
                     self.commit_fuse(gnode, sink)
             # COMM_REDUCE: a reduction is never fused into what follows it
 
+    def fuse_depthwise_pointwise(self, graph) -> None:
+        """Phase 3 (``relay.FuseOps.depthwise_pointwise``): a depthwise conv group (with its elementwise
+        epilogue) whose only consumer is a 1x1 NCHWc conv joins that conv's group; the conv stays the anchor and
+        its schedule computes the depthwise rows where it uses them (:func:`depthwise_feeds_pointwise`)."""
+        for gnode in graph.post_dfs_order:
+            group = self.groups[gnode.index].find_root()
+            if group.root_ref is not gnode.ref or gnode.extern_ref or len(gnode.outputs) != 1:
+                continue
+            consumer = gnode.outputs[0][0]
+            target = self.groups[consumer.index].find_root()
+            if target is group or target.anchor_ref is not consumer.ref:
+                continue
+            if not depthwise_feeds_pointwise(group.anchor_ref, consumer.ref, gnode.ref):
+                continue
+            if group.num_nodes + target.num_nodes > self.max_fuse_depth:
+                continue
+            self.merge_from_to(group, target, keep_anchor=True)
+
+
+def _static_dims(expr):
+    ty = type_of(expr)
+    if not isinstance(ty, TensorType):
+        return None
+    dims = [getattr(d, "value", d) for d in ty.shape]
+    return dims if all(isinstance(d, int) for d in dims) else None
+
+
+def depthwise_feeds_pointwise(producer, consumer, value) -> bool:
+    """Whether the depthwise conv ``producer`` (its group's value ``value``: the conv or its elementwise
+    epilogue) fuses into ``consumer``, which reads ``value``: fp32 ``nn.contrib_depthwise_conv2d_NCHWc`` into an
+    fp32 1x1, stride-1, unpadded ``nn.contrib_conv2d_NCHWc`` with static shapes, whose output has at least
+    ``MIN_FUSED_ROWS`` rows (the fused kernel runs in parallel over output rows only). The pointwise conv
+    then reads each depthwise output row from the cache right after it is computed, instead of from a
+    tensor written through memory by another kernel."""
+    if not (isinstance(producer, Call) and isinstance(producer.op, Op) and isinstance(consumer, Call)
+            and isinstance(consumer.op, Op)):
+        return False
+    if producer.op.name != "nn.contrib_depthwise_conv2d_NCHWc" or consumer.op.name != "nn.contrib_conv2d_NCHWc":
+        return False
+    if len(consumer.args) != 2 or consumer.args[0] is not value:
+        return False
+    a = consumer.attrs
+    if tuple(int(v) for v in a.strides) != (1, 1) or any(int(v) for v in a.padding) \
+            or tuple(int(v) for v in a.dilation) != (1, 1) or int(a.groups) != 1:
+        return False
+    kernel, out, dw_in = _static_dims(consumer.args[1]), _static_dims(consumer), _static_dims(producer.args[0])
+    if kernel is None or out is None or dw_in is None or len(kernel) != 6 or len(out) != 5:
+        return False
+    if kernel[2:4] != [1, 1] or out[2] < MIN_FUSED_ROWS:
+        return False
+    return all(getattr(type_of(e), "dtype", None) == "float32"
+               for e in (producer.args[0], producer.args[1], value, consumer.args[1], consumer))
+
+
+#: the fewest output rows a fused depthwise + pointwise kernel has (its parallel loop runs over them)
+MIN_FUSED_ROWS = 28
+
 
 class _GroupInfo:
     def __init__(self):
@@ -225,11 +285,13 @@ def _same_dims(shapes, gi: _GroupInfo):
 class FuseMutator(NonPrimitiveMutator):
     """Rewrites a function so each group becomes a call of a new primitive function."""
 
-    def __init__(self, fuse_opt_level: int, max_fuse_depth: int, link_params: bool = False):
+    def __init__(self, fuse_opt_level: int, max_fuse_depth: int, link_params: bool = False,
+                 depthwise_pointwise: bool = False):
         super().__init__()
         self.fuse_opt_level = fuse_opt_level
         self.max_fuse_depth = max_fuse_depth
         self.link_params = link_params
+        self.depthwise_pointwise = depthwise_pointwise
         self.gmap: dict = {}
         self.ginfo: dict = {}
 
@@ -237,7 +299,7 @@ class FuseMutator(NonPrimitiveMutator):
         from .symbolic_shapes import SymbolicShapes
         self.shapes = SymbolicShapes(body)  # built only if a type with unknown dims is asked about
         graph = IndexedForwardGraph.create(body, self.shapes)
-        groups = GraphPartitioner(self.fuse_opt_level, self.max_fuse_depth).partition(graph)
+        groups = GraphPartitioner(self.fuse_opt_level, self.max_fuse_depth, self.depthwise_pointwise).partition(graph)
         for node, group in zip(graph.post_dfs_order, groups):
             self.gmap[node.ref] = group
         return self.visit(body)
@@ -323,10 +385,12 @@ def _reshape_only(body) -> bool:
     return ok[0]
 
 
-def fuse_ops(func: Function, fuse_opt_level: int, max_fuse_depth: int = 256, link_params: bool = False) -> Function:
+def fuse_ops(func: Function, fuse_opt_level: int, max_fuse_depth: int = 256, link_params: bool = False,
+             depthwise_pointwise: bool = False) -> Function:
     """Fuse one type-checked function. With ``link_params`` a constant argument of a fused group stays in
-    the primitive function's body (compiled into the kernel) instead of becoming one of its parameters."""
-    return FuseMutator(fuse_opt_level, max_fuse_depth, link_params).transform(func)
+    the primitive function's body (compiled into the kernel) instead of becoming one of its parameters;
+    with ``depthwise_pointwise`` a depthwise conv joins the 1x1 conv it feeds (:func:`depthwise_feeds_pointwise`)."""
+    return FuseMutator(fuse_opt_level, max_fuse_depth, link_params, depthwise_pointwise).transform(func)
 
 
 def FuseOps(fuse_opt_level: int = -1):  # noqa: N802 (TVM's name)
@@ -342,6 +406,7 @@ def FuseOps(fuse_opt_level: int = -1):  # noqa: N802 (TVM's name)
     def run(mod, ctx):
         level = ctx.opt_level if fuse_opt_level == -1 else fuse_opt_level
         max_depth = int(ctx.get_config("relay.FuseOps.max_depth", 256) or 256)
+        dw_pw = bool(ctx.get_config("relay.FuseOps.depthwise_pointwise", True))
         link = ctx.get_config("relay.FuseOps.link_params", None)
         if link is None:
             executor = mod.get_attr("executor")
@@ -350,7 +415,7 @@ def FuseOps(fuse_opt_level: int = -1):  # noqa: N802 (TVM's name)
         out = mod.copy()
         for gv, func in mod.functions.items():
             if isinstance(func, Function) and not func.get_attr("Primitive") and not func.get_attr("Compiler"):
-                out[gv] = fuse_ops(func, level, max_depth, bool(link))
+                out[gv] = fuse_ops(func, level, max_depth, bool(link), dw_pw and level >= 3)
         return infer_module(out)
 
     return ModulePass(run, 0, "FuseOps")

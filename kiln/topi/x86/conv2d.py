@@ -39,6 +39,7 @@ from ...error import KilnError
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..nn.pad import pad
+from ..tag import is_broadcast
 from ..utils import get_const_tuple
 from .utils import (divisor_at_most, is_static, nchwc_output_axes, reduction_flops, scaled_registers,
                     schedule_anchored, simd_width, size_hint, vector_registers, worth_parallel)
@@ -324,11 +325,32 @@ def conv2d_nchw(data, kernel, strides, padding, dilation, out_dtype="float32"):
     return unpack_nchwc(conv2d_NCHWc(data, kernel, strides, padding, dilation, "NCHW", "NCHW", out_dtype))
 
 
-def _schedule_producers(s, conv_op, parallel: bool = True) -> None:
-    """Parallelize the data/kernel packing and padding stages of a conv (each is its own loop nest)."""
+def depthwise_producer(conv_op):
+    """``(DW, D)`` when the conv's data is a depthwise conv ``DW`` fused into the same kernel (FuseOps'
+    ``depthwise_pointwise``), ``D`` the tensor the conv reads: ``DW`` itself or the last stage of its elementwise
+    epilogue (the stages between are inlined into ``D``); else None."""
+    t = conv_op.input_tensors[0]
+    d = t
+    while hasattr(t.op, "axis"):
+        if t.op.tag == "depthwise_conv2d_NCHWc":
+            return t, d
+        if not is_broadcast(t.op.tag):
+            return None
+        # the elementwise chain's operand of the depthwise conv's shape (other operands: constants, biases)
+        nxt = [u for u in t.op.input_tensors if get_const_tuple(u.shape) == get_const_tuple(t.shape)
+               and hasattr(u.op, "axis")]
+        if len(nxt) != 1:
+            return None
+        t = nxt[0]
+    return None
+
+
+def _schedule_producers(s, conv_op, parallel: bool = True, skip=None) -> None:
+    """Parallelize the data/kernel packing and padding stages of a conv (each is its own loop nest); ``skip``:
+    a producer scheduled elsewhere."""
     for t in conv_op.input_tensors:
         op = t.op
-        if not hasattr(op, "axis") or not op.input_tensors:
+        if op is skip or not hasattr(op, "axis") or not op.input_tensors:
             continue
         if op.tag.startswith("injective") and op.name == "data_pad":
             inner = op.input_tensors[0].op
@@ -381,13 +403,21 @@ def _schedule_conv(s, cfg, C, O):
     if occ < 1 or get_const_tuple(C.shape)[1] % occ:
         occ = 1
     parallel = worth_parallel(reduction_flops(C))
-    _schedule_producers(s, C.op, parallel=parallel)
+    dw = depthwise_producer(C.op)
+    _schedule_producers(s, C.op, parallel=parallel, skip=dw[1].op if dw else None)
     CC = s.cache_write(C, "global") if C.op is O else C
     b, oco, y, x, ocb = nchwc_output_axes(s, O, oc_bn, "conv2d_NCHWc")
     yo, yi = s[O].split(y, factor=oh_t)
     xo, xi = s[O].split(x, factor=ow_t)
     ooo, ooi = s[O].split(oco, factor=occ)
-    if order == 1:
+    if dw:
+        # a fused depthwise producer: parallel over row tiles only; each computes its depthwise rows (all
+        # channels) first, then every output chunk of the pointwise conv reads them from the cache
+        s[O].reorder(b, yo, ooo, xo, ooi, yi, xi, ocb)
+        par = s[O].fuse(b, yo)
+        from .depthwise_conv2d import schedule_dw_at  # depthwise_conv2d imports this module
+        schedule_dw_at(s, dw[0], dw[1], O, par)
+    elif order == 1:
         s[O].reorder(b, yo, ooo, xo, ooi, yi, xi, ocb)
         par = s[O].fuse(b, yo, ooo)
     else:

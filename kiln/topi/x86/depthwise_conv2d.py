@@ -31,6 +31,7 @@ from ... import autotvm, te
 from ...error import KilnError
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
+from ..tag import is_broadcast
 from ..utils import get_const_tuple
 from .utils import (divisor_at_most, is_static, nchwc_output_axes, scaled_registers, schedule_anchored, simd_width,
                     size_hint, worth_parallel)
@@ -221,23 +222,62 @@ def _schedule_dw(s, cfg, C, O, what: str = "depthwise_conv2d_NCHWc", vectorize_o
     _schedule_inputs(s, C.op, parallel)
     CC = s.cache_write(C, "global") if C.op is O else C
     b, co, y, x, ci = nchwc_output_axes(s, O, bn, what)
-    xo, xi = s[O].split(x, factor=reg_n)
-    s[O].reorder(b, co, y, xo, xi, ci)
+    _tile_rows(s, CC, O, b, co, y, x, ci, reg_n, unroll_kw, vectorize_output)
     par = s[O].fuse(b, co, y)
     if parallel:
         s[O].parallel(par)
+
+
+def _tile_rows(s, CC, O, b, co, y, x, ci, reg_n: int, unroll_kw: bool, vectorize_output=_vectorize_lanes):
+    """The register tiles of a depthwise conv's rows: ``O``'s row split in ``reg_n``-pixel tiles (unrolled, the
+    channel block vectorized), the accumulator stage ``CC`` computed per tile with the kernel window outside
+    the unrolled pixels. Returns the tile loop."""
+    bn = get_const_tuple(CC.shape)[-1]
+    xo, xi = s[O].split(x, factor=reg_n)
+    s[O].reorder(b, co, y, xo, xi, ci)
     s[O].unroll(xi)
     vectorize_output(s[O], ci, bn)
     s[CC].compute_at(s[O], xo)
     _, _, _, cx, cci = s[CC].op.axis
     cry, crx = s[CC].op.reduce_axis
     s[CC].reorder(cry, crx, cx, cci)
-    if kh <= 5:
+    if int(cry.dom.extent.value) <= 5:
         s[CC].unroll(cry)
     if unroll_kw:
         s[CC].unroll(crx)
     s[CC].unroll(cx)
     s[CC].vectorize(cci)
+    return xo
+
+
+def _inline_between(s, top, bottom) -> None:
+    """Inline the elementwise stages that ``top`` reads on its way to ``bottom`` (an epilogue's inner ops)."""
+    seen = set()
+    todo = [t.op for t in top.input_tensors]
+    while todo:
+        op = todo.pop()
+        if op is bottom or op in seen or not hasattr(op, "axis"):
+            continue
+        seen.add(op)
+        if is_broadcast(op.tag):
+            s[op].compute_inline()
+            todo.extend(t.op for t in op.input_tensors)
+
+
+def schedule_dw_at(s, DW, D, parent, axis) -> None:
+    """Schedule depthwise conv ``DW`` (tensor), whose fused epilogue ``D`` is read by the stage ``parent``, so
+    that the rows ``parent`` needs are computed at ``parent``'s loop ``axis`` (a fused depthwise + pointwise
+    kernel: the pointwise conv's row tile). Serial, with the fallback register tile; ``D`` is ``DW`` when
+    there is no epilogue (then the accumulators get a stage of their own)."""
+    _schedule_inputs(s, DW.op, parallel=False)
+    _inline_between(s, D.op, DW.op)
+    CC = s.cache_write(DW, "global") if D.op is DW.op else DW
+    _, _, _, ow, bn = get_const_tuple(DW.shape)
+    reg_n = dw_row_tile(ow, -(-bn // simd_width()))
+    kw = int(DW.op.reduce_axis[1].dom.extent.value)
+    s[D].compute_at(s[parent], axis)
+    b, co, y, x, ci = s[D].op.axis
+    _tile_rows(s, CC, D, b, co, y, x, ci, reg_n, kw <= 5)
 
 
 @autotvm.register_topi_schedule(TASK)
@@ -249,4 +289,4 @@ def schedule_depthwise_conv2d_NCHWc(cfg, outs):  # noqa: N802
 schedule_depthwise_conv2d_nchw = schedule_depthwise_conv2d_NCHWc
 
 __all__ = ["depthwise_conv2d_NCHWc", "schedule_depthwise_conv2d_NCHWc", "depthwise_conv2d_nchw",
-           "schedule_depthwise_conv2d_nchw", "dw_channel_block", "dw_row_tile"]
+           "schedule_depthwise_conv2d_nchw", "dw_channel_block", "dw_row_tile", "schedule_dw_at"]
