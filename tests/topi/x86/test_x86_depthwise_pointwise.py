@@ -15,9 +15,9 @@ from kiln.target.x86 import host_can_run
 TARGETS = ["llvm -mcpu=core-avx2", "llvm -mcpu=skylake-avx512"]
 
 
-def _block(rng, cin, cmid, cout, h, w, stride=1, epilogue="clip", residual=False, k=3):
+def _block(rng, cin, cmid, cout, h, w, stride=1, epilogue="clip", residual=False, k=3, batch=1):
     """An inverted-residual block: 1x1 expand + clip, kxk depthwise (+ epilogue), 1x1 project (+ residual)."""
-    x = relay.var("x", shape=(1, cin, h, w))
+    x = relay.var("x", shape=(batch, cin, h, w))
     we = (rng.standard_normal((cmid, cin, 1, 1)) / np.sqrt(cin)).astype("float32")
     wd = (rng.standard_normal((cmid, 1, k, k)) / k).astype("float32")
     wp = (rng.standard_normal((cout, cmid, 1, 1)) / np.sqrt(cmid)).astype("float32")
@@ -121,6 +121,15 @@ def test_same_numbers_with_the_switch_off_and_fewer_kernels_on():
     a = rng.standard_normal((1, 24, 30, 29)).astype("float32")
     np.testing.assert_allclose(_run(on, a), _run(off, a), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(_run(on, a), reference(a), rtol=2e-4, atol=2e-4)
+
+
+def test_batch_of_three_with_a_5x5_depthwise():
+    rng = np.random.default_rng(13)
+    mod, reference = _block(rng, 8, 48, 16, 30, 33, 1, "clip", False, k=5, batch=3)
+    lib = _build(mod)
+    assert len(_fused_kernels(lib)) == 1
+    a = rng.standard_normal((3, 8, 30, 33)).astype("float32")
+    np.testing.assert_allclose(_run(lib, a), reference(a), rtol=2e-4, atol=2e-4)
 
 
 def test_vm_runs_the_fused_kernel():
