@@ -28,6 +28,8 @@ Given plain NCHW data with a ``[C, 1, KH, KW]`` kernel (no AlterOpLayout), the c
 from __future__ import annotations
 
 from ... import autotvm, te
+from ...autotvm.task.task import _current_target
+from ...autotvm.task.topi_integration import get_workload
 from ...error import KilnError
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
@@ -267,17 +269,23 @@ def _inline_between(s, top, bottom) -> None:
 def schedule_dw_at(s, DW, D, parent, axis) -> None:
     """Schedule depthwise conv ``DW`` (tensor), whose fused epilogue ``D`` is read by the stage ``parent``, so
     that the rows ``parent`` needs are computed at ``parent``'s loop ``axis`` (a fused depthwise + pointwise
-    kernel: the pointwise conv's row tile). Serial, with the fallback register tile; ``D`` is ``DW`` when
-    there is no epilogue (then the accumulators get a stage of their own)."""
+    kernel: the pointwise conv's row tile). Serial, with the register tile of the depthwise conv's own config
+    (tuned, or the fallback its compute filled in); ``D`` is ``DW`` when there is no epilogue (then the
+    accumulators get a stage of their own)."""
     _schedule_inputs(s, DW.op, parallel=False)
     _inline_between(s, D.op, DW.op)
     CC = s.cache_write(DW, "global") if D.op is DW.op else DW
-    _, _, _, ow, bn = get_const_tuple(DW.shape)
-    reg_n = dw_row_tile(ow, -(-bn // simd_width()))
-    kw = int(DW.op.reduce_axis[1].dom.extent.value)
+    workload = get_workload([DW], TASK)
+    cfg = autotvm.DispatchContext.current.query(_current_target(), workload) if workload else None
+    try:
+        reg_n, unroll_kw = int(cfg["tile_ow"].size[-1]), bool(cfg["unroll_kw"].val)
+    except (KeyError, TypeError):  # no config of this template (a compute called outside AutoTVM's wrapper)
+        _, _, _, ow, bn = get_const_tuple(DW.shape)
+        reg_n = dw_row_tile(ow, -(-bn // simd_width()))
+        unroll_kw = int(DW.op.reduce_axis[1].dom.extent.value) <= 5
     s[D].compute_at(s[parent], axis)
     b, co, y, x, ci = s[D].op.axis
-    _tile_rows(s, CC, D, b, co, y, x, ci, reg_n, kw <= 5)
+    _tile_rows(s, CC, D, b, co, y, x, ci, reg_n, unroll_kw)
 
 
 @autotvm.register_topi_schedule(TASK)

@@ -160,3 +160,39 @@ def test_what_does_not_fuse():
         q = relay.nn.conv2d(d, relay.const(rng.standard_normal((16, 32) + ks).astype("float32")), channels=16,
                             kernel_size=ks, strides=(st, st), padding=(ks[0] // 2, ks[1] // 2))
         assert not _fused_kernels(_build(tvm.IRModule.from_expr(relay.Function([x], q))))
+
+
+def test_tuned_depthwise_tile_reaches_the_fused_kernel(tmp_path):
+    """The depthwise rows inside the fused kernel use the depthwise task's own tuned register tile."""
+    import time
+    from kiln import autotvm
+    from kiln.autotvm.measure import MeasureInput, MeasureResult
+    target = "llvm -mcpu=core-avx2"
+    rng = np.random.default_rng(17)
+    mod, reference = _block(rng, 8, 40, 16, 28, 28, 1, "clip", False)
+    with tvm.transform.PassContext(opt_level=3):
+        tasks = autotvm.task.extract_from_program(mod["main"], target=target, params={},
+                                                  ops=(relay.op.get("nn.conv2d"),))
+    dw_tasks = [t for t in tasks if t.name == "depthwise_conv2d_NCHWc.x86"]
+    assert len(dw_tasks) == 1, [t.name for t in tasks]
+    space = dw_tasks[0].config_space
+    cfg = next(space.get(i) for i in range(space.range_length) if space.is_index_valid(i)
+               and space.get(i)["tile_ow"].size[-1] == 4 and space.get(i)["unroll_kw"].val)
+    log = tmp_path / "dw.log"
+    log.write_text(autotvm.record.encode(MeasureInput(dw_tasks[0].target, dw_tasks[0], cfg),
+                                         MeasureResult((1e-6,), 0, 0.1, time.time())) + "\n")
+    sources = {}
+    for name, ctx in (("tuned", autotvm.apply_history_best(str(log))), ("fallback", None)):
+        with tvm.target.Target(target):
+            if ctx is None:
+                lib = _build(mod, target)
+            else:
+                with ctx:
+                    lib = _build(mod, target)
+        fused = _fused_kernels(lib)
+        assert len(fused) == 1
+        sources[name] = lib.get_lib().get_source()
+    # 4 accumulator vectors a tile with the record (one 8-lane vector a pixel), the fallback's wider tile without
+    assert "depthwise_conv2d_NCHWc_r3 " in sources["tuned"] or "depthwise_conv2d_NCHWc_r3," in sources["tuned"]
+    assert "depthwise_conv2d_NCHWc_r4" not in sources["tuned"]
+    assert "depthwise_conv2d_NCHWc_r4" in sources["fallback"]
