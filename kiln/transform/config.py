@@ -79,6 +79,7 @@ for _key, _ty, _default in [
     ("relay.FuseOps.max_depth", int, 256),
     ("relay.FuseOps.link_params", bool, False),
     ("relay.FuseOps.depthwise_pointwise", bool, True),
+    ("relay.FuseOps.input_transform", bool, True),
     ("relay.backend.use_auto_scheduler", bool, False),
     ("relay.backend.use_meta_schedule", bool, False),
     ("relay.backend.disable_compile_engine_cache", bool, False),

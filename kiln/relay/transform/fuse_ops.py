@@ -53,10 +53,10 @@ class Group:
 
 
 class GraphPartitioner:
-    def __init__(self, opt_level: int, max_fuse_depth: int, depthwise_pointwise: bool = False):
+    def __init__(self, opt_level: int, max_fuse_depth: int, conv_rules=()):
         self.opt_level = opt_level
         self.max_fuse_depth = max_fuse_depth
-        self.depthwise_pointwise = depthwise_pointwise
+        self.conv_rules = tuple(conv_rules)
         self.groups: list = []
         self.visited: set = set()
 
@@ -67,8 +67,8 @@ class GraphPartitioner:
         dom = DominatorTree(graph)
         for phase in range(3):
             self.run_fuse(graph, dom, phase)
-        if self.depthwise_pointwise:
-            self.fuse_depthwise_pointwise(graph)
+        if self.conv_rules:
+            self.fuse_conv_producers(graph)
         return self.groups
 
     # -- path checks -------------------------------------------------------------------------------
@@ -174,10 +174,10 @@ class GraphPartitioner:
                     self.commit_fuse(gnode, sink)
             # COMM_REDUCE: a reduction is never fused into what follows it
 
-    def fuse_depthwise_pointwise(self, graph) -> None:
-        """Phase 3 (``relay.FuseOps.depthwise_pointwise``): a depthwise conv group (with its elementwise
-        epilogue) whose only consumer is a 1x1 NCHWc conv joins that conv's group; the conv stays the anchor and
-        its schedule computes the depthwise rows where it uses them (:func:`depthwise_feeds_pointwise`)."""
+    def fuse_conv_producers(self, graph) -> None:
+        """Phase 3 (kiln's, see :data:`CONV_PRODUCER_RULES`): a group whose only consumer is an NCHWc conv that
+        reads it as its data joins that conv's group when one of ``conv_rules`` says so; the conv stays the
+        anchor and its schedule computes the producer per row tile, where it is used."""
         for gnode in graph.post_dfs_order:
             group = self.groups[gnode.index].find_root()
             if group.root_ref is not gnode.ref or gnode.extern_ref or len(gnode.outputs) != 1:
@@ -186,7 +186,7 @@ class GraphPartitioner:
             target = self.groups[consumer.index].find_root()
             if target is group or target.anchor_ref is not consumer.ref:
                 continue
-            if not depthwise_feeds_pointwise(group.anchor_ref, consumer.ref, gnode.ref):
+            if not any(rule(group, consumer.ref, gnode.ref) for rule in self.conv_rules):
                 continue
             if group.num_nodes + target.num_nodes > self.max_fuse_depth:
                 continue
@@ -201,13 +201,14 @@ def _static_dims(expr):
     return dims if all(isinstance(d, int) for d in dims) else None
 
 
-def depthwise_feeds_pointwise(producer, consumer, value) -> bool:
-    """Whether the depthwise conv ``producer`` (its group's value ``value``: the conv or its elementwise
-    epilogue) fuses into ``consumer``, which reads ``value``: fp32 ``nn.contrib_depthwise_conv2d_NCHWc`` into an
+def depthwise_feeds_pointwise(group, consumer, value) -> bool:
+    """Whether the group of a depthwise conv (``value``: the conv or the end of its elementwise epilogue)
+    fuses into ``consumer``, which reads ``value``: fp32 ``nn.contrib_depthwise_conv2d_NCHWc`` into an
     fp32 1x1, stride-1, unpadded ``nn.contrib_conv2d_NCHWc`` with static shapes, whose output has at least
     ``MIN_FUSED_ROWS`` rows (the fused kernel runs in parallel over output rows only). The pointwise conv
     then reads each depthwise output row from the cache right after it is computed, instead of from a
     tensor written through memory by another kernel."""
+    producer = group.anchor_ref
     if not (isinstance(producer, Call) and isinstance(producer.op, Op) and isinstance(consumer, Call)
             and isinstance(consumer.op, Op)):
         return False
@@ -230,6 +231,43 @@ def depthwise_feeds_pointwise(producer, consumer, value) -> bool:
 
 #: the fewest output rows a fused depthwise + pointwise kernel has (its parallel loop runs over them)
 MIN_FUSED_ROWS = 28
+
+_TRANSFORM_OPS = ("layout_transform", "nn.pad")
+
+
+def input_transform_feeds_conv(group, consumer, value) -> bool:
+    """Whether a group of only ``layout_transform`` / ``nn.pad`` calls (``value`` its result) fuses into
+    ``consumer``, an fp32 ``nn.contrib_conv2d_NCHWc`` with static shapes reading it as data that has at most
+    :data:`MAX_TRANSFORM_CHANNELS` channels: a network's stem, whose input comes in NCHW and is packed (and padded)
+    for it. Fused, the conv packs the input rows each row tile needs (the kernel window's overlap again: a few
+    copies next to the hundreds of multiply-adds per output pixel), in parallel and beside its own work, instead
+    of a serial kernel passing over the whole input first."""
+    if group.anchor_ref is not None or group.pattern > INJECTIVE or not isinstance(consumer, Call) \
+            or not isinstance(consumer.op, Op) or consumer.op.name != "nn.contrib_conv2d_NCHWc":
+        return False
+    if len(consumer.args) != 2 or consumer.args[0] is not value:
+        return False
+    calls, consts, node = 0, 0, value
+    while isinstance(node, Call) and isinstance(node.op, Op) and node.op.name in _TRANSFORM_OPS:
+        if not all(isinstance(a, Constant) for a in node.args[1:]):  # nn.pad's pad value
+            return False
+        calls += 1
+        consts += len(node.args) - 1
+        node = node.args[0]
+    if not calls <= group.num_nodes <= calls + consts:  # the group is this chain (its constants may be in it)
+        return False
+    data, out = _static_dims(value), _static_dims(consumer)
+    if data is None or out is None or len(data) != 5 or data[1] * data[4] > MAX_TRANSFORM_CHANNELS:
+        return False
+    return all(getattr(type_of(e), "dtype", None) == "float32" for e in (value, consumer.args[1], consumer))
+
+
+#: the most input channels of a conv whose input transform fuses into it (an image: 1, 3 or 4)
+MAX_TRANSFORM_CHANNELS = 4
+
+#: kiln's phase-3 rules (PassContext config key -> predicate): which producer groups join the conv they feed
+CONV_PRODUCER_RULES = {"relay.FuseOps.depthwise_pointwise": depthwise_feeds_pointwise,
+                       "relay.FuseOps.input_transform": input_transform_feeds_conv}
 
 
 class _GroupInfo:
@@ -285,13 +323,12 @@ def _same_dims(shapes, gi: _GroupInfo):
 class FuseMutator(NonPrimitiveMutator):
     """Rewrites a function so each group becomes a call of a new primitive function."""
 
-    def __init__(self, fuse_opt_level: int, max_fuse_depth: int, link_params: bool = False,
-                 depthwise_pointwise: bool = False):
+    def __init__(self, fuse_opt_level: int, max_fuse_depth: int, link_params: bool = False, conv_rules=()):
         super().__init__()
         self.fuse_opt_level = fuse_opt_level
         self.max_fuse_depth = max_fuse_depth
         self.link_params = link_params
-        self.depthwise_pointwise = depthwise_pointwise
+        self.conv_rules = conv_rules
         self.gmap: dict = {}
         self.ginfo: dict = {}
 
@@ -299,7 +336,7 @@ class FuseMutator(NonPrimitiveMutator):
         from .symbolic_shapes import SymbolicShapes
         self.shapes = SymbolicShapes(body)  # built only if a type with unknown dims is asked about
         graph = IndexedForwardGraph.create(body, self.shapes)
-        groups = GraphPartitioner(self.fuse_opt_level, self.max_fuse_depth, self.depthwise_pointwise).partition(graph)
+        groups = GraphPartitioner(self.fuse_opt_level, self.max_fuse_depth, self.conv_rules).partition(graph)
         for node, group in zip(graph.post_dfs_order, groups):
             self.gmap[node.ref] = group
         return self.visit(body)
@@ -386,11 +423,11 @@ def _reshape_only(body) -> bool:
 
 
 def fuse_ops(func: Function, fuse_opt_level: int, max_fuse_depth: int = 256, link_params: bool = False,
-             depthwise_pointwise: bool = False) -> Function:
+             conv_rules=()) -> Function:
     """Fuse one type-checked function. With ``link_params`` a constant argument of a fused group stays in
     the primitive function's body (compiled into the kernel) instead of becoming one of its parameters;
-    with ``depthwise_pointwise`` a depthwise conv joins the 1x1 conv it feeds (:func:`depthwise_feeds_pointwise`)."""
-    return FuseMutator(fuse_opt_level, max_fuse_depth, link_params, depthwise_pointwise).transform(func)
+    ``conv_rules``: predicates of :data:`CONV_PRODUCER_RULES` whose producers join the conv they feed (phase 3)."""
+    return FuseMutator(fuse_opt_level, max_fuse_depth, link_params, conv_rules).transform(func)
 
 
 def FuseOps(fuse_opt_level: int = -1):  # noqa: N802 (TVM's name)
@@ -406,7 +443,8 @@ def FuseOps(fuse_opt_level: int = -1):  # noqa: N802 (TVM's name)
     def run(mod, ctx):
         level = ctx.opt_level if fuse_opt_level == -1 else fuse_opt_level
         max_depth = int(ctx.get_config("relay.FuseOps.max_depth", 256) or 256)
-        dw_pw = bool(ctx.get_config("relay.FuseOps.depthwise_pointwise", True))
+        rules = [rule for key, rule in CONV_PRODUCER_RULES.items() if ctx.get_config(key, True)] \
+            if level >= 3 else []
         link = ctx.get_config("relay.FuseOps.link_params", None)
         if link is None:
             executor = mod.get_attr("executor")
@@ -415,7 +453,7 @@ def FuseOps(fuse_opt_level: int = -1):  # noqa: N802 (TVM's name)
         out = mod.copy()
         for gv, func in mod.functions.items():
             if isinstance(func, Function) and not func.get_attr("Primitive") and not func.get_attr("Compiler"):
-                out[gv] = fuse_ops(func, level, max_depth, bool(link), dw_pw and level >= 3)
+                out[gv] = fuse_ops(func, level, max_depth, bool(link), rules)
         return infer_module(out)
 
     return ModulePass(run, 0, "FuseOps")

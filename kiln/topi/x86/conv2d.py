@@ -39,7 +39,7 @@ from ...error import KilnError
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
 from ..nn.pad import pad
-from ..tag import is_broadcast
+from ..tag import is_broadcast, is_injective
 from ..utils import get_const_tuple
 from .utils import (divisor_at_most, is_static, nchwc_output_axes, reduction_flops, scaled_registers,
                     schedule_anchored, simd_width, size_hint, vector_registers, worth_parallel)
@@ -345,6 +345,47 @@ def depthwise_producer(conv_op):
     return None
 
 
+def input_transform_producer(conv_op):
+    """The conv's data when it is a relay-level layout transform / padding fused into the kernel (FuseOps'
+    ``input_transform``: a stem packing its NCHW input), else None. The conv's own padding and packing stages
+    (``data_pad``, ``data_vec``) are not it."""
+    t = conv_op.input_tensors[0]
+    op = t.op
+    if not (hasattr(op, "axis") and is_injective(op.tag) and op.name not in ("data_pad", "data_vec")):
+        return None
+    shape = get_const_tuple(t.shape)
+    # FuseOps fuses only a narrow input's packing (relay.transform.fuse_ops.MAX_TRANSFORM_CHANNELS): cheap to
+    # redo for the rows where kernel windows overlap
+    return t if len(shape) == 5 and shape[1] * shape[4] <= 4 else None
+
+
+def _inline_injective_above(s, op) -> None:
+    """Inline the injective stages ``op`` reads (transitively) inside the kernel."""
+    todo, seen = [t.op for t in op.input_tensors], set()
+    while todo:
+        cur = todo.pop()
+        if cur in seen or not hasattr(cur, "axis"):  # placeholders (a scalar constant is a compute: inlined)
+            continue
+        seen.add(cur)
+        if is_injective(cur.tag):
+            s[cur].compute_inline()
+            todo.extend(t.op for t in cur.input_tensors)
+
+
+def _pack_rows_at(s, D, O, axis) -> None:
+    """Compute the fused input transform ``D`` (NCHW{x}c) at ``O``'s row-tile loop ``axis``: the rows of the tile
+    (with the kernel window's overlap), its stages above inlined, the channel block unrolled (a stem's 3) or
+    vectorized."""
+    _inline_injective_above(s, D.op)
+    s[D].compute_at(s[O], axis)
+    axes = list(s[D].op.axis)
+    block = get_const_tuple(D.shape)[-1]
+    if block & (block - 1) == 0 and block >= 4:
+        s[D].vectorize(axes[-1])
+    else:
+        s[D].unroll(axes[-1])
+
+
 def _schedule_producers(s, conv_op, parallel: bool = True, skip=None) -> None:
     """Parallelize the data/kernel packing and padding stages of a conv (each is its own loop nest); ``skip``:
     a producer scheduled elsewhere."""
@@ -353,9 +394,8 @@ def _schedule_producers(s, conv_op, parallel: bool = True, skip=None) -> None:
         if op is skip or not hasattr(op, "axis") or not op.input_tensors:
             continue
         if op.tag.startswith("injective") and op.name == "data_pad":
-            inner = op.input_tensors[0].op
-            if hasattr(inner, "axis") and inner.input_tensors and "pack_nchwc" in inner.tag:
-                s[inner].compute_inline()
+            # the packing stage and any transform fused into the kernel above it: one parallel padded copy
+            _inline_injective_above(s, op)
         axes = list(s[op].op.axis)
         if len(axes) >= 3:
             fused = s[op].fuse(axes[0], axes[1], axes[2])
@@ -404,19 +444,24 @@ def _schedule_conv(s, cfg, C, O):
         occ = 1
     parallel = worth_parallel(reduction_flops(C))
     dw = depthwise_producer(C.op)
-    _schedule_producers(s, C.op, parallel=parallel, skip=dw[1].op if dw else None)
+    packer = None if dw else input_transform_producer(C.op)
+    rows_producer = dw[1] if dw else packer
+    _schedule_producers(s, C.op, parallel=parallel, skip=rows_producer.op if rows_producer is not None else None)
     CC = s.cache_write(C, "global") if C.op is O else C
     b, oco, y, x, ocb = nchwc_output_axes(s, O, oc_bn, "conv2d_NCHWc")
     yo, yi = s[O].split(y, factor=oh_t)
     xo, xi = s[O].split(x, factor=ow_t)
     ooo, ooi = s[O].split(oco, factor=occ)
-    if dw:
-        # a fused depthwise producer: parallel over row tiles only; each computes its depthwise rows (all
-        # channels) first, then every output chunk of the pointwise conv reads them from the cache
+    if rows_producer is not None:
+        # a producer fused into the kernel (FuseOps' phase 3): parallel over row tiles only; each computes the
+        # producer's rows it reads (all channels) first, then every output chunk reads them from the cache
         s[O].reorder(b, yo, ooo, xo, ooi, yi, xi, ocb)
         par = s[O].fuse(b, yo)
-        from .depthwise_conv2d import schedule_dw_at  # depthwise_conv2d imports this module
-        schedule_dw_at(s, dw[0], dw[1], O, par)
+        if dw:
+            from .depthwise_conv2d import schedule_dw_at  # depthwise_conv2d imports this module
+            schedule_dw_at(s, dw[0], dw[1], O, par)
+        else:
+            _pack_rows_at(s, packer, O, par)
     elif order == 1:
         s[O].reorder(b, yo, ooo, xo, ooi, yi, xi, ocb)
         par = s[O].fuse(b, yo, ooo)

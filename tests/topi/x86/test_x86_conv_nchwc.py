@@ -486,8 +486,8 @@ def test_relay_build_with_tuned_records(tmp_path, pick):
 @pytest.mark.parametrize("h,w,oc,k,s,p", [(15, 17, 32, 3, 2, 1), (13, 10, 24, 7, 2, 3)])
 def test_narrow_input_padding_is_a_pad_fused_with_the_input_transform(tmp_path, isa, h, w, oc, k, s, p):
     """A conv of a 3-channel image (the stem; a block narrower than a vector) gets its padding as an nn.pad of the
-    NCHW input, which fuses with the input's layout_transform into the graph's first kernel; the conv kernel has
-    no padded copy of its own, and a tuning record of the NCHW workload still reaches the packed conv. Generated
+    NCHW input, which fuses with the input's layout_transform and (FuseOps' ``input_transform``) the conv into
+    the graph's first kernel, with no padded copy of the whole image of its own, and a tuning record of the NCHW workload still reaches the packed conv. Generated
     for the named target, checked against numpy where the host runs it, untuned and with the space's last
     config (odd sizes)."""
     import json
@@ -517,7 +517,8 @@ def test_narrow_input_padding_is_a_pad_fused_with_the_input_transform(tmp_path, 
         (conv_line,) = [ln for ln in text.splitlines() if "nn.contrib_conv2d_NCHWc(" in ln]
         assert "nn.pad(" in text and "padding=" not in conv_line, conv_line   # no padding left in the conv
         kernels = [n["attrs"]["func_name"] for n in json.loads(lib.get_graph_json())["nodes"] if n["op"] == "tvm_op"]
-        assert kernels[0].endswith("nn_pad_layout_transform"), kernels
+        # FuseOps' input_transform: the pad and the layout transform run inside the conv's kernel, per row tile
+        assert kernels[0].endswith("nn_pad_layout_transform_nn_contrib_conv2d_NCHWc_clip"), kernels
         (conv,) = [c for c in lib.lowered if c.anchor_op == "nn.contrib_conv2d_NCHWc"]
         assert "data_pad" not in str(conv.prim_func)
         if tuned:
