@@ -7,7 +7,11 @@ The dataflow graph of each function is partitioned with its post-dominator tree,
    when every path to it is injective (the sink may be an already-fused out-elemwise group);
 1. injective ops (and tuples) fuse into their post-dominator when every path to it is injective;
 2. injective ops fuse into an intermediate tuple that itself fused into an injective consumer
-   (the inputs of ``concatenate``).
+   (the inputs of ``concatenate``);
+3. (kiln's, not TVM's; opt level 3, each rule of :data:`CONV_PRODUCER_RULES` a PassContext switch, default on) a
+   group whose only consumer is an NCHWc conv reading it as data joins the conv's group, the conv staying the
+   anchor whose schedule computes the producer per row tile: a depthwise conv into the 1x1 conv after it, a
+   stem's input packing into the stem conv.
 
 Opaque ops stay alone, a reduction ends its group (it may absorb injective producers). Each group
 becomes ``fn (...) , Primitive=1 { ... }`` called from the original function. With opt level 0 no
