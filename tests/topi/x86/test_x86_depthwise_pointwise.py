@@ -8,9 +8,10 @@ import torch
 import kiln as tvm
 from kiln import relay
 from kiln.relay.transform import fuse_ops
-from kiln.runtime.graph_executor import GraphModule
 from kiln.target.codegen_c import parallel_loop_marker
 from kiln.target.x86 import host_can_run
+
+from conv_fusion_util import build, conv_kernels_with, kernel_source, run
 
 TARGETS = ["llvm -mcpu=core-avx2", "llvm -mcpu=skylake-avx512"]
 
@@ -50,20 +51,12 @@ def _block(rng, cin, cmid, cout, h, w, stride=1, epilogue="clip", residual=False
 
 
 def _build(mod, target="llvm", fuse=True):
-    with tvm.transform.PassContext(opt_level=3, config={"relay.FuseOps.depthwise_pointwise": fuse}):
-        return relay.build(mod, target=target)
+    return build(mod, "relay.FuseOps.depthwise_pointwise", target, fuse)
 
 
 def _fused_kernels(lib) -> list:
     """The lowered kernels whose function holds both a depthwise and a pointwise conv."""
-    return [c for c in lib.lowered if "depthwise" in c.func_name and c.anchor_op == "nn.contrib_conv2d_NCHWc"]
-
-
-def _run(lib, a):
-    m = GraphModule(lib["default"](tvm.cpu()))
-    m.set_input("x", a)
-    m.run()
-    return m.get_output(0).numpy()
+    return conv_kernels_with(lib, "depthwise")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -79,11 +72,7 @@ def test_fused_block_matches_torch(target, cin, cmid, cout, h, w, stride, epilog
     lib = _build(mod, target)
     fused = _fused_kernels(lib)
     assert len(fused) == 1 and fused[0].implementation == "conv2d_NCHWc.x86"
-    src = lib.get_lib().get_source()
-    name = fused[0].func_name
-    start = src.index(f"/* kernel {name} */")
-    end = src.find("/* kernel ", start + 1)
-    body = src[src.find(name):end if end > 0 else len(src)]  # its parallel closure (if any) and its function
+    body = kernel_source(lib, fused[0].func_name)  # its parallel closure (if any) and its function
     # one parallel loop over row tiles (the smallest block is under the parallel policy's work threshold); the
     # depthwise rows live in a stack array inside it, never in memory another kernel reads
     assert body.count(parallel_loop_marker()) == (1 if cmid >= 72 else 0)
@@ -92,7 +81,7 @@ def test_fused_block_matches_torch(target, cin, cmid, cout, h, w, stride, epilog
     if not host_can_run(target):
         return  # code for an ISA this CPU lacks is compiled, not run
     a = rng.standard_normal((1, cin, h, w)).astype("float32")
-    np.testing.assert_allclose(_run(lib, a), reference(a), rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(run(lib, a), reference(a), rtol=2e-4, atol=2e-4)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -107,7 +96,7 @@ def test_nan_and_inf_propagate_like_torch(target):
     a[0, 3, 5, 7] = np.nan
     a[0, 0, 20, 1] = np.inf
     a[0, 9, 0, 27] = -np.inf
-    got, want = _run(lib, a), reference(a)
+    got, want = run(lib, a), reference(a)
     assert np.isnan(want).any() and np.array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4, equal_nan=True)
 
@@ -119,8 +108,8 @@ def test_same_numbers_with_the_switch_off_and_fewer_kernels_on():
     assert len(_fused_kernels(on)) == 1 and not _fused_kernels(off)
     assert len(off.lowered) == len(on.lowered) + 1
     a = rng.standard_normal((1, 24, 30, 29)).astype("float32")
-    np.testing.assert_allclose(_run(on, a), _run(off, a), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(_run(on, a), reference(a), rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(run(on, a), run(off, a), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run(on, a), reference(a), rtol=2e-4, atol=2e-4)
 
 
 def test_batch_of_three_with_a_5x5_depthwise():
@@ -129,7 +118,7 @@ def test_batch_of_three_with_a_5x5_depthwise():
     lib = _build(mod)
     assert len(_fused_kernels(lib)) == 1
     a = rng.standard_normal((3, 8, 30, 33)).astype("float32")
-    np.testing.assert_allclose(_run(lib, a), reference(a), rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(run(lib, a), reference(a), rtol=2e-4, atol=2e-4)
 
 
 def test_vm_runs_the_fused_kernel():

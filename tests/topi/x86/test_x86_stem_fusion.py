@@ -12,6 +12,8 @@ from kiln.runtime.graph_executor import GraphModule
 from kiln.target.codegen_c import parallel_loop_marker
 from kiln.target.x86 import host_can_run
 
+from conv_fusion_util import build, conv_kernels_with, kernel_source, run
+
 TARGETS = ["llvm -mcpu=core-avx2", "llvm -mcpu=skylake-avx512"]
 
 
@@ -29,20 +31,12 @@ def _stem(rng, cin, cout, h, w, k=3, stride=2, pad=1, batch=1):
 
 
 def _build(mod, target="llvm", fuse=True):
-    with tvm.transform.PassContext(opt_level=3, config={"relay.FuseOps.input_transform": fuse}):
-        return relay.build(mod, target=target)
+    return build(mod, "relay.FuseOps.input_transform", target, fuse)
 
 
 def _stem_kernels(lib) -> list:
     """The lowered kernels that pack the input and run the conv in one function."""
-    return [c for c in lib.lowered if "layout_transform" in c.func_name and c.anchor_op == "nn.contrib_conv2d_NCHWc"]
-
-
-def _run(lib, a):
-    m = GraphModule(lib["default"](tvm.cpu()))
-    m.set_input("x", a)
-    m.run()
-    return m.get_output(0).numpy()
+    return conv_kernels_with(lib, "layout_transform")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -59,11 +53,7 @@ def test_fused_stem_matches_torch(target, cin, cout, h, w, k, stride, pad, batch
     fused = _stem_kernels(lib)
     assert len(fused) == 1 and fused[0].implementation == "conv2d_NCHWc.x86"
     assert not [c for c in lib.lowered if c.anchor_op == "layout_transform" and "nn_pad" in c.func_name]
-    src = lib.get_lib().get_source()
-    name = fused[0].func_name
-    start = src.index(f"/* kernel {name} */")
-    end = src.find("/* kernel ", start + 1)
-    body = src[src.find(name):end if end > 0 else len(src)]
+    body = kernel_source(lib, fused[0].func_name)  # its parallel closure (if any) and its function
     # the packed rows live in a stack array inside the row-tile loop, which stays parallel (a scalar constant of
     # the fused padding once made it serial)
     assert "float T_layout_trans[" in body and "__attribute__((aligned(64)))" in body
@@ -73,7 +63,7 @@ def test_fused_stem_matches_torch(target, cin, cout, h, w, k, stride, pad, batch
     if not host_can_run(target):
         return  # code for an ISA this CPU lacks is compiled, not run
     a = rng.standard_normal((batch, cin, h, w)).astype("float32")
-    np.testing.assert_allclose(_run(lib, a), reference(a), rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(run(lib, a), reference(a), rtol=2e-4, atol=2e-4)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -88,7 +78,7 @@ def test_nan_and_inf_propagate_like_torch(target):
     a[0, 0, 0, 0] = np.nan      # a corner, next to the padding
     a[0, 2, 30, 20] = np.inf
     a[0, 1, 44, 46] = -np.inf
-    got, want = _run(lib, a), reference(a)
+    got, want = run(lib, a), reference(a)
     assert np.isnan(want).any() and np.array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4, equal_nan=True)
 
@@ -100,8 +90,8 @@ def test_switch_off_gives_two_kernels_and_the_same_numbers():
     assert len(_stem_kernels(on)) == 1 and not _stem_kernels(off)
     assert len(off.lowered) == len(on.lowered) + 1
     a = rng.standard_normal((1, 3, 67, 71)).astype("float32")
-    np.testing.assert_array_equal(_run(on, a), _run(off, a))
-    np.testing.assert_allclose(_run(on, a), reference(a), rtol=2e-4, atol=2e-4)
+    np.testing.assert_array_equal(run(on, a), run(off, a))
+    np.testing.assert_allclose(run(on, a), reference(a), rtol=2e-4, atol=2e-4)
 
 
 def test_what_does_not_fuse():
