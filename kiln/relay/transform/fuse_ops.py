@@ -25,6 +25,7 @@ from ...ir.type import TensorType
 from ..expr import Call, Constant, Function, Let, Tuple, TupleGetItem, Var
 from ..expr_functor import ExprMutator, post_order_visit, NonPrimitiveMutator
 from ._util import infer_module, type_of
+from ...topi.x86.conv2d import MAX_TRANSFORM_CHANNELS  # what the x86 conv schedule packs per row tile
 from .fusion_graph import (BROADCAST, ELEMWISE, INJECTIVE, OPAQUE, TUPLE, DominatorTree, IndexedForwardGraph,
                            combine_pattern)
 
@@ -265,9 +266,6 @@ def input_transform_feeds_conv(group, consumer, value) -> bool:
         return False
     return all(getattr(type_of(e), "dtype", None) == "float32" for e in (value, consumer.args[1], consumer))
 
-
-#: the most input channels of a conv whose input transform fuses into it (an image: 1, 3 or 4)
-MAX_TRANSFORM_CHANNELS = 4
 
 #: kiln's phase-3 rules (PassContext config key -> predicate): which producer groups join the conv they feed
 CONV_PRODUCER_RULES = {"relay.FuseOps.depthwise_pointwise": depthwise_feeds_pointwise,

@@ -354,9 +354,12 @@ def input_transform_producer(conv_op):
     if not (hasattr(op, "axis") and is_injective(op.tag) and op.name not in ("data_pad", "data_vec")):
         return None
     shape = get_const_tuple(t.shape)
-    # FuseOps fuses only a narrow input's packing (relay.transform.fuse_ops.MAX_TRANSFORM_CHANNELS): cheap to
-    # redo for the rows where kernel windows overlap
-    return t if len(shape) == 5 and shape[1] * shape[4] <= 4 else None
+    return t if len(shape) == 5 and shape[1] * shape[4] <= MAX_TRANSFORM_CHANNELS else None
+
+
+#: the most input channels of a conv that packs its input per row tile (FuseOps' ``input_transform`` rule reads
+#: it): an image's 1, 3 or 4, cheap to pack again for the rows where kernel windows overlap
+MAX_TRANSFORM_CHANNELS = 4
 
 
 def _inline_injective_above(s, op) -> None:

@@ -33,11 +33,10 @@ from ...autotvm.task.topi_integration import get_workload
 from ...error import KilnError
 from ...tir import op as T
 from ..nn.conv2d import _out_size, _params
-from ..tag import is_broadcast
 from ..utils import get_const_tuple
 from .utils import (divisor_at_most, is_static, nchwc_output_axes, scaled_registers, schedule_anchored, simd_width,
                     size_hint, worth_parallel)
-from .conv2d import channel_block
+from .conv2d import _inline_injective_above, channel_block
 
 TASK = "depthwise_conv2d_NCHWc.x86"
 
@@ -233,7 +232,7 @@ def _schedule_dw(s, cfg, C, O, what: str = "depthwise_conv2d_NCHWc", vectorize_o
 def _tile_rows(s, CC, O, b, co, y, x, ci, reg_n: int, unroll_kw: bool, vectorize_output=_vectorize_lanes):
     """The register tiles of a depthwise conv's rows: ``O``'s row split in ``reg_n``-pixel tiles (unrolled, the
     channel block vectorized), the accumulator stage ``CC`` computed per tile with the kernel window outside
-    the unrolled pixels. Returns the tile loop."""
+    the unrolled pixels."""
     bn = get_const_tuple(CC.shape)[-1]
     xo, xi = s[O].split(x, factor=reg_n)
     s[O].reorder(b, co, y, xo, xi, ci)
@@ -249,21 +248,6 @@ def _tile_rows(s, CC, O, b, co, y, x, ci, reg_n: int, unroll_kw: bool, vectorize
         s[CC].unroll(crx)
     s[CC].unroll(cx)
     s[CC].vectorize(cci)
-    return xo
-
-
-def _inline_between(s, top, bottom) -> None:
-    """Inline the elementwise stages that ``top`` reads on its way to ``bottom`` (an epilogue's inner ops)."""
-    seen = set()
-    todo = [t.op for t in top.input_tensors]
-    while todo:
-        op = todo.pop()
-        if op is bottom or op in seen or not hasattr(op, "axis"):
-            continue
-        seen.add(op)
-        if is_broadcast(op.tag):
-            s[op].compute_inline()
-            todo.extend(t.op for t in op.input_tensors)
 
 
 def schedule_dw_at(s, DW, D, parent, axis) -> None:
@@ -273,7 +257,7 @@ def schedule_dw_at(s, DW, D, parent, axis) -> None:
     (tuned, or the fallback its compute filled in); ``D`` is ``DW`` when there is no epilogue (then the
     accumulators get a stage of their own)."""
     _schedule_inputs(s, DW.op, parallel=False)
-    _inline_between(s, D.op, DW.op)
+    _inline_injective_above(s, D.op)  # the epilogue's inner stages (it stops at the depthwise conv)
     CC = s.cache_write(DW, "global") if D.op is DW.op else DW
     workload = get_workload([DW], TASK)
     cfg = autotvm.DispatchContext.current.query(_current_target(), workload) if workload else None
