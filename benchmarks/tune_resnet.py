@@ -131,8 +131,9 @@ def tune_tasks(tasks, log_path: str, args) -> list:
     from kiln import autotvm
     measure_option = autotvm.measure_option(
         builder=autotvm.LocalBuilder(timeout=60),
-        runner=autotvm.LocalRunner(number=args.measure_number, repeat=args.measure_repeat, min_repeat_ms=50,
-                                   timeout=30, cooldown_interval=0.0))
+        runner=autotvm.LocalRunner(number=1 if args.cache_flush else args.measure_number,
+                                   repeat=args.measure_repeat, min_repeat_ms=0 if args.cache_flush else 50,
+                                   timeout=30, cooldown_interval=0.0, enable_cpu_cache_flush=args.cache_flush))
     search_log = log_path + ".search"
     for path in (search_log, log_path):
         if os.path.exists(path):
@@ -235,7 +236,9 @@ def to_markdown(data: dict) -> str:
              f"Tuning: {data['n_tasks']} conv2d tasks from relay.testing resnet-18, tuner {data['tuner']}, at most "
              f"{data['trials']} trials per task (plus the fallback config, measured first), early stopping "
              f"{data['early_stopping']}, kernels measured with {data['measure_threads']} thread(s) by "
-             f"{data.get('measure_clock', 'wall')} time; "
+             f"{data.get('measure_clock', 'wall')} time"
+             + (", one call a repeat after evicting the caches (the input excepted)" if data.get("cache_flush") else "")
+             + "; "
              f"total tuning time {data['tuning_seconds']:.0f} s ({data['tuning_seconds'] / 60:.1f} min); "
              f"task extraction {data['extract_seconds']:.1f} s. "
              + (f"Then the {data['verify_top']} fastest configs of each task and its fallback were measured again "
@@ -295,6 +298,11 @@ def main(argv=None) -> dict:
     p.add_argument("--measure-threads", type=int, default=1, help="threads of the kernels measured while tuning")
     p.add_argument("--measure-clock", default="cpu", choices=("cpu", "wall"),
                    help="what the tuning measurements time (KILN_TIME_EVALUATOR_CLOCK)")
+    p.add_argument("--cache-flush", action="store_true",
+                   help="time each call after evicting the caches, the input excepted (LocalRunner's "
+                   "enable_cpu_cache_flush; one call a repeat): a network whose weights exceed the last-level "
+                   "cache reads each layer's weights from memory, and hot timings rank configs for a cache it "
+                   "does not have")
     p.add_argument("--measure-number", type=int, default=4)
     p.add_argument("--measure-repeat", type=int, default=3)
     p.add_argument("--rounds", type=int, default=9)
@@ -321,8 +329,8 @@ def main(argv=None) -> dict:
             with open(args.log + ".tasks.json", encoding="utf-8") as f:
                 old = json.load(f)
             task_rows, tuning_s = old["tasks"], old["tuning_seconds"]
-            for key in ("trials", "early_stopping", "tuner", "measure_threads", "measure_clock", "verify_top",
-                        "verify_passes"):
+            for key in ("trials", "early_stopping", "tuner", "measure_threads", "measure_clock", "cache_flush",
+                        "verify_top", "verify_passes"):
                 if key in old:
                     setattr(args, key, old[key])
     else:
@@ -347,7 +355,8 @@ def main(argv=None) -> dict:
             json.dump({"tasks": task_rows, "tuning_seconds": tuning_s, "trials": args.trials,
                        "verify_top": args.verify_top, "verify_passes": args.verify_passes,
                        "early_stopping": args.early_stopping, "tuner": args.tuner,
-                       "measure_threads": args.measure_threads, "measure_clock": args.measure_clock}, f, indent=1,
+                       "measure_threads": args.measure_threads, "measure_clock": args.measure_clock,
+                       "cache_flush": args.cache_flush}, f, indent=1,
                       default=float)
 
     _log("building untuned and tuned ...")
@@ -438,7 +447,7 @@ def main(argv=None) -> dict:
             "tuner": args.tuner, "trials": args.trials,
             "early_stopping": args.early_stopping, "measure_threads": args.measure_threads,
             "verify_top": args.verify_top, "verify_passes": args.verify_passes,
-            "measure_clock": args.measure_clock, "n_tasks": len(tasks), "extract_seconds": extract_s,
+            "measure_clock": args.measure_clock, "cache_flush": args.cache_flush, "n_tasks": len(tasks), "extract_seconds": extract_s,
             "tuning_seconds": tuning_s, "rounds": args.rounds, "number": args.number, "tasks": task_rows,
             "latency": latency, "speedups": speedups, "paired_speedups": paired, "openmp": openmp_status(), "log": os.path.relpath(args.log, RESULTS_DIR), "notes": notes}
     text = to_markdown(data)

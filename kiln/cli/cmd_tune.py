@@ -32,9 +32,15 @@ def add_parser(sub) -> None:
                    help="only tune these Relay ops, e.g. nn.conv2d,nn.dense (default: every tunable op)")
     p.add_argument("--opt-level", type=int, default=3, choices=range(0, 5), metavar="{0..4}",
                    help="PassContext opt_level used for task extraction (default 3)")
-    p.add_argument("--number", type=int, default=4, help="runs per measurement (default 4)")
+    p.add_argument("--number", type=int, default=None,
+                   help="runs per measurement (default 4; 1 with --enable-cpu-cache-flush)")
     p.add_argument("--repeat", type=int, default=3, help="measurements per config (default 3)")
     p.add_argument("--min-repeat-ms", type=int, default=0, help="minimum length of one measurement in ms")
+    p.add_argument("--enable-cpu-cache-flush", action="store_true",
+                   help="evict the CPU caches before each measurement, the operator's input excepted "
+                   "(AutoTVM LocalRunner's enable_cpu_cache_flush): a layer then reads its weights from memory, as "
+                   "in a network whose weights exceed the last-level cache (resnet18 and larger on most CPUs), "
+                   "where configs tuned hot can lose (the RPC server flushes its own caches)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds allowed to build or run one config")
     p.add_argument("--parallel", type=int, default=None, metavar="N", help="configs built in parallel")
     p.add_argument("--transfer-learning", action="store_true",
@@ -58,15 +64,24 @@ def _tracker_address(text: str) -> tuple:
 def make_measure_option(args) -> dict:
     from .. import autotvm  # lazy: heavy compiler package (fast `kiln --help`)
     builder = autotvm.LocalBuilder(timeout=args.timeout, n_parallel=args.parallel)
+    flush = bool(getattr(args, "enable_cpu_cache_flush", False))
+    number = args.number if args.number is not None else (1 if flush else 4)
+    if flush and (number != 1 or args.min_repeat_ms > 0):
+        # the caches are evicted once per measurement: a second run in it, or one grown to --min-repeat-ms,
+        # would time a warm kernel again
+        raise CLIError(f"--enable-cpu-cache-flush times one cold run per measurement: it needs --number 1 (got "
+                       f"{number}) and --min-repeat-ms 0 (got {args.min_repeat_ms}); use --repeat for more "
+                       "measurements")
     if args.rpc_key or args.rpc_tracker:
         if not (args.rpc_key and args.rpc_tracker):
             raise CLIError("remote tuning needs both --rpc-key and --rpc-tracker")
         host, port = _tracker_address(args.rpc_tracker)
-        runner = autotvm.RPCRunner(args.rpc_key, host, port, number=args.number, repeat=args.repeat,
-                                   min_repeat_ms=args.min_repeat_ms, timeout=args.timeout)
+        runner = autotvm.RPCRunner(args.rpc_key, host, port, number=number, repeat=args.repeat,
+                                   min_repeat_ms=args.min_repeat_ms, timeout=args.timeout,
+                                   enable_cpu_cache_flush=flush)
     else:
-        runner = autotvm.LocalRunner(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
-                                     timeout=args.timeout)
+        runner = autotvm.LocalRunner(number=number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                                     timeout=args.timeout, enable_cpu_cache_flush=flush)
     return autotvm.measure_option(builder=builder, runner=runner)
 
 

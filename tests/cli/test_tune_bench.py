@@ -110,3 +110,19 @@ def test_bench_compiled_module_kiln_only(compiled_conv):
     res = run_kiln("bench", compiled_conv, "--rounds", "2", "--number", "3", "--no-peers")
     assert res.returncode == 0, res.stderr
     assert "median ms" in res.stdout and "compile time" not in res.stdout
+
+
+def test_tune_cache_flush_option_sets_the_runner():
+    """--enable-cpu-cache-flush: one cold run a measurement (number 1 by default), refused with more runs."""
+    from kiln.cli import build_parser
+    from kiln.cli.cmd_tune import make_measure_option
+    from kiln.cli.common import CLIError
+    parser = build_parser()
+    base = ["tune", "model.onnx", "-o", "tune.log"]
+    runner = make_measure_option(parser.parse_args(base + ["--enable-cpu-cache-flush"]))["runner"]
+    assert runner.enable_cpu_cache_flush and runner.number == 1 and runner.min_repeat_ms == 0
+    runner = make_measure_option(parser.parse_args(base))["runner"]
+    assert not runner.enable_cpu_cache_flush and runner.number == 4
+    for extra, what in ((["--number", "3"], "got 3"), (["--min-repeat-ms", "50"], "got 50")):
+        with pytest.raises(CLIError, match=f"needs --number 1.*{what}"):
+            make_measure_option(parser.parse_args(base + ["--enable-cpu-cache-flush"] + extra))

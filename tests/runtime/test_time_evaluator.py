@@ -104,3 +104,11 @@ def test_cache_flush_preproc(add_module):
     res = add_module.time_evaluator("bump", kiln.cpu(0), number=3, repeat=2,
                                     f_preproc="cache_flush_cpu_non_first_arg")(counter)
     assert len(res.results) == 2 and counter.numpy()[0] == 7
+    # called directly: it reads the first argument back (any dtype, empty included) and changes no argument
+    flush = kiln.get_global_func("cache_flush_cpu_non_first_arg")
+    first, second = nd.array(np.arange(50000, dtype="float16")), nd.array(np.ones((3, 5), "int8"))
+    flush(first, second)
+    flush(nd.empty((0,), "float32"), second)
+    flush()
+    np.testing.assert_array_equal(first.numpy(), np.arange(50000, dtype="float16"))
+    np.testing.assert_array_equal(second.numpy(), np.ones((3, 5), "int8"))
