@@ -110,7 +110,8 @@ class _TensorToBuffer(StmtExprMutator):
             return body
         if s.attr_key == "buffer_bind_scope":
             return self._bind_region(s)
-        if s.attr_key == "prefetch_scope" and isinstance(s.node, Tensor):
+        if s.attr_key in ("prefetch_scope", "prefetch_spread_scope", "prefetch_spread_at") and \
+                isinstance(s.node, Tensor):
             key = self._key(s.node)
             buf = self.extern.get(key) or self.local.get(key)
             body = self.visit(s.body)

@@ -90,6 +90,8 @@ class IterVarAttr:
         self.tensor_intrin = None
         self.prefetch_data: list = []     # tensors to prefetch at this loop (Stage.prefetch)
         self.prefetch_offset: list = []   # how many iterations ahead, one per tensor
+        self.prefetch_spread: list = []   # per tensor: False, or True for a spread prefetch (its loop is marked)
+        self.prefetch_spread_at: list = []  # tensors whose spread prefetch is shared over this loop
 
     def copy(self) -> "IterVarAttr":
         n = IterVarAttr()
@@ -98,6 +100,8 @@ class IterVarAttr:
         n.pragma_values = list(self.pragma_values)
         n.prefetch_data = list(self.prefetch_data)
         n.prefetch_offset = list(self.prefetch_offset)
+        n.prefetch_spread = list(self.prefetch_spread)
+        n.prefetch_spread_at = list(self.prefetch_spread_at)
         return n
 
 
@@ -416,11 +420,24 @@ class Stage(Node):
             a.pragma_values.append(tir_op.convert(pragma_value) if pragma_value is not None else None)
 
     @_recorded("prefetch")
-    def prefetch(self, tensor, var, offset):
+    def prefetch(self, tensor, var, offset, spread_over=None):
         """Prefetch ``tensor`` at loop ``var``: before each iteration, the part of ``tensor`` that iteration
         ``var + offset`` reads is requested into the cache (TE lowering puts a ``prefetch_scope`` attribute on the
         loop; ``kiln.tir.transform.InjectPrefetch`` turns it into a ``Prefetch`` of that region, clamped to the
-        buffer; StorageFlatten makes it one ``tir.prefetch`` call per 64-byte cache line)."""
+        buffer; StorageFlatten makes it one ``tir.prefetch`` call per 64-byte cache line).
+
+        ``spread_over`` (kiln's extension; TVM's ``prefetch`` has three arguments): a loop inside ``var``'s (of
+        this stage or of a stage computed inside it). The region of iteration ``var + offset`` is then requested
+        a little at a time instead of in one burst: iteration ``var`` takes part ``var mod offset`` of ``offset``
+        equal parts of its cache lines (so the ``offset`` iterations before it request it once, between them),
+        and each iteration of the loops from ``var``'s body down to ``spread_over`` an equal share of that part,
+        at the start of ``spread_over``'s body, into the caches below L1 (``__builtin_prefetch`` locality 2). It is
+        for data needed a whole task later, such as the next output-channel chunk's weights of a convolution
+        whose parallel loop runs ``offset`` row tiles per chunk: a burst of thousands of prefetches fills the
+        core's miss buffers and stalls it until memory answers, where requests between the arithmetic overlap
+        it. It applies where the region is one contiguous span of an argument buffer and ``offset`` is a
+        positive constant; elsewhere no prefetch is emitted (a prefetch is a hint: dropping one changes no
+        result)."""
         if not isinstance(tensor, Tensor):
             raise ScheduleError(f"prefetch on stage '{self.op.name}': the first argument must be a te.Tensor "
                                 f"(the tensor to prefetch), got {tensor!r}")
@@ -432,9 +449,19 @@ class Stage(Node):
         offset = tir_op.convert(offset)
         if not parse_dtype(offset.dtype).is_integral:
             raise ScheduleError(f"prefetch on stage '{self.op.name}': the offset must be an integer, got {offset!r}")
+        owner = None
+        if spread_over is not None:
+            stages = self.attach_sch.stages if self.attach_sch is not None else [self]
+            owner = next((st for st in stages if any(x is spread_over for x in st.leaf_iter_vars)), None)
+            if owner is None:
+                raise ScheduleError(f"prefetch on stage '{self.op.name}': spread_over must be a loop (IterVar) of a "
+                                    f"stage of this schedule, inside '{_axis_name(var)}'; got {spread_over!r}")
         a = self._attr(var)
         a.prefetch_data.append(tensor)
         a.prefetch_offset.append(offset)
+        a.prefetch_spread.append(owner is not None)
+        if owner is not None:
+            owner._attr(spread_over).prefetch_spread_at.append(tensor)
 
     @_recorded("storage_align")
     def storage_align(self, axis, factor, offset):

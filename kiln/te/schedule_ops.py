@@ -22,6 +22,8 @@ from .tensor_intrin import make_tensorize_stmt
 
 LOOP_SCOPE = "loop_scope"
 PREFETCH_SCOPE = "prefetch_scope"
+PREFETCH_SPREAD_SCOPE = "prefetch_spread_scope"
+PREFETCH_SPREAD_AT = "prefetch_spread_at"
 _NOOP = None
 
 
@@ -144,8 +146,12 @@ def make_loop_nest(stage, dom_map, begin_iter_pos, new_loop_var, skip_iter, valu
                     not ana.can_prove_equal(dom.extent, 1):
                 # inside the loop, around the stages computed at it (kiln.tir.transform.InjectPrefetch); a loop
                 # of one iteration has no later iteration to prefetch for
-                for tensor, offset in zip(attr.prefetch_data, attr.prefetch_offset):
-                    level.append(_wrap("attr", tensor, PREFETCH_SCOPE, offset))
+                for tensor, offset, spread in zip(attr.prefetch_data, attr.prefetch_offset, attr.prefetch_spread):
+                    level.append(_wrap("attr", tensor, PREFETCH_SPREAD_SCOPE if spread else PREFETCH_SCOPE, offset))
+            if attr is not None and attr.prefetch_spread_at and not new_loop_var:
+                # marks the loop a spread prefetch is shared over (InjectPrefetch puts the requests here)
+                for tensor in attr.prefetch_spread_at:
+                    level.append(_wrap("attr", tensor, PREFETCH_SPREAD_AT, tir_op.const(0, "int32")))
         else:
             if not ana.can_prove_equal(dom.min, 0):
                 raise LoweringError(f"thread-bound axis {iv.var.name} must start at 0, but starts at {dom.min}")

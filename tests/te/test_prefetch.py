@@ -352,3 +352,145 @@ def test_loop_dependent_region_has_one_guard(shape, axis, factor, offset):
     f = kiln.build(s, [A, B], AVX2)
     _, b = _run(f, [a, np.zeros(shape, "float32")])
     np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+
+
+# --- spread prefetch (kiln's `spread_over`): the next chunk's block requested a share at a time -----------------
+
+def _chunked_matvec(chunks, rows, k, lanes=16, wlanes=None):
+    """out[c, r, l] = sum_k X[r, k] * W[c, k, l]: a parallel loop over (chunk, row) whose tasks of one chunk
+    read the same block of W, as the NCHWc convs' loop over (output-channel chunk, row tile)."""
+    W = te.placeholder((chunks, k, wlanes or lanes), name="W")
+    X = te.placeholder((rows, k), name="X")
+    rk = te.reduce_axis((0, k), name="rk")
+    O = te.compute((chunks, rows, lanes), lambda c, r, l: te.sum(X[r, rk] * W[c, rk, l], axis=rk), name="O")
+    s = te.create_schedule(O.op)
+    c, r, l = O.op.axis
+    par = s[O].fuse(c, r)
+    ko, ki = s[O].split(rk, factor=3)
+    s[O].reorder(par, ko, ki, l)
+    s[O].parallel(par)
+    s[O].vectorize(l)
+    return s, W, X, O, par, ko
+
+
+def _requested_lines(func, evaluate_for):
+    """{element offset: times requested} of every spread prefetch, for every value of the loop variables named
+    in ``evaluate_for`` ({name: extent}), with the guard evaluated."""
+    found = []
+
+    def walk(node, path):
+        if isinstance(node, S.Evaluate) and isinstance(node.value, tir.Call) and node.value.op == "tir.prefetch":
+            found.append((node.value, list(path)))
+            return
+        kids = []
+        if isinstance(node, S.SeqStmt):
+            kids = list(node.seq)
+        elif isinstance(node, (S.For, S.LetStmt, S.AttrStmt, S.Allocate, S.DeclBuffer)):
+            kids = [node.body]
+        elif isinstance(node, S.IfThenElse):
+            kids = [node.then_case] + ([node.else_case] if node.else_case is not None else [])
+        for kid in kids:
+            walk(kid, path + [node])
+    walk(func.body, [])
+    assert found, "no spread prefetch emitted"
+    ana = kiln.arith.Analyzer()
+    counts = {}
+    import itertools
+    for call, path in found:
+        line_loop = path[-1]
+        assert isinstance(line_loop, S.For) and line_loop.loop_var.name.endswith(".pf_line")
+        loop_vars = {f.loop_var.name: f.loop_var for f in path if isinstance(f, S.For)}
+        names = sorted(evaluate_for)
+        for values in itertools.product(*[range(evaluate_for[n]) for n in names]):
+            env = {loop_vars[n]: v for n, v in zip(names, values)}
+
+            def at(e):
+                out = ana.simplify(tir.stmt_functor.substitute(e, env))
+                return out.value
+            if any(isinstance(g, S.IfThenElse) and not at(g.condition) for g in path):
+                continue
+            lo, ext = at(line_loop.min), at(line_loop.extent)
+            for line in range(lo, lo + max(ext, 0)):
+                env[line_loop.loop_var] = line
+                addr = at(call.args[0].args[2])
+                counts[addr] = counts.get(addr, 0) + 1
+                del env[line_loop.loop_var]
+    return counts
+
+
+@pytest.mark.parametrize("chunks,rows,k", [(4, 3, 7), (3, 5, 10), (2, 2, 1)])
+def test_spread_prefetch_requests_each_line_of_the_next_chunk_once(chunks, rows, k):
+    s, W, X, O, par, ko = _chunked_matvec(chunks, rows, k)
+    s[O].prefetch(W, par, rows, spread_over=ko)
+    func = kiln.lower(s, [W, X, O])["main"]
+    assert "prefetch_spread" not in func.script()  # the markers are consumed
+    par_name = next(f.loop_var.name for f in _fors(func) if f.kind == S.ForKind.PARALLEL)
+    loops = {par_name: chunks * rows}
+    ko_loop = [f for f in _fors(func) if f.loop_var.name.startswith("rk.outer")]
+    if ko_loop:  # (a loop of one iteration is a let: the tasks' parts are not split further)
+        loops[ko_loop[0].loop_var.name] = -(-k // 3)
+    counts = _requested_lines(func, loops)   # every (task, reduction chunk) pair
+    block = k * 16
+    expect = {c * block + 16 * j: 1 for c in range(1, chunks) for j in range(block // 16)}
+    assert counts == expect  # chunk c's tasks request chunk c + 1 once; the last chunk's request nothing
+
+
+def _fors(func):
+    out = []
+    post_order_visit(func.body, lambda x: out.append(x) if isinstance(x, S.For) else None)
+    return out
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512])
+def test_spread_prefetch_builds_and_leaves_results_unchanged(target):
+    chunks, rows, k = 5, 3, 7
+    s, W, X, O, par, ko = _chunked_matvec(chunks, rows, k)
+    s[O].prefetch(W, par, rows, spread_over=ko)
+    f = kiln.build(s, [W, X, O], target)
+    src = f.get_source()
+    assert re.search(r"__builtin_prefetch\([^;]*, 0, 2\)", src)  # locality 2: below L1
+    if target == AVX512 and not _host_runs_avx512():
+        return
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((chunks, k, 16)).astype("float32")
+    x = rng.standard_normal((rows, k)).astype("float32")
+    *_, out = _run(f, [w, x, np.zeros((chunks, rows, 16), "float32")])
+    np.testing.assert_allclose(out, np.einsum("rk,ckl->crl", x, w), rtol=1e-5, atol=1e-5)
+
+
+def test_spread_prefetch_dropped_where_it_cannot_apply():
+    # a region that is not one span (W's rows are 32 wide, 16 read) and an intermediate tensor: no prefetch,
+    # no marker left, results unchanged
+    s, W, X, O, par, ko = _chunked_matvec(3, 2, 5, wlanes=32)
+    s[O].prefetch(W, par, 2, spread_over=ko)
+    func = kiln.lower(s, [W, X, O])["main"]
+    assert not _prefetch_calls(func) and "prefetch_spread" not in func.script()
+    f = kiln.build(s, [W, X, O], AVX2)
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((3, 5, 32)).astype("float32")
+    x = rng.standard_normal((2, 5)).astype("float32")
+    *_, out = _run(f, [w, x, np.zeros((3, 2, 16), "float32")])
+    np.testing.assert_allclose(out, np.einsum("rk,ckl->crl", x, w[:, :, :16]), rtol=1e-5, atol=1e-5)
+
+    A = te.placeholder((4, 6, 16), name="A")
+    W2 = te.compute((4, 6, 16), lambda c, k, l: A[c, k, l] * 2.0, name="W2")
+    X2 = te.placeholder((3, 6), name="X2")
+    rk = te.reduce_axis((0, 6), name="rk")
+    O2 = te.compute((4, 3, 16), lambda c, r, l: te.sum(X2[r, rk] * W2[c, rk, l], axis=rk), name="O2")
+    s2 = te.create_schedule(O2.op)
+    c, r, l = O2.op.axis
+    par2 = s2[O2].fuse(c, r)
+    s2[W2].compute_root()
+    s2[O2].prefetch(W2, par2, 3, spread_over=O2.op.reduce_axis[0])
+    func2 = kiln.lower(s2, [A, X2, O2])["main"]
+    assert not _prefetch_calls(func2) and "prefetch_spread" not in func2.script()
+
+
+def test_spread_prefetch_errors():
+    s, W, X, O, par, ko = _chunked_matvec(2, 2, 4)
+    other = te.placeholder((4,), name="other")
+    with pytest.raises(KilnError, match="spread_over must be a loop"):
+        s[O].prefetch(W, par, 2, spread_over=other)
+    stray = te.reduce_axis((0, 4), name="stray")
+    with pytest.raises(KilnError, match="spread_over must be a loop"):
+        s[O].prefetch(W, par, 2, spread_over=stray)

@@ -41,8 +41,8 @@ from ..nn.conv2d import _out_size, _params
 from ..nn.pad import pad
 from ..tag import is_broadcast, is_injective
 from ..utils import get_const_tuple
-from .utils import (divisor_at_most, is_static, nchwc_output_axes, reduction_flops, scaled_registers,
-                    schedule_anchored, simd_width, size_hint, vector_registers, worth_parallel)
+from .utils import (divisor_at_most, is_static, nchwc_output_axes, prefetch_weights, reduction_flops,
+                    scaled_registers, schedule_anchored, simd_width, size_hint, vector_registers, worth_parallel)
 
 def _parse_blocked(layout: str, letter: str) -> int:
     """The block factor of sub-axis ``letter`` in a layout such as ``NCHW8c`` (0 when absent)."""
@@ -484,6 +484,12 @@ def _schedule_conv(s, cfg, C, O):
     cyo, cyi = s[CC].split(cy, factor=oh_t)
     cxo, cxi = s[CC].split(cx, factor=ow_t)
     s[CC].reorder(cooo, cyo, cxo, icc, ry, rx, icb, cooi, cyi, cxi, cocb)
+    if rows_producer is None and order == 0 and is_static(oh) and oh // oh_t > 1:
+        # the parallel loop runs each chunk's row tiles in a row: its first reads the chunk's weights from memory
+        # (in a network whose weights exceed the cache), the others from L2; the row tiles of a chunk request the
+        # next chunk's weights between them, a share per input-channel chunk (topi/x86/utils.prefetch_weights)
+        kernel = next(t for t in C.op.input_tensors if len(t.shape) == 6)
+        prefetch_weights(s, O, kernel, par, oh // oh_t, icc)
     if unroll_kw:
         s[CC].unroll(rx)
     s[CC].unroll(cooi)

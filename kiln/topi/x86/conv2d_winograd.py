@@ -45,8 +45,8 @@ from ..nn.pad import pad
 from ..nn.winograd_util import by_column, winograd_matrices
 from ..utils import get_const_tuple
 from .conv2d import _block_candidates, _knob, channel_block, pack_data, unpack_nchwc
-from .utils import (is_static, nchwc_output_axes, scaled_registers, schedule_anchored, simd_width, size_hint,
-                    worth_parallel)
+from .utils import (is_static, nchwc_output_axes, prefetch_weights, scaled_registers, schedule_anchored,
+                    simd_width, size_hint, worth_parallel)
 
 # Accumulator vectors of the GEMM's register tile (16 AVX2 registers less a broadcast and a weight vector).
 # 8 measured 20-40% slower than 12 on resnet-18's layers, so the space starts at 10.
@@ -413,6 +413,9 @@ def _schedule_winograd(s, cfg, C, O):
     s[MC].reorder(cpo, crc, cpi, cob)
     s[MC].unroll(cpi)
     s[MC].vectorize(cob)
+    # each (e, nu) task reads its slice of the transformed weights, from memory in a network whose weights exceed
+    # the cache: it requests the next task's slice between its reduction steps (topi/x86/utils.prefetch_weights)
+    prefetch_weights(s, M, U, en, 1, crc)
 
     # output transform: per output tile, A^T M in registers then the m x m pixels (with the fused epilogue)
     if C.op is not O:

@@ -1,0 +1,87 @@
+"""The x86 convs request the next task's weights between their arithmetic (``topi/x86/utils.prefetch_weights``,
+``Stage.prefetch(..., spread_over=)``): the direct NCHWc conv's parallel loop over (output-channel chunk, row
+tile), where each chunk's row tiles request the next chunk, and the Winograd GEMM's loop over the transformed
+tiles' positions, each requesting the next position's weights. Both ISAs' code is compiled (run where the host
+can), numerics against PyTorch on odd shapes; weights under the threshold get no prefetch."""
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import kiln as tvm
+from kiln import relay
+from kiln.target.x86 import host_can_run
+from kiln.topi.x86.utils import PREFETCH_WEIGHT_BYTES
+
+from conv_fusion_util import kernel_source, run
+
+TARGETS = ["llvm -mcpu=core-avx2", "llvm -mcpu=skylake-avx512"]
+SPREAD = re.compile(r"__builtin_prefetch\([^;]*, 0, 2\);")  # a spread request: read, into the caches below L1
+
+
+def _conv(rng, cin, cout, h, w, k, stride):
+    x = relay.var("x", shape=(1, cin, h, w))
+    wt = (rng.standard_normal((cout, cin, k, k)) / np.sqrt(cin * k * k)).astype("float32")
+    y = relay.nn.relu(relay.nn.conv2d(x, relay.const(wt), strides=(stride, stride), padding=(k // 2, k // 2),
+                                      channels=cout, kernel_size=(k, k)))
+
+    def reference(a):
+        return torch.relu(torch.nn.functional.conv2d(torch.from_numpy(a), torch.from_numpy(wt), stride=stride,
+                                                     padding=k // 2)).numpy()
+    return tvm.IRModule.from_expr(relay.Function([x], y)), reference, wt.nbytes
+
+
+def _build(mod, target):
+    with tvm.transform.PassContext(opt_level=3):
+        return relay.build(mod, target=target)
+
+
+def _conv_kernel(lib):
+    (conv,) = [c for c in lib.lowered if c.anchor_op.startswith("nn.contrib_conv2d_")]
+    return conv, kernel_source(lib, conv.func_name)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("cin,cout,h,w,k,stride,template", [
+    (2048, 1000, 7, 9, 1, 1, "conv2d_NCHWc.x86"),              # 8 MB of weights, 1000 = 125 blocks of 8
+    (256, 248, 14, 13, 3, 1, "conv2d_NCHWc_winograd.x86"),     # 2.2 MB, 9x the transformed
+])
+def test_weight_prefetch_in_big_convs(target, cin, cout, h, w, k, stride, template):
+    rng = np.random.default_rng(cin + cout)
+    mod, reference, nbytes = _conv(rng, cin, cout, h, w, k, stride)
+    assert nbytes >= PREFETCH_WEIGHT_BYTES
+    lib = _build(mod, target)
+    conv, body = _conv_kernel(lib)
+    assert conv.implementation == template
+    assert SPREAD.search(body), "no spread weight prefetch in the conv kernel"
+    if not host_can_run(target):
+        return
+    a = rng.standard_normal((1, cin, h, w)).astype("float32")
+    np.testing.assert_allclose(run(lib, a), reference(a), rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_no_weight_prefetch_under_the_threshold(target):
+    rng = np.random.default_rng(7)
+    mod, reference, nbytes = _conv(rng, 256, 250, 7, 7, 1, 1)   # 250 KB
+    assert nbytes < PREFETCH_WEIGHT_BYTES
+    lib = _build(mod, target)
+    _, body = _conv_kernel(lib)
+    assert "__builtin_prefetch" not in body
+    if host_can_run(target):
+        a = rng.standard_normal((1, 256, 7, 7)).astype("float32")
+        np.testing.assert_allclose(run(lib, a), reference(a), rtol=2e-4, atol=2e-4)
+
+
+def test_weight_prefetch_keeps_nan_and_inf_where_torch_puts_them():
+    rng = np.random.default_rng(8)
+    mod, reference, _ = _conv(rng, 2048, 1000, 7, 9, 1, 1)
+    lib = _build(mod, "llvm")
+    a = rng.standard_normal((1, 2048, 7, 9)).astype("float32")
+    a[0, 5, 3, 4] = np.nan
+    a[0, 100, 6, 8] = np.inf
+    got, want = run(lib, a), reference(a)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=2e-4, atol=2e-4)
