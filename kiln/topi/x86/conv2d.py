@@ -484,12 +484,16 @@ def _schedule_conv(s, cfg, C, O):
     cyo, cyi = s[CC].split(cy, factor=oh_t)
     cxo, cxi = s[CC].split(cx, factor=ow_t)
     s[CC].reorder(cooo, cyo, cxo, icc, ry, rx, icb, cooi, cyi, cxi, cocb)
-    if rows_producer is None and order == 0 and is_static(oh) and oh // oh_t > 1:
-        # the parallel loop runs each chunk's row tiles in a row: its first reads the chunk's weights from memory
-        # (in a network whose weights exceed the cache), the others from L2; the row tiles of a chunk request the
-        # next chunk's weights between them, a share per input-channel chunk (topi/x86/utils.prefetch_weights)
+    if rows_producer is None:
+        # the task after this one reads the next output-channel chunk's weights: with order 0 the chunk's row tiles
+        # run in a row (the first reads the weights from memory in a network whose weights exceed the cache, the
+        # others from L2), and they request the next chunk between them; with order 1 each task moves to the next
+        # chunk and requests it while computing this one. A share per input-channel chunk
+        # (topi/x86/utils.prefetch_weights; nothing under its size threshold)
         kernel = next(t for t in C.op.input_tensors if len(t.shape) == 6)
-        prefetch_weights(s, O, kernel, par, oh // oh_t, icc)
+        parts = 1 if order == 1 else (oh // oh_t if is_static(oh) else 0)  # tasks from one chunk to the next
+        if parts:
+            prefetch_weights(s, O, kernel, par, parts, icc)
     if unroll_kw:
         s[CC].unroll(rx)
     s[CC].unroll(cooi)

@@ -1,8 +1,9 @@
 """The x86 convs request the next task's weights between their arithmetic (``topi/x86/utils.prefetch_weights``,
 ``Stage.prefetch(..., spread_over=)``): the direct NCHWc conv's parallel loop over (output-channel chunk, row
-tile), where each chunk's row tiles request the next chunk, and the Winograd GEMM's loop over the transformed
-tiles' positions, each requesting the next position's weights. Both ISAs' code is compiled (run where the host
-can), numerics against PyTorch on odd shapes; weights under the threshold get no prefetch."""
+tile), where each chunk's row tiles request the next chunk (order 0) or each task the next task's chunk (order 1),
+and the Winograd GEMM's loop over the transformed tiles' positions, each requesting the next position's weights.
+Both ISAs' code is compiled (run where the host can), numerics against PyTorch on odd shapes; weights under the
+threshold get no prefetch."""
 import re
 
 import numpy as np
@@ -44,7 +45,8 @@ def _conv_kernel(lib):
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("cin,cout,h,w,k,stride,template", [
-    (2048, 1000, 7, 9, 1, 1, "conv2d_NCHWc.x86"),              # 8 MB of weights, 1000 = 125 blocks of 8
+    (2048, 1000, 7, 9, 1, 1, "conv2d_NCHWc.x86"),              # 8 MB of weights, 1000 = 125 blocks of 8: order 0
+    (256, 264, 15, 13, 3, 2, "conv2d_NCHWc.x86"),              # 2.4 MB, strided: order 1 (rows outside chunks)
     (256, 248, 14, 13, 3, 1, "conv2d_NCHWc_winograd.x86"),     # 2.2 MB, 9x the transformed
 ])
 def test_weight_prefetch_in_big_convs(target, cin, cout, h, w, k, stride, template):
