@@ -87,3 +87,21 @@ def test_weight_prefetch_keeps_nan_and_inf_where_torch_puts_them():
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     finite = np.isfinite(want)
     np.testing.assert_allclose(got[finite], want[finite], rtol=2e-4, atol=2e-4)
+
+
+def test_weight_prefetch_with_a_symbolic_batch_in_the_vm():
+    # the parallel loop's extent is then symbolic; the request still stops at the weights' last chunk
+    from kiln.runtime import vm as vm_rt
+    rng = np.random.default_rng(9)
+    cin, cout = 2048, 1000
+    x = relay.var("x", shape=(relay.Any(), cin, 7, 9))
+    wt = (rng.standard_normal((cout, cin, 1, 1)) / 45).astype("float32")
+    y = relay.nn.relu(relay.nn.conv2d(x, relay.const(wt), channels=cout, kernel_size=(1, 1)))
+    with tvm.transform.PassContext(opt_level=3):
+        exe = relay.vm.compile(tvm.IRModule.from_expr(relay.Function([x], y)), target="llvm")
+    assert SPREAD.search(exe.lib.get_source())
+    m = vm_rt.VirtualMachine(exe, tvm.cpu())
+    for batch in (1, 3):
+        a = rng.standard_normal((batch, cin, 7, 9)).astype("float32")
+        want = torch.relu(torch.nn.functional.conv2d(torch.from_numpy(a), torch.from_numpy(wt))).numpy()
+        np.testing.assert_allclose(m.invoke("main", tvm.nd.array(a)).numpy(), want, rtol=2e-4, atol=2e-4)
