@@ -158,6 +158,36 @@ def run(args) -> int:
     return tune_loaded(model, target, args)
 
 
+def _hint_cache_flush(model, args) -> None:
+    """Say when the model's weights exceed this machine's last-level cache and the kernels are timed hot: in the
+    network each layer then reads its weights from memory, where configs chosen hot can lose (resnet18 on a 32 MB
+    L3: its cold-tuned log ran 0.98x of the hot-tuned one, docs/architecture.md)."""
+    if getattr(args, "enable_cpu_cache_flush", False) or args.rpc_key or args.rpc_tracker:
+        return  # already cold, or measured on another machine whose cache this one does not know
+    from ..relay import Constant
+    from ..relay.analysis import post_order_visit
+    from ..runtime.benchmark import last_level_cache_bytes
+
+    def nbytes(value) -> int:
+        shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+        if shape is None or dtype is None:
+            return 0
+        try:
+            return int(np.prod([int(d) for d in shape], dtype=np.int64)) * np.dtype(str(dtype)).itemsize
+        except TypeError:  # a dtype numpy does not name (bfloat16): not counted
+            return 0
+    # the weights: bound params, and the constants of the module (ONNX initializers are frozen into it)
+    total = sum(nbytes(v) for v in (model.params or {}).values())
+    consts = []
+    post_order_visit(model.mod["main"], lambda e: consts.append(e.data) if isinstance(e, Constant) else None)
+    total += sum(nbytes(c) for c in consts)
+    llc = last_level_cache_bytes()
+    if total > llc:
+        info(f"the model's weights ({total / 2**20:.0f} MiB) exceed this CPU's last-level cache ({llc / 2**20:.0f} "
+             "MiB): in the network each layer reads its weights from memory; --enable-cpu-cache-flush times the "
+             "kernels that way")
+
+
 def tune_loaded(model, target, args) -> int:
     """Extract, de-duplicate and tune the tasks of a loaded model as ``args`` (the ``kiln tune`` flags) say;
     returns the exit code (``kiln tune`` and ``kiln.driver.tvmc.tune``)."""
@@ -172,6 +202,7 @@ def tune_loaded(model, target, args) -> int:
     tasks = unique_tasks(found)
     info(f"extracted {len(tasks)} tunable task(s) from {label} in {time.perf_counter() - start:.2f} s"
          + (f" ({len(found) - len(tasks)} duplicate(s) skipped)" if len(found) > len(tasks) else ""))
+    _hint_cache_flush(model, args)
     if not tasks:
         print("nothing to tune: the model has no tunable operators"
               + (f" among {args.ops}" if args.ops else "") + "; no log written")

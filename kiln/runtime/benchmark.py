@@ -119,7 +119,7 @@ def measure(func: Callable, args: tuple, dev, number: int = 10, repeat: int = 1,
     return BenchmarkResult(results)
 
 
-def _last_level_cache_bytes() -> int:
+def last_level_cache_bytes() -> int:
     """Size of the largest CPU cache (from sysfs), or 32 MiB when unknown."""
     best = 0
     base = "/sys/devices/system/cpu/cpu0/cache"
@@ -154,7 +154,7 @@ def cache_flush_cpu_non_first_arg(*args) -> None:
     weights and output in memory, as in a network whose weights exceed the last-level cache.
     """
     if not _flush_buffer:
-        _flush_buffer.append(np.zeros(2 * _last_level_cache_bytes() // 8, dtype=np.int64))
+        _flush_buffer.append(np.zeros(2 * last_level_cache_bytes() // 8, dtype=np.int64))
     buf = _flush_buffer[0]
     buf += 1
     first = getattr(args[0], "_arr", None) if args else None

@@ -126,3 +126,28 @@ def test_tune_cache_flush_option_sets_the_runner():
     for extra, what in ((["--number", "3"], "got 3"), (["--min-repeat-ms", "50"], "got 50")):
         with pytest.raises(CLIError, match=f"needs --number 1.*{what}"):
             make_measure_option(parser.parse_args(base + ["--enable-cpu-cache-flush"] + extra))
+
+
+def test_tune_hints_cache_flush_when_the_weights_exceed_the_last_level_cache(monkeypatch, capsys):
+    import types
+    from kiln.cli import build_parser
+    from kiln.cli import cmd_tune
+    import kiln.runtime.benchmark as bench
+    parser = build_parser()
+    import kiln
+    from kiln import relay
+    x = relay.var("x", shape=(1, 512, 7, 7))
+    w = relay.var("w", shape=(512, 512, 3, 3))
+    y = relay.nn.conv2d(x, w, padding=(1, 1)) + relay.const(np.zeros((512, 1, 1), "float32"))
+    model = types.SimpleNamespace(mod=kiln.IRModule.from_expr(relay.Function([x, w], y)),
+                                  params={"w": np.zeros((512, 512, 3, 3), "float32")})   # 9 MiB, plus a constant
+    monkeypatch.setattr(bench, "last_level_cache_bytes", lambda: 8 << 20)
+    cmd_tune._hint_cache_flush(model, parser.parse_args(["tune", "m.onnx", "-o", "t.log"]))
+    out = capsys.readouterr().out
+    assert "weights (9 MiB) exceed this CPU's last-level cache (8 MiB)" in out and "--enable-cpu-cache-flush" in out
+    for extra in (["--enable-cpu-cache-flush"], ["--rpc-key", "k", "--rpc-tracker", "127.0.0.1:9190"]):
+        cmd_tune._hint_cache_flush(model, parser.parse_args(["tune", "m.onnx", "-o", "t.log"] + extra))
+        assert capsys.readouterr().out == ""
+    monkeypatch.setattr(bench, "last_level_cache_bytes", lambda: 32 << 20)
+    cmd_tune._hint_cache_flush(model, parser.parse_args(["tune", "m.onnx", "-o", "t.log"]))
+    assert capsys.readouterr().out == ""
