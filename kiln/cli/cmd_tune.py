@@ -167,15 +167,13 @@ def _hint_cache_flush(model, args) -> None:
     from ..relay import Constant
     from ..relay.analysis import post_order_visit
     from ..runtime.benchmark import last_level_cache_bytes
+    from ..runtime.dtype import parse_dtype
 
     def nbytes(value) -> int:
         shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
         if shape is None or dtype is None:
             return 0
-        try:
-            return int(np.prod([int(d) for d in shape], dtype=np.int64)) * np.dtype(str(dtype)).itemsize
-        except TypeError:  # a dtype numpy does not name (bfloat16): not counted
-            return 0
+        return int(np.prod([int(d) for d in shape], dtype=np.int64)) * parse_dtype(str(dtype)).itemsize
     # the weights: bound params, and the constants of the module (ONNX initializers are frozen into it)
     total = sum(nbytes(v) for v in (model.params or {}).values())
     consts = []

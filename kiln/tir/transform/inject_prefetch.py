@@ -28,11 +28,11 @@ from .. import op as _op
 from ...runtime.dtype import parse_dtype
 from ..stmt_functor import StmtExprMutator, StmtExprVisitor, substitute, uses_var
 from .pass_base import PrimFuncPass
+from .storage_flatten import CACHE_LINE_BYTES
 
 PREFETCH_SCOPE = "prefetch_scope"
 PREFETCH_SPREAD_SCOPE = "prefetch_spread_scope"
 PREFETCH_SPREAD_AT = "prefetch_spread_at"
-CACHE_LINE_BYTES = 64
 
 
 class _Touched(StmtExprVisitor):
@@ -133,8 +133,7 @@ class _Injector(StmtExprMutator):
         per_line = max(CACHE_LINE_BYTES // max(parse_dtype(buf.dtype).itemsize, 1), 1)
         lines = ana.simplify(_op.floordiv(length + (per_line - 1), per_line))
         start = buf.offset_of([r.min for r in region])
-        part = _op.floormod(var - binding.min, offset) if not ana.can_prove_equal(binding.min, 0) else \
-            _op.floormod(var, offset)
+        part = ana.simplify(_op.floormod(var - binding.min, offset))
         return _ShareAt(buf, start, lines, per_line, part, offset.value, cond)(body)
 
     def _prefetch(self, buf, offset, body):

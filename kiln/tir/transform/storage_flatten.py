@@ -20,6 +20,9 @@ from ..buffer import Buffer
 from ..stmt_functor import StmtExprMutator
 from .pass_base import PrimFuncPass
 
+#: bytes a ``tir.prefetch`` call covers (StorageFlatten's region prefetches, InjectPrefetch's spread ones)
+CACHE_LINE_BYTES = 64
+
 
 class _Realized:
     __slots__ = ("flat", "mins", "extents")
@@ -29,7 +32,7 @@ class _Realized:
 
 
 class BufferFlattener(StmtExprMutator):
-    def __init__(self, cache_line: int = 64):
+    def __init__(self, cache_line: int = CACHE_LINE_BYTES):
         self.cache_line = int(cache_line)
         self.ana = Analyzer()
         self.flat: dict = {}       # id(buffer) -> flat Buffer (parameters and views)
@@ -235,7 +238,7 @@ def _is_zero(e) -> bool:
     return isinstance(e, E.IntImm) and e.value == 0
 
 
-def flatten_func(func, mod=None, ctx=None, cache_line: int = 64):
+def flatten_func(func, mod=None, ctx=None, cache_line: int = CACHE_LINE_BYTES):
     f = BufferFlattener(cache_line)
     for b in func.buffer_map.values():
         f.flat_buffer(b)
@@ -243,7 +246,7 @@ def flatten_func(func, mod=None, ctx=None, cache_line: int = 64):
     return func if body is func.body else func.with_body(body)
 
 
-def StorageFlatten(cache_line_size: int = 64, create_bound_attribute: bool = False) -> PrimFuncPass:  # noqa: N802
+def StorageFlatten(cache_line_size: int = CACHE_LINE_BYTES, create_bound_attribute: bool = False) -> PrimFuncPass:  # noqa: N802
     """Flatten multi-dimensional buffer accesses and turn realizations into allocations (``Prefetch`` regions
     into one ``tir.prefetch`` per ``cache_line_size`` bytes)."""
     return PrimFuncPass(lambda f, *a: flatten_func(f, *a, cache_line=cache_line_size), 0, "tir.StorageFlatten")

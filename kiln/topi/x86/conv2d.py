@@ -490,10 +490,9 @@ def _schedule_conv(s, cfg, C, O):
         # others from L2), and they request the next chunk between them; with order 1 each task moves to the next
         # chunk and requests it while computing this one. A share per input-channel chunk
         # (topi/x86/utils.prefetch_weights; nothing under its size threshold)
-        kernel = next((t for t in C.op.input_tensors if len(t.shape) >= 6), None)  # OIHW{i}i{o}o (data: 5-D)
         parts = 1 if order == 1 else (oh // oh_t if is_static(oh) else 0)  # tasks from one chunk to the next
-        if kernel is not None and parts:
-            prefetch_weights(s, O, kernel, par, parts, icc)
+        if parts:
+            prefetch_weights(s, O, C.op.input_tensors[1], par, parts, icc)  # [0] the data, [1] the kernel
     if unroll_kw:
         s[CC].unroll(rx)
     s[CC].unroll(cooi)
