@@ -176,20 +176,27 @@ def interleaved(contenders: dict, rounds: int = 7, number: int = 3, warmup: int 
             for name, r in runs.items()}
 
 
-def paired_speedup(base: list, new: list, resamples: int = 2000, seed: int = 0) -> dict:
-    """Speed-up of ``new`` over ``base`` from runs taken in the same interleaved rounds (``base[i]`` and
-    ``new[i]`` ran back to back): the median of the per-round ratios base/new, a 95% bootstrap interval of
-    that median, and in how many rounds ``new`` was faster. Pairing cancels the slow drifts of a shared
-    machine (a busy neighbour slows both runs of a round), so a few-percent difference shows where the
-    spread of either series alone would hide it; an interval above 1 means measurably faster."""
+def paired_ratio(num: list, den: list, resamples: int = 2000, seed: int = 0) -> dict:
+    """``num`` against ``den`` from runs taken in the same interleaved rounds (``num[i]`` and ``den[i]`` ran
+    back to back): the median of the per-round ratios num/den, a 95% bootstrap interval of that median, the
+    rounds where ``num`` was slower (ratio > 1) and where it was faster (``ahead``). Pairing cancels the slow
+    drifts of a shared machine (a busy neighbour slows both runs of a round), so a few-percent difference shows
+    where the spread of either series alone would hide it."""
     import random
-    ratios = [b / n for b, n in zip(base, new) if n > 0]
+    ratios = [a / b for a, b in zip(num, den) if b > 0]
     if not ratios:
-        return {"median": float("nan"), "ci95": [float("nan"), float("nan")], "wins": 0, "rounds": 0}
+        return {"median": float("nan"), "ci95": [float("nan"), float("nan")], "wins": 0, "ahead": 0, "rounds": 0}
     rng = random.Random(seed)
     meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples))
     return {"median": statistics.median(ratios), "ci95": [meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]],
-            "wins": sum(r > 1 for r in ratios), "rounds": len(ratios)}
+            "wins": sum(r > 1 for r in ratios), "ahead": sum(r < 1 for r in ratios), "rounds": len(ratios)}
+
+
+def paired_speedup(base: list, new: list, resamples: int = 2000, seed: int = 0) -> dict:
+    """Speed-up of ``new`` over ``base`` (:func:`paired_ratio` of base/new): the median per-round ratio, its 95%
+    bootstrap interval and in how many rounds ``new`` was faster (``wins``); an interval above 1 means
+    measurably faster."""
+    return paired_ratio(base, new, resamples, seed)
 
 
 def write_results(name: str, data: dict, markdown: str) -> tuple[str, str]:

@@ -26,7 +26,7 @@ import traceback
 
 import numpy as np
 
-from .common import PAUSES, interleaved, machine_info, machine_line, thread_counts, write_results
+from .common import PAUSES, interleaved, machine_info, machine_line, paired_ratio, thread_counts, write_results
 from .models import MODELS
 
 CONTENDERS = ("pytorch", "torch_compile", "onnxruntime", "kiln", "kiln_tuned")
@@ -170,6 +170,8 @@ def bench_one(key: str, args, tmpdir: str) -> dict:
             row["results"][name] = {"median_ms": t["median_s"] * 1e3, "min_ms": t["best_s"] * 1e3,
                                     "compile_s": compile_s[name], "max_abs_err": errors[name],
                                     "settle_ms": [round(w * 1e3, 1) for w in t.get("settle_s", [])]}
+            if name.startswith("kiln") and "onnxruntime" in timings:
+                row["results"][name]["vs_onnxruntime"] = paired_ratio(t["runs_s"], timings["onnxruntime"]["runs_s"])
     return row
 
 
@@ -229,6 +231,15 @@ def to_markdown(data: dict) -> str:
         for desc, s in settles:
             lines.append(f"- {desc}: " + ", ".join(f"{c} {sorted(v)[len(v) // 2]:.0f} / {max(v):.0f}"
                                                    for c, v in s.items()))
+    paired = [(r["description"], c, r["results"][c]["vs_onnxruntime"]) for r in data["rows"] for c in names
+              if "vs_onnxruntime" in r["results"].get(c, {})]
+    if paired:
+        lines += ["", "kiln / ONNX Runtime, paired: the median of the per-round ratios (each round times both back to "
+                  "back, so a slow stretch of the machine slows both), its 95% bootstrap interval, the rounds kiln "
+                  "was ahead."]
+        for desc, c, p in paired:
+            lines.append(f"- {desc}, {c}: {p['median']:.3f} [{p['ci95'][0]:.3f}-{p['ci95'][1]:.3f}], ahead in "
+                         f"{p['ahead']} of {p['rounds']}")
     if notes:
         lines += ["", "Not measured:", *notes]
     return "\n".join(lines) + "\n"

@@ -61,3 +61,30 @@ def test_contention_smoke():
     assert row["max_abs_err"]["kiln"] < 1e-3
     import kiln
     assert kiln.runtime.library._threads_override == []      # the process's thread settings are left as found
+
+
+def test_paired_ratio_pairs_rounds():
+    """The ratio is taken per round, so a slow stretch that slows both contenders of a round cancels."""
+    from benchmarks.common import paired_ratio, paired_speedup
+    kiln = [1.0, 2.0, 1.1, 3.0, 0.9]   # rounds 2 and 4 were slow stretches for both
+    ort = [1.25, 2.5, 1.0, 4.0, 1.2]
+    r = paired_ratio(kiln, ort)
+    assert r["median"] == 0.8 and r["rounds"] == 5 and r["ahead"] == 4 and r["wins"] == 1
+    assert r["ci95"][0] <= r["median"] <= r["ci95"][1]
+    assert paired_speedup(ort, kiln)["wins"] == 4  # speed-up of kiln over ORT: kiln faster in four rounds
+    empty = paired_ratio([], [])
+    assert empty["rounds"] == 0 and empty["median"] != empty["median"]  # NaN
+
+
+def test_runner_reports_kiln_against_onnxruntime_paired(tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    from benchmarks import common, run
+    monkeypatch.setattr(common, "RESULTS_DIR", str(tmp_path))
+    data = run.main(["--models", "mlp_b1", "--rounds", "3", "--number", "1", "--warmup", "1",
+                     "--skip", "pytorch,torch_compile", "--out", "smoke3"])
+    res = data["rows"][0]["results"]
+    p = res["kiln"]["vs_onnxruntime"]
+    assert p["rounds"] == 3 and 0 < p["median"] < float("inf") and 0 <= p["ahead"] <= 3
+    assert "vs_onnxruntime" not in res["onnxruntime"]
+    text = (tmp_path / "smoke3.md").read_text()
+    assert f"- MLP 784-512-512-10, batch 1, kiln: {p['median']:.3f} [" in text
