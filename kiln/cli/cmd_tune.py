@@ -167,18 +167,16 @@ def _hint_cache_flush(model, args) -> None:
     from ..relay import Constant
     from ..relay.analysis import post_order_visit
     from ..runtime.benchmark import last_level_cache_bytes
-    from ..runtime.dtype import parse_dtype
+    from ..runtime.dtype import nbytes
 
-    def nbytes(value) -> int:
+    def size(value) -> int:
         shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
-        if shape is None or dtype is None:
-            return 0
-        return int(np.prod([int(d) for d in shape], dtype=np.int64)) * parse_dtype(str(dtype)).itemsize
+        return (nbytes(shape, str(dtype)) or 0) if shape is not None and dtype is not None else 0
     # the weights: bound params, and the constants of the module (ONNX initializers are frozen into it)
-    total = sum(nbytes(v) for v in (model.params or {}).values())
+    total = sum(size(v) for v in (model.params or {}).values())
     consts = []
     post_order_visit(model.mod["main"], lambda e: consts.append(e.data) if isinstance(e, Constant) else None)
-    total += sum(nbytes(c) for c in consts)
+    total += sum(size(c) for c in consts)
     llc = last_level_cache_bytes()
     if total > llc:
         info(f"the model's weights ({total / 2**20:.0f} MiB) exceed this CPU's last-level cache ({llc / 2**20:.0f} "

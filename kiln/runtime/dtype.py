@@ -180,3 +180,16 @@ def parse_dtype(dtype) -> DataType:
 def dtype_str(dtype) -> str:
     """Canonical string of a dtype-like value."""
     return str(parse_dtype(dtype))
+
+
+def nbytes(shape, dtype) -> int | None:
+    """Bytes of a dense tensor of ``shape`` (ints, or IntImms) and ``dtype`` (anything :func:`parse_dtype`
+    reads): the element count times :attr:`DataType.itemsize` (vector lanes and bfloat16 included, bool one
+    byte). None when a dimension is not a constant."""
+    n = 1
+    for d in shape:
+        v = getattr(d, "value", d)
+        if not isinstance(v, (int, np.integer)):
+            return None
+        n *= int(v)
+    return n * parse_dtype(dtype).itemsize

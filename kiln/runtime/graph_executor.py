@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import math
 import threading
 import warnings
 
@@ -22,7 +21,7 @@ import numpy as np
 from ..error import ArgumentError, KilnError, ModuleLoadError
 from .benchmark import measure
 from .device import Device, cpu, device as _as_device
-from .dtype import parse_dtype
+from .dtype import nbytes, parse_dtype
 from .kernel import KernelFunction
 from .module import Module
 from .ndarray import NDArray, _aligned_empty, _dtype_name
@@ -126,10 +125,6 @@ def _attr_list(attrs: dict, key: str, kind: str) -> list:
     return list(value[1])
 
 
-def _nbytes(shape: tuple, dtype: str) -> int:
-    return math.prod(shape) * parse_dtype(dtype).numpy_dtype().itemsize
-
-
 # -- the executor -------------------------------------------------------------------------------
 class GraphExecutor(Module):
     """A graph JSON bound to a kernel library and a device, with its memory allocated."""
@@ -155,7 +150,7 @@ class GraphExecutor(Module):
         self._allocate()
         # inputs never given a value (run() refuses to read their uninitialized memory)
         self._unset = {i for i in range(len(spec.input_names))
-                       if _nbytes(spec.shapes[self._entry_of_input(i)], spec.dtypes[self._entry_of_input(i)])}
+                       if nbytes(spec.shapes[self._entry_of_input(i)], spec.dtypes[self._entry_of_input(i)])}
         self._funcs = self._resolve_functions()
         self._build_plan()
         self._methods = {
@@ -171,15 +166,15 @@ class GraphExecutor(Module):
         spec = self.spec
         sizes: dict = {}
         for eid, sid in enumerate(spec.storage_ids):
-            sizes[sid] = max(sizes.get(sid, 0), _nbytes(spec.shapes[eid], spec.dtypes[eid]))
+            sizes[sid] = max(sizes.get(sid, 0), nbytes(spec.shapes[eid], spec.dtypes[eid]))
         # parameters and big activations: on huge pages where the host allows (nd._huge_empty)
         self.storage = {sid: _aligned_empty((max(size, 1),), np.dtype(np.uint8), huge=True)
                         for sid, size in sizes.items()}
         self.entries: list = []
         for eid, sid in enumerate(spec.storage_ids):
             np_dtype = parse_dtype(spec.dtypes[eid]).numpy_dtype()
-            nbytes = _nbytes(spec.shapes[eid], spec.dtypes[eid])
-            view = self.storage[sid][:nbytes].view(np_dtype).reshape(spec.shapes[eid])
+            size = nbytes(spec.shapes[eid], spec.dtypes[eid])
+            view = self.storage[sid][:size].view(np_dtype).reshape(spec.shapes[eid])
             self.entries.append(NDArray(view, self.device))
 
     def _resolve_functions(self) -> dict:

@@ -11,7 +11,8 @@ import json
 
 from ...error import LoweringError
 from ..expr import Function
-from .graph_executor_codegen import GraphExecutorCodegen, _nbytes
+from .graph_executor_codegen import GraphExecutorCodegen
+from ...runtime.dtype import nbytes
 
 
 class StorageInfo:
@@ -90,7 +91,7 @@ def GraphPlanMemory(func: Function) -> StaticMemoryPlan:  # noqa: N802 (TVM's na
     for expr, entries in cg.expr_entries.items():
         eids = [row_ptr[nid] + idx for nid, idx in entries]
         info[expr] = StorageInfo([sids[e] for e in eids], [1] * len(eids),
-                                 [_nbytes(shapes[e], dtypes[e]) for e in eids])
+                                 [nbytes(shapes[e], dtypes[e]) for e in eids])
     return StaticMemoryPlan(info)
 
 

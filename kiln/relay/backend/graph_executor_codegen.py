@@ -21,7 +21,7 @@ from ...ir.expr import GlobalVar
 from ...ir.op import Op
 from ...ir.type import TensorType, TupleType
 from ...runtime.abi import C_PRELUDE
-from ...runtime.dtype import parse_dtype
+from ...runtime.dtype import nbytes
 from ...runtime.graph_executor import PLAN_RUNNER_SYMBOL  # one home: the executor looks the runner up by it
 from ...target.c_module import create_c_module
 from ...target.flags import target_cflags
@@ -65,10 +65,6 @@ class _Node:
     inputs: list = field(default_factory=list)        # [(node_id, index)]
     attrs: dict = field(default_factory=dict)
     types: list = field(default_factory=list)          # TensorType per output
-
-
-def _nbytes(shape, dtype: str) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * parse_dtype(dtype).numpy_dtype().itemsize
 
 
 class GraphExecutorCodegen:
@@ -256,14 +252,14 @@ def _is_reshape_only(func: Function) -> bool:
         return False
     pt, rt = _type_of(func.params[0]), _type_of(func.body)
     return (isinstance(pt, TensorType) and isinstance(rt, TensorType) and pt.dtype == rt.dtype
-            and _nbytes(_static_shape(pt, "a reshape input"), pt.dtype)
-            == _nbytes(_static_shape(rt, "a reshape result"), rt.dtype))
+            and nbytes(_static_shape(pt, "a reshape input"), pt.dtype)
+            == nbytes(_static_shape(rt, "a reshape result"), rt.dtype))
 
 
 def plan_memory(nodes: list, row_ptr: list, shapes: list, dtypes: list, head_eids: list) -> tuple:
     """Storage id per node output (liveness-based reuse for intermediates) and the MemoryPlan."""
     num_entries = row_ptr[-1]
-    sizes = [_nbytes(shapes[e], dtypes[e]) for e in range(num_entries)]
+    sizes = [nbytes(shapes[e], dtypes[e]) for e in range(num_entries)]
     heads = set(head_eids)
     refs = [0] * num_entries
     for n in nodes:

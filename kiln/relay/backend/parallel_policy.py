@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 
 from ...error import KilnError
-from ...runtime.dtype import parse_dtype
+from ...runtime.dtype import nbytes, parse_dtype
 from ...tir import expr as E, stmt as S
 from ...transform.config import register_pass_config
 from ...transform import PassContext
@@ -122,24 +122,6 @@ def estimate_work(stmt) -> int:
 _EXTERN_CALLS = ("tir.call_extern", "tir.call_pure_extern")
 
 
-def _dtype_bytes(dtype: str) -> int:
-    """Bytes of one value of ``dtype``, vector lanes included (bfloat16 and vector types have no numpy dtype, so
-    not ``graph_executor_codegen._nbytes``)."""
-    t = parse_dtype(dtype)
-    return max(1, (t.bits * t.lanes + 7) // 8)
-
-
-def _buffer_bytes(buf) -> int | None:
-    """Size of ``buf`` in bytes, None when its shape is not static."""
-    n = 1
-    for d in buf.shape:
-        v = getattr(d, "value", d)
-        if not isinstance(v, int):
-            return None
-        n *= v
-    return n * _dtype_bytes(buf.dtype)
-
-
 def estimate_read_bytes(stmt, inputs) -> int:
     """Bytes of the buffers ``inputs`` (their data vars) that ``stmt`` reads: per buffer, the smaller of its size
     and its loads' executions times the element size (see the module doc)."""
@@ -152,8 +134,8 @@ def estimate_read_bytes(stmt, inputs) -> int:
         def visit(n):
             if isinstance(n, E.BufferLoad) and id(n.buffer.data) in wanted:
                 key = id(n.buffer.data)
-                sizes.setdefault(key, _buffer_bytes(n.buffer))
-                loaded[key] = loaded.get(key, 0) + mult * _dtype_bytes(n.dtype)
+                sizes.setdefault(key, nbytes(n.buffer.shape, n.buffer.dtype))
+                loaded[key] = loaded.get(key, 0) + mult * parse_dtype(n.dtype).itemsize
         post_order_visit(node, visit)
 
     stack = [(stmt, 1)]

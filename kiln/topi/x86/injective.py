@@ -16,6 +16,7 @@ input's layout in whole vectors first, then copies it out in that transposing fo
 from __future__ import annotations
 
 from ... import te
+from ...runtime.dtype import parse_dtype
 from ...tir import expr as E
 from ...tir.stmt_functor import post_order_visit
 from ...te.schedule import kInline, kInlinedAlready, kScope
@@ -345,10 +346,6 @@ def _tile_extent(extent: int, lanes: int):
     return min(fits, key=lambda t: ((t % lanes) / t, t)) if fits else None
 
 
-def _dtype_bytes(dtype: str) -> int:
-    return max(1, int("".join(ch for ch in dtype if ch.isdigit()) or 32) // 8)
-
-
 # the operations a tiled transpose may apply to the value it moves (the scale multiplied into attention's key
 # transpose): elementwise with constants, which gcc vectorizes in the unrolled statements
 _VALUE_OPS = (E.Add, E.Sub, E.Mul, E.Min, E.Max, E.Cast)
@@ -545,7 +542,7 @@ def _tiled_transpose(s, stage, axes, extents, symbolic) -> bool:
             attach = par
     cache = s.cache_read(load.producer, "local", [stage.op])
     s[cache].compute_at(stage, attach)
-    if group & (group - 1) == 0 and group * _dtype_bytes(dtype) >= 8:
+    if group & (group - 1) == 0 and group * parse_dtype(dtype).itemsize >= 8:
         # the tile's rows as kiln's vector copies (an 8-byte to 64-byte row): left to gcc, its loop peeled the last
         # row into element loads and inserts
         s[cache].vectorize(s[cache].op.axis[-1])
@@ -654,7 +651,7 @@ def _padded_relayout(s, stage, axes, extents, symbolic) -> bool:
     shift = lanes - lo  # row position j = w + shift: the unpadded row starts at the second vector
     blocks = -(-(wp + shift) // lanes)
     full = width // lanes  # the vectors 1..full lie inside the unpadded row
-    if g * blocks * lanes * _dtype_bytes(dtype) > _MAX_ROW_BYTES:
+    if g * blocks * lanes * parse_dtype(dtype).itemsize > _MAX_ROW_BYTES:
         return False
 
     def row_value(*i):

@@ -191,13 +191,9 @@ def prefetch_weights(s, stage, weights, par, parts: int, spread_over) -> bool:
     chunk's first row tile and from L2 in the others. Returns whether it applied."""
     if not isinstance(weights.op, te.PlaceholderOp) or parts < 1:
         return False
-    n = 1
-    for d in weights.shape:
-        if not isinstance(d, E.IntImm):
-            return False
-        n *= int(d.value)
-    from ...runtime.dtype import parse_dtype
-    if n * parse_dtype(weights.dtype).itemsize < PREFETCH_WEIGHT_BYTES:
+    from ...runtime.dtype import nbytes
+    size = nbytes(weights.shape, weights.dtype)
+    if size is None or size < PREFETCH_WEIGHT_BYTES:
         return False
     s[stage].prefetch(weights, par, parts, spread_over=spread_over)
     return True
