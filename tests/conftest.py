@@ -17,6 +17,14 @@ pytest_plugins = ["kiln.testing.plugin"]
 import pytest  # noqa: E402
 
 
+def pytest_report_header(config):
+    """The CPU the suite runs on and what kiln builds for it (kiln's host target: $KILN_HOST_TARGET, else the
+    machine), so a CI log says which ISA a failure came from."""
+    from kiln.target.x86 import host_cpu_info, target_cpu_summary
+    info = host_cpu_info()
+    return [f"kiln host: {info.model_name or 'unknown CPU'}, {info.num_cores} cores; builds {target_cpu_summary('llvm')}"]
+
+
 @pytest.fixture(autouse=True)
 def _restore_thread_count():
     """A test that calls ``kiln.runtime.set_num_threads`` (directly, or through ``kiln run --threads``) must
