@@ -297,6 +297,71 @@ class CSupport:
         return self.helper(name, (
             f"static inline void {name}({e}* p, {vt} v) {{\n  memcpy(p, &v, {nbytes});\n}}"))
 
+    def any_lane(self, lanes: int) -> str:
+        """``int kiln_any_lane_N(M m)``: whether some lane of an int32 mask is on."""
+        mt = self.mask_type(lanes)
+        name = f"kiln_any_lane_{lanes}"
+        loop = f"  int32_t r = 0;\n  for (int k = 0; k < {lanes}; ++k) r |= m[k];\n  return r != 0;"
+        test = {16: ("defined(__AVX512F__)", "  return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;"),
+                8: ("defined(__AVX__)", "  return !_mm256_testz_si256((__m256i)m, (__m256i)m);")}.get(lanes)
+        if test is None:
+            return self.helper(name, f"static inline int {name}({mt} m) {{\n{loop}\n}}")
+        self.uses_x86_intrinsics = True
+        return self.helper(name, (f"static inline int {name}({mt} m) {{\n#if {test[0]}\n{test[1]}\n#else\n{loop}\n"
+                                  "#endif\n}"))
+
+    def masked_access(self, dtype, store: bool) -> str:
+        """``T kiln_mload_T(const E* p, M m)`` / ``void kiln_mstore_T(E* p, M m, T v)``: the lanes of the int32
+        mask ``m`` that are on, from / to ``p[0 .. N)``; the other elements are never touched (a load gives 0
+        there). One AVX-512 masked move for 16 x 32-bit lanes where the compiler targets AVX-512F, one
+        ``vmaskmov`` for 8 where it targets AVX / AVX2, else a loop over the lanes that are on."""
+        dt = parse_dtype(dtype)
+        vt, mt = self.ctype(dt), self.mask_type(dt.lanes)
+        e = "bool" if dt.is_bool else scalar_ctype(dt)
+        name = f"kiln_{'mstore' if store else 'mload'}_{_suffix(dt)}"
+        if store:
+            lane = "v[k] != 0" if dt.is_bool else "v[k]"
+            loop = f"  for (int k = 0; k < {dt.lanes}; ++k) if (m[k]) p[k] = {lane};"
+            sig = f"static inline void {name}({e}* p, {mt} m, {vt} v)"
+        else:
+            lane = "p[k] ? -1 : 0" if dt.is_bool else "p[k]"
+            loop = f"  {vt} v = {{0}};\n  for (int k = 0; k < {dt.lanes}; ++k) if (m[k]) v[k] = {lane};\n  return v;"
+            sig = f"static inline {vt} {name}(const {e}* p, {mt} m)"
+        kind = "ps" if dt.is_float and dt.bits == 32 else "epi32" if dt.is_integral and not dt.is_bool \
+            and dt.bits == 32 else None
+        forms = []
+        if kind and dt.lanes == 16:
+            k = "_mm512_test_epi32_mask((__m512i)m, (__m512i)m)"
+            forms.append(("defined(__AVX512F__)",
+                          f"  _mm512_mask_storeu_{kind}(p, {k}, (__m512{'' if kind == 'ps' else 'i'})v);" if store
+                          else f"  return ({vt})_mm512_maskz_loadu_{kind}({k}, p);"))
+        elif kind and dt.lanes == 8:
+            fn, cast, pt = ("ps", "__m256", "float") if kind == "ps" else ("epi32", "__m256i", "int")
+            forms.append(("defined(__AVX2__)" if kind == "epi32" else "defined(__AVX__)",
+                          f"  _mm256_maskstore_{fn}(({pt}*)p, (__m256i)m, ({cast})v);" if store
+                          else f"  return ({vt})_mm256_maskload_{fn}((const {pt}*)p, (__m256i)m);"))
+        if not forms:
+            return self.helper(name, f"{sig} {{\n{loop}\n}}")
+        self.uses_x86_intrinsics = True
+        cond, body = forms[0]
+        return self.helper(name, f"{sig} {{\n#if {cond}\n{body}\n#else\n{loop}\n#endif\n}}")
+
+    def masked_gather(self, dtype, index_dtype, store: bool) -> str:
+        """The gather / scatter of :meth:`gather` / :meth:`scatter` on the lanes of an int32 mask that are on."""
+        dt = parse_dtype(dtype)
+        vt, it, mt = self.ctype(dt), self.ctype(index_dtype), self.mask_type(dt.lanes)
+        e = "bool" if dt.is_bool else scalar_ctype(dt)
+        name = f"kiln_{'mscatter' if store else 'mgather'}_{_suffix(dt)}_{_suffix(index_dtype)}"
+        if store:
+            lane = "v[k] != 0" if dt.is_bool else "v[k]"
+            return self.helper(name, (
+                f"static inline void {name}({e}* p, {it} idx, {mt} m, {vt} v) {{\n"
+                f"  for (int k = 0; k < {dt.lanes}; ++k) if (m[k]) p[idx[k]] = {lane};\n}}"))
+        lane = "p[idx[k]] ? -1 : 0" if dt.is_bool else "p[idx[k]]"
+        return self.helper(name, (
+            f"static inline {vt} {name}(const {e}* p, {it} idx, {mt} m) {{\n"
+            f"  {vt} v = {{0}};\n  for (int k = 0; k < {dt.lanes}; ++k) if (m[k]) v[k] = {lane};\n  return v;\n}}"))
+
     def gather(self, dtype, index_dtype) -> str:
         dt = parse_dtype(dtype)
         vt, it = self.ctype(dt), self.ctype(index_dtype)
@@ -331,9 +396,12 @@ class CSupport:
         vt = self.ctype(dt)
         e = scalar_ctype(dt)
         name = f"kiln_ramp_{_suffix(dt)}"
-        init = ", ".join(f"base + ({e}){k} * stride" for k in range(next_pow2(dt.lanes)))
+        # a constant iota times the stride plus the base: a broadcast, a multiply and an add (gcc built the
+        # initializer list {base + 0 * stride, base + 1 * stride, ...} one lane insert at a time)
+        iota = ", ".join(f"({e}){k}" for k in range(next_pow2(dt.lanes)))
         return self.helper(name, (
-            f"static inline {vt} {name}({e} base, {e} stride) {{\n  {vt} v = {{{init}}};\n  return v;\n}}"))
+            f"static inline {vt} {name}({e} base, {e} stride) {{\n  const {vt} iota = {{{iota}}};\n"
+            f"  return iota * stride + base;\n}}"))
 
     def to_mask(self, expr: str, operand_dtype) -> str:
         """Turn the result of a vector comparison of ``operand_dtype`` operands into an int32 mask."""

@@ -63,6 +63,7 @@ from ..tir.stmt_functor import StmtExprVisitor
 from ..tir.transform.intrin_rule import LANEWISE_EXTERN, LIBM
 from ..tir.transform.promote_registers import REGISTERS_ATTR, PromoteRegisters
 from ..tir.transform.vector_split import as_ramp, split_store
+from ..tir.transform.vectorize import ANY_LANE, LANE_MASKED
 from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
 from ..tir.assert_message import is_assert_message, message_parts
 from .c_support import CSupport, scalar_ctype, suffix, vector_extern_helper
@@ -445,7 +446,16 @@ class FunctionCodegen(StmtExprVisitor):
         if val_lanes == 1:
             value = E.Broadcast(value, idx_lanes)
         ramp = as_ramp(index)
-        if ramp is not None and _is_int_const(ramp.stride, 1):
+        mask = None
+        if isinstance(value, E.Call) and value.op == LANE_MASKED:  # VectorizeLoop's masked last vector
+            value, mask = value.args[0], self.visit(value.args[1])
+        if mask is not None and ramp is not None and _is_int_const(ramp.stride, 1):
+            fn = self.c.masked_access(vdt, store=True)
+            self.emit(f"{fn}({ptr} + {self.visit(ramp.base)}, {mask}, {bare(self.visit(value))});")
+        elif mask is not None:
+            fn = self.c.masked_gather(vdt, index.dtype, store=True)
+            self.emit(f"{fn}({ptr}, {bare(self.visit(index))}, {mask}, {bare(self.visit(value))});")
+        elif ramp is not None and _is_int_const(ramp.stride, 1):
             fn = self.c.vstore(vdt)
             self.emit(f"{fn}({ptr} + {self.visit(ramp.base)}, {bare(self.visit(value))});")
         else:
@@ -788,7 +798,8 @@ class FunctionCodegen(StmtExprVisitor):
             return f"(({scalar_ctype(buf.dtype)}*){name})"
         return name
 
-    def visit_BufferLoad(self, e):
+    def visit_BufferLoad(self, e, mask: str | None = None):
+        """A load; ``mask`` (C text of an int32 lane mask): a vector load of only the lanes that are on."""
         buf = e.buffer
         if id(buf.data) in self.registers:
             return self._register(buf, e.indices)
@@ -799,6 +810,10 @@ class FunctionCodegen(StmtExprVisitor):
             return f"{ptr}[{bare(self.visit(index))}]"
         vdt = parse_dtype(buf.dtype).with_lanes(lanes)
         ramp = as_ramp(index)
+        if mask is not None:
+            if ramp is not None and _is_int_const(ramp.stride, 1):
+                return f"{self.c.masked_access(vdt, store=False)}({ptr} + {self.visit(ramp.base)}, {mask})"
+            return f"{self.c.masked_gather(vdt, index.dtype, store=False)}({ptr}, {self.visit(index)}, {mask})"
         if ramp is not None and _is_int_const(ramp.stride, 1):
             return f"{self.c.vload(vdt)}({ptr} + {self.visit(ramp.base)})"
         if ramp is not None and _is_int_const(ramp.stride, 0):
@@ -996,6 +1011,20 @@ class FunctionCodegen(StmtExprVisitor):
     @_prints("likely")
     def _likely(self, e, _name):
         return self.visit(e.args[0])
+
+    @_prints(LANE_MASKED[4:])
+    def _lane_masked(self, e, _name):
+        """VectorizeLoop's masked last vector: a load of the lanes that are on (a value stored through
+        visit_BufferStore's masked store); any other operand is its value (lanes off are never stored)."""
+        x, m = e.args
+        if isinstance(x, E.BufferLoad) and id(x.buffer.data) not in self.registers and \
+                parse_dtype(x.dtype).lanes > 1:
+            return self.visit_BufferLoad(x, mask=self.visit(m))
+        return self.visit(x)
+
+    @_prints(ANY_LANE[4:])
+    def _any_lane(self, e, _name):
+        return f"{self.c.any_lane(parse_dtype(e.args[0].dtype).lanes)}({bare(self.visit(e.args[0]))})"
 
     @_prints("call_extern", "call_pure_extern")
     def _extern_call(self, e, _name):

@@ -457,6 +457,11 @@ class _Compiler:
             return self._if_then_else(e, args)
         if name == "likely":
             return args[0]
+        if name == "kiln_lane_masked":  # VectorizeLoop's masked last vector (see its LANE_MASKED)
+            return self._lane_masked(args)
+        if name == "kiln_any_lane":
+            fm = args[0]
+            return lambda env: bool(np.any(fm(env)))
         if name in _UNARY_FLOAT:
             fn = _UNARY_FLOAT[name]
             a0 = args[0]
@@ -524,6 +529,28 @@ class _Compiler:
         if name == "q_multiply_shift":
             return self._q_multiply_shift(e, args)
         raise InterpreterError(f"the interpreter does not implement the intrinsic {op!r} (in {_safe_str(e)})")
+
+    @staticmethod
+    def _under_mask(env, mask, fn):
+        """``fn(env)`` with the lanes outside ``mask`` (and any enclosing mask) off: their loads are not checked."""
+        outer = env.get(_MASK)
+        env[_MASK] = mask if outer is None else (mask & outer)
+        try:
+            return fn(env)
+        finally:
+            if outer is None:
+                env.pop(_MASK, None)
+            else:
+                env[_MASK] = outer
+
+    def _lane_masked(self, args):
+        fx, fm = args
+
+        def masked(env):
+            m = np.asarray(fm(env), dtype=bool)
+            x = self._under_mask(env, m, fx)
+            return np.where(m, x, np.zeros_like(x))
+        return masked
 
     def _if_then_else(self, e, args):
         fc, ft, ff = args
@@ -741,6 +768,16 @@ class _Compiler:
 
     def s_BufferStore(self, s):
         access = self._access(s.buffer, s.indices, s.buffer.name)
+        v = s.value
+        if isinstance(v, E.Call) and v.op == "tir.kiln_lane_masked" and _lanes(v.dtype) > 1:
+            fx, fm = self.expr(v.args[0]), self.expr(v.args[1])
+
+            def masked_store(env):  # only the lanes that are on are written (and range-checked)
+                m = np.asarray(fm(env), dtype=bool)
+                value = np.broadcast_to(self._under_mask(env, m, fx), m.shape)
+                storage, off = self._under_mask(env, m, access)
+                storage[np.asarray(off)[m]] = value[m]
+            return masked_store
         fv = self.expr(s.value)
         vec = _lanes(s.value.dtype) > 1 or any(_lanes(i.dtype) > 1 for i in s.indices)
         if vec:

@@ -106,13 +106,31 @@ def test_vectorize_becomes_ramp_store():
     _same(f, g, [(128,), (128,)])
 
 
-def test_vectorize_guarded_body_stays_scalar_loop():
+def test_vectorize_guarded_body_is_one_masked_vector():
+    """A body under a branch on the loop variable (the guard of a split that does not divide) becomes one
+    vector whose loads and stores touch only the lanes the guard lets through (tests/tir/
+    test_vectorize_masked_tail.py has the generated code); the interpreter checks that no lane outside reads."""
     n = tir.Var("n")
     f = _split_add(n, 8)
     g = T.VectorizeLoop()(f)
-    assert not _nodes(g, tir.Ramp)
     kinds = [l.kind for l in _nodes(g, tir.For)]
-    assert K.VECTORIZED not in kinds and kinds.count(K.SERIAL) == 2
+    assert K.VECTORIZED not in kinds and kinds.count(K.SERIAL) == 1  # the lane loop is gone
+    ops = [c.op for c in _nodes(g, tir.Call)]
+    assert ops.count("tir.kiln_any_lane") == 1 and ops.count("tir.kiln_lane_masked") == 2  # a load, a store
+    for size in (1, 13, 16):
+        _same(f, g, [(size,), (size,)])
+
+
+def test_vectorize_branch_with_else_stays_scalar_loop():
+    n = tir.Var("n")
+    A, B = tir.decl_buffer((n,), "float32", "A"), tir.decl_buffer((n,), "float32", "B")
+    io, ii = tir.Var("i_outer"), tir.Var("i_inner")
+    idx = io * 8 + ii
+    st = tir.IfThenElse(idx < n - 3, tir.BufferStore(B, A[idx] * 2.0, [idx]), tir.BufferStore(B, A[idx], [idx]))
+    f = make_func([A, B], loop(io, tir.floordiv(n + 7, 8),
+                               loop(ii, 8, tir.IfThenElse(tir.likely(idx < n), st), K.VECTORIZED)))
+    g = T.VectorizeLoop()(f)
+    assert not _nodes(g, tir.Ramp)
     for size in (1, 13, 16):
         _same(f, g, [(size,), (size,)])
 

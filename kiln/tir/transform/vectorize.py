@@ -5,8 +5,9 @@ loads/stores with a lane-dependent index become vector accesses. An ``if_then_el
 condition guards a load (a padded input) becomes a blend: the guarded load's indices are clamped to element 0 on
 the rejected lanes (a gather), and where the condition is a conjunction of inequalities linear in the loop
 variable, an iteration whose first and last lanes pass it takes a copy with plain vector loads (the interior of
-a padded input; the border keeps the blend). When the body cannot be
-expressed lane-parallel without changing its meaning — a branch on the loop variable, a
+a padded input; the border keeps the blend). A branch on the loop variable without an else (the guard of a
+split that does not divide) becomes one vector under a lane mask (``_Vectorizer._masked_region``). When the body
+cannot be expressed lane-parallel without changing its meaning — any other branch on the loop variable, a
 store of a lane-dependent value into one location (a reduction), reads of a location another
 lane writes, side-effecting calls, nested allocations, loops whose bounds depend on the lane
 — the loop is kept as a SERIAL loop instead: vectorization never produces wrong code.
@@ -22,7 +23,16 @@ from ...ir.node import structural_equal
 from .. import expr as E, stmt as S
 from .pass_base import PrimFuncPass, _config
 from .simplify import simplify_stmt
-from ..stmt_functor import StmtExprMutator, StmtExprVisitor, _children, uses_var, substitute
+from ..stmt_functor import StmtExprMutator, StmtExprVisitor, _children, post_order_visit, uses_var, substitute
+from .vector_split import as_ramp
+
+#: ``kiln_lane_masked(x, mask)``: ``x`` on the lanes where the vector bool ``mask`` is true. Around a vector
+#: load, only those lanes are read (0 elsewhere); as the value of a vector store, only they are written; any
+#: other ``x`` is its value. ``kiln_any_lane(mask)``: whether some lane is true. VectorizeLoop's masked last
+#: vector (``_Vectorizer._masked_region``) is made of them; the C backend prints masked loads and stores
+#: (AVX-512 masked moves, AVX ``vmaskmov``), and ``vector_split.slice_lanes`` slices value and mask alike.
+LANE_MASKED = "tir.kiln_lane_masked"
+ANY_LANE = "tir.kiln_any_lane"
 
 
 class CannotVectorize(Exception):
@@ -62,6 +72,14 @@ def _lanes(e) -> int:
     return parse_dtype(e.dtype).lanes
 
 
+_INT_DIVISIONS = tuple(getattr(E, k) for k in ("Div", "Mod", "FloorDiv", "FloorMod", "TruncDiv", "TruncMod")
+                       if hasattr(E, k))
+
+
+def _is_one(e) -> bool:
+    return isinstance(e, E.IntImm) and e.value == 1
+
+
 class _Vectorizer:
     """Rewrites one loop body with ``var`` replaced by ``Ramp(min, 1, lanes)``."""
 
@@ -71,6 +89,7 @@ class _Vectorizer:
         self.ramp = E.Ramp(vmin, E.IntImm(var.dtype, 1), lanes)
         self.vmap: dict = {}
         self._cache: dict = {}   # id(expr) -> (expr, vectorized expr)
+        self._masked = False     # inside a lane-masked region (nested lane-dependent branches stay scalar)
 
     # -- expressions ---------------------------------------------------------------------
     def bcast(self, e):
@@ -221,9 +240,61 @@ class _Vectorizer:
     def s_IfThenElse(self, s):
         c = self.expr(s.condition)
         if _lanes(c) > 1:
-            raise CannotVectorize("a branch depends on the loop variable")
+            return self._masked_region(s, c)
         return S.IfThenElse(c, self.stmt(s.then_case),
                             self.stmt(s.else_case) if s.else_case is not None else None)
+
+    def _masked_region(self, s, c):
+        """A branch on the loop variable with no else (the guarded last vector of a split whose factor does not
+        divide the extent: ``if likely(i_outer * 16 + i < n)``): the body vectorized under a lane mask, its vector
+        loads and stores contiguous so that each becomes one masked access (one ``vmaskmov`` / AVX-512 masked
+        move) instead of a scalar loop of up to lanes - 1 iterations. Lanes outside the mask compute on zeros
+        and are never stored; a load at a lane-invariant index runs only when some lane is on, as in the
+        scalar loop. Anything else (an else branch, nested lane branches, gathers or scatters, whose lanes off
+        the mask may index out of bounds) keeps the loop serial."""
+        if s.else_case is not None or self._masked:
+            raise CannotVectorize("a branch depends on the loop variable")
+        if isinstance(c, E.Call) and c.op == "tir.likely":
+            c = c.args[0]
+        reads = []
+        post_order_visit(c, lambda n: reads.append(n) if isinstance(n, E.BufferLoad) else None)
+        if reads:  # the scalar code may read them only where an earlier part of the condition held
+            raise CannotVectorize("a branch on the loop variable reads memory")
+        self._masked = True
+        try:
+            body = self.stmt(s.then_case)
+        finally:
+            self._masked = False
+        bad = []
+
+        def check(n):
+            if isinstance(n, (E.BufferLoad, S.BufferStore)):
+                idx = n.indices[0] if len(n.indices) == 1 else None
+                ramp = as_ramp(idx) if idx is not None and _lanes(idx) > 1 else None
+                if idx is None or _lanes(idx) > 1 and (ramp is None or not _is_one(ramp.stride)
+                                                       or ramp.lanes != self.lanes):
+                    bad.append(n)
+            elif isinstance(n, (S.Allocate, S.For, S.IfThenElse)):
+                bad.append(n)
+            elif isinstance(n, _INT_DIVISIONS) and not parse_dtype(n.dtype).is_float and _lanes(n.b) > 1:
+                bad.append(n)  # an integer division by a lane that is off (a zero) would trap
+        post_order_visit(body, check)
+        if bad:
+            raise CannotVectorize("a masked branch holds an access that is not one contiguous vector")
+        mask = self.bcast(c)
+
+        class Mask(StmtExprMutator):
+            def visit_BufferLoad(self, e):
+                if _lanes(e) > 1:
+                    return E.Call(e.dtype, LANE_MASKED, [e, mask])
+                return e
+
+            def visit_BufferStore(self, st):
+                if _lanes(st.value) > 1:
+                    return S.BufferStore(st.buffer, E.Call(st.value.dtype, LANE_MASKED, [self.visit(st.value), mask]),
+                                         st.indices)
+                return S.BufferStore(st.buffer, self.visit(st.value), st.indices)
+        return S.IfThenElse(E.Call("bool", ANY_LANE, [mask]), Mask()(body))
 
     def s_For(self, s):
         if uses_var(s.min, self.var) or uses_var(s.extent, self.var):
