@@ -297,24 +297,60 @@ class CSupport:
         return self.helper(name, (
             f"static inline void {name}({e}* p, {vt} v) {{\n  memcpy(p, &v, {nbytes});\n}}"))
 
+    @staticmethod
+    def _mask_pieces(lanes: int) -> list:
+        """``(preprocessor condition, piece lanes)`` of the native masked forms for a ``lanes``-wide vector of 32-bit
+        lanes, widest first: zmm pieces where the compiler targets AVX-512F, ymm ones where it targets AVX (a
+        32-lane vector is two zmm or four ymm), an xmm for 4 lanes."""
+        forms = []
+        if lanes % 16 == 0:
+            forms.append(("defined(__AVX512F__)", 16))
+        if lanes % 8 == 0:
+            forms.append(("defined(__AVX__)", 8))
+        elif lanes == 4:
+            forms.append(("defined(__AVX__)", 4))
+        return forms
+
+    def _piecewise(self, name: str, sig: str, loop: str, lanes: int, piece) -> str:
+        """A helper whose body is ``piece(width, q)`` for each native piece ``q`` of the widest form the compiler's
+        ISA has (see :meth:`_mask_pieces`), else ``loop``."""
+        forms = self._mask_pieces(lanes)
+        if not forms:
+            return self.helper(name, f"{sig} {{\n{loop}\n}}")
+        self.uses_x86_intrinsics = True
+        parts = []
+        for k, (cond, w) in enumerate(forms):
+            body = "\n".join(piece(w, q) for q in range(lanes // w))
+            parts.append(f"#{'if' if k == 0 else 'elif'} {cond}\n{body}")
+        return self.helper(name, f"{sig} {{\n" + "\n".join(parts) + f"\n#else\n{loop}\n#endif\n}}")
+
+    @staticmethod
+    def _mask_piece(w: int, q: int) -> str:
+        """C expression: piece ``q`` of ``w`` lanes of the int32 mask ``m``, as the native mask operand (a
+        ``__mmask16`` for zmm pieces, the integer vector for vmaskmov)."""
+        vec = {16: "__m512i", 8: "__m256i", 4: "__m128i"}[w]
+        part = f"(*(const {vec}*)((const char*)&m + {4 * w * q}))"
+        return f"_mm512_test_epi32_mask({part}, {part})" if w == 16 else part
+
     def any_lane(self, lanes: int) -> str:
-        """``int kiln_any_lane_N(M m)``: whether some lane of an int32 mask is on."""
+        """``int kiln_any_lane_N(M m)``: whether some lane of an int32 mask is on (``vptestmd`` + ``kortest`` /
+        ``vptest`` per native piece)."""
         mt = self.mask_type(lanes)
         name = f"kiln_any_lane_{lanes}"
         loop = f"  int32_t r = 0;\n  for (int k = 0; k < {lanes}; ++k) r |= m[k];\n  return r != 0;"
-        test = {16: ("defined(__AVX512F__)", "  return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;"),
-                8: ("defined(__AVX__)", "  return !_mm256_testz_si256((__m256i)m, (__m256i)m);")}.get(lanes)
-        if test is None:
-            return self.helper(name, f"static inline int {name}({mt} m) {{\n{loop}\n}}")
-        self.uses_x86_intrinsics = True
-        return self.helper(name, (f"static inline int {name}({mt} m) {{\n#if {test[0]}\n{test[1]}\n#else\n{loop}\n"
-                                  "#endif\n}"))
+
+        def piece(w, q):
+            m = self._mask_piece(w, q)
+            test = f"{m} != 0" if w == 16 else f"!_mm{'256' if w == 8 else ''}_testz_si{'256' if w == 8 else '128'}({m}, {m})"
+            return f"  if ({test}) return 1;" + ("\n  return 0;" if q == lanes // w - 1 else "")
+        return self._piecewise(name, f"static inline int {name}({mt} m)", loop, lanes, piece)
 
     def masked_access(self, dtype, store: bool) -> str:
         """``T kiln_mload_T(const E* p, M m)`` / ``void kiln_mstore_T(E* p, M m, T v)``: the lanes of the int32
         mask ``m`` that are on, from / to ``p[0 .. N)``; the other elements are never touched (a load gives 0
-        there). One AVX-512 masked move for 16 x 32-bit lanes where the compiler targets AVX-512F, one
-        ``vmaskmov`` for 8 where it targets AVX / AVX2, else a loop over the lanes that are on."""
+        there). For 32-bit lanes: AVX-512 masked moves where the compiler targets AVX-512F, ``vmaskmov`` where it
+        targets AVX (per native piece of a wider vector); else, and for other types, a loop over the lanes that
+        are on."""
         dt = parse_dtype(dtype)
         vt, mt = self.ctype(dt), self.mask_type(dt.lanes)
         e = "bool" if dt.is_bool else scalar_ctype(dt)
@@ -327,24 +363,87 @@ class CSupport:
             lane = "p[k] ? -1 : 0" if dt.is_bool else "p[k]"
             loop = f"  {vt} v = {{0}};\n  for (int k = 0; k < {dt.lanes}; ++k) if (m[k]) v[k] = {lane};\n  return v;"
             sig = f"static inline {vt} {name}(const {e}* p, {mt} m)"
-        kind = "ps" if dt.is_float and dt.bits == 32 else "epi32" if dt.is_integral and not dt.is_bool \
-            and dt.bits == 32 else None
-        forms = []
-        if kind and dt.lanes == 16:
-            k = "_mm512_test_epi32_mask((__m512i)m, (__m512i)m)"
-            forms.append(("defined(__AVX512F__)",
-                          f"  _mm512_mask_storeu_{kind}(p, {k}, (__m512{'' if kind == 'ps' else 'i'})v);" if store
-                          else f"  return ({vt})_mm512_maskz_loadu_{kind}({k}, p);"))
-        elif kind and dt.lanes == 8:
-            fn, cast, pt = ("ps", "__m256", "float") if kind == "ps" else ("epi32", "__m256i", "int")
-            forms.append(("defined(__AVX2__)" if kind == "epi32" else "defined(__AVX__)",
-                          f"  _mm256_maskstore_{fn}(({pt}*)p, (__m256i)m, ({cast})v);" if store
-                          else f"  return ({vt})_mm256_maskload_{fn}((const {pt}*)p, (__m256i)m);"))
-        if not forms:
+        is_f32 = dt.is_float and dt.bits == 32
+        if not (is_f32 or dt.is_integral and not dt.is_bool and dt.bits == 32):
             return self.helper(name, f"{sig} {{\n{loop}\n}}")
-        self.uses_x86_intrinsics = True
-        cond, body = forms[0]
-        return self.helper(name, f"{sig} {{\n#if {cond}\n{body}\n#else\n{loop}\n#endif\n}}")
+        kind = "ps" if is_f32 else "epi32"
+
+        def piece(w, q):
+            m, off, at = self._mask_piece(w, q), w * q, f"(char*)&v + {4 * w * q}"
+            if w == 16:
+                reg = "__m512" if is_f32 else "__m512i"
+                if store:
+                    return f"  _mm512_mask_storeu_{kind}(p + {off}, {m}, *(const {reg}*)({at}));"
+                return f"  *({reg}*)({at}) = _mm512_maskz_loadu_{kind}({m}, p + {off});"
+            # vmaskmovps (AVX) moves int32 lanes too: a load or store copies bits, it does not compute on them
+            pre, reg = ("_mm256", "__m256") if w == 8 else ("_mm", "__m128")
+            if store:
+                return f"  {pre}_maskstore_ps((float*)(p + {off}), {m}, *(const {reg}*)({at}));"
+            return f"  *({reg}*)({at}) = {pre}_maskload_ps((const float*)(p + {off}), {m});"
+        if not store:
+            inner = piece
+
+            def piece(w, q):  # noqa: F811 - the load declares the result first and returns it last
+                text = inner(w, q)
+                if q == 0:
+                    text = f"  {vt} v;\n" + text
+                if q == dt.lanes // w - 1:
+                    text += "\n  return v;"
+                return text
+        return self._piecewise(name, sig, loop, dt.lanes, piece)
+
+    def prefix_access(self, dtype, store: bool) -> str:
+        """``T kiln_mloadn_T(const E* p, int64_t n)`` / ``void kiln_mstoren_T(E* p, int64_t n, T v)``: the first
+        ``n`` lanes (``n`` may be <= 0 or >= N), from / to ``p``; the rest never touched (0 in a load). The lane
+        mask of a split's last vector or of a padded panel is such a prefix (``ramp(b, 1) < broadcast(e)``: ``n =
+        e - b``), so no vector compare is built: for 32-bit lanes a ``__mmask16`` from the count per zmm piece
+        (AVX-512F), a float compare of a lane index vector per ymm piece (AVX; ``vmaskmovps``), else a loop."""
+        dt = parse_dtype(dtype)
+        vt = self.ctype(dt)
+        e = "bool" if dt.is_bool else scalar_ctype(dt)
+        name = f"kiln_{'mstoren' if store else 'mloadn'}_{_suffix(dt)}"
+        if store:
+            lane = "v[k] != 0" if dt.is_bool else "v[k]"
+            loop = f"  for (int k = 0; k < {dt.lanes} && k < n; ++k) p[k] = {lane};"
+            sig = f"static inline void {name}({e}* p, int64_t n, {vt} v)"
+        else:
+            lane = "p[k] ? -1 : 0" if dt.is_bool else "p[k]"
+            loop = (f"  {vt} v = {{0}};\n  for (int k = 0; k < {dt.lanes} && k < n; ++k) v[k] = {lane};\n"
+                    "  return v;")
+            sig = f"static inline {vt} {name}(const {e}* p, int64_t n)"
+        is_f32 = dt.is_float and dt.bits == 32
+        if not (is_f32 or dt.is_integral and not dt.is_bool and dt.bits == 32):
+            return self.helper(name, f"{sig} {{\n{loop}\n}}")
+        kind = "ps" if is_f32 else "epi32"
+
+        def piece(w, q):
+            off, at = w * q, f"(char*)&v + {4 * w * q}"
+            cnt = f"(n - {off})"
+            if w == 16:
+                k = f"(__mmask16)({cnt} <= 0 ? 0u : {cnt} >= 16 ? 0xFFFFu : (1u << {cnt}) - 1u)"
+                reg = "__m512" if is_f32 else "__m512i"
+                if store:
+                    return f"  _mm512_mask_storeu_{kind}(p + {off}, {k}, *(const {reg}*)({at}));"
+                return f"  *({reg}*)({at}) = _mm512_maskz_loadu_{kind}({k}, p + {off});"
+            pre, reg, ireg, fl = ("_mm256", "__m256", "__m256i", 8) if w == 8 else ("_mm", "__m128", "__m128i", 4)
+            iota = ", ".join(f"{i}.f" for i in range(w))
+            clamp = f"(float)({cnt} <= 0 ? 0 : {cnt} >= {fl} ? {fl} : {cnt})"
+            m = (f"{pre}_castps_si{'256' if w == 8 else '128'}({pre}_cmp_ps({pre}_setr_ps({iota}), "
+                 f"{pre}_set1_ps({clamp}), _CMP_LT_OQ))")
+            if store:
+                return f"  {pre}_maskstore_ps((float*)(p + {off}), {m}, *(const {reg}*)({at}));"
+            return f"  *({reg}*)({at}) = {pre}_maskload_ps((const float*)(p + {off}), ({ireg}){m});"
+        if not store:
+            inner = piece
+
+            def piece(w, q):  # noqa: F811 - the load declares the result first and returns it last
+                text = inner(w, q)
+                if q == 0:
+                    text = f"  {vt} v;\n" + text
+                if q == dt.lanes // w - 1:
+                    text += "\n  return v;"
+                return text
+        return self._piecewise(name, sig, loop, dt.lanes, piece)
 
     def masked_gather(self, dtype, index_dtype, store: bool) -> str:
         """The gather / scatter of :meth:`gather` / :meth:`scatter` on the lanes of an int32 mask that are on."""

@@ -191,6 +191,14 @@ class CodegenError(LoweringError):
     """The C backend met TIR it cannot translate (names the node and the function)."""
 
 
+def _const_mask(m):
+    """True / False when the lane mask ``m`` is a broadcast constant (Simplify proved the guard for every lane or
+    for none), else None."""
+    if isinstance(m, E.Broadcast) and isinstance(m.value, E.IntImm):
+        return bool(m.value.value)
+    return None
+
+
 def _is_int_const(e, value=None) -> bool:
     if isinstance(e, E.IntImm):
         return value is None or e.value == value
@@ -446,10 +454,17 @@ class FunctionCodegen(StmtExprVisitor):
         if val_lanes == 1:
             value = E.Broadcast(value, idx_lanes)
         ramp = as_ramp(index)
-        mask = None
+        mask = count = None
         if isinstance(value, E.Call) and value.op == LANE_MASKED:  # VectorizeLoop's masked last vector
-            value, mask = value.args[0], self.visit(value.args[1])
-        if mask is not None and ramp is not None and _is_int_const(ramp.stride, 1):
+            m = value.args[1]
+            value = value.args[0]
+            if not _const_mask(m):
+                count = self._prefix_count(m) if ramp is not None and _is_int_const(ramp.stride, 1) else None
+                mask = None if count is not None else self.visit(m)
+        if count is not None:
+            fn = self.c.prefix_access(vdt, store=True)
+            self.emit(f"{fn}({ptr} + {self.visit(ramp.base)}, {count}, {bare(self.visit(value))});")
+        elif mask is not None and ramp is not None and _is_int_const(ramp.stride, 1):
             fn = self.c.masked_access(vdt, store=True)
             self.emit(f"{fn}({ptr} + {self.visit(ramp.base)}, {mask}, {bare(self.visit(value))});")
         elif mask is not None:
@@ -1018,12 +1033,33 @@ class FunctionCodegen(StmtExprVisitor):
         visit_BufferStore's masked store); any other operand is its value (lanes off are never stored)."""
         x, m = e.args
         if isinstance(x, E.BufferLoad) and id(x.buffer.data) not in self.registers and \
-                parse_dtype(x.dtype).lanes > 1:
+                parse_dtype(x.dtype).lanes > 1 and not _const_mask(m):
+            count = self._prefix_count(m)
+            if count is not None:
+                ramp = as_ramp(self._flat_index(x.buffer, x.indices))
+                if ramp is not None and _is_int_const(ramp.stride, 1):
+                    vdt = parse_dtype(x.buffer.dtype).with_lanes(parse_dtype(x.dtype).lanes)
+                    return f"{self.c.prefix_access(vdt, store=False)}({self._pointer(x.buffer)} + " \
+                           f"{self.visit(ramp.base)}, {count})"
             return self.visit_BufferLoad(x, mask=self.visit(m))
         return self.visit(x)
 
+    def _prefix_count(self, m):
+        """C text of how many leading lanes are on when the lane mask ``m`` is a prefix, ``ramp(b, 1) <
+        broadcast(e)`` (a split's last vector, a padded panel): ``e - b``; else None."""
+        if isinstance(m, E.LT) and isinstance(m.a, E.Ramp) and _is_int_const(m.a.stride, 1) \
+                and isinstance(m.b, E.Broadcast):
+            return f"((int64_t)({bare(self.visit(m.b.value))}) - (int64_t)({bare(self.visit(m.a.base))}))"
+        return None
+
     @_prints(ANY_LANE[4:])
     def _any_lane(self, e, _name):
+        const = _const_mask(e.args[0])  # a guard the simplifier proved for every lane (or for none)
+        if const is not None:
+            return "1" if const else "0"
+        count = self._prefix_count(e.args[0])
+        if count is not None:
+            return f"({count} > 0)"
         return f"{self.c.any_lane(parse_dtype(e.args[0].dtype).lanes)}({bare(self.visit(e.args[0]))})"
 
     @_prints("call_extern", "call_pure_extern")

@@ -62,7 +62,7 @@ def test_dense_pack_padded_gemm_is_vectorized():
         out = dense_pack(A, W, None, "float32", 37)
     src = _build(schedule_dense_pack, [A, W, out]).get_source()
     assert "_global_r0" in src               # register accumulators (not a stack array)
-    assert "kiln_mstore_f32x8(T_dense_unpad" in src and "T_dense_pack[" not in src
+    assert "kiln_mstoren_f32x8(T_dense_unpad" in src and "T_dense_pack[" not in src
     assert "_mm256_maskstore_ps" in src       # one vmaskmovps per 8 columns on AVX2
 
 
