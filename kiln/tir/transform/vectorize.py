@@ -276,7 +276,8 @@ class _Vectorizer:
                     bad.append(n)
             elif isinstance(n, (S.Allocate, S.For, S.IfThenElse)):
                 bad.append(n)
-            elif isinstance(n, _INT_DIVISIONS) and not parse_dtype(n.dtype).is_float and _lanes(n.b) > 1:
+            elif isinstance(n, _INT_DIVISIONS) and not parse_dtype(n.dtype).is_float and _lanes(n.b) > 1 \
+                    and not isinstance(n.b, E.Broadcast):
                 bad.append(n)  # an integer division by a lane that is off (a zero) would trap
         post_order_visit(body, check)
         if bad:
