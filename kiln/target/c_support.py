@@ -351,46 +351,7 @@ class CSupport:
         there). For 32-bit lanes: AVX-512 masked moves where the compiler targets AVX-512F, ``vmaskmov`` where it
         targets AVX (per native piece of a wider vector); else, and for other types, a loop over the lanes that
         are on."""
-        dt = parse_dtype(dtype)
-        vt, mt = self.ctype(dt), self.mask_type(dt.lanes)
-        e = "bool" if dt.is_bool else scalar_ctype(dt)
-        name = f"kiln_{'mstore' if store else 'mload'}_{_suffix(dt)}"
-        if store:
-            lane = "v[k] != 0" if dt.is_bool else "v[k]"
-            loop = f"  for (int k = 0; k < {dt.lanes}; ++k) if (m[k]) p[k] = {lane};"
-            sig = f"static inline void {name}({e}* p, {mt} m, {vt} v)"
-        else:
-            lane = "p[k] ? -1 : 0" if dt.is_bool else "p[k]"
-            loop = f"  {vt} v = {{0}};\n  for (int k = 0; k < {dt.lanes}; ++k) if (m[k]) v[k] = {lane};\n  return v;"
-            sig = f"static inline {vt} {name}(const {e}* p, {mt} m)"
-        is_f32 = dt.is_float and dt.bits == 32
-        if not (is_f32 or dt.is_integral and not dt.is_bool and dt.bits == 32):
-            return self.helper(name, f"{sig} {{\n{loop}\n}}")
-        kind = "ps" if is_f32 else "epi32"
-
-        def piece(w, q):
-            m, off, at = self._mask_piece(w, q), w * q, f"(char*)&v + {4 * w * q}"
-            if w == 16:
-                reg = "__m512" if is_f32 else "__m512i"
-                if store:
-                    return f"  _mm512_mask_storeu_{kind}(p + {off}, {m}, *(const {reg}*)({at}));"
-                return f"  *({reg}*)({at}) = _mm512_maskz_loadu_{kind}({m}, p + {off});"
-            # vmaskmovps (AVX) moves int32 lanes too: a load or store copies bits, it does not compute on them
-            pre, reg = ("_mm256", "__m256") if w == 8 else ("_mm", "__m128")
-            if store:
-                return f"  {pre}_maskstore_ps((float*)(p + {off}), {m}, *(const {reg}*)({at}));"
-            return f"  *({reg}*)({at}) = {pre}_maskload_ps((const float*)(p + {off}), {m});"
-        if not store:
-            inner = piece
-
-            def piece(w, q):  # noqa: F811 - the load declares the result first and returns it last
-                text = inner(w, q)
-                if q == 0:
-                    text = f"  {vt} v;\n" + text
-                if q == dt.lanes // w - 1:
-                    text += "\n  return v;"
-                return text
-        return self._piecewise(name, sig, loop, dt.lanes, piece)
+        return self._masked_move(dtype, store, count=False)
 
     def prefix_access(self, dtype, store: bool) -> str:
         """``T kiln_mloadn_T(const E* p, int64_t n)`` / ``void kiln_mstoren_T(E* p, int64_t n, T v)``: the first
@@ -398,51 +359,57 @@ class CSupport:
         mask of a split's last vector or of a padded panel is such a prefix (``ramp(b, 1) < broadcast(e)``: ``n =
         e - b``), so no vector compare is built: for 32-bit lanes a ``__mmask16`` from the count per zmm piece
         (AVX-512F), a float compare of a lane index vector per ymm piece (AVX; ``vmaskmovps``), else a loop."""
+        return self._masked_move(dtype, store, count=True)
+
+    def _masked_move(self, dtype, store: bool, count: bool) -> str:
+        """The helpers of :meth:`masked_access` (``count`` False: an int32 mask ``m``) and :meth:`prefix_access`
+        (``count`` True: the first ``n`` lanes)."""
         dt = parse_dtype(dtype)
         vt = self.ctype(dt)
         e = "bool" if dt.is_bool else scalar_ctype(dt)
-        name = f"kiln_{'mstoren' if store else 'mloadn'}_{_suffix(dt)}"
+        param, on = ("int64_t n", "k < n") if count else (f"{self.mask_type(dt.lanes)} m", "m[k]")
+        name = f"kiln_{'mstore' if store else 'mload'}{'n' if count else ''}_{_suffix(dt)}"
         if store:
             lane = "v[k] != 0" if dt.is_bool else "v[k]"
-            loop = f"  for (int k = 0; k < {dt.lanes} && k < n; ++k) p[k] = {lane};"
-            sig = f"static inline void {name}({e}* p, int64_t n, {vt} v)"
+            loop = f"  for (int k = 0; k < {dt.lanes}; ++k) if ({on}) p[k] = {lane};"
+            sig = f"static inline void {name}({e}* p, {param}, {vt} v)"
         else:
             lane = "p[k] ? -1 : 0" if dt.is_bool else "p[k]"
-            loop = (f"  {vt} v = {{0}};\n  for (int k = 0; k < {dt.lanes} && k < n; ++k) v[k] = {lane};\n"
-                    "  return v;")
-            sig = f"static inline {vt} {name}(const {e}* p, int64_t n)"
+            loop = f"  {vt} v = {{0}};\n  for (int k = 0; k < {dt.lanes}; ++k) if ({on}) v[k] = {lane};\n  return v;"
+            sig = f"static inline {vt} {name}(const {e}* p, {param})"
         is_f32 = dt.is_float and dt.bits == 32
         if not (is_f32 or dt.is_integral and not dt.is_bool and dt.bits == 32):
             return self.helper(name, f"{sig} {{\n{loop}\n}}")
         kind = "ps" if is_f32 else "epi32"
 
-        def piece(w, q):
-            off, at = w * q, f"(char*)&v + {4 * w * q}"
-            cnt = f"(n - {off})"
+        def native_mask(w, q):
+            """Piece ``q``'s mask operand: a ``__mmask16`` for a zmm piece, an integer vector for vmaskmov."""
+            if not count:
+                return self._mask_piece(w, q)
+            cnt = f"(n - {w * q})"
             if w == 16:
-                k = f"(__mmask16)({cnt} <= 0 ? 0u : {cnt} >= 16 ? 0xFFFFu : (1u << {cnt}) - 1u)"
+                return f"(__mmask16)({cnt} <= 0 ? 0u : {cnt} >= 16 ? 0xFFFFu : (1u << {cnt}) - 1u)"
+            pre = "_mm256" if w == 8 else "_mm"
+            iota = ", ".join(f"{i}.f" for i in range(w))
+            clamp = f"(float)({cnt} <= 0 ? 0 : {cnt} >= {w} ? {w} : {cnt})"
+            return (f"{pre}_castps_si{'256' if w == 8 else '128'}({pre}_cmp_ps({pre}_setr_ps({iota}), "
+                    f"{pre}_set1_ps({clamp}), _CMP_LT_OQ))")
+
+        def piece(w, q):
+            m, off, at = native_mask(w, q), w * q, f"(char*)&v + {4 * w * q}"
+            if w == 16:
                 reg = "__m512" if is_f32 else "__m512i"
                 if store:
-                    return f"  _mm512_mask_storeu_{kind}(p + {off}, {k}, *(const {reg}*)({at}));"
-                return f"  *({reg}*)({at}) = _mm512_maskz_loadu_{kind}({k}, p + {off});"
-            pre, reg, ireg, fl = ("_mm256", "__m256", "__m256i", 8) if w == 8 else ("_mm", "__m128", "__m128i", 4)
-            iota = ", ".join(f"{i}.f" for i in range(w))
-            clamp = f"(float)({cnt} <= 0 ? 0 : {cnt} >= {fl} ? {fl} : {cnt})"
-            m = (f"{pre}_castps_si{'256' if w == 8 else '128'}({pre}_cmp_ps({pre}_setr_ps({iota}), "
-                 f"{pre}_set1_ps({clamp}), _CMP_LT_OQ))")
-            if store:
-                return f"  {pre}_maskstore_ps((float*)(p + {off}), {m}, *(const {reg}*)({at}));"
-            return f"  *({reg}*)({at}) = {pre}_maskload_ps((const float*)(p + {off}), ({ireg}){m});"
-        if not store:
-            inner = piece
-
-            def piece(w, q):  # noqa: F811 - the load declares the result first and returns it last
-                text = inner(w, q)
-                if q == 0:
-                    text = f"  {vt} v;\n" + text
-                if q == dt.lanes // w - 1:
-                    text += "\n  return v;"
-                return text
+                    return f"  _mm512_mask_storeu_{kind}(p + {off}, {m}, *(const {reg}*)({at}));"
+                text = f"  *({reg}*)({at}) = _mm512_maskz_loadu_{kind}({m}, p + {off});"
+            else:
+                # vmaskmovps (AVX) moves int32 lanes too: a load or store copies bits, it does not compute on them
+                pre, reg = ("_mm256", "__m256") if w == 8 else ("_mm", "__m128")
+                if store:
+                    return f"  {pre}_maskstore_ps((float*)(p + {off}), {m}, *(const {reg}*)({at}));"
+                text = f"  *({reg}*)({at}) = {pre}_maskload_ps((const float*)(p + {off}), {m});"
+            # a load declares the result before its first piece and returns it after the last
+            return (f"  {vt} v;\n" if q == 0 else "") + text + ("\n  return v;" if q == dt.lanes // w - 1 else "")
         return self._piecewise(name, sig, loop, dt.lanes, piece)
 
     def masked_gather(self, dtype, index_dtype, store: bool) -> str:
