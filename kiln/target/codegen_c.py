@@ -454,23 +454,13 @@ class FunctionCodegen(StmtExprVisitor):
         if val_lanes == 1:
             value = E.Broadcast(value, idx_lanes)
         ramp = as_ramp(index)
-        mask = count = None
         if isinstance(value, E.Call) and value.op == LANE_MASKED:  # VectorizeLoop's masked last vector
-            m = value.args[1]
-            value = value.args[0]
-            if not _const_mask(m):
-                count = self._prefix_count(m) if ramp is not None and _is_int_const(ramp.stride, 1) else None
-                mask = None if count is not None else self.visit(m)
-        if count is not None:
-            fn = self.c.prefix_access(vdt, store=True)
-            self.emit(f"{fn}({ptr} + {self.visit(ramp.base)}, {count}, {bare(self.visit(value))});")
-        elif mask is not None and ramp is not None and _is_int_const(ramp.stride, 1):
-            fn = self.c.masked_access(vdt, store=True)
-            self.emit(f"{fn}({ptr} + {self.visit(ramp.base)}, {mask}, {bare(self.visit(value))});")
-        elif mask is not None:
-            fn = self.c.masked_gather(vdt, index.dtype, store=True)
-            self.emit(f"{fn}({ptr}, {bare(self.visit(index))}, {mask}, {bare(self.visit(value))});")
-        elif ramp is not None and _is_int_const(ramp.stride, 1):
+            value, mask = value.args
+            if not _const_mask(mask):
+                fn, args = self._masked_access(vdt, ptr, index, ramp, mask, store=True)
+                self.emit(f"{fn}({', '.join(args)}, {bare(self.visit(value))});")
+                return
+        if ramp is not None and _is_int_const(ramp.stride, 1):
             fn = self.c.vstore(vdt)
             self.emit(f"{fn}({ptr} + {self.visit(ramp.base)}, {bare(self.visit(value))});")
         else:
@@ -813,8 +803,8 @@ class FunctionCodegen(StmtExprVisitor):
             return f"(({scalar_ctype(buf.dtype)}*){name})"
         return name
 
-    def visit_BufferLoad(self, e, mask: str | None = None):
-        """A load; ``mask`` (C text of an int32 lane mask): a vector load of only the lanes that are on."""
+    def visit_BufferLoad(self, e, mask=None):
+        """A load; ``mask`` (a vector bool): a vector load of only the lanes where it is true."""
         buf = e.buffer
         if id(buf.data) in self.registers:
             return self._register(buf, e.indices)
@@ -826,9 +816,8 @@ class FunctionCodegen(StmtExprVisitor):
         vdt = parse_dtype(buf.dtype).with_lanes(lanes)
         ramp = as_ramp(index)
         if mask is not None:
-            if ramp is not None and _is_int_const(ramp.stride, 1):
-                return f"{self.c.masked_access(vdt, store=False)}({ptr} + {self.visit(ramp.base)}, {mask})"
-            return f"{self.c.masked_gather(vdt, index.dtype, store=False)}({ptr}, {self.visit(index)}, {mask})"
+            fn, args = self._masked_access(vdt, ptr, index, ramp, mask, store=False)
+            return f"{fn}({', '.join(args)})"
         if ramp is not None and _is_int_const(ramp.stride, 1):
             return f"{self.c.vload(vdt)}({ptr} + {self.visit(ramp.base)})"
         if ramp is not None and _is_int_const(ramp.stride, 0):
@@ -1034,15 +1023,19 @@ class FunctionCodegen(StmtExprVisitor):
         x, m = e.args
         if isinstance(x, E.BufferLoad) and id(x.buffer.data) not in self.registers and \
                 parse_dtype(x.dtype).lanes > 1 and not _const_mask(m):
-            count = self._prefix_count(m)
-            if count is not None:
-                ramp = as_ramp(self._flat_index(x.buffer, x.indices))
-                if ramp is not None and _is_int_const(ramp.stride, 1):
-                    vdt = parse_dtype(x.buffer.dtype).with_lanes(parse_dtype(x.dtype).lanes)
-                    return f"{self.c.prefix_access(vdt, store=False)}({self._pointer(x.buffer)} + " \
-                           f"{self.visit(ramp.base)}, {count})"
-            return self.visit_BufferLoad(x, mask=self.visit(m))
+            return self.visit_BufferLoad(x, mask=m)
         return self.visit(x)
+
+    def _masked_access(self, vdt, ptr: str, index, ramp, mask, store: bool):
+        """``(helper, leading C arguments)`` of a load or store (its value goes last) of the lanes of ``index``
+        where the vector bool ``mask`` is true: a lane count for a contiguous access under a prefix mask, else
+        the int32 mask, contiguous or a gather / scatter."""
+        if ramp is not None and _is_int_const(ramp.stride, 1):
+            count = self._prefix_count(mask)
+            if count is not None:
+                return self.c.prefix_access(vdt, store), [f"{ptr} + {self.visit(ramp.base)}", count]
+            return self.c.masked_access(vdt, store), [f"{ptr} + {self.visit(ramp.base)}", self.visit(mask)]
+        return self.c.masked_gather(vdt, index.dtype, store), [ptr, bare(self.visit(index)), self.visit(mask)]
 
     def _prefix_count(self, m):
         """C text of how many leading lanes are on when the lane mask ``m`` is a prefix, ``ramp(b, 1) <

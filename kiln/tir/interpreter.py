@@ -25,7 +25,6 @@ from ..runtime.dtype import parse_dtype
 from ..runtime.registry import get_global_func
 from .assert_message import format_message, message_parts
 from . import expr as E
-from . import stmt as S
 from .buffer import Buffer
 from .function import PrimFunc
 
@@ -558,17 +557,8 @@ class _Compiler:
             # Evaluate each branch only where it is selected: loads outside the mask are not checked.
             def vite(env):
                 cond = np.asarray(fc(env), dtype=bool)
-                outer = env.get(_MASK)
-                try:
-                    env[_MASK] = cond if outer is None else (cond & outer)
-                    t = ft(env)
-                    env[_MASK] = ~cond if outer is None else (~cond & outer)
-                    f = ff(env)
-                finally:
-                    if outer is None:
-                        env.pop(_MASK, None)
-                    else:
-                        env[_MASK] = outer
+                t = self._under_mask(env, cond, ft)
+                f = self._under_mask(env, ~cond, ff)
                 return np.where(cond, t, f)
             return vite
         return lambda env: ft(env) if fc(env) else ff(env)

@@ -21,9 +21,10 @@ from ...arith import Analyzer
 from ...runtime.dtype import parse_dtype
 from ...ir.node import structural_equal
 from .. import expr as E, stmt as S
-from .pass_base import PrimFuncPass, _config
+from .pass_base import PrimFuncPass
 from .simplify import simplify_stmt
 from ..stmt_functor import StmtExprMutator, StmtExprVisitor, _children, post_order_visit, uses_var, substitute
+from ..op import _is_one
 from .vector_split import as_ramp
 
 #: ``kiln_lane_masked(x, mask)``: ``x`` on the lanes where the vector bool ``mask`` is true. Around a vector
@@ -72,12 +73,7 @@ def _lanes(e) -> int:
     return parse_dtype(e.dtype).lanes
 
 
-_INT_DIVISIONS = tuple(getattr(E, k) for k in ("Div", "Mod", "FloorDiv", "FloorMod", "TruncDiv", "TruncMod")
-                       if hasattr(E, k))
-
-
-def _is_one(e) -> bool:
-    return isinstance(e, E.IntImm) and e.value == 1
+_INT_DIVISIONS = (E.Div, E.Mod, E.FloorDiv, E.FloorMod)
 
 
 class _Vectorizer:
