@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 
+from . import isa_hold
 from .common import interleaved, machine_info, machine_line, thread_counts, write_results
 from .models import MODELS
 
@@ -195,8 +196,9 @@ def bench_model(key: str, args, tmpdir: str) -> dict:
 
 
 def to_markdown(data: dict) -> str:
+    held = isa_hold.status_line(data.get("held_isa") or {})
     lines = ["# kiln and ONNX Runtime beside a CPU-bound neighbour", "", machine_line(data["machine"],
-             data["thread_counts"]), "",
+             data["thread_counts"]) + (" " + held if held else ""), "",
              f"Phases: quiet, then {data['neighbours']} CPU-bound neighbour process(es) spinning; {data['rounds']} "
              f"rounds of all phases, each phase {data['settle_s']} s of kiln runs then every contender timed for "
              f"{data['number']} calls, interleaved. Median ms; busy / quiet; contender / onnxruntime per phase.",
@@ -234,8 +236,7 @@ def to_markdown(data: dict) -> str:
 
 def main(argv=None) -> dict:
     from kiln.runtime.thread_policy import openmp_status  # kiln before torch: its OpenMP default applies
-    import torch
-    from kiln.target.x86 import host_cpu_info
+    from kiln.target.x86 import HOST_TARGET_ENV, host_cpu_info
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="mobilenet_v2,resnet18,mlp_b1")
     p.add_argument("--rounds", type=int, default=5)
@@ -248,9 +249,19 @@ def main(argv=None) -> dict:
     p.add_argument("--settle-s", type=float, default=1.0, help="kiln runs before each phase's timing")
     p.add_argument("--schedules", default="",
                    help="also time kiln_fixed built with these parallel-loop schedules (static,dynamic,guided)")
+    p.add_argument("--isa", choices=isa_hold.ISAS, default=None,
+                   help="hold ONNX Runtime to this ISA (benchmarks/isa_hold.py) and build kiln for it "
+                        "($KILN_HOST_TARGET=llvm -mcpu=core-avx2): an AVX2 comparison on an AVX-512 machine")
     p.add_argument("--out", default="contention")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
+    if args.isa:
+        try:
+            isa_hold.hold(args.isa, pytorch=False)
+        except isa_hold.HoldError as err:
+            p.error(f"--isa {args.isa}: {err}")
+        os.environ[HOST_TARGET_ENV] = "llvm -mcpu=core-avx2"
+    import torch
     keys = [k for k in args.models.split(",") if k]
     args.schedules = [x for x in args.schedules.split(",") if x]
     args.backends = [x for x in args.backends.split(",") if x]
@@ -276,7 +287,7 @@ def main(argv=None) -> dict:
             rows.append(bench_model(key, args, tmpdir))
     data = {"machine": machine_info(), "thread_counts": thread_counts(ort_intra_op=args.threads, pytorch=False),
             "threads": args.threads, "neighbours": args.neighbours, "rounds": args.rounds, "number": args.number,
-            "settle_s": args.settle_s, "openmp": openmp_status(), "rows": rows,
+            "settle_s": args.settle_s, "openmp": openmp_status(), "rows": rows, "held_isa": isa_hold.status(),
             "loadavg_before": round(loadavg_before, 2), "loadavg_after": round(os.getloadavg()[0], 2)}
     text = to_markdown(data)
     print(text)

@@ -26,6 +26,7 @@ import traceback
 
 import numpy as np
 
+from . import isa_hold
 from .common import PAUSES, interleaved, machine_info, machine_line, paired_ratio, thread_counts, write_results
 from .models import MODELS
 
@@ -190,7 +191,8 @@ def to_markdown(data: dict) -> str:
     m = data["machine"]
     names = _columns(data)
     th = data["thread_counts"]
-    lines = ["# kiln benchmark", "", machine_line(m, th), "",
+    held = isa_hold.status_line(data.get("held_isa") or {})
+    lines = ["# kiln benchmark", "", machine_line(m, th) + (" " + held if held else ""), "",
              f"fp32; {data['rounds']} interleaved rounds of {data['number']} calls after {data['warmup']} warm-up "
              f"calls; pause before each block: {data.get('pause', 'fixed')}; OpenMP wait policy {data.get('openmp', {}).get('policy') or 'libgomp default'} (shared by kiln "
              f"and PyTorch); kiln columns: " + ", ".join(f"`{kiln_column('kiln', t, data['targets'])}` = target "
@@ -250,7 +252,6 @@ def main(argv=None) -> dict:
     # kiln first: it sets its OpenMP wait-policy default before libgomp is loaded (torch ships one too and the
     # two libraries then share it), so both contenders run under the policy recorded in the results
     from kiln.runtime.thread_policy import openmp_status, thread_status
-    import torch
     from kiln.target.x86 import host_cpu_info
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(MODELS), help=f"comma list of: {', '.join(MODELS)}")
@@ -270,12 +271,23 @@ def main(argv=None) -> dict:
                    help="before each block: 'settle' (until the threads the previous contender left spinning are "
                         "idle; the default) or 'fixed' (50 ms, as before session 9: unfair to whoever follows "
                         "ONNX Runtime)")
+    p.add_argument("--isa", choices=isa_hold.ISAS, default=None,
+                   help="hold PyTorch and ONNX Runtime to this ISA (benchmarks/isa_hold.py) and build kiln for "
+                        "it (default target llvm -mcpu=core-avx2): an AVX2 comparison on an AVX-512 machine")
     p.add_argument("--out", default="run", help="results file stem under benchmarks/results/")
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
     args.skip = set(filter(None, args.skip.split(",")))
-    args.targets = list(dict.fromkeys((args.targets or []) + (args.target or []))) or ["llvm"]
+    default_target = "llvm -mcpu=core-avx2" if args.isa == "avx2" else "llvm"
+    args.targets = list(dict.fromkeys((args.targets or []) + (args.target or []))) or [default_target]
+    if args.isa:
+        try:
+            isa_hold.hold(args.isa, pytorch=not {"pytorch", "torch_compile"} <= args.skip,
+                          onnxruntime="onnxruntime" not in args.skip)
+        except isa_hold.HoldError as err:
+            p.error(f"--isa {args.isa}: {err}")
+    import torch
     from kiln.target import Target
     for t in args.targets:
         try:
@@ -300,6 +312,7 @@ def main(argv=None) -> dict:
             "thread_counts": thread_counts(ort_intra_op=args.threads), "thread_policy": thread_status(),
             "rounds": args.rounds, "number": args.number, "pause": args.pause,
             "warmup": args.warmup, "tuning_log": args.tuning_log, "openmp": openmp_status(),
+            "held_isa": isa_hold.status(),
             "versions": {"torch": torch.__version__, "numpy": np.__version__}, "rows": rows}
     try:
         import onnxruntime

@@ -1,6 +1,7 @@
 """benchmarks.common.settle / interleaved: a contender is timed only after the threads the previous one left
 spinning have gone idle (ONNX Runtime's pool spins ~50 ms of CPU after a run and took the next contender's
 core). Mechanism only: no speed is asserted."""
+import hashlib
 import threading
 import time
 
@@ -86,10 +87,16 @@ def test_other_threads_runnable_sees_a_spinning_thread():
     assert other_threads_runnable() is not None
 
 
+_BLOCK = bytes(1 << 16)
+
+
 def _spin(stop_at: float):
-    x = 0
+    """Burn CPU mostly outside the GIL, as a library's native pool thread does: hashlib releases the GIL
+    while it hashes a large buffer, so the thread stays runnable (state R) while the main thread holds the GIL
+    and checks. A pure-Python spinner waits for the GIL in state S at that moment, and a 10 ms window in which
+    the shared VM ran none of its instructions looked quiet (the test failed now and then)."""
     while time.perf_counter() < stop_at:
-        x += 1
+        hashlib.sha256(_BLOCK)
 
 
 def test_interleaved_times_a_contender_only_after_the_previous_ones_spinner_stopped():
