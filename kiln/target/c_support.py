@@ -412,41 +412,29 @@ class CSupport:
             return (f"  {vt} v;\n" if q == 0 else "") + text + ("\n  return v;" if q == dt.lanes // w - 1 else "")
         return self._piecewise(name, sig, loop, dt.lanes, piece)
 
-    def masked_gather(self, dtype, index_dtype, store: bool) -> str:
-        """The gather / scatter of :meth:`gather` / :meth:`scatter` on the lanes of an int32 mask that are on."""
+    def gather(self, dtype, index_dtype, masked: bool = False) -> str:
+        """``kiln_gather_T_I(p, idx)``: lane k reads ``p[idx[k]]``; ``masked``: ``kiln_mgather_T_I(p, idx, m)``
+        reads only the lanes of the int32 mask ``m`` that are on (0 elsewhere)."""
+        return self._indexed_access(dtype, index_dtype, store=False, masked=masked)
+
+    def scatter(self, dtype, index_dtype, masked: bool = False) -> str:
+        """``kiln_scatter_T_I(p, idx, v)``: lane k writes ``p[idx[k]]``; ``masked``: ``kiln_mscatter_T_I(p, idx,
+        m, v)`` writes only the lanes of the int32 mask ``m`` that are on."""
+        return self._indexed_access(dtype, index_dtype, store=True, masked=masked)
+
+    def _indexed_access(self, dtype, index_dtype, store: bool, masked: bool) -> str:
         dt = parse_dtype(dtype)
-        vt, it, mt = self.ctype(dt), self.ctype(index_dtype), self.mask_type(dt.lanes)
-        e = "bool" if dt.is_bool else scalar_ctype(dt)
-        name = f"kiln_{'mscatter' if store else 'mgather'}_{_suffix(dt)}_{_suffix(index_dtype)}"
+        vt, it, e = self.ctype(dt), self.ctype(index_dtype), scalar_ctype(dt)
+        name = f"kiln_{'m' if masked else ''}{'scatter' if store else 'gather'}_{_suffix(dt)}_{_suffix(index_dtype)}"
+        mask = f", {self.mask_type(dt.lanes)} m" if masked else ""
+        each = f"for (int k = 0; k < {dt.lanes}; ++k) " + ("if (m[k]) " if masked else "")
         if store:
             lane = "v[k] != 0" if dt.is_bool else "v[k]"
-            return self.helper(name, (
-                f"static inline void {name}({e}* p, {it} idx, {mt} m, {vt} v) {{\n"
-                f"  for (int k = 0; k < {dt.lanes}; ++k) if (m[k]) p[idx[k]] = {lane};\n}}"))
+            return self.helper(name, (f"static inline void {name}({e}* p, {it} idx{mask}, {vt} v) {{\n"
+                                      f"  {each}p[idx[k]] = {lane};\n}}"))
         lane = "p[idx[k]] ? -1 : 0" if dt.is_bool else "p[idx[k]]"
-        return self.helper(name, (
-            f"static inline {vt} {name}(const {e}* p, {it} idx, {mt} m) {{\n"
-            f"  {vt} v = {{0}};\n  for (int k = 0; k < {dt.lanes}; ++k) if (m[k]) v[k] = {lane};\n  return v;\n}}"))
-
-    def gather(self, dtype, index_dtype) -> str:
-        dt = parse_dtype(dtype)
-        vt, it = self.ctype(dt), self.ctype(index_dtype)
-        e = scalar_ctype(dt)
-        name = f"kiln_gather_{_suffix(dt)}_{_suffix(index_dtype)}"
-        lane = "p[idx[k]] ? -1 : 0" if dt.is_bool else "p[idx[k]]"
-        return self.helper(name, (
-            f"static inline {vt} {name}(const {e}* p, {it} idx) {{\n"
-            f"  {vt} v = {{0}};\n  for (int k = 0; k < {dt.lanes}; ++k) v[k] = {lane};\n  return v;\n}}"))
-
-    def scatter(self, dtype, index_dtype) -> str:
-        dt = parse_dtype(dtype)
-        vt, it = self.ctype(dt), self.ctype(index_dtype)
-        e = scalar_ctype(dt)
-        name = f"kiln_scatter_{_suffix(dt)}_{_suffix(index_dtype)}"
-        lane = "v[k] != 0" if dt.is_bool else "v[k]"
-        return self.helper(name, (
-            f"static inline void {name}({e}* p, {it} idx, {vt} v) {{\n"
-            f"  for (int k = 0; k < {dt.lanes}; ++k) p[idx[k]] = {lane};\n}}"))
+        return self.helper(name, (f"static inline {vt} {name}(const {e}* p, {it} idx{mask}) {{\n"
+                                  f"  {vt} v = {{0}};\n  {each}v[k] = {lane};\n  return v;\n}}"))
 
     def broadcast(self, dtype) -> str:
         """``kiln_broadcast_T(x)``; for bool vectors x is 0 or -1."""

@@ -63,7 +63,7 @@ from ..tir.stmt_functor import StmtExprVisitor
 from ..tir.transform.intrin_rule import LANEWISE_EXTERN, LIBM
 from ..tir.transform.promote_registers import REGISTERS_ATTR, PromoteRegisters
 from ..tir.transform.vector_split import as_ramp, split_store
-from ..tir.transform.vectorize import ANY_LANE, LANE_MASKED
+from ..tir.op import ANY_LANE, LANE_MASKED
 from .c_error_exits import ErrorExits, HeapBuffer, ParallelLoop
 from ..tir.assert_message import is_assert_message, message_parts
 from .c_support import CSupport, scalar_ctype, suffix, vector_extern_helper
@@ -1035,7 +1035,8 @@ class FunctionCodegen(StmtExprVisitor):
             if count is not None:
                 return self.c.prefix_access(vdt, store), [f"{ptr} + {self.visit(ramp.base)}", count]
             return self.c.masked_access(vdt, store), [f"{ptr} + {self.visit(ramp.base)}", self.visit(mask)]
-        return self.c.masked_gather(vdt, index.dtype, store), [ptr, bare(self.visit(index)), self.visit(mask)]
+        access = self.c.scatter if store else self.c.gather
+        return access(vdt, index.dtype, masked=True), [ptr, bare(self.visit(index)), self.visit(mask)]
 
     def _prefix_count(self, m):
         """C text of how many leading lanes are on when the lane mask ``m`` is a prefix, ``ramp(b, 1) <

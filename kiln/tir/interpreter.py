@@ -27,6 +27,7 @@ from .assert_message import format_message, message_parts
 from . import expr as E
 from .buffer import Buffer
 from .function import PrimFunc
+from .op import ANY_LANE, LANE_MASKED
 
 
 class InterpreterError(KilnError):
@@ -456,9 +457,9 @@ class _Compiler:
             return self._if_then_else(e, args)
         if name == "likely":
             return args[0]
-        if name == "kiln_lane_masked":  # VectorizeLoop's masked last vector (see its LANE_MASKED)
+        if "tir." + name == LANE_MASKED:  # VectorizeLoop's masked last vector (tir.op)
             return self._lane_masked(args)
-        if name == "kiln_any_lane":
+        if "tir." + name == ANY_LANE:
             fm = args[0]
             return lambda env: bool(np.any(fm(env)))
         if name in _UNARY_FLOAT:
@@ -759,7 +760,7 @@ class _Compiler:
     def s_BufferStore(self, s):
         access = self._access(s.buffer, s.indices, s.buffer.name)
         v = s.value
-        if isinstance(v, E.Call) and v.op == "tir.kiln_lane_masked" and _lanes(v.dtype) > 1:
+        if isinstance(v, E.Call) and v.op == LANE_MASKED and _lanes(v.dtype) > 1:
             fx, fm = self.expr(v.args[0]), self.expr(v.args[1])
 
             def masked_store(env):  # only the lanes that are on are written (and range-checked)

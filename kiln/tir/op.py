@@ -15,6 +15,15 @@ from ..error import DataTypeError, KilnError
 from ..runtime.dtype import parse_dtype
 from . import expr as _e
 
+#: ``kiln_lane_masked(x, mask)``: ``x`` on the lanes where the vector bool ``mask`` is true. Around a vector
+#: load, only those lanes are read (0 elsewhere); as the value of a vector store, only they are written; any
+#: other ``x`` is its value. ``kiln_any_lane(mask)``: whether some lane is true. VectorizeLoop's masked last
+#: vector (``transform.vectorize._Vectorizer._masked_region``) is made of them; the TIR interpreter runs them,
+#: the C backend prints masked loads and stores (AVX-512 masked moves, AVX ``vmaskmov``), and
+#: ``vector_split.slice_lanes`` slices value and mask alike.
+LANE_MASKED = "tir.kiln_lane_masked"
+ANY_LANE = "tir.kiln_any_lane"
+
 # --------------------------------------------------------------------------------------------
 # conversion
 # --------------------------------------------------------------------------------------------

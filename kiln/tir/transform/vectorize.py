@@ -24,16 +24,9 @@ from .. import expr as E, stmt as S
 from .pass_base import PrimFuncPass
 from .simplify import simplify_stmt
 from ..stmt_functor import StmtExprMutator, StmtExprVisitor, _children, post_order_visit, uses_var, substitute
-from ..op import _is_one
+from ..op import ANY_LANE, LANE_MASKED, _is_one
 from .vector_split import as_ramp
 
-#: ``kiln_lane_masked(x, mask)``: ``x`` on the lanes where the vector bool ``mask`` is true. Around a vector
-#: load, only those lanes are read (0 elsewhere); as the value of a vector store, only they are written; any
-#: other ``x`` is its value. ``kiln_any_lane(mask)``: whether some lane is true. VectorizeLoop's masked last
-#: vector (``_Vectorizer._masked_region``) is made of them; the C backend prints masked loads and stores
-#: (AVX-512 masked moves, AVX ``vmaskmov``), and ``vector_split.slice_lanes`` slices value and mask alike.
-LANE_MASKED = "tir.kiln_lane_masked"
-ANY_LANE = "tir.kiln_any_lane"
 
 
 class CannotVectorize(Exception):
