@@ -22,14 +22,14 @@ from .backend.executor import Executor as _ExecutorBase, _convert_args, create_e
 from .backend.executor_factory import GraphExecutorFactoryModule
 from .backend.graph_executor_codegen import GraphExecutorCodegen, plan_runner_module
 from .backend.interpreter import ADT
-from .backend.te_compiler import TECompiler
+from .backend.te_compiler import TECompiler, weight_residency
 from .op.annotation import strip_on_device
 from .qnn.transform import Legalize as _qnn_legalize
 from .expr import Constant, Function
 from .expr_functor import bind_vars
 from .transform.dynamic_to_static import dynamic_to_static, has_dyn_ops
 from .executor import Executor
-from ..contrib import graph_executor as _graph_executor  # noqa: F401,E402  (binds kiln.contrib.graph_executor, as TVM)
+from ..contrib import graph_executor as _contrib_graph_executor  # noqa: F401,E402  (binds kiln.contrib.graph_executor, as TVM)
 from .backend.vm import VMExecutor
 
 
@@ -226,7 +226,8 @@ def build(ir_mod, target=None, target_host=None, executor=None, runtime=None, wo
         opt_mod = _run_optimizations(_bind_params(ir_mod, params))
         _check_static(opt_mod, "graph")
         compiler = TECompiler(tgt, mod_name)
-        result = GraphExecutorCodegen(compiler).codegen(opt_mod["main"])
+        with weight_residency(opt_mod):  # the prefetching schedules ask whether the weights stay in cache
+            result = GraphExecutorCodegen(compiler).codegen(opt_mod["main"])
     lib = compiler.build_module()
     runner = plan_runner_module(tgt)
     if lib is None:  # a graph without any kernel (it only forwards its inputs)

@@ -1,12 +1,38 @@
 """Helpers for shapes and schedules shared by the TOPI computes."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from numbers import Integral
 
 from ..error import KilnError
 from ..tir import expr as E
 from ..tir import op as T
 from . import tag as _tag
+
+
+# Whether the weights of the network being compiled stream from memory each inference: True when they exceed the
+# last-level cache (each layer's weights are then evicted by the others before the next call), False when they
+# stay in it, None when no network is being compiled (a kernel built or tuned alone). relay.build and the VM
+# compiler set it (relay.backend.te_compiler.weight_residency); schedules that request weights ahead of their use
+# (topi/x86/utils.prefetch_weights) read it.
+_WEIGHTS_FROM_MEMORY: contextvars.ContextVar = contextvars.ContextVar("kiln_weights_from_memory", default=None)
+
+
+@contextlib.contextmanager
+def weights_from_memory(flag):
+    """Within the block, :func:`weights_stream_from_memory` answers ``flag`` (True, False or None)."""
+    token = _WEIGHTS_FROM_MEMORY.set(flag)
+    try:
+        yield
+    finally:
+        _WEIGHTS_FROM_MEMORY.reset(token)
+
+
+def weights_stream_from_memory():
+    """True / False when the network being compiled has its weights out of / in the last-level cache, None when
+    unknown (see ``weights_from_memory``)."""
+    return _WEIGHTS_FROM_MEMORY.get()
 
 
 def get_const_int(expr) -> int:

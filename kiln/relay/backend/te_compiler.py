@@ -294,6 +294,26 @@ def _fused_name(op_names: Sequence[str]) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", base)
 
 
+def weight_residency(mod):
+    """A context in which the schedules know whether ``mod``'s weights (its constants, params bound) stream from
+    memory each inference, i.e. exceed this machine's last-level cache (``topi.utils.weights_from_memory``; the
+    host's cache also when compiling for another CPU, whose cache the compiler does not know)."""
+    from ..analysis import post_order_visit
+    from ...runtime.benchmark import last_level_cache_bytes
+    from ...runtime.dtype import nbytes
+    from ...topi.utils import weights_from_memory
+    seen: dict = {}
+
+    def visit(e):
+        if isinstance(e, Constant) and id(e) not in seen:
+            data = e.data
+            seen[id(e)] = nbytes(tuple(data.shape), str(data.dtype)) or 0
+    for _, func in mod.functions.items():
+        if isinstance(func, Function):
+            post_order_visit(func, visit)
+    return weights_from_memory(sum(seen.values()) > last_level_cache_bytes())
+
+
 class TECompiler:
     """Lowers primitive functions for one target, caching by structural equality."""
 

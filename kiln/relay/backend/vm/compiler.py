@@ -15,11 +15,11 @@ from ....error import KilnError, LoweringError
 from ....ir.expr import GlobalVar
 from ....ir.module import IRModule
 from ....ir.op import Op
-from ....ir.type import FuncType, TensorType, TupleType
+from ....ir.type import TensorType, TupleType
 from ....runtime.vm import Executable, VMFunction
 from ...adt import Constructor, Match, PatternConstructor, PatternTuple, PatternVar, PatternWildcard
 from ...expr import Call, Constant, Function, If, Let, Tuple, TupleGetItem, Var
-from ..te_compiler import _type_of, flatten_type
+from ..te_compiler import _type_of, flatten_type, weight_residency
 from .lower import SymbolicTECompiler
 from .symdims import SymDims, dim_classes, merge_same_dims, output_shapes
 from ...analysis import free_vars
@@ -495,14 +495,15 @@ class VMCompiler:
             for n in names:
                 self._globals[n] = len(self.functions)
                 self.functions.append(None)
-            for n in names:
-                func = self.mod[n]
-                b = _FuncBuilder(self, n, list(func.params))
-                result = b.compile(func.body)
-                b.emit("ret", result)
-                ptypes = [_param_type(_type_of(p)) for p in func.params]
-                self.functions[self._globals[n]] = VMFunction(n, [p.name_hint for p in func.params],
-                                                              b.num_regs, b.code, ptypes)
+            with weight_residency(self.mod):  # the prefetching schedules ask whether the weights stay in cache
+                for n in names:
+                    func = self.mod[n]
+                    b = _FuncBuilder(self, n, list(func.params))
+                    result = b.compile(func.body)
+                    b.emit("ret", result)
+                    ptypes = [_param_type(_type_of(p)) for p in func.params]
+                    self.functions[self._globals[n]] = VMFunction(n, [p.name_hint for p in func.params],
+                                                                  b.num_regs, b.code, ptypes)
             self.lib = self.te.build_module()
             if self.lib is not None:  # the replay's plans run runs of kernels in one native call (vm_replay.py)
                 from ..graph_executor_codegen import plan_runner_module
