@@ -50,6 +50,13 @@ def _conv(rng, cin, cout, h, w, k, stride):
     return tvm.IRModule.from_expr(relay.Function([x], y)), reference, wt.nbytes
 
 
+def _assert_close_with_nan(got, want):
+    """NaN exactly where the reference has it, the finite values close."""
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=2e-4, atol=2e-4)
+
+
 def _build(mod, target):
     with tvm.transform.PassContext(opt_level=3):
         return relay.build(mod, target=target)
@@ -101,10 +108,7 @@ def test_weight_prefetch_keeps_nan_and_inf_where_torch_puts_them(small_cache):
     a = rng.standard_normal((1, 2048, 7, 9)).astype("float32")
     a[0, 5, 3, 4] = np.nan
     a[0, 100, 6, 8] = np.inf
-    got, want = run(lib, a), reference(a)
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-    finite = np.isfinite(want)
-    np.testing.assert_allclose(got[finite], want[finite], rtol=2e-4, atol=2e-4)
+    _assert_close_with_nan(run(lib, a), reference(a))
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -168,11 +172,7 @@ def test_dense_weight_prefetch(target, m, k, n, small_cache):
         return
     a = rng.standard_normal((m, k)).astype("float32")
     a[0, 3] = np.nan
-    got = run(lib, a)
-    want = a.astype(np.float64) @ wt.T.astype(np.float64)
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-    finite = np.isfinite(want)
-    np.testing.assert_allclose(got[finite], want[finite], rtol=2e-4, atol=2e-4)
+    _assert_close_with_nan(run(lib, a), a.astype(np.float64) @ wt.T.astype(np.float64))
 
 
 @pytest.mark.parametrize("target", TARGETS)
