@@ -2,6 +2,7 @@
 Runtime's profiler (per node), same thread count, grouped by kernel / op type.
 
     python -m benchmarks.profile_ops --model bert --threads 1 [--reps 20] [--target "llvm -mcpu=core-avx2"]
+    python -m benchmarks.profile_ops --model bert --isa avx2    # kiln core-avx2 beside ORT's AVX2 kernels
 
 Wall-clock times: on a loaded machine compare the *shares* of each side, not the two sides' milliseconds.
 Prints only; nothing is written.
@@ -14,6 +15,8 @@ import json
 import os
 import re
 import tempfile
+
+from . import isa_hold
 
 
 def _kiln(model, inputs, target: str, reps: int) -> list:
@@ -80,17 +83,26 @@ def main(argv=None) -> None:
     p.add_argument("--model", default="bert")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--target", default="llvm")
+    p.add_argument("--target", default=None, help="kiln's target (default llvm; llvm -mcpu=core-avx2 with --isa avx2)")
+    p.add_argument("--isa", choices=isa_hold.ISAS, default=None,
+                   help="hold ONNX Runtime to this ISA too (benchmarks/isa_hold.py), so both sides profile AVX2 code")
     p.add_argument("--top", type=int, default=25)
     args = p.parse_args(argv)
+    args.target = args.target or ("llvm -mcpu=core-avx2" if args.isa == "avx2" else "llvm")
     os.environ["KILN_NUM_THREADS"] = str(args.threads)
+    if args.isa:
+        try:
+            isa_hold.hold(args.isa, pytorch=False)
+        except isa_hold.HoldError as err:
+            p.error(f"--isa {args.isa}: {err}")
     import torch
     torch.set_num_threads(args.threads)
     from .models import MODELS
     model, inputs = MODELS[args.model][1]()
     _print(f"kiln {args.model} ({args.target}, {args.threads} thread(s))", _kiln(model, inputs, args.target, args.reps),
            args.top)
-    _print(f"ONNX Runtime {args.model} ({args.threads} thread(s))", _ort(model, inputs, args.threads, args.reps * 3),
+    held = f", held to {args.isa.upper()}" if args.isa else ""
+    _print(f"ONNX Runtime {args.model} ({args.threads} thread(s){held})", _ort(model, inputs, args.threads, args.reps * 3),
            args.top)
 
 

@@ -109,3 +109,26 @@ def test_held_onnxruntime_and_pytorch_in_a_fresh_process():
     assert res["status"]["pytorch_cpu_capability"] == "AVX2"
     assert "xgetbv" in res["status"]["onnxruntime"]
     assert res["line"].startswith("Contenders held to AVX2")
+
+
+def test_benchmark_run_with_isa_avx2_holds_onnxruntime_and_builds_kiln_for_core_avx2():
+    code = textwrap.dedent("""
+        import json
+        from benchmarks import run
+        data = run.main(["--isa", "avx2", "--models", "mlp_b1", "--rounds", "2", "--number", "1", "--warmup", "1",
+                         "--skip", "pytorch,torch_compile", "--no-write"])
+        row = data["rows"][0]
+        print(json.dumps({"targets": data["targets"], "held": data["held_isa"],
+                          "contenders": sorted(row["results"]), "vs_ort": row["results"]["kiln"].get("vs_onnxruntime"),
+                          "err": row["results"]["kiln"]["max_abs_err"]}))
+    """)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["targets"] == ["llvm -mcpu=core-avx2"]
+    assert res["held"]["isa"] == "avx2" and "xgetbv" in res["held"]["onnxruntime"]
+    assert "pytorch" not in res["held"]          # not a contender: left as it is
+    assert {"kiln", "onnxruntime"} <= set(res["contenders"])
+    assert res["vs_ort"]["rounds"] == 2 and res["err"] < 1e-4
