@@ -196,9 +196,8 @@ def bench_model(key: str, args, tmpdir: str) -> dict:
 
 
 def to_markdown(data: dict) -> str:
-    held = isa_hold.status_line(data.get("held_isa") or {})
-    lines = ["# kiln and ONNX Runtime beside a CPU-bound neighbour", "", machine_line(data["machine"],
-             data["thread_counts"]) + (" " + held if held else ""), "",
+    lines = ["# kiln and ONNX Runtime beside a CPU-bound neighbour", "",
+             isa_hold.with_status(machine_line(data["machine"], data["thread_counts"]), data.get("held_isa")), "",
              f"Phases: quiet, then {data['neighbours']} CPU-bound neighbour process(es) spinning; {data['rounds']} "
              f"rounds of all phases, each phase {data['settle_s']} s of kiln runs then every contender timed for "
              f"{data['number']} calls, interleaved. Median ms; busy / quiet; contender / onnxruntime per phase.",
@@ -249,18 +248,13 @@ def main(argv=None) -> dict:
     p.add_argument("--settle-s", type=float, default=1.0, help="kiln runs before each phase's timing")
     p.add_argument("--schedules", default="",
                    help="also time kiln_fixed built with these parallel-loop schedules (static,dynamic,guided)")
-    p.add_argument("--isa", choices=isa_hold.ISAS, default=None,
-                   help="hold ONNX Runtime to this ISA (benchmarks/isa_hold.py) and build kiln for it "
-                        "($KILN_HOST_TARGET=llvm -mcpu=core-avx2): an AVX2 comparison on an AVX-512 machine")
+    isa_hold.add_argument(p, "ONNX Runtime")
     p.add_argument("--out", default="contention")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
-    if args.isa:
-        try:
-            isa_hold.hold(args.isa, pytorch=False)
-        except isa_hold.HoldError as err:
-            p.error(f"--isa {args.isa}: {err}")
-        os.environ[HOST_TARGET_ENV] = "llvm -mcpu=core-avx2"
+    isa_target = isa_hold.apply(p, args.isa, pytorch=False)
+    if isa_target:  # the builds here take the default target: make it mean the ISA's CPU
+        os.environ[HOST_TARGET_ENV] = isa_target
     import torch
     keys = [k for k in args.models.split(",") if k]
     args.schedules = [x for x in args.schedules.split(",") if x]

@@ -41,6 +41,8 @@ XGETBV = b"\x0f\x01\xd0"
 XCR0_AVX2_READ = b"\x8d\x41\x07"
 TORCH_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 ISAS = ("avx2",)
+#: kiln's target for each ISA the other contenders can be held to
+KILN_TARGETS = {"avx2": "llvm -mcpu=core-avx2"}
 
 _held: dict = {}
 
@@ -168,3 +170,29 @@ def status_line(held: dict) -> str:
         cap = held.get("pytorch_cpu_capability")
         parts.append(f"pytorch: {held['pytorch']}" + (f" (reports {cap})" if cap else ""))
     return f"Contenders held to {held['isa'].upper()} (benchmarks/isa_hold.py): " + "; ".join(parts) + "."
+
+
+def add_argument(parser, held: str) -> None:
+    """The scripts' ``--isa`` option (``held``: which contenders it holds)."""
+    parser.add_argument("--isa", choices=ISAS, default=None,
+                        help=f"hold {held} to this ISA (benchmarks/isa_hold.py) and build kiln for it "
+                             f"({', '.join(f'{k}: {v}' for k, v in KILN_TARGETS.items())}): an AVX2 comparison on "
+                             "an AVX-512 machine")
+
+
+def apply(parser, isa, pytorch: bool = True, onnxruntime: bool = True):
+    """For a script's ``--isa`` value: hold the contenders (a usage error if they cannot be held) and return kiln's
+    target for the ISA; None without one."""
+    if not isa:
+        return None
+    try:
+        hold(isa, pytorch=pytorch, onnxruntime=onnxruntime)
+    except HoldError as err:
+        parser.error(f"--isa {isa}: {err}")
+    return KILN_TARGETS[isa]
+
+
+def with_status(line: str, held: dict) -> str:
+    """A results header's first line, followed by :func:`status_line` of ``held`` when something was held."""
+    text = status_line(held or {})
+    return f"{line} {text}" if text else line

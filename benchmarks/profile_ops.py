@@ -84,17 +84,12 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--target", default=None, help="kiln's target (default llvm; llvm -mcpu=core-avx2 with --isa avx2)")
-    p.add_argument("--isa", choices=isa_hold.ISAS, default=None,
-                   help="hold ONNX Runtime to this ISA too (benchmarks/isa_hold.py), so both sides profile AVX2 code")
+    isa_hold.add_argument(p, "ONNX Runtime")
     p.add_argument("--top", type=int, default=25)
     args = p.parse_args(argv)
-    args.target = args.target or ("llvm -mcpu=core-avx2" if args.isa == "avx2" else "llvm")
     os.environ["KILN_NUM_THREADS"] = str(args.threads)
-    if args.isa:
-        try:
-            isa_hold.hold(args.isa, pytorch=False)
-        except isa_hold.HoldError as err:
-            p.error(f"--isa {args.isa}: {err}")
+    isa_target = isa_hold.apply(p, args.isa, pytorch=False)
+    args.target = args.target or isa_target or "llvm"
     import torch
     torch.set_num_threads(args.threads)
     from .models import MODELS

@@ -191,8 +191,7 @@ def to_markdown(data: dict) -> str:
     m = data["machine"]
     names = _columns(data)
     th = data["thread_counts"]
-    held = isa_hold.status_line(data.get("held_isa") or {})
-    lines = ["# kiln benchmark", "", machine_line(m, th) + (" " + held if held else ""), "",
+    lines = ["# kiln benchmark", "", isa_hold.with_status(machine_line(m, th), data.get("held_isa")), "",
              f"fp32; {data['rounds']} interleaved rounds of {data['number']} calls after {data['warmup']} warm-up "
              f"calls; pause before each block: {data.get('pause', 'fixed')}; OpenMP wait policy {data.get('openmp', {}).get('policy') or 'libgomp default'} (shared by kiln "
              f"and PyTorch); kiln columns: " + ", ".join(f"`{kiln_column('kiln', t, data['targets'])}` = target "
@@ -271,22 +270,15 @@ def main(argv=None) -> dict:
                    help="before each block: 'settle' (until the threads the previous contender left spinning are "
                         "idle; the default) or 'fixed' (50 ms, as before session 9: unfair to whoever follows "
                         "ONNX Runtime)")
-    p.add_argument("--isa", choices=isa_hold.ISAS, default=None,
-                   help="hold PyTorch and ONNX Runtime to this ISA (benchmarks/isa_hold.py) and build kiln for "
-                        "it (default target llvm -mcpu=core-avx2): an AVX2 comparison on an AVX-512 machine")
+    isa_hold.add_argument(p, "PyTorch and ONNX Runtime")
     p.add_argument("--out", default="run", help="results file stem under benchmarks/results/")
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
     args.skip = set(filter(None, args.skip.split(",")))
-    default_target = "llvm -mcpu=core-avx2" if args.isa == "avx2" else "llvm"
-    args.targets = list(dict.fromkeys((args.targets or []) + (args.target or []))) or [default_target]
-    if args.isa:
-        try:
-            isa_hold.hold(args.isa, pytorch=not {"pytorch", "torch_compile"} <= args.skip,
-                          onnxruntime="onnxruntime" not in args.skip)
-        except isa_hold.HoldError as err:
-            p.error(f"--isa {args.isa}: {err}")
+    isa_target = isa_hold.apply(p, args.isa, pytorch=not {"pytorch", "torch_compile"} <= args.skip,
+                                onnxruntime="onnxruntime" not in args.skip)
+    args.targets = list(dict.fromkeys((args.targets or []) + (args.target or []))) or [isa_target or "llvm"]
     import torch
     from kiln.target import Target
     for t in args.targets:

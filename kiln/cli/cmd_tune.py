@@ -164,19 +164,9 @@ def _hint_cache_flush(model, args) -> None:
     L3: its cold-tuned log ran 0.98x of the hot-tuned one, docs/architecture.md)."""
     if getattr(args, "enable_cpu_cache_flush", False) or args.rpc_key or args.rpc_tracker:
         return  # already cold, or measured on another machine whose cache this one does not know
-    from ..relay import Constant
-    from ..relay.analysis import post_order_visit
+    from ..relay.backend.te_compiler import weight_bytes
     from ..runtime.benchmark import last_level_cache_bytes
-    from ..runtime.dtype import nbytes
-
-    def size(value) -> int:
-        shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
-        return (nbytes(shape, str(dtype)) or 0) if shape is not None and dtype is not None else 0
-    # the weights: bound params, and the constants of the module (ONNX initializers are frozen into it)
-    total = sum(size(v) for v in (model.params or {}).values())
-    consts = []
-    post_order_visit(model.mod["main"], lambda e: consts.append(e.data) if isinstance(e, Constant) else None)
-    total += sum(size(c) for c in consts)
+    total = weight_bytes(model.mod, model.params)  # bound params and frozen initializers: the module's constants
     llc = last_level_cache_bytes()
     if total > llc:
         info(f"the model's weights ({total / 2**20:.0f} MiB) exceed this CPU's last-level cache ({llc / 2**20:.0f} "

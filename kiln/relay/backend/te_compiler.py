@@ -294,24 +294,33 @@ def _fused_name(op_names: Sequence[str]) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", base)
 
 
-def weight_residency(mod):
-    """A context in which the schedules know whether ``mod``'s weights (its constants, params bound) stream from
-    memory each inference, i.e. exceed this machine's last-level cache (``topi.utils.weights_from_memory``; the
-    host's cache also when compiling for another CPU, whose cache the compiler does not know)."""
+def weight_bytes(mod, params=None) -> int:
+    """Bytes of ``mod``'s weights: its constants (each once; params bound or ONNX initializers frozen in) plus
+    ``params`` not yet bound."""
     from ..analysis import post_order_visit
-    from ...runtime.benchmark import last_level_cache_bytes
     from ...runtime.dtype import nbytes
-    from ...topi.utils import weights_from_memory
+
+    def size(value) -> int:
+        shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+        return (nbytes(tuple(shape), str(dtype)) or 0) if shape is not None and dtype is not None else 0
     seen: dict = {}
 
     def visit(e):
-        if isinstance(e, Constant) and id(e) not in seen:
-            data = e.data
-            seen[id(e)] = nbytes(tuple(data.shape), str(data.dtype)) or 0
+        if isinstance(e, Constant):
+            seen[id(e)] = size(e.data)
     for _, func in mod.functions.items():
         if isinstance(func, Function):
             post_order_visit(func, visit)
-    return weights_from_memory(sum(seen.values()) > last_level_cache_bytes())
+    return sum(seen.values()) + sum(size(v) for v in (params or {}).values())
+
+
+def weight_residency(mod):
+    """A context in which the schedules know whether ``mod``'s weights (:func:`weight_bytes`) stream from memory
+    each inference, i.e. exceed this machine's last-level cache (``topi.utils.weights_from_memory``; the host's
+    cache also when compiling for another CPU, whose cache the compiler does not know)."""
+    from ...runtime.benchmark import last_level_cache_bytes
+    from ...topi.utils import weights_from_memory
+    return weights_from_memory(weight_bytes(mod) > last_level_cache_bytes())
 
 
 class TECompiler:

@@ -245,7 +245,7 @@ def schedule_gemm_block(s, cfg, C, O, n_batch: int = 0, staged: bool = False, we
     the accumulator itself under that guard (scalar accesses) made every block's accumulators live in memory
     (2x slower).
 
-    ``weights`` (dense: the packed weight constant): the row blocks of a column panel request the next panel's
+    ``weights`` (dense: the packed weight; a constant only): the row blocks of a column panel request the next panel's
     weights, a share at the start of each of up to :data:`PREFETCH_SLICES` slices of the reduction
     (:func:`prefetch_weights`: weights of at least 1 MiB, in a network whose weights exceed the last-level
     cache). There (BERT's and GPT-2's 340 MB of encoder weights) the first row block of each panel otherwise
@@ -294,11 +294,10 @@ def schedule_gemm_block(s, cfg, C, O, n_batch: int = 0, staged: bool = False, we
         # the requests go out at the start of each of a few equal slices of the reduction (a share per slice):
         # one share per reduction step computed its line range (two integer divisions) every few FMAs
         slices = divisor_at_most(_ceil_div(int(kk.dom.extent), cfg["tile_k"].size[-1]), PREFETCH_SLICES)
+        spread = ko
         if slices > 1:
-            ko_slice, ko = s[CC].split(ko, nparts=slices)
-            prefetch_weights(s, O, weights, par, row_blocks, ko_slice)
-        else:
-            prefetch_weights(s, O, weights, par, row_blocks, ko)
+            spread, ko = s[CC].split(ko, nparts=slices)
+        prefetch_weights(s, O, weights, par, row_blocks, spread)
     s[CC].unroll(ki)
     s[CC].unroll(cy)
     s[CC].unroll(cxo)
@@ -352,7 +351,7 @@ def schedule_dense_pack(cfg, outs):
         for t in op.input_tensors:
             if t.op.tag == "dense_data_pack":
                 _schedule_data_pack(s, t, worth_parallel(reduction_flops(C)))
-        weights = packw if packw.op.name == "placeholder" or not packw.op.input_tensors else None
-        schedule_gemm_block(s, cfg, C, O, staged=padded_units(op) is not None, weights=weights)
+        # the weight: prefetched when it is a constant (packed at compile time), not when packed per call
+        schedule_gemm_block(s, cfg, C, O, staged=padded_units(op) is not None, weights=packw)
     traverse_inline(s, outs[0].op, callback)
     return s

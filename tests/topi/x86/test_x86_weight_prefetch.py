@@ -103,8 +103,7 @@ def test_no_weight_prefetch_under_the_threshold(target, small_cache):
 def test_weight_prefetch_keeps_nan_and_inf_where_torch_puts_them(small_cache):
     rng = np.random.default_rng(8)
     mod, reference, _ = _conv(rng, 2048, 1000, 7, 9, 1, 1)
-    lib = _build(mod, "llvm")
-    assert SPREAD.search(_conv_kernel(lib)[1])
+    lib = _build(mod, "llvm")  # numerics on the host; the requests' code is checked per target above
     a = rng.standard_normal((1, 2048, 7, 9)).astype("float32")
     a[0, 5, 3, 4] = np.nan
     a[0, 100, 6, 8] = np.inf
